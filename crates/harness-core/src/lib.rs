@@ -1,0 +1,59 @@
+//! # harness-core
+//!
+//! The sans-IO core that every harness-rs protocol crate builds on:
+//!
+//! - [`sse`]: the WHATWG server-sent events decoder and encoder (UHP streams, TanStack's
+//!   `GET events`), exact to the spec's parsing rules and faster than the crates we measured.
+//! - [`ndjson`]: one JSON value per line (the TanStack stdio worker).
+//! - [`Cursor`]: an opaque stream position: compare, store, send back, never parse.
+//! - [`Harness`] / [`EventSink`]: one agent, written once, served over jambonz, TanStack and
+//!   agentsessions; [`message`] is the model they share, [`event`] the journal events a
+//!   harness sees as history.
+//! - [`model`]: the provider trait drivers call, and [`ScriptedModel`](model::ScriptedModel),
+//!   a deterministic model for tests and demos.
+//! - [`testing`]: [`RecordingSink`](testing::RecordingSink), to unit-test an agent without
+//!   any protocol; [`agent`]: a reference model-and-tools agent.
+//!
+//! Nothing here opens a socket, spawns a task, sleeps or reads a clock: bytes come in
+//! through `push`, events go out through `poll_*`, and you own the I/O.
+//!
+//! ```
+//! use harness_core::sse::SseDecoder;
+//!
+//! // Bytes from any HTTP client, in whatever chunks it hands them over.
+//! let body: &[&[u8]] = &[b"id: 1\r\ndata: {\"type\":\"response.created\",", b"\"sequence_number\":0}\r\n\r\n"];
+//!
+//! let mut dec = SseDecoder::new();
+//! let mut events = Vec::new();
+//! for chunk in body {
+//!     dec.push(chunk);
+//!     while let Some(ev) = dec.poll_event()? {
+//!         events.push(ev);
+//!     }
+//! }
+//! dec.finish()?;
+//! let v: serde_json::Value = serde_json::from_str(events[0].data()).unwrap();
+//! assert_eq!(v["type"], "response.created");
+//! assert_eq!(dec.last_event_id(), Some("1")); // what to send as Last-Event-ID
+//! # Ok::<(), harness_core::sse::SseError>(())
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod agent;
+pub mod cursor;
+pub mod event;
+pub mod harness;
+pub mod message;
+pub mod model;
+pub mod ndjson;
+mod proto_json;
+pub mod sse;
+pub mod testing;
+
+pub use cursor::Cursor;
+pub use harness::{
+    Capabilities, Descriptor, EventSink, Harness, HarnessError, IdentityContext, Resumability,
+    SinkError, Start,
+};
+pub use proto_json::{Timestamp, TimestampError};

@@ -1,0 +1,310 @@
+//! Model providers: what a protocol driver calls to satisfy `sink.model` where the protocol
+//! does not mediate model calls itself, and a deterministic scripted model for tests and
+//! demos (no network, no key).
+//!
+//! A [`Model`] streams: zero or more [`ModelEvent::TextDelta`]s, then exactly one
+//! [`ModelEvent::Completed`] with the whole response. Drivers turn the deltas into what their
+//! protocol streams (jambonz `reply:chunk`s, AG-UI `TEXT_MESSAGE_CONTENT`), with back-pressure,
+//! since the stream is pulled.
+//!
+//! ```
+//! use futures::StreamExt;
+//! use harness_core::message::{Message, ModelRequest};
+//! use harness_core::model::{Model, ModelEvent, ScriptedModel};
+//!
+//! let model = ScriptedModel::new().reply("We open at eight.");
+//! let req = ModelRequest::new(vec![Message::user("When do you open?")]);
+//! futures::executor::block_on(async {
+//!     let mut deltas = Vec::new();
+//!     let mut stream = model.stream(&req);
+//!     while let Some(ev) = stream.next().await {
+//!         match ev? {
+//!             ModelEvent::TextDelta(d) => deltas.push(d),
+//!             ModelEvent::Completed(resp) => assert_eq!(resp.message.text(), "We open at eight."),
+//!             _ => {}
+//!         }
+//!     }
+//!     assert_eq!(deltas, ["We ", "open ", "at ", "eight."]);
+//!     Ok::<(), harness_core::model::ModelError>(())
+//! }).unwrap();
+//! assert_eq!(model.calls(), 1);
+//! ```
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+
+use crate::message::{
+    JsonObject, Message, ModelRequest, ModelResponse, Part, Role, ToolCall, Usage,
+};
+
+/// One item of a model's stream.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ModelEvent {
+    /// More assistant text.
+    TextDelta(String),
+    /// The whole response; the last item of the stream.
+    Completed(ModelResponse),
+}
+
+/// Why a model call failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The provider could not be reached or refused the call.
+    #[error("model unavailable: {0}")]
+    Unavailable(String),
+    /// The provider answered with an error.
+    #[error("model error: {0}")]
+    Provider(String),
+    /// The stream ended without a completed response.
+    #[error("model stream ended without a completed response")]
+    Incomplete,
+    /// A scripted model was called more times than its script has steps.
+    #[error("scripted model: no step left for call {call}")]
+    ScriptExhausted {
+        /// The 1-based number of the call that found no step.
+        call: usize,
+    },
+}
+
+/// A stream of model events.
+pub type ModelStream<'a> = BoxStream<'a, Result<ModelEvent, ModelError>>;
+
+/// A model provider.
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// Starts a completion of `req`: text deltas, then the completed response.
+    fn stream<'a>(&'a self, req: &'a ModelRequest) -> ModelStream<'a>;
+
+    /// Runs a completion to the end, handing each text delta to `on_delta`.
+    async fn complete(
+        &self,
+        req: &ModelRequest,
+        on_delta: &mut (dyn for<'d> FnMut(&'d str) + Send),
+    ) -> Result<ModelResponse, ModelError> {
+        let mut s = self.stream(req);
+        while let Some(ev) = s.next().await {
+            match ev? {
+                ModelEvent::TextDelta(d) => on_delta(&d),
+                ModelEvent::Completed(resp) => return Ok(resp),
+            }
+        }
+        Err(ModelError::Incomplete)
+    }
+}
+
+#[async_trait]
+impl<M: Model + ?Sized> Model for std::sync::Arc<M> {
+    fn stream<'a>(&'a self, req: &'a ModelRequest) -> ModelStream<'a> {
+        (**self).stream(req)
+    }
+}
+
+type Responder = Box<dyn Fn(&ModelRequest) -> Result<Message, ModelError> + Send + Sync>;
+
+enum Step {
+    Reply(Message),
+    Fail(ModelError),
+}
+
+/// A deterministic model for tests and demos: it answers from a script of steps, one per
+/// call, then from a fallback function if one is set. No network, no key, no randomness.
+///
+/// Text is streamed word by word (each delta is a word and the whitespace after it). Tool
+/// call ids are `call_1`, `call_2`, … in script order. Usage counts one token per four
+/// characters (rounded up) of the request's text and of the reply.
+///
+/// ```
+/// use harness_core::model::ScriptedModel;
+/// use serde_json::json;
+///
+/// let model = ScriptedModel::new()
+///     .tool_call("get_hours", json!({}))            // first call: ask for a tool
+///     .reply("We're open eight to six.")           // second call: answer
+///     .otherwise(|req| Ok(harness_core::message::Message::assistant(
+///         format!("You said: {}", req.last_user_text().unwrap_or_default()))));
+/// # let _ = model;
+/// ```
+pub struct ScriptedModel {
+    id: String,
+    script: Mutex<VecDeque<Step>>,
+    fallback: Option<Responder>,
+    calls: AtomicUsize,
+    next_tool_call: AtomicUsize,
+}
+
+impl fmt::Debug for ScriptedModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScriptedModel")
+            .field("id", &self.id)
+            .field("calls", &self.calls())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ScriptedModel {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ScriptedModel {
+    /// An empty script (every call fails with [`ModelError::ScriptExhausted`] until steps or
+    /// a fallback are added). The model id is `scripted`.
+    pub fn new() -> Self {
+        ScriptedModel {
+            id: "scripted".into(),
+            script: Mutex::new(VecDeque::new()),
+            fallback: None,
+            calls: AtomicUsize::new(0),
+            next_tool_call: AtomicUsize::new(1),
+        }
+    }
+
+    /// A model that answers every call with `You said: <last user text>`.
+    pub fn echo() -> Self {
+        Self::new().otherwise(|req| {
+            Ok(Message::assistant(format!(
+                "You said: {}",
+                req.last_user_text().unwrap_or_default()
+            )))
+        })
+    }
+
+    /// Sets the model id reported in usage.
+    #[must_use]
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = id.into();
+        self
+    }
+
+    /// Adds a step: answer with this text.
+    #[must_use]
+    pub fn reply(self, text: impl Into<String>) -> Self {
+        self.push(Step::Reply(Message::assistant(text)))
+    }
+
+    /// Adds a step: answer with this message (text, reasoning, tool call parts…).
+    #[must_use]
+    pub fn reply_with(self, message: Message) -> Self {
+        self.push(Step::Reply(message))
+    }
+
+    /// Adds a step: ask for one tool call (`args` should be a JSON object; anything else
+    /// becomes `{}`).
+    #[must_use]
+    pub fn tool_call(self, tool: impl Into<String>, args: serde_json::Value) -> Self {
+        let n = self.next_tool_call.fetch_add(1, Ordering::Relaxed);
+        let args = match args {
+            serde_json::Value::Object(m) => m,
+            _ => JsonObject::new(),
+        };
+        let call = ToolCall::new(format!("call_{n}"), tool, args);
+        self.push(Step::Reply(Message {
+            role: Role::Assistant,
+            parts: vec![Part::ToolCall(call)],
+        }))
+    }
+
+    /// Adds a step: fail with this error.
+    #[must_use]
+    pub fn fail(self, err: ModelError) -> Self {
+        self.push(Step::Fail(err))
+    }
+
+    /// Answers with `f` once the script is used up.
+    #[must_use]
+    pub fn otherwise(
+        mut self,
+        f: impl Fn(&ModelRequest) -> Result<Message, ModelError> + Send + Sync + 'static,
+    ) -> Self {
+        self.fallback = Some(Box::new(f));
+        self
+    }
+
+    /// How many times the model was called.
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// Steps of the script not used yet.
+    pub fn remaining_steps(&self) -> usize {
+        self.script.lock().map(|s| s.len()).unwrap_or(0)
+    }
+
+    fn push(self, step: Step) -> Self {
+        if let Ok(mut s) = self.script.lock() {
+            s.push_back(step);
+        }
+        self
+    }
+
+    fn answer(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let step = self.script.lock().ok().and_then(|mut s| s.pop_front());
+        let message = match step {
+            Some(Step::Reply(m)) => m,
+            Some(Step::Fail(e)) => return Err(e),
+            None => match &self.fallback {
+                Some(f) => f(req)?,
+                None => return Err(ModelError::ScriptExhausted { call }),
+            },
+        };
+        let usage = Usage {
+            model: self.id.clone(),
+            input_tokens: tokens(req.messages.iter().map(|m| m.text().len()).sum()),
+            output_tokens: tokens(message.text().len()),
+            reasoning_tokens: 0,
+        };
+        Ok(ModelResponse { message, usage })
+    }
+}
+
+fn tokens(chars: usize) -> u64 {
+    u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX)
+}
+
+/// Splits text into deltas: each word with the whitespace that follows it.
+pub fn word_deltas(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut in_space = false;
+    for (i, c) in text.char_indices() {
+        if c.is_whitespace() {
+            in_space = true;
+        } else if in_space {
+            out.push(text[start..i].to_owned());
+            start = i;
+            in_space = false;
+        }
+    }
+    if start < text.len() {
+        out.push(text[start..].to_owned());
+    }
+    out
+}
+
+#[async_trait]
+impl Model for ScriptedModel {
+    fn stream<'a>(&'a self, req: &'a ModelRequest) -> ModelStream<'a> {
+        let items: Vec<Result<ModelEvent, ModelError>> = match self.answer(req) {
+            Err(e) => vec![Err(e)],
+            Ok(resp) => {
+                let mut v: Vec<_> = word_deltas(&resp.message.text())
+                    .into_iter()
+                    .map(|d| Ok(ModelEvent::TextDelta(d)))
+                    .collect();
+                v.push(Ok(ModelEvent::Completed(resp)));
+                v
+            }
+        };
+        futures::stream::iter(items).boxed()
+    }
+}

@@ -1,0 +1,220 @@
+//! Newline-delimited JSON: one JSON value per line, the framing of the stdio transports.
+//!
+//! [`NdjsonDecoder`] holds partial lines across pushes, tolerates CRLF, skips blank lines and
+//! bounds the length of a line; a line that is not valid JSON (or not the type asked for) is
+//! an error for that line only. [`NdjsonEncoder`] writes compact JSON, one value per line.
+//!
+//! ```
+//! use harness_core::ndjson::{NdjsonDecoder, NdjsonEncoder};
+//! use serde_json::{json, Value};
+//!
+//! let mut wire = Vec::new();
+//! NdjsonEncoder::encode(&mut wire, &json!({"type": "harness.subscribe", "v": 2}))?;
+//! wire.extend_from_slice(b"\r\n{not json}\n{\"type\":\"harness.ping\"}");
+//!
+//! let mut dec = NdjsonDecoder::new();
+//! dec.push(&wire);
+//! assert_eq!(dec.poll::<Value>()?.unwrap()["v"], 2);
+//! assert!(dec.poll::<Value>().is_err());          // line 3 only; the decoder goes on
+//! assert_eq!(dec.poll::<Value>()?, None);          // the last line has no LF yet
+//! dec.finish();                                    // end of input: it is a line after all
+//! assert_eq!(dec.poll::<Value>()?.unwrap()["type"], "harness.ping");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Limits of an [`NdjsonDecoder`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NdjsonConfig {
+    /// Longest line accepted, without its line end. Default 16 MiB.
+    pub max_line_bytes: usize,
+}
+
+impl Default for NdjsonConfig {
+    fn default() -> Self {
+        NdjsonConfig {
+            max_line_bytes: 16 << 20,
+        }
+    }
+}
+
+/// An error for one line of an NDJSON stream; the decoder goes on with the next line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NdjsonError {
+    /// The line was longer than the limit; it was dropped.
+    #[error("NDJSON line {line} is longer than {limit} bytes")]
+    LineTooLong {
+        /// 1-based line number in the stream.
+        line: u64,
+        /// The configured `max_line_bytes`.
+        limit: usize,
+    },
+    /// The line is not valid JSON, or not a value of the type asked for.
+    #[error("NDJSON line {line}: {message}")]
+    Json {
+        /// 1-based line number in the stream.
+        line: u64,
+        /// serde_json's description of the problem (with its column).
+        message: String,
+    },
+}
+
+impl NdjsonError {
+    /// The 1-based number of the line the error is about.
+    pub fn line(&self) -> u64 {
+        match self {
+            NdjsonError::LineTooLong { line, .. } | NdjsonError::Json { line, .. } => *line,
+        }
+    }
+}
+
+/// A sans-IO decoder of newline-delimited JSON.
+#[derive(Debug, Default)]
+pub struct NdjsonDecoder {
+    cfg: NdjsonConfig,
+    buf: Vec<u8>,
+    pos: usize,
+    /// `buf[pos..scan]` holds no LF.
+    scan: usize,
+    /// Dropping the rest of an over-long line.
+    dropping: bool,
+    /// No more input: the unterminated tail is the last line.
+    eof: bool,
+    /// Lines seen so far (blank ones included).
+    line_no: u64,
+}
+
+impl NdjsonDecoder {
+    /// A decoder with the default limit (16 MiB per line).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A decoder with the given limit.
+    pub fn with_config(cfg: NdjsonConfig) -> Self {
+        NdjsonDecoder {
+            cfg,
+            ..Self::default()
+        }
+    }
+
+    /// Appends input bytes. Never fails and never parses.
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.pos > 0 && self.pos >= self.buf.len() / 2 {
+            self.buf.copy_within(self.pos.., 0);
+            self.buf.truncate(self.buf.len() - self.pos);
+            self.scan -= self.pos;
+            self.pos = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Marks the end of input: an unterminated last line becomes a line like the others.
+    pub fn finish(&mut self) {
+        self.eof = true;
+    }
+
+    /// Bytes pushed and not yet consumed.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// The next non-blank line, without its line end (LF or CRLF), not parsed.
+    pub fn poll_line(&mut self) -> Result<Option<&[u8]>, NdjsonError> {
+        loop {
+            let (start, end) = match memchr::memchr(b'\n', &self.buf[self.scan..]) {
+                Some(off) => {
+                    let end = self.scan + off;
+                    let start = self.pos;
+                    self.pos = end + 1;
+                    self.scan = self.pos;
+                    (start, end)
+                }
+                None if self.eof && self.pos < self.buf.len() => {
+                    let start = self.pos;
+                    self.pos = self.buf.len();
+                    self.scan = self.pos;
+                    (start, self.pos)
+                }
+                None => {
+                    self.scan = self.buf.len();
+                    let pending = self.buf.len() - self.pos;
+                    if self.dropping {
+                        self.pos = self.buf.len();
+                        self.scan = self.pos;
+                    } else if pending > self.cfg.max_line_bytes {
+                        self.pos = self.buf.len();
+                        self.scan = self.pos;
+                        self.dropping = true;
+                        self.line_no += 1;
+                        return Err(NdjsonError::LineTooLong {
+                            line: self.line_no,
+                            limit: self.cfg.max_line_bytes,
+                        });
+                    }
+                    return Ok(None);
+                }
+            };
+            if self.dropping {
+                self.dropping = false; // the rest of a line already reported
+                continue;
+            }
+            self.line_no += 1;
+            let mut line = &self.buf[start..end];
+            if let Some(l) = line.strip_suffix(b"\r") {
+                line = l;
+            }
+            if line.len() > self.cfg.max_line_bytes {
+                return Err(NdjsonError::LineTooLong {
+                    line: self.line_no,
+                    limit: self.cfg.max_line_bytes,
+                });
+            }
+            if line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')) {
+                continue; // blank lines are skipped
+            }
+            let line = &self.buf[start..start + line.len()];
+            return Ok(Some(line));
+        }
+    }
+
+    /// The next line parsed as a `T`. A line that does not parse is an error for that line;
+    /// the next call goes on with the next line.
+    pub fn poll<T: DeserializeOwned>(&mut self) -> Result<Option<T>, NdjsonError> {
+        let Some(line) = self.poll_line()? else {
+            return Ok(None);
+        };
+        match serde_json::from_slice(line) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) => Err(NdjsonError::Json {
+                line: self.line_no,
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// The 1-based number of the last line returned or reported.
+    pub fn line_number(&self) -> u64 {
+        self.line_no
+    }
+}
+
+/// Writes one JSON value per line.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NdjsonEncoder;
+
+impl NdjsonEncoder {
+    /// Appends `value` as compact JSON and a LF. Compact JSON never holds a raw line break
+    /// (strings escape theirs), so the line is always one line.
+    pub fn encode<T: Serialize + ?Sized>(
+        out: &mut Vec<u8>,
+        value: &T,
+    ) -> Result<(), serde_json::Error> {
+        serde_json::to_writer(&mut *out, value)?;
+        out.push(b'\n');
+        Ok(())
+    }
+}

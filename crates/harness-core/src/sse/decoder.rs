@@ -1,0 +1,444 @@
+//! The WHATWG server-sent events parser as a sans-IO pull decoder.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::event::{SseError, SseEvent};
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Limits of an [`SseDecoder`]. Both bound the memory one event can take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SseConfig {
+    /// Longest line (field name, colon and value, without its line end) accepted.
+    /// Default 16 MiB.
+    pub max_line_bytes: usize,
+    /// Largest data of one event (all its `data:` lines joined). Default 16 MiB.
+    pub max_event_bytes: usize,
+}
+
+impl SseConfig {
+    /// The default limits: 16 MiB per line and 16 MiB of data per event.
+    pub const DEFAULT: SseConfig = SseConfig {
+        max_line_bytes: 16 << 20,
+        max_event_bytes: 16 << 20,
+    };
+}
+
+impl Default for SseConfig {
+    fn default() -> Self {
+        SseConfig::DEFAULT
+    }
+}
+
+/// Where the decoder is with respect to an event it had to give up on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Skip {
+    /// Parsing normally.
+    No,
+    /// Inside an over-long line: drop bytes up to its line end, then skip the event.
+    Line,
+    /// Drop lines up to and including the blank line that ends the current event.
+    Event,
+}
+
+/// The per-event buffers of the WHATWG algorithm (data, event type, last event ID).
+#[derive(Debug, Default)]
+struct Fields {
+    /// The data buffer, without the trailing LF the algorithm appends and later strips.
+    data: String,
+    /// Whether at least one `data` field was seen (an empty `data:` line still dispatches).
+    has_data: bool,
+    /// The raw bytes of the event type buffer.
+    event_type: Vec<u8>,
+    /// The last interned event type, reused while the stream repeats it.
+    last_type: Option<Arc<str>>,
+    /// The last event ID buffer (`None` when empty).
+    last_event_id: Option<Arc<str>>,
+    /// The reconnection time in milliseconds, when the stream set one.
+    retry_ms: Option<u64>,
+}
+
+/// What one line did.
+enum Step {
+    Continue,
+    Dispatch(SseEvent),
+    Fail(SseError),
+}
+
+impl Fields {
+    /// Processes one complete line (without its terminator), per WHATWG "interpret a line".
+    fn line(&mut self, line: &[u8], max_event: usize) -> Step {
+        if line.is_empty() {
+            return self.dispatch();
+        }
+        if line[0] == b':' {
+            return Step::Continue; // a comment
+        }
+        let (name, value) = match memchr::memchr(b':', line) {
+            Some(c) => {
+                let v = &line[c + 1..];
+                // Exactly one leading U+0020 SPACE is removed, never more, never a tab.
+                let v = v.strip_prefix(b" ").unwrap_or(v);
+                (&line[..c], v)
+            }
+            None => (line, &b""[..]), // a field name with an empty value
+        };
+        match name {
+            b"data" => {
+                let extra = value.len() + usize::from(self.has_data);
+                if self.data.len() + extra > max_event {
+                    return Step::Fail(SseError::EventTooLarge { limit: max_event });
+                }
+                if self.has_data {
+                    self.data.push('\n');
+                } else {
+                    self.has_data = true;
+                    self.data.reserve_exact(value.len());
+                }
+                push_utf8(&mut self.data, value);
+            }
+            b"event" => {
+                self.event_type.clear();
+                self.event_type.extend_from_slice(value);
+            }
+            b"id" => {
+                // Ignored when the value contains U+0000 NULL.
+                if memchr::memchr(0, value).is_none() {
+                    self.last_event_id = if value.is_empty() {
+                        None
+                    } else if self.last_event_id.as_deref().map(str::as_bytes) == Some(value) {
+                        self.last_event_id.take()
+                    } else {
+                        Some(Arc::from(String::from_utf8_lossy(value)))
+                    };
+                }
+            }
+            b"retry" => {
+                // Only when the value is all ASCII digits; saturates rather than overflows.
+                if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
+                    let ms = value.iter().fold(0u64, |acc, d| {
+                        acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+                    });
+                    self.retry_ms = Some(ms);
+                }
+            }
+            _ => {} // any other field is ignored
+        }
+        Step::Continue
+    }
+
+    /// The blank line: dispatch the event when the data buffer is not empty.
+    fn dispatch(&mut self) -> Step {
+        if !self.has_data {
+            self.event_type.clear();
+            return Step::Continue;
+        }
+        let event_type = if self.event_type.is_empty() {
+            None
+        } else {
+            match &self.last_type {
+                Some(t) if t.as_bytes() == self.event_type.as_slice() => Some(Arc::clone(t)),
+                _ => {
+                    let t: Arc<str> = Arc::from(String::from_utf8_lossy(&self.event_type));
+                    self.last_type = Some(Arc::clone(&t));
+                    Some(t)
+                }
+            }
+        };
+        self.event_type.clear();
+        self.has_data = false;
+        Step::Dispatch(SseEvent {
+            event_type,
+            data: std::mem::take(&mut self.data),
+            id: self.last_event_id.clone(),
+        })
+    }
+
+    /// Drops the event being gathered (after an error or at end of stream).
+    fn reset_event(&mut self) {
+        self.data = String::new();
+        self.has_data = false;
+        self.event_type.clear();
+    }
+}
+
+/// Appends bytes decoded as UTF-8, replacing invalid sequences with U+FFFD as the WHATWG
+/// "UTF-8 decode" does. Line terminators are ASCII, so a line never splits a character: a
+/// character split across two pushes is decoded whole.
+fn push_utf8(out: &mut String, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => out.push_str(s),
+        Err(_) => out.push_str(&String::from_utf8_lossy(bytes)),
+    }
+}
+
+/// A sans-IO decoder of a `text/event-stream` body, implementing the WHATWG HTML parsing
+/// rules exactly.
+///
+/// Feed it bytes as they arrive with [`push`](Self::push) (which never fails and never
+/// parses), take events out with [`poll_event`](Self::poll_event) (which parses lazily, so
+/// an unread event costs nothing), and call [`finish`](Self::finish) at end of stream.
+///
+/// The rules, all tested against the spec's wording:
+/// lines end in CRLF, LF or a lone CR (a CR at the end of one push and an LF at the start of
+/// the next are one line end); a UTF-8 BOM at the start of the stream is skipped once; a line
+/// starting with `:` is a comment; `field:value` loses exactly one leading space of its
+/// value; a line without a colon is a field with an empty value; `data` lines are joined with
+/// `\n`; `event` sets the type (default `message`); `id` sets the last event ID unless it
+/// contains NUL; `retry` sets the reconnection time only when it is all ASCII digits; a blank
+/// line dispatches (nothing when there is no data); bytes are UTF-8 decoded with U+FFFD for
+/// invalid sequences, and a character split across pushes is never replaced; an event not
+/// terminated by a blank line at end of stream is not dispatched.
+///
+/// Any split of the same bytes into pushes gives the same events and errors.
+///
+/// ```
+/// use harness_core::sse::SseDecoder;
+///
+/// let mut dec = SseDecoder::new();
+/// dec.push(b"\xEF\xBB\xBFevent: greeting\r\nid: 1\r\ndata: hello\r");
+/// dec.push(b"\ndata: world\r\n\r\n: ping\n\ndata: {\"partial\":");
+///
+/// let ev = dec.poll_event()?.expect("one whole event");
+/// assert_eq!((ev.event_type(), ev.data(), ev.id()), ("greeting", "hello\nworld", Some("1")));
+/// assert_eq!(dec.poll_event()?, None); // the rest is incomplete
+///
+/// // At end of stream the partial event is reported, never dispatched.
+/// assert!(dec.finish().is_err());
+/// assert_eq!(dec.last_event_id(), Some("1"));
+/// # Ok::<(), harness_core::sse::SseError>(())
+/// ```
+#[derive(Debug)]
+pub struct SseDecoder {
+    cfg: SseConfig,
+    buf: Vec<u8>,
+    /// Start of the bytes not yet consumed.
+    pos: usize,
+    /// Bytes in `buf[pos..scan]` are known to hold no line end.
+    scan: usize,
+    /// The BOM check is still to be made (start of a stream).
+    bom_pending: bool,
+    /// The last line ended with CR: an LF that comes next is part of that line end.
+    skip_lf: bool,
+    skip: Skip,
+    fields: Fields,
+    /// Events parsed by `finish` that the caller has not polled yet.
+    queued: VecDeque<Result<SseEvent, SseError>>,
+}
+
+impl Default for SseDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SseDecoder {
+    /// A decoder with the default limits ([`SseConfig::DEFAULT`]).
+    pub fn new() -> Self {
+        Self::with_config(SseConfig::DEFAULT)
+    }
+
+    /// A decoder with the given limits. A line or an event past a limit is reported as an
+    /// error for that event; the decoder skips to the next event and stays usable.
+    pub fn with_config(cfg: SseConfig) -> Self {
+        SseDecoder {
+            cfg,
+            buf: Vec::new(),
+            pos: 0,
+            scan: 0,
+            bom_pending: true,
+            skip_lf: false,
+            skip: Skip::No,
+            fields: Fields::default(),
+            queued: VecDeque::new(),
+        }
+    }
+
+    /// The decoder's limits.
+    pub fn config(&self) -> SseConfig {
+        self.cfg
+    }
+
+    /// Appends bytes of the stream. Never fails and never parses; call
+    /// [`poll_event`](Self::poll_event) until it returns `Ok(None)` afterwards.
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.pos > 0 && self.pos >= self.buf.len() / 2 {
+            // Compact: amortised O(1) per byte, and the buffer never holds consumed bytes
+            // for long.
+            self.buf.copy_within(self.pos.., 0);
+            self.buf.truncate(self.buf.len() - self.pos);
+            self.scan -= self.pos;
+            self.pos = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next complete event, parsed from the bytes pushed so far.
+    ///
+    /// `Ok(None)` means more bytes are needed. An `Err` concerns one event only (it was too
+    /// large and was skipped); keep polling.
+    pub fn poll_event(&mut self) -> Result<Option<SseEvent>, SseError> {
+        if let Some(queued) = self.queued.pop_front() {
+            return queued.map(Some);
+        }
+        self.parse()
+    }
+
+    /// Ends the stream.
+    ///
+    /// Events still complete in the buffer stay available to [`poll_event`](Self::poll_event).
+    /// An event that was never terminated by a blank line is discarded, as WHATWG requires,
+    /// and reported as [`SseError::IncompleteEvent`]. The decoder is then ready for a new
+    /// stream (a reconnection): the BOM check is re-armed, and the last event ID and the
+    /// reconnection time are kept, since a client sends them back when it reconnects.
+    pub fn finish(&mut self) -> Result<(), SseError> {
+        loop {
+            match self.parse() {
+                Ok(Some(ev)) => self.queued.push_back(Ok(ev)),
+                Ok(None) => break,
+                Err(e) => self.queued.push_back(Err(e)),
+            }
+        }
+        let tail = &self.buf[self.pos..];
+        let tail = if self.bom_pending && BOM.starts_with(tail) {
+            &[][..]
+        } else {
+            tail
+        };
+        let tail_is_data = self.skip == Skip::No
+            && (tail.starts_with(b"data:") || tail == b"data".as_slice());
+        let pending_data = if tail_is_data {
+            let v = &tail[5.min(tail.len())..];
+            let v = v.strip_prefix(b" ").unwrap_or(v);
+            Some(v.len())
+        } else {
+            None
+        };
+        let result = if self.skip == Skip::No && (self.fields.has_data || pending_data.is_some()) {
+            Err(SseError::IncompleteEvent {
+                data_bytes: self.fields.data.len() + pending_data.unwrap_or(0),
+            })
+        } else {
+            Ok(())
+        };
+        self.buf.clear();
+        self.pos = 0;
+        self.scan = 0;
+        self.bom_pending = true;
+        self.skip_lf = false;
+        self.skip = Skip::No;
+        self.fields.reset_event();
+        result
+    }
+
+    /// The last event ID (`None` when empty): what to send as `Last-Event-ID` on reconnect.
+    pub fn last_event_id(&self) -> Option<&str> {
+        self.fields.last_event_id.as_deref()
+    }
+
+    /// The reconnection time the stream asked for with `retry:`, if it did.
+    pub fn reconnection_time(&self) -> Option<Duration> {
+        self.fields.retry_ms.map(Duration::from_millis)
+    }
+
+    /// Bytes pushed and not yet consumed by parsing.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn parse(&mut self) -> Result<Option<SseEvent>, SseError> {
+        loop {
+            if self.bom_pending {
+                let avail = &self.buf[self.pos..];
+                if avail.len() < BOM.len() && BOM.starts_with(avail) {
+                    return Ok(None); // could still be a BOM
+                }
+                if avail.starts_with(BOM) {
+                    self.pos += BOM.len();
+                    self.scan = self.scan.max(self.pos);
+                }
+                self.bom_pending = false;
+            }
+            if self.skip_lf {
+                match self.buf.get(self.pos) {
+                    None => return Ok(None),
+                    Some(&b) => {
+                        if b == b'\n' {
+                            self.pos += 1;
+                            self.scan = self.scan.max(self.pos);
+                        }
+                        self.skip_lf = false;
+                    }
+                }
+            }
+            let found = memchr::memchr2(b'\n', b'\r', &self.buf[self.scan..]);
+            let Some(off) = found else {
+                self.scan = self.buf.len();
+                let pending = self.buf.len() - self.pos;
+                match self.skip {
+                    // Inside a line that is being dropped, or a non-blank line of an event
+                    // that is being skipped: drop the bytes as they come (bounded memory).
+                    Skip::Line => {
+                        self.pos = self.buf.len();
+                        self.scan = self.pos;
+                    }
+                    Skip::Event if pending > 0 => {
+                        self.pos = self.buf.len();
+                        self.scan = self.pos;
+                        self.skip = Skip::Line;
+                    }
+                    Skip::No if pending > self.cfg.max_line_bytes => {
+                        self.pos = self.buf.len();
+                        self.scan = self.pos;
+                        self.skip = Skip::Line;
+                        self.fields.reset_event();
+                        return Err(SseError::LineTooLong {
+                            limit: self.cfg.max_line_bytes,
+                        });
+                    }
+                    _ => {}
+                }
+                return Ok(None);
+            };
+            let end = self.scan + off;
+            let start = self.pos;
+            self.skip_lf = self.buf[end] == b'\r';
+            self.pos = end + 1;
+            self.scan = self.pos;
+            match self.skip {
+                Skip::Line => {
+                    self.skip = Skip::Event;
+                    continue;
+                }
+                Skip::Event => {
+                    if end == start {
+                        self.skip = Skip::No;
+                    }
+                    continue;
+                }
+                Skip::No => {}
+            }
+            if end - start > self.cfg.max_line_bytes {
+                self.skip = Skip::Event;
+                self.fields.reset_event();
+                return Err(SseError::LineTooLong {
+                    limit: self.cfg.max_line_bytes,
+                });
+            }
+            match self
+                .fields
+                .line(&self.buf[start..end], self.cfg.max_event_bytes)
+            {
+                Step::Continue => {}
+                Step::Dispatch(ev) => return Ok(Some(ev)),
+                Step::Fail(e) => {
+                    self.skip = Skip::Event;
+                    self.fields.reset_event();
+                    return Err(e);
+                }
+            }
+        }
+    }
+}

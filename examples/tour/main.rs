@@ -1,0 +1,36 @@
+//! The harness-rs tour: every protocol of the SDK, end to end, on built-in defaults.
+//!
+//! ```text
+//! cargo run --example tour            # every chapter
+//! cargo run --example tour -- sse     # one chapter by name
+//! ```
+//!
+//! No network beyond loopback, no API key: models are the built-in deterministic
+//! `ScriptedModel`, and servers listen on 127.0.0.1 with a port the OS picks.
+
+mod core_sse;
+
+type ChapterFn = fn() -> Result<(), Box<dyn std::error::Error>>;
+
+/// The chapters, in reading order. Each protocol adds its own.
+const CHAPTERS: &[(&str, &str, ChapterFn)] = &[
+    ("sse", "harness-core: SSE decoding and one agent, any sink", core_sse::run),
+];
+
+fn main() {
+    let wanted: Vec<String> = std::env::args().skip(1).collect();
+    let mut failed = false;
+    for (name, title, run) in CHAPTERS {
+        if !wanted.is_empty() && !wanted.iter().any(|w| w == name) {
+            continue;
+        }
+        println!("\n=== {title} ===\n");
+        if let Err(e) = run() {
+            eprintln!("chapter {name} failed: {e}");
+            failed = true;
+        }
+    }
+    if failed {
+        std::process::exit(1);
+    }
+}
