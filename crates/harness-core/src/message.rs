@@ -183,7 +183,11 @@ pub struct FilePart {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub mime: String,
     /// Inline content (base64 in JSON).
-    #[serde(default, with = "crate::proto_json::bytes_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "crate::proto_json::bytes_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub bytes: Option<Vec<u8>>,
     /// Where the content is, when not inline.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -367,10 +371,18 @@ pub struct ToolResult {
     #[serde(default, skip_serializing_if = "is_default")]
     pub code: ToolResultCode,
     /// Journal seq of the approval request, for an approval-gated call.
-    #[serde(default, with = "crate::proto_json::int64", skip_serializing_if = "is_zero_i64")]
+    #[serde(
+        default,
+        with = "crate::proto_json::int64",
+        skip_serializing_if = "is_zero_i64"
+    )]
     pub approval_request_seq: i64,
     /// Journal seq of the approval decision, for an approval-gated call.
-    #[serde(default, with = "crate::proto_json::int64", skip_serializing_if = "is_zero_i64")]
+    #[serde(
+        default,
+        with = "crate::proto_json::int64",
+        skip_serializing_if = "is_zero_i64"
+    )]
     pub approval_decision_seq: i64,
 }
 
@@ -541,13 +553,25 @@ pub struct Usage {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub model: String,
     /// Prompt tokens.
-    #[serde(default, with = "crate::proto_json::uint64", skip_serializing_if = "is_zero_u64")]
+    #[serde(
+        default,
+        with = "crate::proto_json::uint64",
+        skip_serializing_if = "is_zero_u64"
+    )]
     pub input_tokens: u64,
     /// Completion tokens.
-    #[serde(default, with = "crate::proto_json::uint64", skip_serializing_if = "is_zero_u64")]
+    #[serde(
+        default,
+        with = "crate::proto_json::uint64",
+        skip_serializing_if = "is_zero_u64"
+    )]
     pub output_tokens: u64,
     /// Reasoning tokens (part of or in addition to output, as the provider counts them).
-    #[serde(default, with = "crate::proto_json::uint64", skip_serializing_if = "is_zero_u64")]
+    #[serde(
+        default,
+        with = "crate::proto_json::uint64",
+        skip_serializing_if = "is_zero_u64"
+    )]
     pub reasoning_tokens: u64,
 }
 

@@ -151,7 +151,7 @@ pub(crate) mod bytes {
 /// proto3-JSON readers accept standard and URL-safe base64, padded or not.
 fn decode_base64(s: &str) -> Result<Vec<u8>, base64::DecodeError> {
     use base64::Engine as _;
-    use base64::engine::{GeneralPurpose, GeneralPurposeConfig, DecodePaddingMode};
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
     const LENIENT: GeneralPurposeConfig =
         GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
     const STD: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, LENIENT);
@@ -235,7 +235,11 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = if m <= 2 { y + 1 } else { y };
     // d in 1..=31 and m in 1..=12 by construction.
-    (y, u32::try_from(m).unwrap_or(1), u32::try_from(d).unwrap_or(1))
+    (
+        y,
+        u32::try_from(m).unwrap_or(1),
+        u32::try_from(d).unwrap_or(1),
+    )
 }
 
 impl fmt::Display for Timestamp {
@@ -283,9 +287,7 @@ impl std::str::FromStr for Timestamp {
             if part.is_empty() || !part.iter().all(u8::is_ascii_digit) {
                 return Err(err());
             }
-            Ok(part
-                .iter()
-                .fold(0i64, |a, d| a * 10 + i64::from(d - b'0')))
+            Ok(part.iter().fold(0i64, |a, d| a * 10 + i64::from(d - b'0')))
         };
         if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
             return Err(err());

@@ -103,28 +103,24 @@ impl Fields {
                 self.event_type.clear();
                 self.event_type.extend_from_slice(value);
             }
-            b"id" => {
-                // Ignored when the value contains U+0000 NULL.
-                if memchr::memchr(0, value).is_none() {
-                    self.last_event_id = if value.is_empty() {
-                        None
-                    } else if self.last_event_id.as_deref().map(str::as_bytes) == Some(value) {
-                        self.last_event_id.take()
-                    } else {
-                        Some(Arc::from(String::from_utf8_lossy(value)))
-                    };
-                }
+            // Ignored when the value contains U+0000 NULL.
+            b"id" if memchr::memchr(0, value).is_none() => {
+                self.last_event_id = if value.is_empty() {
+                    None
+                } else if self.last_event_id.as_deref().map(str::as_bytes) == Some(value) {
+                    self.last_event_id.take()
+                } else {
+                    Some(Arc::from(String::from_utf8_lossy(value)))
+                };
             }
-            b"retry" => {
-                // Only when the value is all ASCII digits; saturates rather than overflows.
-                if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
-                    let ms = value.iter().fold(0u64, |acc, d| {
-                        acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))
-                    });
-                    self.retry_ms = Some(ms);
-                }
+            // Only when the value is all ASCII digits; saturates rather than overflows.
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                let ms = value.iter().fold(0u64, |acc, d| {
+                    acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+                });
+                self.retry_ms = Some(ms);
             }
-            _ => {} // any other field is ignored
+            _ => {} // any other field (and a rejected id or retry) is ignored
         }
         Step::Continue
     }
@@ -307,8 +303,8 @@ impl SseDecoder {
         } else {
             tail
         };
-        let tail_is_data = self.skip == Skip::No
-            && (tail.starts_with(b"data:") || tail == b"data".as_slice());
+        let tail_is_data =
+            self.skip == Skip::No && (tail.starts_with(b"data:") || tail == b"data".as_slice());
         let pending_data = if tail_is_data {
             let v = &tail[5.min(tail.len())..];
             let v = v.strip_prefix(b" ").unwrap_or(v);

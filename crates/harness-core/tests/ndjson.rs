@@ -1,0 +1,169 @@
+//! NDJSON framing of the stdio transport: partial lines held across pushes, CRLF tolerated,
+//! blank lines skipped, bounded line length, a bad line is an error for that line only.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use harness_core::ndjson::{NdjsonConfig, NdjsonDecoder, NdjsonEncoder, NdjsonError};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+fn run(cfg: NdjsonConfig, chunks: &[&[u8]]) -> Vec<Result<Value, NdjsonError>> {
+    let mut dec = NdjsonDecoder::with_config(cfg);
+    let mut out = Vec::new();
+    let drain = |dec: &mut NdjsonDecoder, out: &mut Vec<_>| loop {
+        match dec.poll::<Value>() {
+            Ok(Some(v)) => out.push(Ok(v)),
+            Ok(None) => break,
+            Err(e) => out.push(Err(e)),
+        }
+    };
+    for c in chunks {
+        dec.push(c);
+        drain(&mut dec, &mut out);
+    }
+    dec.finish();
+    drain(&mut dec, &mut out);
+    out
+}
+
+#[test]
+fn partial_lines_are_held_across_pushes() {
+    let out = run(
+        NdjsonConfig::default(),
+        &[b"{\"a\":", b"1}\n{\"b\"", b":2}\n"],
+    );
+    assert_eq!(out, vec![Ok(json!({"a": 1})), Ok(json!({"b": 2}))]);
+}
+
+#[test]
+fn crlf_is_tolerated_and_blank_lines_skipped() {
+    let out = run(
+        NdjsonConfig::default(),
+        &[b"\n\r\n{\"a\":1}\r\n  \t\n\r\n{\"b\":2}\r", b"\n\n"],
+    );
+    assert_eq!(out, vec![Ok(json!({"a": 1})), Ok(json!({"b": 2}))]);
+}
+
+#[test]
+fn a_bad_line_is_an_error_for_that_line_only() {
+    let out = run(
+        NdjsonConfig::default(),
+        &[b"{\"a\":1}\n{oops}\n[1,2]\n\"s\"\n{\"b\":2}\n"],
+    );
+    assert_eq!(out.len(), 5);
+    assert_eq!(out[0], Ok(json!({"a": 1})));
+    match &out[1] {
+        Err(NdjsonError::Json { line, .. }) => assert_eq!(*line, 2),
+        other => panic!("{other:?}"),
+    }
+    // Any JSON value is a line's value; the frame layer decides what it accepts.
+    assert_eq!(out[2], Ok(json!([1, 2])));
+    assert_eq!(out[4], Ok(json!({"b": 2})));
+}
+
+#[test]
+fn a_typed_poll_reports_a_wrong_shape_as_that_lines_error() {
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Frame {
+        r#type: String,
+    }
+    let mut dec = NdjsonDecoder::new();
+    dec.push(b"{\"type\":\"harness.ping\"}\n{\"v\":2}\n{\"type\":\"x\"}\n");
+    assert_eq!(
+        dec.poll::<Frame>().unwrap(),
+        Some(Frame {
+            r#type: "harness.ping".into()
+        })
+    );
+    let err = dec.poll::<Frame>().unwrap_err();
+    assert_eq!(err.line(), 2);
+    assert_eq!(dec.poll::<Frame>().unwrap().unwrap().r#type, "x");
+}
+
+#[test]
+fn line_length_is_bounded_and_the_decoder_goes_on() {
+    let cfg = NdjsonConfig { max_line_bytes: 10 };
+    let mut wire = b"{\"a\":1}\n{\"long\":\"".to_vec();
+    wire.extend(std::iter::repeat_n(b'x', 50));
+    wire.extend_from_slice(b"\"}\n{\"b\":2}\n");
+    for n in [1, 4, 11, 100] {
+        let chunks: Vec<&[u8]> = wire.chunks(n).collect();
+        let out = run(cfg, &chunks);
+        assert_eq!(
+            out,
+            vec![
+                Ok(json!({"a": 1})),
+                Err(NdjsonError::LineTooLong { line: 2, limit: 10 }),
+                Ok(json!({"b": 2})),
+            ],
+            "chunk {n}"
+        );
+    }
+    // An endless line is dropped as it arrives: memory stays bounded.
+    let mut dec = NdjsonDecoder::with_config(cfg);
+    for _ in 0..100 {
+        dec.push(&[b'x'; 1000]);
+        while dec.poll::<Value>().is_err() {}
+        assert!(dec.buffered_bytes() <= 1000 + 10);
+    }
+}
+
+#[test]
+fn the_last_line_needs_no_lf_once_input_ends() {
+    let mut dec = NdjsonDecoder::new();
+    dec.push(b"{\"a\":1}");
+    assert_eq!(dec.poll::<Value>().unwrap(), None);
+    dec.finish();
+    assert_eq!(dec.poll::<Value>().unwrap(), Some(json!({"a": 1})));
+    assert_eq!(dec.poll::<Value>().unwrap(), None);
+}
+
+#[test]
+fn encoder_writes_one_value_per_line_even_with_newlines_in_strings() {
+    let mut out = Vec::new();
+    NdjsonEncoder::encode(&mut out, &json!({"text": "two\nlines\r\n"})).unwrap();
+    NdjsonEncoder::encode(&mut out, &json!([1])).unwrap();
+    assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 2);
+    assert_eq!(
+        run(NdjsonConfig::default(), &[&out]),
+        vec![Ok(json!({"text": "two\nlines\r\n"})), Ok(json!([1]))]
+    );
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        "(?s).{0,12}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map("[a-z\n]{0,4}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn encode_then_decode_round_trips_under_any_chunking(vals in prop::collection::vec(json_value(), 0..10), chunk in 1usize..64) {
+        let mut wire = Vec::new();
+        for v in &vals {
+            NdjsonEncoder::encode(&mut wire, v).unwrap();
+        }
+        let chunks: Vec<&[u8]> = wire.chunks(chunk).collect();
+        let got = run(NdjsonConfig::default(), &chunks);
+        prop_assert_eq!(got, vals.into_iter().map(Ok).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_and_chunking_is_invisible(bytes in prop::collection::vec(any::<u8>(), 0..512), chunk in 1usize..40, limit in 0usize..40) {
+        let cfg = NdjsonConfig { max_line_bytes: limit };
+        let whole = run(cfg, &[&bytes]);
+        let chunks: Vec<&[u8]> = bytes.chunks(chunk).collect();
+        prop_assert_eq!(whole, run(cfg, &chunks));
+    }
+}
