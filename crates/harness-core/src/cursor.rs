@@ -36,6 +36,13 @@ impl Cursor {
     }
 }
 
+impl Default for Cursor {
+    /// The empty cursor: no position yet (what a client holds before its first event).
+    fn default() -> Self {
+        Cursor::new("")
+    }
+}
+
 impl fmt::Debug for Cursor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Cursor({:?})", &*self.0)
