@@ -1,10 +1,32 @@
 //! # harness-uhp
 //!
-//! The client half of the Unified Harness Protocol: SSE stream decoding, task accumulation, dropped-event detection, idempotent retries, sans-IO.
+//! The client half of the Unified Harness Protocol (UHP), sans-IO: decoding the event
+//! stream, noticing a dropped event, assembling a task out of deltas, idempotency keys and
+//! retries, and a task client that builds the HTTP requests and consumes their answers, while
+//! you own the sockets.
 //!
-//! This crate is being built; its issue fills it in. It depends on
-//! [`harness_core`] for the shared codecs, cursors and the `Harness` trait.
+//! WIP.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+pub mod accumulator;
+pub mod decoder;
+pub mod error;
+pub mod event;
+pub mod response;
+pub mod sequence;
+mod tagged;
+
+pub use accumulator::{
+    ProtocolFinding, SequenceSummary, TaskAccumulator, TaskSummary, TerminalSource,
+};
+pub use decoder::{Finding, StreamDecoder};
+pub use error::{ErrorEnvelope, ErrorObject};
+pub use event::{Event, EventKind, EventType};
+pub use response::{
+    Annotation, ContainerFileCitation, ContentPart, FunctionCall, FunctionCallOutput, Message,
+    OutputItem, OutputText, Reasoning, Response, ResponseStatus, SummaryText, Usage,
+};
+pub use sequence::{Arrival, SequenceCheck, SequenceReport};
 
 pub use harness_core;

@@ -1,0 +1,747 @@
+//! The task accumulator: a stream of events in, the state a client needs out.
+//!
+//! The terminal event is authoritative and the deltas are an optimisation: text, reasoning,
+//! tool calls and annotations are assembled from the events as they come, and replaced by the
+//! terminal response's when it carries them, so a task whose deltas were all lost still ends
+//! with the right answer. A terminal state never changes: a second terminal event, or any
+//! event after the first, is a [`ProtocolFinding`] and leaves the task alone.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+
+use crate::decoder::Finding;
+use crate::error::ErrorObject;
+use crate::event::{Event, EventType};
+use crate::response::{
+    Annotation, ContainerFileCitation, ContentPart, FunctionCall, OutputItem, Response,
+    ResponseStatus,
+};
+use crate::sequence::{Arrival, SequenceCheck, SequenceReport};
+
+/// How many findings a task keeps; past this they are only counted.
+pub const MAX_FINDINGS: usize = 1024;
+
+/// A violation of the protocol's stream rules, found while accumulating.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolFinding {
+    /// A message that did not decode to an event (see [`Finding`]).
+    #[error(transparent)]
+    Decode(#[from] Finding),
+    /// The first event of a stream was not `response.created`.
+    #[error("the first event is `{event_type}`, not `response.created`")]
+    FirstEventNotCreated {
+        /// Its type.
+        event_type: String,
+    },
+    /// An event without a valid `sequence_number` (absent, or not an integer ≥ 0).
+    #[error("`{event_type}` event without a valid sequence_number")]
+    Unnumbered {
+        /// Its type.
+        event_type: String,
+    },
+    /// A second terminal event. The first one stands.
+    #[error(
+        "a second terminal event `{event_type}` (sequence_number {sequence_number:?}); the first stands"
+    )]
+    SecondTerminal {
+        /// Its type.
+        event_type: String,
+        /// Its number.
+        sequence_number: Option<u64>,
+    },
+    /// An event after the terminal event, which must be the last. It was not applied.
+    #[error(
+        "`{event_type}` event after the terminal event (sequence_number {sequence_number:?}); ignored"
+    )]
+    AfterTerminal {
+        /// Its type.
+        event_type: String,
+        /// Its number.
+        sequence_number: Option<u64>,
+    },
+    /// A terminal event whose response's status is not terminal; the event's name was used.
+    #[error("terminal event `{event_type}` carries status `{status}`")]
+    TerminalStatusNotTerminal {
+        /// The event's type.
+        event_type: String,
+        /// The status it carried.
+        status: String,
+    },
+    /// The stored response disagrees with the terminal event the stream delivered.
+    #[error("stored response says `{stored}`, the stream's terminal event said `{stream}`")]
+    StoredResponseDisagrees {
+        /// The status from the stream.
+        stream: String,
+        /// The status of the stored response.
+        stored: String,
+    },
+}
+
+/// Where the task's terminal state came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TerminalSource {
+    /// The stream's terminal event.
+    Stream(EventType),
+    /// The stored response (`GET /v1/responses/{id}`), after the stream was lost.
+    StoredResponse,
+}
+
+/// Text gathered from deltas for one part, in `sequence_number` order.
+#[derive(Clone, Debug, Default)]
+struct PartText {
+    /// Deltas appended in order of arrival while their numbers increase.
+    text: String,
+    /// `(sequence_number, end offset in text)` of each appended delta.
+    marks: Vec<(u64, usize)>,
+    /// Deltas that arrived after a higher-numbered one of the same part.
+    late: Vec<(u64, String)>,
+    last_seq: u64,
+    /// A `done` event gave the whole text; deltas no longer matter.
+    done: bool,
+}
+
+impl PartText {
+    fn push(&mut self, seq: Option<u64>, delta: &str) {
+        if self.done {
+            return;
+        }
+        let s = seq.unwrap_or(self.last_seq);
+        if s < self.last_seq {
+            self.late.push((s, delta.to_owned()));
+            return;
+        }
+        self.text.push_str(delta);
+        self.marks.push((s, self.text.len()));
+        self.last_seq = s;
+    }
+
+    fn set_done(&mut self, text: &str) {
+        self.text.clear();
+        self.text.push_str(text);
+        self.marks = Vec::new();
+        self.late = Vec::new();
+        self.done = true;
+    }
+
+    fn assembled(&self) -> Cow<'_, str> {
+        if self.late.is_empty() {
+            return Cow::Borrowed(&self.text);
+        }
+        let mut pieces: Vec<(u64, &str)> = Vec::with_capacity(self.marks.len() + self.late.len());
+        let mut prev = 0;
+        for &(s, end) in &self.marks {
+            pieces.push((s, self.text.get(prev..end).unwrap_or("")));
+            prev = end;
+        }
+        pieces.extend(self.late.iter().map(|(s, t)| (*s, t.as_str())));
+        pieces.sort_by_key(|p| p.0); // stable: equal numbers keep arrival order
+        Cow::Owned(pieces.into_iter().map(|p| p.1).collect())
+    }
+}
+
+/// Text parts keyed by (output_index, content or summary index), with a cache of the last
+/// part touched (deltas of one part come in runs).
+#[derive(Clone, Debug, Default)]
+struct Parts {
+    index: HashMap<(u64, u64), usize>,
+    parts: Vec<((u64, u64), PartText)>,
+    last: Option<((u64, u64), usize)>,
+}
+
+impl Parts {
+    fn get(&mut self, key: (u64, u64)) -> &mut PartText {
+        let i = match self.last {
+            Some((k, i)) if k == key => i,
+            _ => {
+                let next = self.parts.len();
+                let i = *self.index.entry(key).or_insert(next);
+                if i == next {
+                    self.parts.push((key, PartText::default()));
+                }
+                self.last = Some((key, i));
+                i
+            }
+        };
+        &mut self.parts[i].1 // ok: i comes from the index, which only holds valid positions
+    }
+
+    fn joined(&self) -> Cow<'_, str> {
+        match self.parts.as_slice() {
+            [] => Cow::Borrowed(""),
+            [(_, p)] => p.assembled(),
+            _ => {
+                let mut sorted: Vec<&((u64, u64), PartText)> = self.parts.iter().collect();
+                sorted.sort_by_key(|(k, _)| *k);
+                Cow::Owned(sorted.iter().map(|(_, p)| p.assembled()).collect())
+            }
+        }
+    }
+}
+
+/// A function call being assembled from its events.
+#[derive(Clone, Debug, Default)]
+struct CallState {
+    id: Option<String>,
+    call_id: String,
+    name: String,
+    status: Option<String>,
+    arguments: PartText,
+    done: Option<FunctionCall>,
+}
+
+impl CallState {
+    fn to_call(&self) -> FunctionCall {
+        if let Some(done) = &self.done {
+            return done.clone();
+        }
+        FunctionCall {
+            id: self.id.clone(),
+            call_id: self.call_id.clone(),
+            name: self.name.clone(),
+            arguments: self.arguments.assembled().into_owned(),
+            status: self.status.clone(),
+            extra: Default::default(),
+        }
+    }
+}
+
+/// What the terminal response carried, computed once when it arrives.
+#[derive(Clone, Debug)]
+struct Terminal {
+    source: TerminalSource,
+    response: Box<Response>,
+    text: String,
+    reasoning: String,
+    tool_calls: Vec<FunctionCall>,
+    annotations: Vec<Annotation>,
+}
+
+/// Accumulates one task's stream into its status, text, reasoning, tool calls, annotations,
+/// error and sequence report.
+///
+/// ```
+/// use harness_uhp::{ResponseStatus, StreamDecoder, TaskAccumulator};
+///
+/// let body = concat!(
+///     "data: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"output\":[]}}\n\n",
+///     "data: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"output_index\":0,\"content_index\":0,\"delta\":\"Hel\"}\n\n",
+///     // sequence_number 2 was lost on the way
+///     "data: {\"type\":\"response.failed\",\"sequence_number\":3,\"response\":{\"id\":\"resp_1\",\"status\":\"cancelled\",",
+///     "\"output\":[{\"type\":\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"Hello\"}]}]}}\n\n",
+/// );
+/// let mut dec = StreamDecoder::new();
+/// let mut task = TaskAccumulator::new();
+/// dec.push(body.as_bytes());
+/// loop {
+///     match dec.poll_event() {
+///         Ok(Some(ev)) => task.add(&ev),
+///         Ok(None) => break,
+///         Err(finding) => task.add_finding(&finding),
+///     }
+/// }
+/// assert_eq!(task.status(), &ResponseStatus::Cancelled); // the status field, not the event name
+/// assert_eq!(task.text(), "Hello");                     // the terminal event is authoritative
+/// assert_eq!(task.sequence().missing, vec![2..=2]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct TaskAccumulator {
+    seq: SequenceCheck,
+    resumed: bool,
+    status: ResponseStatus,
+    response_id: Option<String>,
+    last_response: Option<Box<Response>>,
+    terminal: Option<Terminal>,
+    texts: Parts,
+    reasoning: Parts,
+    calls: BTreeMap<u64, CallState>,
+    item_index: HashMap<String, u64>,
+    annotations: BTreeMap<(u64, u64, u64), Annotation>,
+    error_event: Option<ErrorObject>,
+    findings: Vec<ProtocolFinding>,
+    findings_dropped: u64,
+}
+
+impl Default for TaskAccumulator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The bucket for events that name neither an output index nor a known item.
+const NO_INDEX: u64 = u64::MAX;
+
+impl TaskAccumulator {
+    /// An accumulator for a stream that starts at `sequence_number` 0.
+    pub fn new() -> Self {
+        TaskAccumulator {
+            seq: SequenceCheck::new(),
+            resumed: false,
+            status: ResponseStatus::InProgress,
+            response_id: None,
+            last_response: None,
+            terminal: None,
+            texts: Parts::default(),
+            reasoning: Parts::default(),
+            calls: BTreeMap::new(),
+            item_index: HashMap::new(),
+            annotations: BTreeMap::new(),
+            error_event: None,
+            findings: Vec::new(),
+            findings_dropped: 0,
+        }
+    }
+
+    /// An accumulator for a stream resumed with `Last-Event-ID: n`: the sequence is checked
+    /// from `n + 1`, and the first event need not be `response.created`.
+    pub fn resumed_after(last_sequence_number: u64) -> Self {
+        TaskAccumulator {
+            seq: SequenceCheck::resumed_after(last_sequence_number),
+            resumed: true,
+            ..Self::new()
+        }
+    }
+
+    fn find(&mut self, f: ProtocolFinding) {
+        if self.findings.len() < MAX_FINDINGS {
+            self.findings.push(f);
+        } else {
+            self.findings_dropped += 1;
+        }
+    }
+
+    /// Records a message that did not decode. Its `sequence_number`, when it had one, counts
+    /// as arrived (the event is not missing, it was unusable).
+    pub fn add_finding(&mut self, finding: &Finding) {
+        if let Some(n) = finding.sequence_number() {
+            self.seq.record(Some(n));
+        }
+        self.find(ProtocolFinding::Decode(finding.clone()));
+    }
+
+    /// Feeds one event.
+    pub fn add(&mut self, ev: &Event) {
+        let first = self.seq.events() == 0;
+        let seq = ev.sequence_number();
+        let arrival = self.seq.record(seq);
+        if self.terminal.is_some() {
+            let f = if ev.is_terminal() {
+                ProtocolFinding::SecondTerminal {
+                    event_type: ev.type_name().to_owned(),
+                    sequence_number: seq,
+                }
+            } else {
+                ProtocolFinding::AfterTerminal {
+                    event_type: ev.type_name().to_owned(),
+                    sequence_number: seq,
+                }
+            };
+            self.find(f);
+            return;
+        }
+        match arrival {
+            Arrival::Duplicate => return, // a replay: its content was counted once already
+            Arrival::Unnumbered => self.find(ProtocolFinding::Unnumbered {
+                event_type: ev.type_name().to_owned(),
+            }),
+            _ => {}
+        }
+        if first && !self.resumed && ev.event_type() != EventType::Created {
+            self.find(ProtocolFinding::FirstEventNotCreated {
+                event_type: ev.type_name().to_owned(),
+            });
+        }
+        self.apply(ev, seq);
+    }
+
+    fn output_index(&self, ev: &Event) -> u64 {
+        ev.output_index()
+            .or_else(|| ev.item_id().and_then(|id| self.item_index.get(id).copied()))
+            .unwrap_or(NO_INDEX)
+    }
+
+    fn apply(&mut self, ev: &Event, seq: Option<u64>) {
+        use EventType as T;
+        match ev.event_type() {
+            T::OutputTextDelta => {
+                let key = (self.output_index(ev), ev.content_index().unwrap_or(0));
+                self.texts.get(key).push(seq, ev.delta().unwrap_or(""));
+            }
+            T::ReasoningSummaryTextDelta => {
+                let key = (self.output_index(ev), ev.summary_index().unwrap_or(0));
+                self.reasoning.get(key).push(seq, ev.delta().unwrap_or(""));
+            }
+            T::FunctionCallArgumentsDelta => {
+                let oi = self.output_index(ev);
+                let call = self.call(oi, ev.item_id());
+                call.arguments.push(seq, ev.delta().unwrap_or(""));
+            }
+            T::FunctionCallArgumentsDone => {
+                let oi = self.output_index(ev);
+                let call = self.call(oi, ev.item_id());
+                call.arguments.set_done(ev.arguments().unwrap_or(""));
+            }
+            T::OutputTextDone => {
+                let key = (self.output_index(ev), ev.content_index().unwrap_or(0));
+                self.texts.get(key).set_done(ev.text().unwrap_or(""));
+            }
+            T::ContentPartDone => {
+                let oi = self.output_index(ev);
+                let ci = ev.content_index().unwrap_or(0);
+                if let Some(ContentPart::OutputText(t)) = ev.part() {
+                    self.texts.get((oi, ci)).set_done(&t.text);
+                    for (ai, a) in t.annotations.iter().enumerate() {
+                        self.annotations.insert((oi, ci, ai as u64), a.clone());
+                    }
+                }
+            }
+            T::ReasoningSummaryPartDone => {
+                let key = (self.output_index(ev), ev.summary_index().unwrap_or(0));
+                if let Some(ContentPart::SummaryText(t)) = ev.part() {
+                    self.reasoning.get(key).set_done(&t.text);
+                }
+            }
+            T::OutputTextAnnotationAdded => {
+                let oi = self.output_index(ev);
+                let ci = ev.content_index().unwrap_or(0);
+                if let Some(a) = ev.annotation() {
+                    let ai = ev.annotation_index().unwrap_or_else(|| {
+                        self.annotations
+                            .range((oi, ci, 0)..=(oi, ci, u64::MAX))
+                            .next_back()
+                            .map_or(0, |(k, _)| k.2.saturating_add(1))
+                    });
+                    self.annotations.insert((oi, ci, ai), a.clone());
+                }
+            }
+            T::OutputItemAdded | T::OutputItemDone => {
+                let done = ev.event_type() == T::OutputItemDone;
+                if let Some(item) = ev.item() {
+                    self.item(ev.output_index(), item, done);
+                }
+            }
+            T::Created | T::InProgress => {
+                if let Some(r) = ev.response() {
+                    if self.response_id.is_none() && !r.id.is_empty() {
+                        self.response_id = Some(r.id.clone());
+                    }
+                    self.last_response = Some(Box::new(r.clone()));
+                }
+            }
+            T::Completed | T::Incomplete | T::Failed => {
+                if let Some(r) = ev.response() {
+                    self.finish(TerminalSource::Stream(ev.event_type()), r);
+                }
+            }
+            T::Error => {
+                self.error_event = Some(ErrorObject {
+                    code: ev.code().map(str::to_owned),
+                    message: ev.message().map(str::to_owned),
+                    param: ev.param().map(str::to_owned),
+                    ..ErrorObject::default()
+                });
+            }
+            T::ContentPartAdded | T::ReasoningSummaryPartAdded | T::Unknown => {}
+        }
+    }
+
+    fn call(&mut self, oi: u64, item_id: Option<&str>) -> &mut CallState {
+        let call = self.calls.entry(oi).or_default();
+        if call.id.is_none() {
+            call.id = item_id.map(str::to_owned);
+        }
+        call
+    }
+
+    fn item(&mut self, output_index: Option<u64>, item: &OutputItem, done: bool) {
+        let oi = output_index
+            .or_else(|| item.id().and_then(|id| self.item_index.get(id).copied()))
+            .unwrap_or(NO_INDEX);
+        if let Some(id) = item.id() {
+            if !self.item_index.contains_key(id) {
+                self.item_index.insert(id.to_owned(), oi);
+            }
+        }
+        match item {
+            OutputItem::FunctionCall(c) => {
+                let call = self.calls.entry(oi).or_default();
+                call.id = c.id.clone().or(call.id.take());
+                call.call_id.clone_from(&c.call_id);
+                call.name.clone_from(&c.name);
+                call.status.clone_from(&c.status);
+                if done {
+                    call.arguments.set_done(&c.arguments);
+                    call.done = Some(c.clone());
+                } else if !c.arguments.is_empty() && call.arguments.text.is_empty() {
+                    call.arguments.push(None, &c.arguments);
+                }
+            }
+            OutputItem::Message(m) if done => {
+                for (ci, part) in m.content.iter().enumerate() {
+                    if let ContentPart::OutputText(t) = part {
+                        self.texts.get((oi, ci as u64)).set_done(&t.text);
+                        for (ai, a) in t.annotations.iter().enumerate() {
+                            self.annotations
+                                .insert((oi, ci as u64, ai as u64), a.clone());
+                        }
+                    }
+                }
+            }
+            OutputItem::Reasoning(r) if done => {
+                for (si, part) in r.summary.iter().enumerate() {
+                    if let ContentPart::SummaryText(t) = part {
+                        self.reasoning.get((oi, si as u64)).set_done(&t.text);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, source: TerminalSource, r: &Response) {
+        let mut status = r.status.clone();
+        if let TerminalSource::Stream(t) = source {
+            if status == ResponseStatus::InProgress {
+                self.find(ProtocolFinding::TerminalStatusNotTerminal {
+                    event_type: t.wire_name().unwrap_or_default().to_owned(),
+                    status: status.to_string(),
+                });
+                status = match t {
+                    EventType::Completed => ResponseStatus::Completed,
+                    EventType::Incomplete => ResponseStatus::Incomplete,
+                    _ => ResponseStatus::Failed,
+                };
+            }
+        }
+        if self.response_id.is_none() && !r.id.is_empty() {
+            self.response_id = Some(r.id.clone());
+        }
+        self.status = status;
+        self.terminal = Some(Terminal {
+            source,
+            text: r.output_text(),
+            reasoning: r.reasoning_text(),
+            tool_calls: r.function_calls().cloned().collect(),
+            annotations: r.annotations().cloned().collect(),
+            response: Box::new(r.clone()),
+        });
+    }
+
+    /// Applies a stored response (`GET /v1/responses/{id}`, the source of truth). When its
+    /// status is terminal the task ends with it, exactly as if its terminal event had
+    /// arrived; a task that already ended keeps its state (a disagreement is a finding).
+    pub fn apply_response(&mut self, r: &Response) {
+        if let Some(t) = &self.terminal {
+            if t.response.status != r.status {
+                let f = ProtocolFinding::StoredResponseDisagrees {
+                    stream: self.status.to_string(),
+                    stored: r.status.to_string(),
+                };
+                self.find(f);
+            }
+            return;
+        }
+        if self.response_id.is_none() && !r.id.is_empty() {
+            self.response_id = Some(r.id.clone());
+        }
+        if r.status.is_terminal() || matches!(r.status, ResponseStatus::Other(_)) {
+            self.finish(TerminalSource::StoredResponse, r);
+        } else {
+            self.last_response = Some(Box::new(r.clone()));
+        }
+    }
+
+    /// The task's status: `in_progress` until a terminal event (or a terminal stored
+    /// response) arrives, then read from that response's `status` field — a cancelled task
+    /// ends with `response.failed` carrying `cancelled`. It never changes after that.
+    pub fn status(&self) -> &ResponseStatus {
+        &self.status
+    }
+
+    /// Whether the task reached a terminal state.
+    pub fn is_terminal(&self) -> bool {
+        self.terminal.is_some()
+    }
+
+    /// Where the terminal state came from.
+    pub fn terminal_source(&self) -> Option<TerminalSource> {
+        self.terminal.as_ref().map(|t| t.source)
+    }
+
+    /// The response id (`resp_…`), once an event or a stored response told it.
+    pub fn response_id(&self) -> Option<&str> {
+        self.response_id.as_deref()
+    }
+
+    /// The terminal response, once there is one.
+    pub fn response(&self) -> Option<&Response> {
+        self.terminal.as_ref().map(|t| &*t.response)
+    }
+
+    /// The latest response object seen (terminal, or from `created` / `in_progress`).
+    pub fn latest_response(&self) -> Option<&Response> {
+        self.response().or(self.last_response.as_deref())
+    }
+
+    /// The assistant's text: the terminal response's output text when it has one, otherwise
+    /// the deltas of every message part, each part in `sequence_number` order.
+    pub fn text(&self) -> Cow<'_, str> {
+        match &self.terminal {
+            Some(t) if !t.text.is_empty() => Cow::Borrowed(&t.text),
+            _ => self.texts.joined(),
+        }
+    }
+
+    /// The reasoning summary text, the same way as [`text`](Self::text).
+    pub fn reasoning(&self) -> Cow<'_, str> {
+        match &self.terminal {
+            Some(t) if !t.reasoning.is_empty() => Cow::Borrowed(&t.reasoning),
+            _ => self.reasoning.joined(),
+        }
+    }
+
+    /// The tools the agent invoked: the terminal response's `function_call` items when it
+    /// has any, otherwise the calls seen in the stream (from `output_item.done`, or assembled
+    /// from `output_item.added` and the argument deltas when that was lost).
+    pub fn tool_calls(&self) -> Vec<FunctionCall> {
+        match &self.terminal {
+            Some(t) if !t.tool_calls.is_empty() => t.tool_calls.clone(),
+            _ => self.calls.values().map(CallState::to_call).collect(),
+        }
+    }
+
+    /// Every annotation: the terminal response's when it has any, otherwise those seen in
+    /// the stream, in (output, part, annotation) order.
+    pub fn annotations(&self) -> Vec<Annotation> {
+        match &self.terminal {
+            Some(t) if !t.annotations.is_empty() => t.annotations.clone(),
+            _ => self.annotations.values().cloned().collect(),
+        }
+    }
+
+    /// The artifacts: the `container_file_citation` annotations (the files the agent wrote).
+    pub fn artifacts(&self) -> Vec<ContainerFileCitation> {
+        self.annotations()
+            .into_iter()
+            .filter_map(|a| match a {
+                Annotation::ContainerFileCitation(c) => Some(c),
+                Annotation::Other { .. } => None,
+            })
+            .collect()
+    }
+
+    /// The error: from the last `error` event, else from the terminal response's `error`.
+    pub fn error(&self) -> Option<&ErrorObject> {
+        self.error_event.as_ref().or_else(|| {
+            self.terminal
+                .as_ref()
+                .and_then(|t| t.response.error.as_ref())
+        })
+    }
+
+    /// The sequence check so far.
+    pub fn sequence(&self) -> SequenceReport {
+        self.seq.report()
+    }
+
+    /// The highest `sequence_number` seen: what to send as `Last-Event-ID` to resume.
+    pub fn last_sequence_number(&self) -> Option<u64> {
+        self.seq.last_seen()
+    }
+
+    /// Events fed so far (and findings with a sequence number).
+    pub fn events_seen(&self) -> u64 {
+        self.seq.events()
+    }
+
+    /// The protocol findings so far (at most [`MAX_FINDINGS`]).
+    pub fn findings(&self) -> &[ProtocolFinding] {
+        &self.findings
+    }
+
+    /// Findings past [`MAX_FINDINGS`], counted but not kept.
+    pub fn findings_dropped(&self) -> u64 {
+        self.findings_dropped
+    }
+}
+
+/// A serializable summary of a task: what `uhp_inspect` prints and the differential tests
+/// compare.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TaskSummary {
+    /// `in_progress` until terminal, then the terminal status.
+    pub status: String,
+    /// Whether a terminal event (or stored response) arrived.
+    pub terminal: bool,
+    /// [`TaskAccumulator::text`].
+    pub text: String,
+    /// [`TaskAccumulator::reasoning`].
+    pub reasoning: String,
+    /// [`TaskAccumulator::tool_calls`], as `function_call` items.
+    pub tool_calls: Vec<OutputItem>,
+    /// [`TaskAccumulator::annotations`].
+    pub annotations: Vec<Annotation>,
+    /// [`TaskAccumulator::error`].
+    pub error: Option<ErrorObject>,
+    /// The sequence check.
+    pub sequence: SequenceSummary,
+    /// The findings, as messages.
+    pub findings: Vec<String>,
+}
+
+/// The sequence check in [`TaskSummary`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SequenceSummary {
+    /// [`SequenceReport::ok`].
+    pub ok: bool,
+    /// Missing numbers: a number for each one of a short run, `[first, last]` for a run of 16
+    /// or more (so `[0, 5000000]` prints as one pair).
+    pub missing: Vec<serde_json::Value>,
+    /// [`SequenceReport::duplicates`].
+    pub duplicates: Vec<u64>,
+    /// [`SequenceReport::out_of_order`].
+    pub out_of_order: Vec<u64>,
+    /// [`SequenceReport::unnumbered`].
+    pub unnumbered: u64,
+}
+
+impl From<&SequenceReport> for SequenceSummary {
+    fn from(r: &SequenceReport) -> Self {
+        let mut missing = Vec::new();
+        for run in &r.missing {
+            if run.end() - run.start() >= 15 {
+                missing.push(serde_json::json!([run.start(), run.end()]));
+            } else {
+                missing.extend(run.clone().map(serde_json::Value::from));
+            }
+        }
+        SequenceSummary {
+            ok: r.ok,
+            missing,
+            duplicates: r.duplicates.clone(),
+            out_of_order: r.out_of_order.clone(),
+            unnumbered: r.unnumbered,
+        }
+    }
+}
+
+impl TaskAccumulator {
+    /// The task as a serializable summary.
+    pub fn summary(&self) -> TaskSummary {
+        TaskSummary {
+            status: self.status.to_string(),
+            terminal: self.is_terminal(),
+            text: self.text().into_owned(),
+            reasoning: self.reasoning().into_owned(),
+            tool_calls: self
+                .tool_calls()
+                .into_iter()
+                .map(OutputItem::FunctionCall)
+                .collect(),
+            annotations: self.annotations(),
+            error: self.error().cloned(),
+            sequence: SequenceSummary::from(&self.sequence()),
+            findings: self.findings.iter().map(ToString::to_string).collect(),
+        }
+    }
+}

@@ -1,0 +1,555 @@
+//! The response object: a task's status and output, as streamed in lifecycle events and as
+//! stored on the server (`GET /v1/responses/{id}`, the source of truth).
+//!
+//! Shapes follow the 2026-08-11 JSON schema (`Response`, `OutputItem`, `ContentPart`,
+//! `Annotation`, `Usage`). Unknown item, part and annotation types decode to an `Other`
+//! variant carrying their fields; unknown fields of known shapes are kept in `extra`, so a
+//! value serializes back to what was received.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::ErrorObject;
+use crate::tagged::{Tagged, serialize_tagged, tagged_deserialize};
+
+/// The state of a task (schema `ResponseStatus`). The last four are terminal and never change.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ResponseStatus {
+    /// `in_progress`: the task is running.
+    InProgress,
+    /// `completed`: the work is done.
+    Completed,
+    /// `failed`: it could not be done; the response's `error` says why.
+    Failed,
+    /// `incomplete`: a budget stopped the work; usually worth continuing.
+    Incomplete,
+    /// `cancelled`: the client asked for a stop. Never reported as `failed`.
+    Cancelled,
+    /// A status this version of the protocol does not define, kept as sent.
+    Other(String),
+}
+
+impl ResponseStatus {
+    /// The wire name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            ResponseStatus::InProgress => "in_progress",
+            ResponseStatus::Completed => "completed",
+            ResponseStatus::Failed => "failed",
+            ResponseStatus::Incomplete => "incomplete",
+            ResponseStatus::Cancelled => "cancelled",
+            ResponseStatus::Other(s) => s,
+        }
+    }
+
+    /// Parses a wire name; unknown names become [`ResponseStatus::Other`].
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "in_progress" => ResponseStatus::InProgress,
+            "completed" => ResponseStatus::Completed,
+            "failed" => ResponseStatus::Failed,
+            "incomplete" => ResponseStatus::Incomplete,
+            "cancelled" => ResponseStatus::Cancelled,
+            other => ResponseStatus::Other(other.to_owned()),
+        }
+    }
+
+    /// Whether the status is one of the four terminal ones (`completed`, `failed`,
+    /// `incomplete`, `cancelled`): a task in it will never change state again.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            ResponseStatus::Completed
+                | ResponseStatus::Failed
+                | ResponseStatus::Incomplete
+                | ResponseStatus::Cancelled
+        )
+    }
+}
+
+impl std::fmt::Display for ResponseStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ResponseStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ResponseStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = crate::tagged::StrCow::deserialize(d)?;
+        Ok(ResponseStatus::parse(&s.0))
+    }
+}
+
+/// A response object (schema `Response`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// `resp_…`.
+    #[serde(default)]
+    pub id: String,
+    /// Always `response`.
+    #[serde(default = "response_object")]
+    pub object: String,
+    /// Unix seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<i64>,
+    /// The task's status; authoritative over the name of the event that carried it.
+    pub status: ResponseStatus,
+    /// Non-null only when the status is `failed`.
+    #[serde(default)]
+    pub error: Option<ErrorObject>,
+    /// Why the task stopped early, when `incomplete`.
+    #[serde(default)]
+    pub incomplete_details: Option<Value>,
+    /// The response this one continues, if any.
+    #[serde(default)]
+    pub previous_response_id: Option<String>,
+    /// The model that actually ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The output items, in order.
+    #[serde(default)]
+    pub output: Vec<OutputItem>,
+    /// Whether the server stores the response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<bool>,
+    /// Token usage; `null` when the server cannot account for it (never a fabricated 0).
+    #[serde(default)]
+    pub usage: Option<Usage>,
+    /// Server metadata (`session_id`, `requested_model`, `model_fallback`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+    /// Fields this version does not define, kept as received.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+fn response_object() -> String {
+    "response".to_owned()
+}
+
+impl Response {
+    /// A response with this id and status and nothing else (for tests and servers).
+    pub fn new(id: impl Into<String>, status: ResponseStatus) -> Self {
+        Response {
+            id: id.into(),
+            object: response_object(),
+            created_at: None,
+            status,
+            error: None,
+            incomplete_details: None,
+            previous_response_id: None,
+            model: None,
+            output: Vec::new(),
+            store: None,
+            usage: None,
+            metadata: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// The session the task ran in (`metadata.session_id`).
+    pub fn session_id(&self) -> Option<&str> {
+        self.metadata.as_ref()?.get("session_id")?.as_str()
+    }
+
+    /// The assistant text: every `output_text` part of every `message` item, in order.
+    pub fn output_text(&self) -> String {
+        let mut out = String::new();
+        for item in &self.output {
+            if let OutputItem::Message(m) = item {
+                for part in &m.content {
+                    if let ContentPart::OutputText(t) = part {
+                        out.push_str(&t.text);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The reasoning summary: every `summary_text` of every `reasoning` item, in order.
+    pub fn reasoning_text(&self) -> String {
+        let mut out = String::new();
+        for item in &self.output {
+            if let OutputItem::Reasoning(r) = item {
+                for part in &r.summary {
+                    if let ContentPart::SummaryText(t) = part {
+                        out.push_str(&t.text);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The tools the agent invoked: every `function_call` item, in order.
+    pub fn function_calls(&self) -> impl Iterator<Item = &FunctionCall> {
+        self.output.iter().filter_map(|i| match i {
+            OutputItem::FunctionCall(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// Every annotation on every `output_text` part of every `message` item, in order.
+    pub fn annotations(&self) -> impl Iterator<Item = &Annotation> {
+        self.output
+            .iter()
+            .filter_map(|i| match i {
+                OutputItem::Message(m) => Some(m.content.iter()),
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|p| match p {
+                ContentPart::OutputText(t) => Some(t.annotations.iter()),
+                _ => None,
+            })
+            .flatten()
+    }
+
+    /// The artifacts: every `container_file_citation` annotation (the files the agent wrote).
+    pub fn artifacts(&self) -> impl Iterator<Item = &ContainerFileCitation> {
+        self.annotations()
+            .filter_map(Annotation::as_container_file_citation)
+    }
+}
+
+/// One output item (schema `OutputItem`). Clients must tolerate item types they do not know.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OutputItem {
+    /// `message`: assistant text in `output_text` parts.
+    Message(Message),
+    /// `reasoning`: a reasoning summary.
+    Reasoning(Reasoning),
+    /// `function_call`: a tool the agent invoked.
+    FunctionCall(FunctionCall),
+    /// `function_call_output`: what the tool returned.
+    FunctionCallOutput(FunctionCallOutput),
+    /// An item type this crate does not know, with all its fields except `type`.
+    Other {
+        /// The item's `type`.
+        item_type: String,
+        /// Its other fields.
+        fields: Map<String, Value>,
+    },
+}
+
+impl OutputItem {
+    /// The wire `type`.
+    pub fn item_type(&self) -> &str {
+        match self {
+            OutputItem::Message(_) => "message",
+            OutputItem::Reasoning(_) => "reasoning",
+            OutputItem::FunctionCall(_) => "function_call",
+            OutputItem::FunctionCallOutput(_) => "function_call_output",
+            OutputItem::Other { item_type, .. } => item_type,
+        }
+    }
+
+    /// The item's `id`, when it has one.
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            OutputItem::Message(m) => m.id.as_deref(),
+            OutputItem::Reasoning(r) => r.id.as_deref(),
+            OutputItem::FunctionCall(c) => c.id.as_deref(),
+            OutputItem::FunctionCallOutput(o) => o.id.as_deref(),
+            OutputItem::Other { fields, .. } => fields.get("id").and_then(Value::as_str),
+        }
+    }
+}
+
+impl<'de> Tagged<'de> for OutputItem {
+    const EXPECTING: &'static str = "an output item object";
+    fn from_rest<D: serde::Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
+        Ok(match tag {
+            "message" => OutputItem::Message(Message::deserialize(rest)?),
+            "reasoning" => OutputItem::Reasoning(Reasoning::deserialize(rest)?),
+            "function_call" => OutputItem::FunctionCall(FunctionCall::deserialize(rest)?),
+            "function_call_output" => {
+                OutputItem::FunctionCallOutput(FunctionCallOutput::deserialize(rest)?)
+            }
+            other => OutputItem::Other {
+                item_type: other.to_owned(),
+                fields: Map::deserialize(rest)?,
+            },
+        })
+    }
+}
+tagged_deserialize!(OutputItem);
+
+impl Serialize for OutputItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            OutputItem::Message(m) => serialize_tagged(s, "message", m),
+            OutputItem::Reasoning(r) => serialize_tagged(s, "reasoning", r),
+            OutputItem::FunctionCall(c) => serialize_tagged(s, "function_call", c),
+            OutputItem::FunctionCallOutput(o) => serialize_tagged(s, "function_call_output", o),
+            OutputItem::Other { item_type, fields } => serialize_tagged(s, item_type, fields),
+        }
+    }
+}
+
+/// A `message` item.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// `msg_…`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `in_progress` while streaming, then `completed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// `assistant`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// The parts, in order.
+    #[serde(default)]
+    pub content: Vec<ContentPart>,
+    /// Fields this version does not define.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A `reasoning` item.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reasoning {
+    /// `rs_…`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The summary parts (`summary_text`), in order.
+    #[serde(default)]
+    pub summary: Vec<ContentPart>,
+    /// The item's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Fields this version does not define.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A `function_call` item: a tool the agent invoked.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    /// `fc_…`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `call_…`: pairs the call with its `function_call_output`.
+    #[serde(default)]
+    pub call_id: String,
+    /// The tool's name.
+    #[serde(default)]
+    pub name: String,
+    /// The arguments, a JSON document as a string.
+    #[serde(default)]
+    pub arguments: String,
+    /// The item's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Fields this version does not define.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A `function_call_output` item: what a tool returned.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCallOutput {
+    /// `fco_…`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The `call_id` of the call this answers.
+    #[serde(default)]
+    pub call_id: String,
+    /// The tool's output.
+    #[serde(default)]
+    pub output: Value,
+    /// The item's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Fields this version does not define.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A content part (schema `ContentPart`) or a reasoning summary part.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ContentPart {
+    /// `output_text`: assistant text with its annotations.
+    OutputText(OutputText),
+    /// `summary_text`: one part of a reasoning summary.
+    SummaryText(SummaryText),
+    /// A part type this crate does not know, with its fields except `type`.
+    Other {
+        /// The part's `type`.
+        part_type: String,
+        /// Its other fields.
+        fields: Map<String, Value>,
+    },
+}
+
+impl ContentPart {
+    /// The part's text, for the text-bearing types.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            ContentPart::OutputText(t) => Some(&t.text),
+            ContentPart::SummaryText(t) => Some(&t.text),
+            ContentPart::Other { .. } => None,
+        }
+    }
+}
+
+impl<'de> Tagged<'de> for ContentPart {
+    const EXPECTING: &'static str = "a content part object";
+    fn from_rest<D: serde::Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
+        Ok(match tag {
+            "output_text" => ContentPart::OutputText(OutputText::deserialize(rest)?),
+            "summary_text" => ContentPart::SummaryText(SummaryText::deserialize(rest)?),
+            other => ContentPart::Other {
+                part_type: other.to_owned(),
+                fields: Map::deserialize(rest)?,
+            },
+        })
+    }
+}
+tagged_deserialize!(ContentPart);
+
+impl Serialize for ContentPart {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ContentPart::OutputText(t) => serialize_tagged(s, "output_text", t),
+            ContentPart::SummaryText(t) => serialize_tagged(s, "summary_text", t),
+            ContentPart::Other { part_type, fields } => serialize_tagged(s, part_type, fields),
+        }
+    }
+}
+
+/// An `output_text` part.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OutputText {
+    /// The text.
+    #[serde(default)]
+    pub text: String,
+    /// Its annotations (artifact citations).
+    #[serde(default)]
+    pub annotations: Vec<Annotation>,
+    /// Fields this version does not define.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A `summary_text` part of a reasoning item.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SummaryText {
+    /// The text.
+    #[serde(default)]
+    pub text: String,
+    /// Fields this version does not define.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// An annotation on an `output_text` part (schema `Annotation`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Annotation {
+    /// `container_file_citation`: a file the agent produced (an artifact).
+    ContainerFileCitation(ContainerFileCitation),
+    /// An annotation type this crate does not know, with its fields except `type`.
+    Other {
+        /// The annotation's `type`.
+        annotation_type: String,
+        /// Its other fields.
+        fields: Map<String, Value>,
+    },
+}
+
+impl Annotation {
+    /// The citation, when this is a `container_file_citation`.
+    pub fn as_container_file_citation(&self) -> Option<&ContainerFileCitation> {
+        match self {
+            Annotation::ContainerFileCitation(c) => Some(c),
+            Annotation::Other { .. } => None,
+        }
+    }
+}
+
+impl<'de> Tagged<'de> for Annotation {
+    const EXPECTING: &'static str = "an annotation object";
+    fn from_rest<D: serde::Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
+        Ok(match tag {
+            "container_file_citation" => {
+                Annotation::ContainerFileCitation(ContainerFileCitation::deserialize(rest)?)
+            }
+            other => Annotation::Other {
+                annotation_type: other.to_owned(),
+                fields: Map::deserialize(rest)?,
+            },
+        })
+    }
+}
+tagged_deserialize!(Annotation);
+
+impl Serialize for Annotation {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Annotation::ContainerFileCitation(c) => {
+                serialize_tagged(s, "container_file_citation", c)
+            }
+            Annotation::Other {
+                annotation_type,
+                fields,
+            } => serialize_tagged(s, annotation_type, fields),
+        }
+    }
+}
+
+/// A `container_file_citation`: a file in the task's container, with where to download it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContainerFileCitation {
+    /// `cntr_…`.
+    #[serde(default)]
+    pub container_id: String,
+    /// `file_…`.
+    #[serde(default)]
+    pub file_id: String,
+    /// The file's name.
+    #[serde(default)]
+    pub filename: String,
+    /// `/v1/containers/{container_id}/files/{file_id}/content`, absolute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub download_url: Option<String>,
+    /// Where the citation starts in the part's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_index: Option<i64>,
+    /// Where it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_index: Option<i64>,
+    /// Fields this version does not define.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Token usage (schema `Usage`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Input tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// Output tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    /// Their total.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tokens: Option<u64>,
+    /// Tokens read from a prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
+    /// Tokens written to a prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+    /// Fields this version does not define.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
