@@ -1,0 +1,110 @@
+//! Commands: `{type: "command", command_id, name, args}`; each gets a `command:result`.
+
+use serde_json::{Map, Value};
+
+use crate::wire::wire_struct;
+
+wire_struct! {
+    /// `command`: `{command_id, name, args}`. See [`Command`] for the typed view.
+    pub struct CommandMessage {
+        skip: ["type"],
+        lenient: false,
+        /// The command, chosen by the harness, unique within the call.
+        pub command_id: String = "command_id",
+        /// Its name: `hangup`, `play`, `listen`, …
+        pub name: String = "name",
+        /// Its arguments.
+        pub args: Map<String, Value> = "args",
+    }
+}
+
+/// What a command asks for. The spec details `hangup {reason}`; `play` and `listen` "are not
+/// supported yet: they get command:result with ok: false"; any other name is kept as given.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Command {
+    /// `hangup {reason}`: end the call (`session:end` reason `harness_hangup` follows).
+    Hangup {
+        /// Why, e.g. `resolved`.
+        reason: Option<String>,
+    },
+    /// `play`: not supported yet by jambonz.
+    Play(Map<String, Value>),
+    /// `listen` (with hints): not supported yet by jambonz.
+    Listen(Map<String, Value>),
+    /// Any other command, kept as given.
+    Other {
+        /// Its name.
+        name: String,
+        /// Its arguments.
+        args: Map<String, Value>,
+    },
+}
+
+impl Command {
+    /// The wire name.
+    pub fn name(&self) -> &str {
+        match self {
+            Command::Hangup { .. } => "hangup",
+            Command::Play(_) => "play",
+            Command::Listen(_) => "listen",
+            Command::Other { name, .. } => name,
+        }
+    }
+
+    /// As a message with this id.
+    pub fn into_message(self, command_id: impl Into<String>) -> CommandMessage {
+        let name = self.name().to_owned();
+        let args = match self {
+            Command::Hangup { reason } => {
+                let mut m = Map::new();
+                if let Some(r) = reason {
+                    m.insert("reason".into(), Value::String(r));
+                }
+                m
+            }
+            Command::Play(a) | Command::Listen(a) | Command::Other { args: a, .. } => a,
+        };
+        CommandMessage {
+            command_id: command_id.into(),
+            name,
+            args,
+            ..Default::default()
+        }
+    }
+}
+
+impl CommandMessage {
+    /// The typed view.
+    pub fn command(&self) -> Command {
+        match self.name.as_str() {
+            "hangup" => Command::Hangup {
+                reason: self
+                    .args
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+            },
+            "play" => Command::Play(self.args.clone()),
+            "listen" => Command::Listen(self.args.clone()),
+            other => Command::Other {
+                name: other.to_owned(),
+                args: self.args.clone(),
+            },
+        }
+    }
+}
+
+wire_struct! {
+    /// `command:result`: `{command_id, ok}`.
+    pub struct CommandResult {
+        skip: ["type"],
+        lenient: true,
+        /// The call's id.
+        pub call_sid: Option<String> = "call_sid",
+        /// The command this answers.
+        pub command_id: String = "command_id",
+        /// Whether it was carried out.
+        pub ok: bool = "ok",
+    }
+}

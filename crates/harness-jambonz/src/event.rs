@@ -1,0 +1,171 @@
+//! Events: `{type: "event", name, …}`.
+//!
+//! The spec names `user_interruption` (with its fields), `reply_dropped` (reason `replaced`),
+//! `silence` and an "error event" for a reply sent before its turn's `turn:start`; only the
+//! first is detailed. The others are typed with the fields that are known and keep every
+//! field in `extra`; any other name is [`Event::Other`], kept as given.
+
+use serde::ser::SerializeMap;
+use serde_json::{Map, Value};
+
+use crate::turn::TurnId;
+use crate::wire::wire_struct;
+
+/// Known event names.
+pub mod name {
+    /// The caller spoke over a reply.
+    pub const USER_INTERRUPTION: &str = "user_interruption";
+    /// The caller has been silent.
+    pub const SILENCE: &str = "silence";
+    /// A held unprompted reply was dropped.
+    pub const REPLY_DROPPED: &str = "reply_dropped";
+    /// jambonz refused something the harness sent.
+    pub const ERROR: &str = "error";
+}
+
+/// Known `reply_dropped` reasons.
+pub mod drop_reason {
+    /// A newer unprompted reply replaced the held one.
+    pub const REPLACED: &str = "replaced";
+}
+
+wire_struct! {
+    /// `user_interruption`: `{turn_id, reply_id, spoken, unspoken}`: the caller spoke over
+    /// a reply; `spoken` is what they heard. Keep only that in the conversation.
+    pub struct UserInterruption {
+        skip: ["type", "name"],
+        lenient: true,
+        /// The call's id.
+        pub call_sid: Option<String> = "call_sid",
+        /// The turn the reply answered (none for an unprompted reply).
+        pub turn_id: Option<TurnId> = "turn_id",
+        /// The reply that was cut off.
+        pub reply_id: Option<String> = "reply_id",
+        /// What the caller heard.
+        pub spoken: String = "spoken",
+        /// What they did not.
+        pub unspoken: String = "unspoken",
+    }
+}
+
+wire_struct! {
+    /// `silence`: the caller has been silent. Its fields are not given by the spec.
+    pub struct Silence {
+        skip: ["type", "name"],
+        lenient: true,
+        /// The call's id.
+        pub call_sid: Option<String> = "call_sid",
+    }
+}
+
+wire_struct! {
+    /// `reply_dropped`: a held unprompted reply was dropped, e.g. reason `replaced`.
+    pub struct ReplyDropped {
+        skip: ["type", "name"],
+        lenient: true,
+        /// The call's id.
+        pub call_sid: Option<String> = "call_sid",
+        /// The dropped reply.
+        pub reply_id: Option<String> = "reply_id",
+        /// Why, e.g. [`drop_reason::REPLACED`].
+        pub reason: Option<String> = "reason",
+    }
+}
+
+wire_struct! {
+    /// `error`: jambonz refused something the harness sent (a reply before its turn's
+    /// `turn:start`). The spec gives no fields; these are the simulator's.
+    pub struct ErrorEvent {
+        skip: ["type", "name"],
+        lenient: true,
+        /// The call's id.
+        pub call_sid: Option<String> = "call_sid",
+        /// The refused reply.
+        pub reply_id: Option<String> = "reply_id",
+        /// Its turn.
+        pub turn_id: Option<TurnId> = "turn_id",
+        /// What was wrong.
+        pub message: Option<String> = "message",
+    }
+}
+
+/// An event from jambonz.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// `user_interruption`.
+    UserInterruption(UserInterruption),
+    /// `silence`.
+    Silence(Silence),
+    /// `reply_dropped`.
+    ReplyDropped(ReplyDropped),
+    /// `error`.
+    Error(ErrorEvent),
+    /// Any other event, kept as given.
+    Other {
+        /// Its name.
+        name: String,
+        /// Its other fields.
+        fields: Map<String, Value>,
+    },
+}
+
+impl Event {
+    /// The event's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Event::UserInterruption(_) => name::USER_INTERRUPTION,
+            Event::Silence(_) => name::SILENCE,
+            Event::ReplyDropped(_) => name::REPLY_DROPPED,
+            Event::Error(_) => name::ERROR,
+            Event::Other { name, .. } => name,
+        }
+    }
+
+    /// Reads an event from its fields (those of the whole message). Typed events are
+    /// lenient: a field of another shape is kept in `extra`, so this fails only when `name`
+    /// is missing or not a string.
+    pub(crate) fn from_fields(mut fields: Map<String, Value>) -> Result<Self, String> {
+        fields.remove("type");
+        let name = match fields.remove("name") {
+            Some(Value::String(s)) => s,
+            Some(_) => return Err("event `name` is not a string".into()),
+            None => return Err("event without a `name`".into()),
+        };
+        let obj = Value::Object(fields);
+        let typed = |e: serde_json::Error| e.to_string();
+        Ok(match name.as_str() {
+            name::USER_INTERRUPTION => {
+                Event::UserInterruption(serde_json::from_value(obj).map_err(typed)?)
+            }
+            name::SILENCE => Event::Silence(serde_json::from_value(obj).map_err(typed)?),
+            name::REPLY_DROPPED => Event::ReplyDropped(serde_json::from_value(obj).map_err(typed)?),
+            name::ERROR => Event::Error(serde_json::from_value(obj).map_err(typed)?),
+            _ => match obj {
+                Value::Object(fields) => Event::Other { name, fields },
+                _ => Event::Other {
+                    name,
+                    fields: Map::new(),
+                },
+            },
+        })
+    }
+
+    pub(crate) fn serialize_fields<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
+        map.serialize_entry("name", self.name())?;
+        match self {
+            Event::UserInterruption(e) => e.serialize_fields(map),
+            Event::Silence(e) => e.serialize_fields(map),
+            Event::ReplyDropped(e) => e.serialize_fields(map),
+            Event::Error(e) => e.serialize_fields(map),
+            Event::Other { fields, .. } => {
+                for (k, v) in fields {
+                    if k != "type" && k != "name" {
+                        map.serialize_entry(k, v)?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! Frames: every message is a JSON text frame with a `type`. [`JambonzMessage`] is what
+//! jambonz sends, [`HarnessMessage`] what a harness sends; each decodes any text frame
+//! (an unknown `type` to `Unknown`, unknown fields kept) and encodes back.
+//!
+//! Decoding peeks the `type` (the first key, in every frame we have seen: a scan of a few
+//! bytes; otherwise a quick serde pass) and then parses the frame straight into that
+//! message's flat struct, instead of serde's internally tagged enums, which buffer every
+//! object first and run several times slower.
+
+use std::borrow::Cow;
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{Map, Value};
+
+use crate::command::{CommandMessage, CommandResult};
+use crate::event::Event;
+use crate::reply::{ReplyChunk, ReplyDone};
+use crate::session::{SessionEnd, SessionStart};
+use crate::tool::{ToolCallMessage, ToolResultMessage};
+use crate::turn::{SpeechStart, Transcript, TurnCancel, TurnStart};
+
+/// Message type names, exact.
+pub mod kind {
+    /// jambonz → harness.
+    pub const SESSION_START: &str = "session:start";
+    /// jambonz → harness.
+    pub const TURN_START: &str = "turn:start";
+    /// jambonz → harness.
+    pub const SPEECH_START: &str = "speech:start";
+    /// jambonz → harness.
+    pub const TRANSCRIPT: &str = "transcript";
+    /// jambonz → harness.
+    pub const TOOL_RESULT: &str = "tool:result";
+    /// jambonz → harness.
+    pub const EVENT: &str = "event";
+    /// jambonz → harness.
+    pub const TURN_CANCEL: &str = "turn:cancel";
+    /// jambonz → harness.
+    pub const COMMAND_RESULT: &str = "command:result";
+    /// jambonz → harness.
+    pub const SESSION_END: &str = "session:end";
+    /// harness → jambonz.
+    pub const REPLY_CHUNK: &str = "reply:chunk";
+    /// harness → jambonz.
+    pub const REPLY_DONE: &str = "reply:done";
+    /// harness → jambonz.
+    pub const TOOL_CALL: &str = "tool:call";
+    /// harness → jambonz.
+    pub const COMMAND: &str = "command";
+}
+
+/// Why a text frame is not a message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// Not JSON, or not a JSON object.
+    #[error("not a JSON object: {0}")]
+    NotAnObject(String),
+    /// An object without a string `type`.
+    #[error("message without a string `type`")]
+    MissingType,
+    /// A known type whose fields do not have the spec's shape.
+    #[error("malformed `{kind}` message: {error}")]
+    Malformed {
+        /// The message type.
+        kind: String,
+        /// What serde said.
+        error: String,
+    },
+}
+
+/// A message of a type this side does not know, kept as given.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct UnknownMessage {
+    /// Its `type`.
+    pub kind: String,
+    /// Its other fields.
+    pub fields: Map<String, Value>,
+}
+
+impl UnknownMessage {
+    fn serialize_fields<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
+        for (k, v) in &self.fields {
+            if k != "type" {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A message from jambonz to the harness.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum JambonzMessage {
+    /// `session:start`.
+    SessionStart(SessionStart),
+    /// `turn:start`.
+    TurnStart(TurnStart),
+    /// `speech:start`.
+    SpeechStart(SpeechStart),
+    /// `transcript`.
+    Transcript(Transcript),
+    /// `tool:result`.
+    ToolResult(ToolResultMessage),
+    /// `event`.
+    Event(Event),
+    /// `turn:cancel`.
+    TurnCancel(TurnCancel),
+    /// `command:result`.
+    CommandResult(CommandResult),
+    /// `session:end`.
+    SessionEnd(SessionEnd),
+    /// Any other type, kept as given.
+    Unknown(UnknownMessage),
+}
+
+/// A message from the harness to jambonz.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum HarnessMessage {
+    /// `reply:chunk`.
+    ReplyChunk(ReplyChunk),
+    /// `reply:done`.
+    ReplyDone(ReplyDone),
+    /// `tool:call`.
+    ToolCall(ToolCallMessage),
+    /// `command`.
+    Command(CommandMessage),
+    /// Any other type, kept as given.
+    Unknown(UnknownMessage),
+}
+
+/// The `type` of a frame: from its first key when that is a plain `"type"` string (a scan
+/// of a few bytes), else from a serde pass over the frame.
+pub fn peek_type(text: &str) -> Result<Cow<'_, str>, DecodeError> {
+    if let Some(t) = fast_peek(text.as_bytes()) {
+        // ok: fast_peek returns byte offsets at ASCII quotes of valid UTF-8 text.
+        if let Some(s) = text.get(t.0..t.1) {
+            return Ok(Cow::Borrowed(s));
+        }
+    }
+    #[derive(serde::Deserialize)]
+    struct TypeOnly<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Option<Cow<'a, str>>,
+    }
+    match serde_json::from_str::<TypeOnly<'_>>(text) {
+        Ok(TypeOnly { kind: Some(k) }) => Ok(k),
+        Ok(TypeOnly { kind: None }) => Err(DecodeError::MissingType),
+        Err(e) => {
+            // Tell "not an object" from "type is not a string".
+            match serde_json::from_str::<Value>(text) {
+                Ok(Value::Object(_)) => Err(DecodeError::MissingType),
+                Ok(_) => Err(DecodeError::NotAnObject("not an object".into())),
+                Err(_) => Err(DecodeError::NotAnObject(e.to_string())),
+            }
+        }
+    }
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+        i += 1;
+    }
+    i
+}
+
+/// `{ "type" : "<no escapes>"` at the start: the byte range of the value.
+fn fast_peek(b: &[u8]) -> Option<(usize, usize)> {
+    let mut i = skip_ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = skip_ws(b, i + 1);
+    if !b.get(i..)?.starts_with(b"\"type\"") {
+        return None;
+    }
+    i = skip_ws(b, i + 6);
+    if b.get(i) != Some(&b':') {
+        return None;
+    }
+    i = skip_ws(b, i + 1);
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let start = i + 1;
+    let end = start + memchr::memchr2(b'"', b'\\', b.get(start..)?)?;
+    if b[end] != b'"' {
+        return None;
+    }
+    Some((start, end))
+}
+
+fn parse<'a, T: serde::Deserialize<'a>>(kind: &str, text: &'a str) -> Result<T, DecodeError> {
+    serde_json::from_str(text).map_err(|e| DecodeError::Malformed {
+        kind: kind.to_owned(),
+        error: e.to_string(),
+    })
+}
+
+fn parse_object(text: &str) -> Result<Map<String, Value>, DecodeError> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(DecodeError::NotAnObject("not an object".into())),
+        Err(e) => Err(DecodeError::NotAnObject(e.to_string())),
+    }
+}
+
+fn unknown(kind: &str, text: &str) -> Result<UnknownMessage, DecodeError> {
+    let mut fields = parse_object(text)?;
+    fields.remove("type");
+    Ok(UnknownMessage {
+        kind: kind.to_owned(),
+        fields,
+    })
+}
+
+impl JambonzMessage {
+    /// Decodes a text frame. Unknown types and fields are kept, never an error.
+    ///
+    /// ```
+    /// use harness_jambonz::frame::JambonzMessage;
+    ///
+    /// let m = JambonzMessage::decode(r#"{"type":"turn:start","turn_id":1,"input":{"type":"greeting"}}"#)?;
+    /// let JambonzMessage::TurnStart(t) = m else { panic!() };
+    /// assert_eq!(t.turn_id, Some(1));
+    ///
+    /// let m = JambonzMessage::decode(r#"{"type":"dtmf","digit":"5"}"#)?;
+    /// assert!(matches!(m, JambonzMessage::Unknown(u) if u.kind == "dtmf" && u.fields["digit"] == "5"));
+    /// # Ok::<(), harness_jambonz::frame::DecodeError>(())
+    /// ```
+    pub fn decode(text: &str) -> Result<Self, DecodeError> {
+        let kind = peek_type(text)?;
+        Ok(match &*kind {
+            kind::TRANSCRIPT => JambonzMessage::Transcript(parse(&kind, text)?),
+            kind::TURN_START => JambonzMessage::TurnStart(parse(&kind, text)?),
+            kind::SPEECH_START => JambonzMessage::SpeechStart(parse(&kind, text)?),
+            kind::TURN_CANCEL => JambonzMessage::TurnCancel(parse(&kind, text)?),
+            kind::TOOL_RESULT => JambonzMessage::ToolResult(parse(&kind, text)?),
+            kind::COMMAND_RESULT => JambonzMessage::CommandResult(parse(&kind, text)?),
+            kind::SESSION_START => JambonzMessage::SessionStart(parse(&kind, text)?),
+            kind::SESSION_END => JambonzMessage::SessionEnd(parse(&kind, text)?),
+            kind::EVENT => {
+                JambonzMessage::Event(Event::from_fields(parse_object(text)?).map_err(|error| {
+                    DecodeError::Malformed {
+                        kind: kind::EVENT.into(),
+                        error,
+                    }
+                })?)
+            }
+            other => JambonzMessage::Unknown(unknown(other, text)?),
+        })
+    }
+
+    /// The `type`.
+    pub fn kind(&self) -> &str {
+        match self {
+            JambonzMessage::SessionStart(_) => kind::SESSION_START,
+            JambonzMessage::TurnStart(_) => kind::TURN_START,
+            JambonzMessage::SpeechStart(_) => kind::SPEECH_START,
+            JambonzMessage::Transcript(_) => kind::TRANSCRIPT,
+            JambonzMessage::ToolResult(_) => kind::TOOL_RESULT,
+            JambonzMessage::Event(_) => kind::EVENT,
+            JambonzMessage::TurnCancel(_) => kind::TURN_CANCEL,
+            JambonzMessage::CommandResult(_) => kind::COMMAND_RESULT,
+            JambonzMessage::SessionEnd(_) => kind::SESSION_END,
+            JambonzMessage::Unknown(u) => &u.kind,
+        }
+    }
+
+    /// The JSON text frame.
+    pub fn encode(&self) -> String {
+        encode_string(self)
+    }
+
+    /// Appends the JSON text frame to `buf`.
+    pub fn encode_into(&self, buf: &mut Vec<u8>) {
+        // ok to ignore: writing JSON of maps/values into a Vec cannot fail.
+        let _ = serde_json::to_writer(buf, self);
+    }
+}
+
+impl Serialize for JambonzMessage {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("type", self.kind())?;
+        match self {
+            JambonzMessage::SessionStart(m) => m.serialize_fields(&mut map)?,
+            JambonzMessage::TurnStart(m) => m.serialize_fields(&mut map)?,
+            JambonzMessage::SpeechStart(m) => m.serialize_fields(&mut map)?,
+            JambonzMessage::Transcript(m) => m.serialize_fields(&mut map)?,
+            JambonzMessage::ToolResult(m) => m.serialize_fields(&mut map)?,
+            JambonzMessage::Event(m) => m.serialize_fields(&mut map)?,
+            JambonzMessage::TurnCancel(m) => m.serialize_fields(&mut map)?,
+            JambonzMessage::CommandResult(m) => m.serialize_fields(&mut map)?,
+            JambonzMessage::SessionEnd(m) => m.serialize_fields(&mut map)?,
+            JambonzMessage::Unknown(m) => m.serialize_fields(&mut map)?,
+        }
+        map.end()
+    }
+}
+
+impl HarnessMessage {
+    /// Decodes a text frame. Unknown types and fields are kept, never an error.
+    ///
+    /// ```
+    /// use harness_jambonz::frame::HarnessMessage;
+    ///
+    /// let m = HarnessMessage::decode(
+    ///     r#"{"type":"reply:chunk","reply_id":"r1","turn_id":1,"chunk":{"choices":[{"delta":{"content":"Hi"}}]}}"#,
+    /// )?;
+    /// let HarnessMessage::ReplyChunk(c) = m else { panic!() };
+    /// assert_eq!(c.chunk.content(), "Hi");
+    /// # Ok::<(), harness_jambonz::frame::DecodeError>(())
+    /// ```
+    pub fn decode(text: &str) -> Result<Self, DecodeError> {
+        let kind = peek_type(text)?;
+        Ok(match &*kind {
+            kind::REPLY_CHUNK => HarnessMessage::ReplyChunk(parse(&kind, text)?),
+            kind::REPLY_DONE => HarnessMessage::ReplyDone(parse(&kind, text)?),
+            kind::TOOL_CALL => HarnessMessage::ToolCall(parse(&kind, text)?),
+            kind::COMMAND => HarnessMessage::Command(parse(&kind, text)?),
+            other => HarnessMessage::Unknown(unknown(other, text)?),
+        })
+    }
+
+    /// The `type`.
+    pub fn kind(&self) -> &str {
+        match self {
+            HarnessMessage::ReplyChunk(_) => kind::REPLY_CHUNK,
+            HarnessMessage::ReplyDone(_) => kind::REPLY_DONE,
+            HarnessMessage::ToolCall(_) => kind::TOOL_CALL,
+            HarnessMessage::Command(_) => kind::COMMAND,
+            HarnessMessage::Unknown(u) => &u.kind,
+        }
+    }
+
+    /// The JSON text frame.
+    pub fn encode(&self) -> String {
+        encode_string(self)
+    }
+
+    /// Appends the JSON text frame to `buf`.
+    pub fn encode_into(&self, buf: &mut Vec<u8>) {
+        // ok to ignore: writing JSON of maps/values into a Vec cannot fail.
+        let _ = serde_json::to_writer(buf, self);
+    }
+}
+
+impl Serialize for HarnessMessage {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("type", self.kind())?;
+        match self {
+            HarnessMessage::ReplyChunk(m) => m.serialize_fields(&mut map)?,
+            HarnessMessage::ReplyDone(m) => m.serialize_fields(&mut map)?,
+            HarnessMessage::ToolCall(m) => m.serialize_fields(&mut map)?,
+            HarnessMessage::Command(m) => m.serialize_fields(&mut map)?,
+            HarnessMessage::Unknown(m) => m.serialize_fields(&mut map)?,
+        }
+        map.end()
+    }
+}
+
+fn encode_string<T: Serialize>(m: &T) -> String {
+    let mut buf = Vec::with_capacity(128);
+    // ok to ignore: writing JSON of maps/values into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut buf, m);
+    // serde_json writes valid UTF-8.
+    String::from_utf8(buf).unwrap_or_default()
+}

@@ -1,0 +1,607 @@
+//! The harness side of one call, as a sans-IO state machine.
+//!
+//! Frames from jambonz go in through [`HarnessCall::handle_frame`]; typed events come out of
+//! [`HarnessCall::poll_event`]; the app acts (start a reply, push chunks, finish it with a
+//! turn record, call a tool, send a command, hang up) and the frames to send come out of
+//! [`HarnessCall::poll_transmit`], in order. After any call that changes state, drain both.
+//!
+//! The spec's rules for the harness are enforced here, so an app cannot break them by
+//! mistake:
+//!
+//! - ids (`reply_id`, `call_id`, `command_id`) are made here, unique within the call;
+//! - a reply for a turn is refused before that turn's `turn:start`;
+//! - nothing more is sent for a cancelled turn: its chunks are dropped and the app is told;
+//! - `interrupt` goes on a reply's first chunk only;
+//! - a turn record over 16 KB is refused (the reply stays open for a smaller one);
+//! - a `session:start` whose `protocol` is not 1 is answered by a close with code 4000 and a
+//!   reason;
+//! - frames before `session:start`, malformed JSON and binary frames are reported as errors
+//!   and change nothing.
+//!
+//! The harness side has no timers: every deadline of the protocol is jambonz's, so there is
+//! no `poll_timeout`. `now` is taken for symmetry with the other machines and for the
+//! timing it records.
+//!
+//! ```
+//! use std::time::Instant;
+//! use harness_jambonz::harness_side::{HarnessCall, HarnessEvent, Transmit};
+//!
+//! let now = Instant::now();
+//! let mut call = HarnessCall::new();
+//! call.handle_frame(now, r#"{"type":"session:start","call_sid":"CA1","protocol":1,"from":"+15551234567"}"#)?;
+//! call.handle_frame(now, r#"{"type":"turn:start","call_sid":"CA1","turn_id":1,"input":{"type":"greeting"}}"#)?;
+//! while let Some(ev) = call.poll_event() {
+//!     if let HarnessEvent::TurnStarted(t) = ev {
+//!         let reply = call.start_reply(t.turn_id)?;
+//!         call.push_chunk(&reply, "Thanks for calling Acme.")?;
+//!         call.finish_reply(&reply, None)?;
+//!     }
+//! }
+//! let Some(Transmit::Text(first)) = call.poll_transmit() else { panic!() };
+//! assert_eq!(first, r#"{"type":"reply:chunk","reply_id":"r1","turn_id":1,"chunk":{"choices":[{"delta":{"content":"Thanks for calling Acme."}}]}}"#);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+
+use crate::command::{Command, CommandResult};
+use crate::event::{ErrorEvent, Event, ReplyDropped, UserInterruption};
+use crate::frame::{DecodeError, HarnessMessage, JambonzMessage, UnknownMessage};
+use crate::reply::{Chunk, ReplyChunk, ReplyDone};
+use crate::session::{CLOSE_UNSUPPORTED_PROTOCOL, PROTOCOL_VERSION, SessionEnd, SessionStart};
+use crate::tool::{ToolCallMessage, ToolResultMessage};
+use crate::turn::{SpeechStart, Transcript, TurnCancel, TurnId, TurnStart};
+use crate::turn_record::{TurnRecord, TurnRecordTooLarge};
+
+/// Limits of a [`HarnessCall`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HarnessConfig {
+    /// The largest text frame accepted, in bytes (default 1 MiB).
+    pub max_frame_bytes: usize,
+}
+
+impl Default for HarnessConfig {
+    fn default() -> Self {
+        HarnessConfig {
+            max_frame_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// Something to send on the socket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transmit {
+    /// A JSON text frame.
+    Text(String),
+    /// Close the socket with this code and reason.
+    Close {
+        /// The close code (4000: protocol not supported).
+        code: u16,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What happened on the call, for the app.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum HarnessEvent {
+    /// `session:start` with protocol 1: the call is up.
+    SessionStarted(SessionStart),
+    /// `session:start` with a protocol this side cannot speak: the socket is being closed
+    /// with code 4000 (the close is in `poll_transmit`).
+    UnsupportedProtocol {
+        /// What `protocol` said.
+        protocol: Option<Value>,
+    },
+    /// `turn:start`: answer the turn with a reply.
+    TurnStarted(TurnStart),
+    /// `speech:start`: the caller started speaking.
+    SpeechStarted(SpeechStart),
+    /// `transcript`: recognized speech, partial or final.
+    Transcript(Transcript),
+    /// `turn:cancel`: nothing more will be sent for the turn.
+    TurnCancelled(TurnCancel),
+    /// `user_interruption`: the caller heard only `spoken` of the reply.
+    Interrupted(UserInterruption),
+    /// `tool:result` for a `tool:call` of this call.
+    ToolResult {
+        /// The turn the call was made for.
+        turn_id: Option<TurnId>,
+        /// The tool's name.
+        name: String,
+        /// The result.
+        result: ToolResultMessage,
+    },
+    /// `command:result` for a command of this call.
+    CommandResult {
+        /// The command's name.
+        name: String,
+        /// The result.
+        result: CommandResult,
+    },
+    /// `reply_dropped`: a held unprompted reply was dropped.
+    ReplyDropped(ReplyDropped),
+    /// An error event: jambonz refused something this side sent.
+    Error(ErrorEvent),
+    /// Any other event (`silence`, unknown names).
+    Event(Event),
+    /// `session:end`: the call is over.
+    SessionEnded(SessionEnd),
+    /// A message type this version does not know, kept as given.
+    Unknown(UnknownMessage),
+}
+
+/// Why a frame from jambonz was not taken. The call's state is unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// "There are no binary frames": a binary frame arrived.
+    #[error("binary frame: the protocol has no binary frames")]
+    Binary,
+    /// The frame is larger than the configured limit.
+    #[error("frame of {len} bytes is over the {limit}-byte limit")]
+    TooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Not a message.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// A message other than `session:start` before it.
+    #[error("`{kind}` before session:start")]
+    BeforeSessionStart {
+        /// The message type.
+        kind: String,
+    },
+    /// A second `session:start`.
+    #[error("a second session:start")]
+    DuplicateSessionStart,
+    /// A message without the `turn_id` it needs.
+    #[error("`{kind}` without a turn_id")]
+    MissingTurnId {
+        /// The message type.
+        kind: String,
+    },
+    /// A `turn:start` for a turn already started or cancelled.
+    #[error("turn:start for turn {0}, which was already seen")]
+    DuplicateTurn(TurnId),
+    /// A `tool:result` for no outstanding `tool:call` of this call.
+    #[error("tool:result for unknown call_id {0:?}")]
+    UnknownCallId(String),
+    /// A `command:result` for no outstanding command of this call.
+    #[error("command:result for unknown command_id {0:?}")]
+    UnknownCommandId(String),
+    /// The call is over (ended or closed).
+    #[error("the call is over")]
+    Closed,
+}
+
+/// Why an action of the app was refused. Nothing was sent.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ActionError {
+    /// Before `session:start`, or after the call ended.
+    #[error("the call is not active")]
+    NotActive,
+    /// "A reply with a turn_id … is accepted only after that turn's turn:start."
+    #[error("turn {0} has not started")]
+    TurnNotStarted(TurnId),
+    /// The turn was cancelled: nothing more is sent for it (chunks are dropped).
+    #[error("turn {0} was cancelled; dropped")]
+    TurnCancelled(TurnId),
+    /// No open reply with this id (never started, or already finished).
+    #[error("no open reply {0:?}")]
+    UnknownReply(String),
+    /// `interrupt` belongs on a reply's first chunk only.
+    #[error("interrupt is only allowed on a reply's first chunk")]
+    InterruptNotFirst,
+    /// The turn record is over 16 KB; the reply is still open.
+    #[error(transparent)]
+    TurnRecordTooLarge(#[from] TurnRecordTooLarge),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TurnState {
+    Started,
+    Cancelled,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    AwaitingStart,
+    Active,
+    Over,
+}
+
+#[derive(Clone, Debug)]
+struct OpenReply {
+    turn_id: Option<TurnId>,
+    chunks: u32,
+    interrupt: bool,
+}
+
+/// The harness side of one call. See the [module docs](self).
+#[derive(Debug)]
+pub struct HarnessCall {
+    config: HarnessConfig,
+    phase: Phase,
+    call_sid: Option<String>,
+    turns: BTreeMap<TurnId, TurnState>,
+    replies: HashMap<String, OpenReply>,
+    tools: HashMap<String, (Option<TurnId>, String)>,
+    commands: HashMap<String, String>,
+    next_reply: u64,
+    next_call: u64,
+    next_command: u64,
+    events: VecDeque<HarnessEvent>,
+    transmits: VecDeque<Transmit>,
+}
+
+impl Default for HarnessCall {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HarnessCall {
+    /// A call waiting for `session:start`, with default limits.
+    pub fn new() -> Self {
+        Self::with_config(HarnessConfig::default())
+    }
+
+    /// A call waiting for `session:start`.
+    pub fn with_config(config: HarnessConfig) -> Self {
+        HarnessCall {
+            config,
+            phase: Phase::AwaitingStart,
+            call_sid: None,
+            turns: BTreeMap::new(),
+            replies: HashMap::new(),
+            tools: HashMap::new(),
+            commands: HashMap::new(),
+            next_reply: 0,
+            next_call: 0,
+            next_command: 0,
+            events: VecDeque::new(),
+            transmits: VecDeque::new(),
+        }
+    }
+
+    /// The call's `call_sid`, once `session:start` arrived.
+    pub fn call_sid(&self) -> Option<&str> {
+        self.call_sid.as_deref()
+    }
+
+    /// Whether `session:start` was accepted and the call has not ended.
+    pub fn is_active(&self) -> bool {
+        self.phase == Phase::Active
+    }
+
+    /// Whether the call is over (`session:end`, or closed for an unsupported protocol).
+    pub fn is_over(&self) -> bool {
+        self.phase == Phase::Over
+    }
+
+    /// Whether the turn has started and was not cancelled.
+    pub fn is_turn_open(&self, turn_id: TurnId) -> bool {
+        self.turns.get(&turn_id) == Some(&TurnState::Started)
+    }
+
+    /// Whether the turn was cancelled.
+    pub fn is_turn_cancelled(&self, turn_id: TurnId) -> bool {
+        self.turns.get(&turn_id) == Some(&TurnState::Cancelled)
+    }
+
+    /// Takes a binary frame: always an error ("There are no binary frames"); the call goes on.
+    pub fn handle_binary(&mut self, _now: Instant) -> Result<(), FrameError> {
+        Err(FrameError::Binary)
+    }
+
+    /// Takes a text frame from jambonz. On an error nothing changed.
+    pub fn handle_frame(&mut self, _now: Instant, text: &str) -> Result<(), FrameError> {
+        if self.phase == Phase::Over {
+            return Err(FrameError::Closed);
+        }
+        if text.len() > self.config.max_frame_bytes {
+            return Err(FrameError::TooLarge {
+                len: text.len(),
+                limit: self.config.max_frame_bytes,
+            });
+        }
+        let msg = JambonzMessage::decode(text)?;
+        self.handle_message(msg)
+    }
+
+    /// Takes a decoded message from jambonz. On an error nothing changed.
+    pub fn handle_message(&mut self, msg: JambonzMessage) -> Result<(), FrameError> {
+        if self.phase == Phase::Over {
+            return Err(FrameError::Closed);
+        }
+        if self.phase == Phase::AwaitingStart && !matches!(msg, JambonzMessage::SessionStart(_)) {
+            return Err(FrameError::BeforeSessionStart {
+                kind: msg.kind().to_owned(),
+            });
+        }
+        match msg {
+            JambonzMessage::SessionStart(s) => {
+                if self.phase != Phase::AwaitingStart {
+                    return Err(FrameError::DuplicateSessionStart);
+                }
+                if s.protocol_version() == Some(PROTOCOL_VERSION) {
+                    self.phase = Phase::Active;
+                    self.call_sid.clone_from(&s.call_sid);
+                    self.events.push_back(HarnessEvent::SessionStarted(s));
+                } else {
+                    let said = match &s.protocol {
+                        Some(p) => p.to_string(),
+                        None => "none".to_owned(),
+                    };
+                    self.phase = Phase::Over;
+                    self.transmits.push_back(Transmit::Close {
+                        code: CLOSE_UNSUPPORTED_PROTOCOL,
+                        reason: format!(
+                            "unsupported protocol {said}: this harness speaks protocol {PROTOCOL_VERSION}"
+                        ),
+                    });
+                    self.events.push_back(HarnessEvent::UnsupportedProtocol {
+                        protocol: s.protocol,
+                    });
+                }
+            }
+            JambonzMessage::TurnStart(t) => {
+                let id = t.turn_id.ok_or_else(|| FrameError::MissingTurnId {
+                    kind: "turn:start".into(),
+                })?;
+                if self.turns.contains_key(&id) {
+                    return Err(FrameError::DuplicateTurn(id));
+                }
+                self.turns.insert(id, TurnState::Started);
+                self.events.push_back(HarnessEvent::TurnStarted(t));
+            }
+            JambonzMessage::TurnCancel(c) => {
+                let id = c.turn_id.ok_or_else(|| FrameError::MissingTurnId {
+                    kind: "turn:cancel".into(),
+                })?;
+                self.turns.insert(id, TurnState::Cancelled);
+                self.events.push_back(HarnessEvent::TurnCancelled(c));
+            }
+            JambonzMessage::SpeechStart(s) => self.events.push_back(HarnessEvent::SpeechStarted(s)),
+            JambonzMessage::Transcript(t) => self.events.push_back(HarnessEvent::Transcript(t)),
+            JambonzMessage::ToolResult(r) => {
+                let (turn_id, name) = self
+                    .tools
+                    .remove(&r.call_id)
+                    .ok_or_else(|| FrameError::UnknownCallId(r.call_id.clone()))?;
+                self.events.push_back(HarnessEvent::ToolResult {
+                    turn_id,
+                    name,
+                    result: r,
+                });
+            }
+            JambonzMessage::CommandResult(r) => {
+                let name = self
+                    .commands
+                    .remove(&r.command_id)
+                    .ok_or_else(|| FrameError::UnknownCommandId(r.command_id.clone()))?;
+                self.events
+                    .push_back(HarnessEvent::CommandResult { name, result: r });
+            }
+            JambonzMessage::Event(e) => self.events.push_back(match e {
+                Event::UserInterruption(u) => HarnessEvent::Interrupted(u),
+                Event::ReplyDropped(d) => HarnessEvent::ReplyDropped(d),
+                Event::Error(e) => HarnessEvent::Error(e),
+                other => HarnessEvent::Event(other),
+            }),
+            JambonzMessage::SessionEnd(e) => {
+                self.phase = Phase::Over;
+                self.replies.clear();
+                self.tools.clear();
+                self.commands.clear();
+                self.events.push_back(HarnessEvent::SessionEnded(e));
+            }
+            JambonzMessage::Unknown(u) => self.events.push_back(HarnessEvent::Unknown(u)),
+        }
+        Ok(())
+    }
+
+    /// The next event for the app.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<HarnessEvent> {
+        self.events.pop_front()
+    }
+
+    /// The next frame to send, in order.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// How many frames wait in `poll_transmit`.
+    pub fn pending_transmits(&self) -> usize {
+        self.transmits.len()
+    }
+
+    fn check_turn(&self, turn_id: Option<TurnId>) -> Result<(), ActionError> {
+        if self.phase != Phase::Active {
+            return Err(ActionError::NotActive);
+        }
+        match turn_id.map(|t| (t, self.turns.get(&t))) {
+            None => Ok(()),
+            Some((_, Some(TurnState::Started))) => Ok(()),
+            Some((t, Some(TurnState::Cancelled))) => Err(ActionError::TurnCancelled(t)),
+            Some((t, None)) => Err(ActionError::TurnNotStarted(t)),
+        }
+    }
+
+    /// Starts a reply: for a turn (`Some(turn_id)`, after its `turn:start`), or on the
+    /// harness's own initiative (`None`). Nothing is sent until its first chunk.
+    pub fn start_reply(&mut self, turn_id: Option<TurnId>) -> Result<String, ActionError> {
+        self.open_reply(turn_id, false)
+    }
+
+    /// Starts a reply whose first chunk carries `interrupt: true`: whatever is playing is cut
+    /// off and this reply is spoken now (never over a caller mid-utterance).
+    pub fn start_interrupting_reply(
+        &mut self,
+        turn_id: Option<TurnId>,
+    ) -> Result<String, ActionError> {
+        self.open_reply(turn_id, true)
+    }
+
+    fn open_reply(
+        &mut self,
+        turn_id: Option<TurnId>,
+        interrupt: bool,
+    ) -> Result<String, ActionError> {
+        self.check_turn(turn_id)?;
+        self.next_reply += 1;
+        let id = format!("r{}", self.next_reply);
+        self.replies.insert(
+            id.clone(),
+            OpenReply {
+                turn_id,
+                chunks: 0,
+                interrupt,
+            },
+        );
+        Ok(id)
+    }
+
+    fn reply_turn(&self, reply_id: &str) -> Result<Option<TurnId>, ActionError> {
+        match self.replies.get(reply_id) {
+            Some(r) => {
+                self.check_turn(r.turn_id)?;
+                Ok(r.turn_id)
+            }
+            None => {
+                if self.phase != Phase::Active {
+                    return Err(ActionError::NotActive);
+                }
+                Err(ActionError::UnknownReply(reply_id.to_owned()))
+            }
+        }
+    }
+
+    /// Sends text on a reply as one `reply:chunk`.
+    pub fn push_chunk(&mut self, reply_id: &str, text: &str) -> Result<(), ActionError> {
+        self.push_raw_chunk(reply_id, Chunk::text(text), false)
+    }
+
+    /// Sends a chunk of any shape (an OpenAI `chat.completion.chunk` as the model sent it).
+    /// `interrupt` is refused on any chunk but the first.
+    pub fn push_raw_chunk(
+        &mut self,
+        reply_id: &str,
+        chunk: Chunk,
+        interrupt: bool,
+    ) -> Result<(), ActionError> {
+        let turn_id = self.reply_turn(reply_id)?;
+        let reply = self
+            .replies
+            .get_mut(reply_id)
+            .ok_or_else(|| ActionError::UnknownReply(reply_id.to_owned()))?;
+        if interrupt && reply.chunks > 0 {
+            return Err(ActionError::InterruptNotFirst);
+        }
+        let interrupt = (reply.chunks == 0 && (reply.interrupt || interrupt)).then_some(true);
+        reply.chunks += 1;
+        let msg = HarnessMessage::ReplyChunk(ReplyChunk {
+            reply_id: reply_id.to_owned(),
+            turn_id,
+            chunk,
+            interrupt,
+            extra: Map::new(),
+        });
+        self.transmits.push_back(Transmit::Text(msg.encode()));
+        Ok(())
+    }
+
+    /// Number of chunks sent on an open reply.
+    pub fn chunks_sent(&self, reply_id: &str) -> Option<u32> {
+        self.replies.get(reply_id).map(|r| r.chunks)
+    }
+
+    /// Ends a reply with `reply:done` and an optional turn record (at most 16 KB
+    /// serialized; a larger one is refused and the reply stays open).
+    pub fn finish_reply(
+        &mut self,
+        reply_id: &str,
+        turn_record: Option<TurnRecord>,
+    ) -> Result<(), ActionError> {
+        let turn_id = match self.reply_turn(reply_id) {
+            Ok(t) => t,
+            Err(e @ ActionError::TurnCancelled(_)) => {
+                self.replies.remove(reply_id);
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(r) = &turn_record {
+            r.check_size()?;
+        }
+        self.replies.remove(reply_id);
+        let msg = HarnessMessage::ReplyDone(ReplyDone {
+            reply_id: reply_id.to_owned(),
+            turn_id,
+            turn_record,
+            extra: Map::new(),
+        });
+        self.transmits.push_back(Transmit::Text(msg.encode()));
+        Ok(())
+    }
+
+    /// Asks jambonz to run one of the agent's tools for a started turn; the answer comes as
+    /// [`HarnessEvent::ToolResult`]. Returns the `call_id`.
+    pub fn call_tool(
+        &mut self,
+        turn_id: TurnId,
+        name: impl Into<String>,
+        args: Map<String, Value>,
+    ) -> Result<String, ActionError> {
+        self.check_turn(Some(turn_id))?;
+        self.next_call += 1;
+        let id = format!("t{}", self.next_call);
+        let name = name.into();
+        self.tools.insert(id.clone(), (Some(turn_id), name.clone()));
+        let msg = HarnessMessage::ToolCall(ToolCallMessage {
+            call_id: id.clone(),
+            turn_id: Some(turn_id),
+            name,
+            args,
+            extra: Map::new(),
+        });
+        self.transmits.push_back(Transmit::Text(msg.encode()));
+        Ok(id)
+    }
+
+    /// Sends a command; the answer comes as [`HarnessEvent::CommandResult`]. Returns the
+    /// `command_id`.
+    pub fn send_command(&mut self, command: Command) -> Result<String, ActionError> {
+        self.check_turn(None)?;
+        self.next_command += 1;
+        let id = format!("c{}", self.next_command);
+        self.commands.insert(id.clone(), command.name().to_owned());
+        let msg = HarnessMessage::Command(command.into_message(id.clone()));
+        self.transmits.push_back(Transmit::Text(msg.encode()));
+        Ok(id)
+    }
+
+    /// Hangs up: the `hangup` command with a reason (e.g. `resolved`).
+    pub fn hang_up(&mut self, reason: Option<&str>) -> Result<String, ActionError> {
+        self.send_command(Command::Hangup {
+            reason: reason.map(str::to_owned),
+        })
+    }
+
+    /// Tool calls waiting for their `tool:result`.
+    pub fn pending_tool_calls(&self) -> usize {
+        self.tools.len()
+    }
+}

@@ -1,0 +1,133 @@
+//! Turns: `turn:start` with its input, `speech:start` and `transcript` (for starting early),
+//! `turn:cancel`.
+
+use crate::wire::wire_struct;
+
+/// A turn id, chosen by jambonz (`turn_id: 1`, `2`, …).
+pub type TurnId = u64;
+
+/// Known `turn:cancel` reasons.
+pub mod cancel_reason {
+    /// The caller spoke over the reply.
+    pub const BARGE_IN: &str = "barge_in";
+}
+
+wire_struct! {
+    /// `turn:start`: `{turn_id, input}`. The harness answers the turn with a reply.
+    pub struct TurnStart {
+        skip: ["type"],
+        lenient: false,
+        /// The call's id.
+        pub call_sid: Option<String> = "call_sid",
+        /// The turn.
+        pub turn_id: Option<TurnId> = "turn_id",
+        /// What started it.
+        pub input: TurnInput = "input",
+    }
+}
+
+wire_struct! {
+    /// A turn's input: `{type: "greeting"}`, `{type: "speech", text, language}`, or another
+    /// type, kept as given.
+    pub struct TurnInput {
+        skip: [],
+        lenient: false,
+        /// The input type: `greeting`, `speech`, …
+        pub kind: String = "type",
+        /// What the caller said (speech).
+        pub text: Option<String> = "text",
+        /// The language it was recognized in (speech).
+        pub language: Option<String> = "language",
+    }
+}
+
+/// What kind of input started a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InputKind<'a> {
+    /// The call connected.
+    Greeting,
+    /// The caller said something.
+    Speech,
+    /// A type this version does not know.
+    Other(&'a str),
+}
+
+impl TurnInput {
+    /// `{type: "greeting"}`.
+    pub fn greeting() -> Self {
+        TurnInput {
+            kind: "greeting".into(),
+            ..Default::default()
+        }
+    }
+
+    /// `{type: "speech", text, language}`.
+    pub fn speech(text: impl Into<String>, language: Option<String>) -> Self {
+        TurnInput {
+            kind: "speech".into(),
+            text: Some(text.into()),
+            language,
+            ..Default::default()
+        }
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> InputKind<'_> {
+        match self.kind.as_str() {
+            "greeting" => InputKind::Greeting,
+            "speech" => InputKind::Speech,
+            other => InputKind::Other(other),
+        }
+    }
+
+    /// The caller's words, for a speech input.
+    pub fn speech_text(&self) -> Option<&str> {
+        match self.kind() {
+            InputKind::Speech => self.text.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+wire_struct! {
+    /// `speech:start`: `{turn_id}`: the caller started speaking; the turn's text follows.
+    pub struct SpeechStart {
+        skip: ["type"],
+        lenient: false,
+        /// The call's id.
+        pub call_sid: Option<String> = "call_sid",
+        /// The turn the speech will become.
+        pub turn_id: Option<TurnId> = "turn_id",
+    }
+}
+
+wire_struct! {
+    /// `transcript`: `{turn_id, text, final}`: recognized speech, partial or final.
+    pub struct Transcript {
+        skip: ["type"],
+        lenient: false,
+        /// The call's id.
+        pub call_sid: Option<String> = "call_sid",
+        /// The turn.
+        pub turn_id: Option<TurnId> = "turn_id",
+        /// The text so far.
+        pub text: String = "text",
+        /// Whether this segment is final.
+        pub is_final: bool = "final",
+    }
+}
+
+wire_struct! {
+    /// `turn:cancel`: `{turn_id, reason: "barge_in"}`. Send nothing more for the turn.
+    pub struct TurnCancel {
+        skip: ["type"],
+        lenient: false,
+        /// The call's id.
+        pub call_sid: Option<String> = "call_sid",
+        /// The cancelled turn.
+        pub turn_id: Option<TurnId> = "turn_id",
+        /// Why, e.g. [`cancel_reason::BARGE_IN`].
+        pub reason: Option<String> = "reason",
+    }
+}
