@@ -21,3 +21,5 @@ pub mod turn;
 pub mod turn_record;
 pub mod upgrade;
 mod wire;
+pub mod driver;
+pub mod testing;

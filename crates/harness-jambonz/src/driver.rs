@@ -1,0 +1,684 @@
+//! A driver that serves any [`Harness`] over one call: runtime-agnostic (`futures` only),
+//! over a `Stream` of incoming frames and a `Sink` of [`Transmit`]s that the app connects
+//! to its WebSocket.
+//!
+//! - `turn:start` runs the agent ([`Harness::run`]) with the call's history (trimmed to what
+//!   the caller heard after each `user_interruption`) and the turn's words as input;
+//! - `sink.output` text and the model's streamed deltas (from `sink.model`, served by the
+//!   [`Model`] given here) become `reply:chunk`s as they arrive, with back-pressure;
+//! - `sink.tool_call` becomes `tool:call` and waits for its `tool:result`;
+//! - `sink.model`, `sink.report` and `sink.usage` fill the turn record (`model_calls` with
+//!   `first_token_ms` and `ms`, `own_tools`, `steps`), sent on `reply:done`;
+//! - `turn:cancel` drops the turn's future; a sink call made after it fails with
+//!   [`SinkError::Cancelled`].
+//!
+//! Time comes from a [`Clock`] (any `Fn() -> Instant`): the examples pass `Instant::now`,
+//! tests a virtual clock. The driver spawns nothing and never sleeps.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use futures::channel::oneshot;
+use futures::future::{AbortHandle, Abortable, Aborted, BoxFuture};
+use futures::stream::FuturesUnordered;
+use futures::{Sink, SinkExt, Stream, StreamExt};
+use harness_core::message::{Message, ModelRequest, ModelResponse, ToolCall, ToolResult, Usage};
+use harness_core::model::{Model, ModelError, ModelEvent};
+use harness_core::{EventSink, Harness, HarnessError, SinkError, Start};
+
+use crate::harness_side::{ActionError, FrameError, HarnessCall, HarnessConfig, HarnessEvent, Transmit};
+use crate::history::History;
+use crate::session::{SessionEnd, SessionStart};
+use crate::turn::{InputKind, TurnId, TurnStart};
+use crate::turn_record::{ModelCallRecord, OwnToolRecord, StepRecord, TurnRecord};
+
+/// Where the driver reads the time.
+pub trait Clock: Send + Sync {
+    /// The current instant.
+    fn now(&self) -> Instant;
+}
+
+impl<F: Fn() -> Instant + Send + Sync> Clock for F {
+    fn now(&self) -> Instant {
+        self()
+    }
+}
+
+/// A frame from the socket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Incoming {
+    /// A text frame.
+    Text(String),
+    /// A binary frame (a protocol error; the call goes on).
+    Binary,
+    /// The peer closed the socket.
+    Close {
+        /// The close code, if any.
+        code: Option<u16>,
+        /// The reason.
+        reason: String,
+    },
+}
+
+/// How the driver serves the call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServeConfig {
+    /// Spoken for the greeting turn without running the agent (the SDK's `greeting`);
+    /// `None` runs the agent with the input `(call connected)`.
+    pub greeting: Option<String>,
+    /// Spoken when a turn fails (the SDK's `errorReply`); `None` says nothing.
+    pub error_reply: Option<String>,
+    /// `route` of every turn record.
+    pub route: Option<String>,
+    /// Frames waiting to be sent before `sink.output` waits (back-pressure).
+    pub max_pending_frames: usize,
+    /// The most history entries kept per call.
+    pub max_history: usize,
+    /// Limits of the harness side.
+    pub harness: HarnessConfig,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            greeting: None,
+            error_reply: Some("Sorry, something went wrong.".into()),
+            route: None,
+            max_pending_frames: 64,
+            max_history: 200,
+            harness: HarnessConfig::default(),
+        }
+    }
+}
+
+/// What happened on a served call.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct CallReport {
+    /// `session:start`, once received.
+    pub session: Option<SessionStart>,
+    /// Turns the agent ran (or the greeting answered).
+    pub turns: u32,
+    /// Turns cancelled by jambonz.
+    pub cancelled: u32,
+    /// Turns whose agent failed.
+    pub failed: u32,
+    /// Frames that were not taken (the first 100).
+    pub frame_errors: Vec<FrameError>,
+    /// `session:end`, if the call ended that way.
+    pub end: Option<SessionEnd>,
+    /// The close this side sent (protocol not supported), or the peer's close.
+    pub closed: Option<(u16, String)>,
+}
+
+/// Why serving stopped early.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// Sending on the socket failed.
+    #[error("transport: {0}")]
+    Transport(String),
+}
+
+const GREETING_INPUT: &str = "(call connected)";
+
+struct Shared {
+    call: HarnessCall,
+    history: History,
+    call_sid: String,
+    waiters: HashMap<String, (TurnId, String, oneshot::Sender<ToolResult>)>,
+    space: Vec<Waker>,
+    max_pending: usize,
+}
+
+fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    // A poisoned lock means a panic elsewhere already; the state is still consistent
+    // (every critical section is a few plain calls), so keep going.
+    shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn sink_error(e: ActionError) -> SinkError {
+    match e {
+        ActionError::TurnCancelled(_) | ActionError::NotActive => SinkError::Cancelled,
+        other => SinkError::Rejected(other.to_string()),
+    }
+}
+
+/// The sink of one turn.
+struct TurnSink<'a, C: ?Sized> {
+    shared: Arc<Mutex<Shared>>,
+    model: &'a (dyn Model + 'a),
+    clock: &'a C,
+    turn_id: TurnId,
+    reply: Option<String>,
+    record: TurnRecord,
+    last_model_usage: Option<Usage>,
+}
+
+impl<C: Clock + ?Sized> TurnSink<'_, C> {
+    fn check(&self) -> Result<(), SinkError> {
+        let s = lock(&self.shared);
+        if s.call.is_turn_open(self.turn_id) {
+            Ok(())
+        } else {
+            Err(SinkError::Cancelled)
+        }
+    }
+
+    /// Waits until the outgoing queue has room.
+    async fn room(&self) -> Result<(), SinkError> {
+        futures::future::poll_fn(|cx: &mut Context<'_>| {
+            let mut s = lock(&self.shared);
+            if !s.call.is_turn_open(self.turn_id) {
+                return Poll::Ready(Err(SinkError::Cancelled));
+            }
+            if s.call.pending_transmits() < s.max_pending {
+                Poll::Ready(Ok(()))
+            } else {
+                s.space.push(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    fn speak(&mut self, delta: &str) -> Result<(), SinkError> {
+        if delta.is_empty() {
+            return Ok(());
+        }
+        let mut s = lock(&self.shared);
+        let reply = match &self.reply {
+            Some(r) => r.clone(),
+            None => {
+                let r = s.call.start_reply(Some(self.turn_id)).map_err(sink_error)?;
+                self.reply = Some(r.clone());
+                r
+            }
+        };
+        s.call.push_chunk(&reply, delta).map_err(sink_error)?;
+        s.history.assistant_delta(&reply, Some(self.turn_id), delta);
+        Ok(())
+    }
+
+    fn ms_since(&self, t: Instant) -> u64 {
+        u64::try_from(self.clock.now().saturating_duration_since(t).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Ends the turn: `reply:done` with the record (an empty reply if nothing was said).
+    fn finish(mut self, outcome: Result<(), HarnessError>, error_reply: Option<&str>) -> TurnOutcome {
+        match outcome {
+            Ok(()) => {}
+            Err(e) if e.is_cancelled() => return TurnOutcome::Cancelled,
+            Err(e) => {
+                if self.check().is_err() {
+                    return TurnOutcome::Cancelled;
+                }
+                if let Some(text) = error_reply {
+                    // Best effort: the turn may be closing.
+                    let _ = self.speak(text);
+                }
+                self.record.flags_mut().push("harness_error".into());
+                let mut note = e.to_string();
+                note.truncate(note.char_indices().nth(500).map_or(note.len(), |(i, _)| i));
+                self.record.note = Some(note);
+                self.done();
+                return TurnOutcome::Failed;
+            }
+        }
+        if self.done() {
+            TurnOutcome::Completed
+        } else {
+            TurnOutcome::Cancelled
+        }
+    }
+
+    fn done(&mut self) -> bool {
+        let mut s = lock(&self.shared);
+        let reply = match self.reply.take() {
+            Some(r) => r,
+            None => match s.call.start_reply(Some(self.turn_id)) {
+                Ok(r) => r,
+                Err(_) => return false,
+            },
+        };
+        let record = std::mem::take(&mut self.record);
+        let record = if record.check_size().is_ok() {
+            record
+        } else {
+            // Over 16 KB: keep the summary fields, drop the detail.
+            TurnRecord {
+                route: record.route,
+                flags: record.flags,
+                note: Some("turn_record trimmed to 16 KB".into()),
+                ..Default::default()
+            }
+        };
+        let record = (!record.is_empty()).then_some(record);
+        s.call.finish_reply(&reply, record).is_ok()
+    }
+}
+
+#[async_trait]
+impl<C: Clock + ?Sized> EventSink for TurnSink<'_, C> {
+    async fn model(&mut self, req: ModelRequest) -> Result<ModelResponse, SinkError> {
+        self.check()?;
+        let started = self.clock.now();
+        let mut first_token_ms = None;
+        let mut stream = self.model.stream(&req);
+        let mut response: Result<ModelResponse, ModelError> = Err(ModelError::Incomplete);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(ModelEvent::TextDelta(d)) => {
+                    if first_token_ms.is_none() {
+                        first_token_ms = Some(self.ms_since(started));
+                    }
+                    self.room().await?;
+                    self.speak(&d)?;
+                }
+                Ok(ModelEvent::Completed(r)) => {
+                    response = Ok(r);
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    response = Err(e);
+                    break;
+                }
+            }
+        }
+        drop(stream);
+        let ms = self.ms_since(started);
+        let model_id = match &response {
+            Ok(r) if !r.usage.model.is_empty() => r.usage.model.clone(),
+            _ => req.model.clone(),
+        };
+        let mut entry = ModelCallRecord {
+            model: (!model_id.is_empty()).then_some(model_id),
+            first_token_ms,
+            ms: Some(ms),
+            ..Default::default()
+        };
+        if let Ok(r) = &response {
+            entry.input_tokens = Some(r.usage.input_tokens);
+            entry.output_tokens = Some(r.usage.output_tokens);
+            self.last_model_usage = Some(r.usage.clone());
+        }
+        self.record.model_calls_mut().push(entry);
+        Ok(response?)
+    }
+
+    async fn output(&mut self, delta: &str) -> Result<(), SinkError> {
+        self.room().await?;
+        self.speak(delta)
+    }
+
+    async fn tool_call(&mut self, call: ToolCall) -> Result<ToolResult, SinkError> {
+        self.check()?;
+        let started = self.clock.now();
+        let rx = {
+            let mut s = lock(&self.shared);
+            let call_id = s
+                .call
+                .call_tool(self.turn_id, call.tool.clone(), call.args.clone())
+                .map_err(sink_error)?;
+            let (tx, rx) = oneshot::channel();
+            s.waiters
+                .insert(call_id, (self.turn_id, call.tool.clone(), tx));
+            rx
+        };
+        let mut result = rx.await.map_err(|_| SinkError::Cancelled)?;
+        result.id.clone_from(&call.id);
+        self.check()?;
+        let ms = self.ms_since(started);
+        let mut detail = serde_json::Map::new();
+        detail.insert("tool".into(), call.tool.clone().into());
+        detail.insert("ok".into(), (!result.is_error).into());
+        self.record.steps_mut().push(StepRecord {
+            name: Some("tool_call".into()),
+            ms: Some(ms),
+            detail: Some(detail.into()),
+            ..Default::default()
+        });
+        Ok(result)
+    }
+
+    async fn report(&mut self, result: ToolResult) -> Result<(), SinkError> {
+        self.check()?;
+        self.record.own_tools_mut().push(OwnToolRecord {
+            name: Some(result.id.clone()),
+            ok: Some(!result.is_error),
+            ..Default::default()
+        });
+        Ok(())
+    }
+
+    async fn usage(&mut self, usage: Usage) -> Result<(), SinkError> {
+        self.check()?;
+        // Usage already recorded with the mediated model call it belongs to is not counted
+        // twice.
+        if self.last_model_usage.as_ref() == Some(&usage) {
+            self.last_model_usage = None;
+            return Ok(());
+        }
+        self.record.model_calls_mut().push(ModelCallRecord {
+            model: (!usage.model.is_empty()).then(|| usage.model.clone()),
+            input_tokens: Some(usage.input_tokens),
+            output_tokens: Some(usage.output_tokens),
+            ..Default::default()
+        });
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TurnOutcome {
+    Completed,
+    Cancelled,
+    Failed,
+}
+
+enum Next {
+    Frame(Option<Incoming>),
+    Turn(Result<TurnOutcome, Aborted>),
+    Flush,
+}
+
+type TurnFuture<'a> = Abortable<BoxFuture<'a, TurnOutcome>>;
+
+/// Serves one call: runs `harness` for every turn jambonz starts, until `session:end`, a
+/// close, or the end of `incoming`.
+///
+/// `incoming` yields the socket's frames; `outgoing` takes what to send (text frames and
+/// at most one close). The driver does not close the socket after `session:end`; the app
+/// does, or jambonz does.
+///
+/// ```
+/// use std::time::Instant;
+/// use futures::{SinkExt, StreamExt};
+/// use harness_core::model::ScriptedModel;
+/// use harness_core::agent::ToolLoopAgent;
+/// use harness_jambonz::driver::{serve, Incoming, ServeConfig};
+/// use harness_jambonz::harness_side::Transmit;
+///
+/// let agent = ToolLoopAgent::new("faq");
+/// let model = ScriptedModel::new().reply("Thanks for calling Acme.");
+/// let frames = [
+///     r#"{"type":"session:start","call_sid":"CA1","protocol":1}"#,
+///     r#"{"type":"turn:start","call_sid":"CA1","turn_id":1,"input":{"type":"greeting"}}"#,
+///     r#"{"type":"session:end","call_sid":"CA1","reason":"caller_hangup","duration_ms":900}"#,
+/// ];
+/// let incoming = futures::stream::iter(frames.map(|f| Incoming::Text(f.into())));
+/// let (tx, rx) = futures::channel::mpsc::unbounded::<Transmit>();
+/// let report = futures::executor::block_on(serve(
+///     &agent, &model, Instant::now, incoming, tx.sink_map_err(|e| e.to_string()), ServeConfig::default(),
+/// ))?;
+/// assert_eq!(report.turns, 1);
+/// let sent: Vec<Transmit> = futures::executor::block_on(rx.collect());
+/// assert!(matches!(&sent[0], Transmit::Text(t) if t.contains(r#""content":"Thanks ""#)));
+/// # Ok::<(), harness_jambonz::driver::ServeError>(())
+/// ```
+pub async fn serve<H, M, C, I, O>(
+    harness: &H,
+    model: &M,
+    clock: C,
+    incoming: I,
+    mut outgoing: O,
+    config: ServeConfig,
+) -> Result<CallReport, ServeError>
+where
+    H: Harness + ?Sized,
+    M: Model,
+    C: Clock,
+    I: Stream<Item = Incoming> + Unpin,
+    O: Sink<Transmit> + Unpin,
+    O::Error: fmt::Display,
+{
+    let shared = Arc::new(Mutex::new(Shared {
+        call: HarnessCall::with_config(config.harness.clone()),
+        history: History::with_max_entries(config.max_history),
+        call_sid: String::new(),
+        waiters: HashMap::new(),
+        space: Vec::new(),
+        max_pending: config.max_pending_frames.max(1),
+    }));
+    let mut incoming = incoming.fuse();
+    let mut turns: FuturesUnordered<TurnFuture<'_>> = FuturesUnordered::new();
+    let mut aborts: HashMap<TurnId, AbortHandle> = HashMap::new();
+    let mut report = CallReport::default();
+    let mut over = false;
+    let error_reply = config.error_reply.clone();
+
+    loop {
+        // 1. Send what is queued, in order.
+        loop {
+            let next = lock(&shared).call.poll_transmit();
+            let Some(t) = next else { break };
+            let close = match &t {
+                Transmit::Close { code, reason } => Some((*code, reason.clone())),
+                Transmit::Text(_) => None,
+            };
+            outgoing
+                .send(t)
+                .await
+                .map_err(|e| ServeError::Transport(e.to_string()))?;
+            if let Some(c) = close {
+                report.closed = Some(c);
+                over = true;
+            }
+        }
+        for w in std::mem::take(&mut lock(&shared).space) {
+            w.wake();
+        }
+        if over {
+            for (_, h) in aborts.drain() {
+                h.abort();
+            }
+            lock(&shared).waiters.clear();
+            return Ok(report);
+        }
+
+        // 2. Wait for a frame, a turn to finish, or frames to send.
+        let next = futures::future::poll_fn(|cx| {
+            if !turns.is_empty() {
+                if let Poll::Ready(Some(r)) = turns.poll_next_unpin(cx) {
+                    return Poll::Ready(Next::Turn(r));
+                }
+            }
+            if lock(&shared).call.pending_transmits() > 0 {
+                return Poll::Ready(Next::Flush);
+            }
+            if let Poll::Ready(f) = Pin::new(&mut incoming).poll_next(cx) {
+                return Poll::Ready(Next::Frame(f));
+            }
+            Poll::Pending
+        })
+        .await;
+
+        match next {
+            Next::Flush => {}
+            Next::Turn(Ok(TurnOutcome::Completed)) => {}
+            Next::Turn(Ok(TurnOutcome::Failed)) => report.failed += 1,
+            Next::Turn(Ok(TurnOutcome::Cancelled)) | Next::Turn(Err(Aborted)) => {}
+            Next::Frame(None) => over = true,
+            Next::Frame(Some(Incoming::Close { code, reason })) => {
+                report.closed = Some((code.unwrap_or(1005), reason));
+                over = true;
+            }
+            Next::Frame(Some(Incoming::Binary)) => {
+                let now = clock.now();
+                if let Err(e) = lock(&shared).call.handle_binary(now) {
+                    push_error(&mut report, e);
+                }
+            }
+            Next::Frame(Some(Incoming::Text(text))) => {
+                let now = clock.now();
+                let events = {
+                    let mut s = lock(&shared);
+                    if let Err(e) = s.call.handle_frame(now, &text) {
+                        push_error(&mut report, e);
+                    }
+                    let mut evs = Vec::new();
+                    while let Some(ev) = s.call.poll_event() {
+                        evs.push(ev);
+                    }
+                    evs
+                };
+                for ev in events {
+                    match ev {
+                        HarnessEvent::SessionStarted(s) => {
+                            lock(&shared).call_sid = s.call_sid.clone().unwrap_or_default();
+                            report.session = Some(s);
+                        }
+                        HarnessEvent::TurnStarted(t) => {
+                            let Some(turn_id) = t.turn_id else { continue };
+                            report.turns += 1;
+                            if let (InputKind::Greeting, Some(greeting)) =
+                                (t.input.kind(), &config.greeting)
+                            {
+                                greet(&shared, turn_id, greeting, config.route.as_deref());
+                                continue;
+                            }
+                            let (handle, reg) = AbortHandle::new_pair();
+                            aborts.insert(turn_id, handle);
+                            let fut = run_turn(
+                                harness,
+                                model,
+                                &clock,
+                                shared.clone(),
+                                t,
+                                turn_id,
+                                config.route.clone(),
+                                error_reply.clone(),
+                            );
+                            turns.push(Abortable::new(fut, reg));
+                        }
+                        HarnessEvent::TurnCancelled(c) => {
+                            if let Some(id) = c.turn_id {
+                                report.cancelled += 1;
+                                if let Some(h) = aborts.remove(&id) {
+                                    h.abort();
+                                }
+                                lock(&shared).waiters.retain(|_, (t, _, _)| *t != id);
+                            }
+                        }
+                        HarnessEvent::Interrupted(u) => {
+                            lock(&shared).history.interrupted(&u);
+                        }
+                        HarnessEvent::ToolResult { result, .. } => {
+                            let waiter = lock(&shared).waiters.remove(&result.call_id);
+                            if let Some((_, _, tx)) = waiter {
+                                let _ = tx.send(result.to_tool_result());
+                            }
+                        }
+                        HarnessEvent::SessionEnded(e) => {
+                            report.end = Some(e);
+                            over = true;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        if over {
+            for (_, h) in aborts.drain() {
+                h.abort();
+            }
+            lock(&shared).waiters.clear();
+            // Flush anything queued (a close) before returning.
+            loop {
+                let next = lock(&shared).call.poll_transmit();
+                let Some(t) = next else { break };
+                if let Transmit::Close { code, reason } = &t {
+                    report.closed = Some((*code, reason.clone()));
+                }
+                outgoing
+                    .send(t)
+                    .await
+                    .map_err(|e| ServeError::Transport(e.to_string()))?;
+            }
+            return Ok(report);
+        }
+    }
+}
+
+fn push_error(report: &mut CallReport, e: FrameError) {
+    if report.frame_errors.len() < 100 {
+        report.frame_errors.push(e);
+    }
+}
+
+fn greet(shared: &Mutex<Shared>, turn_id: TurnId, greeting: &str, route: Option<&str>) {
+    let mut s = lock(shared);
+    s.history.user(turn_id, GREETING_INPUT);
+    let Ok(reply) = s.call.start_reply(Some(turn_id)) else {
+        return;
+    };
+    if s.call.push_chunk(&reply, greeting).is_ok() {
+        s.history.assistant_delta(&reply, Some(turn_id), greeting);
+    }
+    let record = TurnRecord {
+        route: Some(route.unwrap_or("greeting").to_owned()),
+        ..Default::default()
+    };
+    let _ = s.call.finish_reply(&reply, Some(record));
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_turn<'a, H, M, C>(
+    harness: &'a H,
+    model: &'a M,
+    clock: &'a C,
+    shared: Arc<Mutex<Shared>>,
+    t: TurnStart,
+    turn_id: TurnId,
+    route: Option<String>,
+    error_reply: Option<String>,
+) -> BoxFuture<'a, TurnOutcome>
+where
+    H: Harness + ?Sized,
+    M: Model,
+    C: Clock,
+{
+    let text = match t.input.kind() {
+        InputKind::Speech => t.input.text.clone().unwrap_or_default(),
+        InputKind::Greeting => GREETING_INPUT.to_owned(),
+        InputKind::Other(k) => t.input.text.clone().unwrap_or_else(|| format!("({k})")),
+    };
+    let start = {
+        let mut s = lock(&shared);
+        let call_sid = s.call_sid.clone();
+        let start = Start {
+            execution_id: format!("{call_sid}:{turn_id}"),
+            session_uid: call_sid.clone(),
+            config: serde_json::to_vec(&t.input).unwrap_or_default(),
+            history: s.history.journal(&call_sid),
+            inputs: vec![Message::user(text.clone())],
+            ..Default::default()
+        };
+        s.history.user(turn_id, text);
+        start
+    };
+    Box::pin(async move {
+        let mut sink = TurnSink {
+            shared,
+            model: model as &(dyn Model + 'a),
+            clock,
+            turn_id,
+            reply: None,
+            record: TurnRecord {
+                route,
+                ..Default::default()
+            },
+            last_model_usage: None,
+        };
+        let outcome = harness.run(start, &mut sink).await;
+        sink.finish(outcome, error_reply.as_deref())
+    })
+}
+
