@@ -31,7 +31,10 @@ use harness_core::message::{Message, ModelRequest, ModelResponse, ToolCall, Tool
 use harness_core::model::{Model, ModelError, ModelEvent};
 use harness_core::{EventSink, Harness, HarnessError, SinkError, Start};
 
-use crate::harness_side::{ActionError, FrameError, HarnessCall, HarnessConfig, HarnessEvent, Transmit};
+use crate::command::CommandMessage;
+use crate::harness_side::{
+    ActionError, FrameError, HarnessCall, HarnessConfig, HarnessEvent, Transmit,
+};
 use crate::history::History;
 use crate::session::{SessionEnd, SessionStart};
 use crate::turn::{InputKind, TurnId, TurnStart};
@@ -80,6 +83,10 @@ pub struct ServeConfig {
     pub max_pending_frames: usize,
     /// The most history entries kept per call.
     pub max_history: usize,
+    /// Tool names sent as commands (`{type: "command", name, args}`) rather than
+    /// `tool:call`: the agent hangs up by calling a `hangup` tool with `{reason}`. The tool
+    /// result is `{ok}` from `command:result` (an error result when not ok).
+    pub command_tools: Vec<String>,
     /// Limits of the harness side.
     pub harness: HarnessConfig,
 }
@@ -92,6 +99,7 @@ impl Default for ServeConfig {
             route: None,
             max_pending_frames: 64,
             max_history: 200,
+            command_tools: vec!["hangup".into()],
             harness: HarnessConfig::default(),
         }
     }
@@ -135,12 +143,15 @@ struct Shared {
     waiters: HashMap<String, (TurnId, String, oneshot::Sender<ToolResult>)>,
     space: Vec<Waker>,
     max_pending: usize,
+    command_tools: Vec<String>,
 }
 
 fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
     // A poisoned lock means a panic elsewhere already; the state is still consistent
     // (every critical section is a few plain calls), so keep going.
-    shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    shared
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn sink_error(e: ActionError) -> SinkError {
@@ -211,7 +222,11 @@ impl<C: Clock + ?Sized> TurnSink<'_, C> {
     }
 
     /// Ends the turn: `reply:done` with the record (an empty reply if nothing was said).
-    fn finish(mut self, outcome: Result<(), HarnessError>, error_reply: Option<&str>) -> TurnOutcome {
+    fn finish(
+        mut self,
+        outcome: Result<(), HarnessError>,
+        error_reply: Option<&str>,
+    ) -> TurnOutcome {
         match outcome {
             Ok(()) => {}
             Err(e) if e.is_cancelled() => return TurnOutcome::Cancelled,
@@ -323,10 +338,19 @@ impl<C: Clock + ?Sized> EventSink for TurnSink<'_, C> {
         let started = self.clock.now();
         let rx = {
             let mut s = lock(&self.shared);
-            let call_id = s
-                .call
-                .call_tool(self.turn_id, call.tool.clone(), call.args.clone())
-                .map_err(sink_error)?;
+            let call_id = if s.command_tools.contains(&call.tool) {
+                let command = CommandMessage {
+                    name: call.tool.clone(),
+                    args: call.args.clone(),
+                    ..Default::default()
+                }
+                .command();
+                s.call.send_command(command).map_err(sink_error)?
+            } else {
+                s.call
+                    .call_tool(self.turn_id, call.tool.clone(), call.args.clone())
+                    .map_err(sink_error)?
+            };
             let (tx, rx) = oneshot::channel();
             s.waiters
                 .insert(call_id, (self.turn_id, call.tool.clone(), tx));
@@ -446,6 +470,7 @@ where
         waiters: HashMap::new(),
         space: Vec::new(),
         max_pending: config.max_pending_frames.max(1),
+        command_tools: config.command_tools.clone(),
     }));
     let mut incoming = incoming.fuse();
     let mut turns: FuturesUnordered<TurnFuture<'_>> = FuturesUnordered::new();
@@ -576,6 +601,19 @@ where
                                 let _ = tx.send(result.to_tool_result());
                             }
                         }
+                        HarnessEvent::CommandResult { result, .. } => {
+                            let waiter = lock(&shared).waiters.remove(&result.command_id);
+                            if let Some((_, _, tx)) = waiter {
+                                let mut out = serde_json::Map::new();
+                                out.insert("ok".into(), result.ok.into());
+                                let r = if result.ok {
+                                    ToolResult::ok(&result.command_id, out)
+                                } else {
+                                    ToolResult::error(&result.command_id, "command failed")
+                                };
+                                let _ = tx.send(r);
+                            }
+                        }
                         HarnessEvent::SessionEnded(e) => {
                             report.end = Some(e);
                             over = true;
@@ -681,4 +719,3 @@ where
         sink.finish(outcome, error_reply.as_deref())
     })
 }
-

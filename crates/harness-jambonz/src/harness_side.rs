@@ -187,7 +187,7 @@ pub enum FrameError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ActionError {
-    /// Before `session:start`, or after the call ended.
+    /// Before `session:start`, after the call ended, or after this side hung up.
     #[error("the call is not active")]
     NotActive,
     /// "A reply with a turn_id … is accepted only after that turn's turn:start."
@@ -240,6 +240,7 @@ pub struct HarnessCall {
     next_reply: u64,
     next_call: u64,
     next_command: u64,
+    hung_up: bool,
     events: VecDeque<HarnessEvent>,
     transmits: VecDeque<Transmit>,
 }
@@ -269,6 +270,7 @@ impl HarnessCall {
             next_reply: 0,
             next_call: 0,
             next_command: 0,
+            hung_up: false,
             events: VecDeque::new(),
             transmits: VecDeque::new(),
         }
@@ -279,9 +281,10 @@ impl HarnessCall {
         self.call_sid.as_deref()
     }
 
-    /// Whether `session:start` was accepted and the call has not ended.
+    /// Whether `session:start` was accepted and the call has not ended (nor been hung up
+    /// by this side: after a `hangup` command that succeeded, nothing more is sent).
     pub fn is_active(&self) -> bool {
-        self.phase == Phase::Active
+        self.phase == Phase::Active && !self.hung_up
     }
 
     /// Whether the call is over (`session:end`, or closed for an unsupported protocol).
@@ -291,7 +294,7 @@ impl HarnessCall {
 
     /// Whether the turn has started and was not cancelled.
     pub fn is_turn_open(&self, turn_id: TurnId) -> bool {
-        self.turns.get(&turn_id) == Some(&TurnState::Started)
+        self.is_active() && self.turns.get(&turn_id) == Some(&TurnState::Started)
     }
 
     /// Whether the turn was cancelled.
@@ -390,6 +393,9 @@ impl HarnessCall {
                     .commands
                     .remove(&r.command_id)
                     .ok_or_else(|| FrameError::UnknownCommandId(r.command_id.clone()))?;
+                if name == "hangup" && r.ok {
+                    self.hung_up = true;
+                }
                 self.events
                     .push_back(HarnessEvent::CommandResult { name, result: r });
             }
@@ -429,7 +435,7 @@ impl HarnessCall {
     }
 
     fn check_turn(&self, turn_id: Option<TurnId>) -> Result<(), ActionError> {
-        if self.phase != Phase::Active {
+        if !self.is_active() {
             return Err(ActionError::NotActive);
         }
         match turn_id.map(|t| (t, self.turns.get(&t))) {
@@ -481,7 +487,7 @@ impl HarnessCall {
                 Ok(r.turn_id)
             }
             None => {
-                if self.phase != Phase::Active {
+                if !self.is_active() {
                     return Err(ActionError::NotActive);
                 }
                 Err(ActionError::UnknownReply(reply_id.to_owned()))

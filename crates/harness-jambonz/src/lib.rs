@@ -8,6 +8,7 @@
 pub use harness_core;
 
 pub mod command;
+pub mod driver;
 pub mod early_start;
 pub mod event;
 pub mod frame;
@@ -16,10 +17,9 @@ pub mod history;
 pub mod reply;
 pub mod session;
 pub mod simulator;
+pub mod testing;
 pub mod tool;
 pub mod turn;
 pub mod turn_record;
 pub mod upgrade;
 mod wire;
-pub mod driver;
-pub mod testing;

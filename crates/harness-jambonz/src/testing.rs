@@ -30,8 +30,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use futures::channel::mpsc;
 use futures::SinkExt;
+use futures::channel::mpsc;
 use harness_core::Harness;
 use harness_core::model::Model;
 
@@ -102,8 +102,13 @@ where
 {
     let now = Arc::new(Mutex::new(start));
     let clock_now = now.clone();
-    let clock = move || *clock_now.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let read = |n: &Arc<Mutex<Instant>>| *n.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let clock = move || {
+        *clock_now
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    let read =
+        |n: &Arc<Mutex<Instant>>| *n.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
 
     let (to_harness, incoming) = mpsc::unbounded::<Incoming>();
     let (outgoing, mut from_harness) = mpsc::unbounded::<Transmit>();
@@ -113,7 +118,9 @@ where
     let mut cx = Context::from_waker(&waker);
     let mut frames = Vec::new();
     let mut report = None;
-    let ms = |t: Instant| u64::try_from(t.saturating_duration_since(start).as_millis()).unwrap_or(u64::MAX);
+    let ms = |t: Instant| {
+        u64::try_from(t.saturating_duration_since(start).as_millis()).unwrap_or(u64::MAX)
+    };
 
     sim.start(start);
     let limit = start + Duration::from_secs(24 * 3600);
@@ -172,7 +179,8 @@ where
         match sim.poll_timeout() {
             Some(next) if next <= limit => {
                 let next = next.max(t);
-                *now.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = next;
+                *now.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = next;
                 sim.handle_timeout(next);
             }
             _ => break,
@@ -181,7 +189,8 @@ where
     to_harness.close_channel();
     SimulatedCall {
         transcript: sim.transcript().clone(),
-        report: report.unwrap_or_else(|| Err(ServeError::Transport("the call did not finish".into()))),
+        report: report
+            .unwrap_or_else(|| Err(ServeError::Transport("the call did not finish".into()))),
         frames,
         simulator: sim,
     }

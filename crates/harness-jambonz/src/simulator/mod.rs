@@ -978,12 +978,12 @@ impl Simulator {
                 },
             )));
             if let Some(rt) = reply_turn {
-                match self.turns.get(&rt).map(|x| x.status) {
-                    Some(TurnStatus::Open) => self.cancel_turn(rt),
-                    Some(TurnStatus::Answered) => {
-                        self.set_completion(rt, completion::BARGE_IN, None)
-                    }
-                    _ => {}
+                // The turn ends with its reply cut off, whether or not its reply:done came.
+                if matches!(
+                    self.turns.get(&rt).map(|x| x.status),
+                    Some(TurnStatus::Open | TurnStatus::Answered)
+                ) {
+                    self.cancel_turn(rt);
                 }
             }
         }
