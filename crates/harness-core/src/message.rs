@@ -286,10 +286,10 @@ impl Mediation {
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
 pub struct ToolCall {
     /// The call id; the result carries the same id.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub id: String,
     /// The tool's name.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tool: String,
     /// The arguments.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
@@ -347,7 +347,7 @@ pub enum ToolResultCode {
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
 pub struct ToolResult {
     /// The id of the call this answers.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub id: String,
     /// The output, as a JSON object.
     #[serde(default, skip_serializing_if = "Option::is_none")]

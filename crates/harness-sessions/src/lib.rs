@@ -1,10 +1,80 @@
 //! # harness-sessions
 //!
-//! The agentsessions Bring-Your-Own-Harness journal: record-before-effect, exact replay, resume, fork, approvals and a tamper-evident hash chain.
+//! The agentsessions Bring-Your-Own-Harness SPI, host side: a journal with
+//! record-before-effect, exact replay, resume, fork, tool mediation, approvals, capability
+//! matching and a tamper-evident hash chain. Any [`harness_core::Harness`] runs on it.
 //!
-//! This crate is being built; its issue fills it in. It depends on
-//! [`harness_core`] for the shared codecs, cursors and the `Harness` trait.
+//! - [`journal`]: the storage trait ([`Journal`]) with CAS on the expected last seq and a
+//!   fence, and two stores: [`MemoryJournal`] and the embedded default [`FileJournal`] (one
+//!   append-only file per session, torn tails set aside on open, fsync per turn by default).
+//! - [`record`] and [`hash`]: records and their `content_hash`, computed exactly as
+//!   agentsessions does (RFC 8785 canonical JSON of `{event, prev_hash, seq}`, SHA-256), so
+//!   its golden vectors reproduce; [`verify`] names the first record that does not hold.
+//! - [`input_hash`]: the model-input hash (I0), Go `encoding/json` of the request, as
+//!   agentsessions computes it.
+//! - [`controller`]: [`Controller`] runs turns: `exec`, `replay` (never calls the provider),
+//!   `resume` (at most one extra provider call, no deduplicated tool effect repeated),
+//!   `fork`, `approve`; [`tools`] is the host's executor and its durable deduplication;
+//!   [`capabilities`] is placement.
+//! - [`harnesses`]: the spec's reference harnesses echo, chat and counter.
+//!
+//! Nothing here opens a socket, spawns a thread or reads a clock (timestamps come from a
+//! [`Clock`](controller::Clock) the host passes in); the file journal is the one place that
+//! does file I/O.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use harness_core::model::ScriptedModel;
+//! use harness_sessions::{Controller, ExecRequest, MemoryJournal};
+//! use harness_sessions::harnesses::ChatHarness;
+//!
+//! let model = Arc::new(ScriptedModel::new()
+//!     .reply("A prime has exactly two divisors.")
+//!     .reply("2, 3 and 5."));
+//! let journal = Arc::new(MemoryJournal::new());
+//! let host = Controller::builder(journal.clone())
+//!     .model(model.clone())
+//!     .harness("chat", Arc::new(ChatHarness::new("my-model")))
+//!     .build();
+//!
+//! futures::executor::block_on(async {
+//!     host.create_session("s1", Some("chat"))?;
+//!     host.exec(ExecRequest::text("s1", "What is a prime number?")
+//!         .with_config(r#"{"system_prompt":"Answer concisely."}"#)).await?;
+//!     let turn = host.exec(ExecRequest::text("s1", "Give me three examples.")).await?;
+//!     assert_eq!(turn.output, "2, 3 and 5.");
+//!
+//!     // Replay re-runs both turns from the journal: byte-identical, no provider call.
+//!     let report = host.replay("s1").await?;
+//!     assert_eq!((report.executions, report.provider_calls), (2, 0));
+//!
+//!     // Fork after the first turn, verify both chains.
+//!     host.fork("s1", 5, "s2").await?;
+//!     assert_eq!(host.verify("s1")?.records, 10);
+//!     assert_eq!(host.verify("s2")?.records, 6);
+//!     Ok::<(), harness_sessions::Error>(())
+//! }).unwrap();
+//! assert_eq!(model.calls(), 2);
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+pub mod capabilities;
+pub mod controller;
+mod error;
+pub mod execution;
+pub mod harnesses;
+pub mod hash;
+pub mod input_hash;
+pub mod journal;
+pub mod record;
+mod sink;
+pub mod tools;
+pub mod verify;
+
+pub use controller::{Controller, ExecRequest, TurnOutcome, TurnStatus};
+pub use error::{Code, Error};
+pub use journal::{Durability, FileJournal, Journal, JournalError, MemoryJournal};
+pub use record::{Record, Seq};
 
 pub use harness_core;

@@ -1,0 +1,195 @@
+//! The controller's errors, each mapped to the gRPC status code agentsessions returns.
+
+use harness_core::HarnessError;
+
+use crate::journal::JournalError;
+use crate::record::Seq;
+use crate::verify::VerifyError;
+
+/// The gRPC status an error maps to (what agentsessions' Sessions service would return).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Code {
+    /// `INVALID_ARGUMENT` (3).
+    InvalidArgument,
+    /// `NOT_FOUND` (5).
+    NotFound,
+    /// `ALREADY_EXISTS` (6).
+    AlreadyExists,
+    /// `FAILED_PRECONDITION` (9).
+    FailedPrecondition,
+    /// `ABORTED` (10): a concurrent writer (fence or head conflict).
+    Aborted,
+    /// `INTERNAL` (13).
+    Internal,
+    /// `UNKNOWN` (2): the harness failed.
+    Unknown,
+}
+
+impl Code {
+    /// The numeric gRPC code.
+    pub fn grpc(self) -> i32 {
+        match self {
+            Code::Unknown => 2,
+            Code::InvalidArgument => 3,
+            Code::NotFound => 5,
+            Code::AlreadyExists => 6,
+            Code::FailedPrecondition => 9,
+            Code::Aborted => 10,
+            Code::Internal => 13,
+        }
+    }
+}
+
+/// Why a controller operation failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No session UID was given (agentsessions `ErrMissingSessionUID`).
+    #[error("missing session uid")]
+    MissingSessionUid,
+    /// The requested harness name is not registered.
+    #[error("unknown harness {0:?}")]
+    UnknownHarness(String),
+    /// The harness that recorded an execution is not served here (`ErrHarnessMismatch`).
+    #[error("harness {recorded:?} that recorded execution {execution_id} is not served")]
+    HarnessMismatch {
+        /// The execution.
+        execution_id: String,
+        /// The recorded registry name.
+        recorded: String,
+    },
+    /// The served harness advertises another version than the one recorded
+    /// (`ErrHarnessVersionMismatch`).
+    #[error(
+        "harness {harness:?} serves version {served:?}, execution {execution_id} recorded {recorded:?}"
+    )]
+    HarnessVersionMismatch {
+        /// The execution.
+        execution_id: String,
+        /// The harness name.
+        harness: String,
+        /// The recorded version.
+        recorded: String,
+        /// The served version.
+        served: String,
+    },
+    /// The harness cannot run on this runtime (CanPlace refused), before anything was
+    /// journaled.
+    #[error("harness {harness:?} requires a memory snapshot, which this runtime cannot take")]
+    CannotPlace {
+        /// The harness name.
+        harness: String,
+    },
+    /// A memory-snapshot harness's execution cannot be resumed, replayed or forked here: the
+    /// host does not snapshot process memory, and rebuilding it from history would break I4.
+    #[error(
+        "harness {harness:?} keeps state in memory: {operation} needs a memory snapshot this host does not take"
+    )]
+    NeedsMemorySnapshot {
+        /// The harness name.
+        harness: String,
+        /// What was refused.
+        operation: &'static str,
+    },
+    /// The journal does not describe a valid execution (`ErrInvalidExecutionLog`), e.g. an
+    /// invocation whose inputs did not all commit. Nothing was called or appended.
+    #[error("invalid execution log: {0}")]
+    InvalidExecutionLog(String),
+    /// An inherited tool intent has no result at the journal head (`ErrInheritedToolIntent`):
+    /// fork at or after its TOOL_RESULT, or exec a new turn. Nothing was called or appended.
+    #[error(
+        "execution {execution_id}: inherited tool intent {tool_call_id} (record {seq}) has no result"
+    )]
+    InheritedToolIntent {
+        /// The execution.
+        execution_id: String,
+        /// The unresolved call.
+        tool_call_id: String,
+        /// Its TOOL_CALL record.
+        seq: Seq,
+    },
+    /// The turn waits for an approval decision; approve or deny, then resume.
+    #[error(
+        "execution {execution_id}: tool call {tool_call_id} awaits an approval decision (request {request_seq})"
+    )]
+    ApprovalPending {
+        /// The execution.
+        execution_id: String,
+        /// The gated call.
+        tool_call_id: String,
+        /// Its APPROVAL_REQUEST record.
+        request_seq: Seq,
+    },
+    /// No pending approval request for that call.
+    #[error("no pending approval for tool call {0:?}")]
+    NoPendingApproval(String),
+    /// Replay (or recovery of a recorded prefix) found the harness doing something other than
+    /// what the journal recorded (`ErrReplayDiverged`, I0, I5).
+    #[error("execution {execution_id} diverged: {detail}")]
+    Diverged {
+        /// The execution.
+        execution_id: String,
+        /// What differed.
+        detail: String,
+    },
+    /// The harness failed the turn; an ERROR record was written (best effort).
+    #[error("execution {execution_id} failed: {error}")]
+    TurnFailed {
+        /// The execution.
+        execution_id: String,
+        /// What the harness returned.
+        error: HarnessError,
+    },
+    /// The harness's `describe` failed.
+    #[error("describe failed: {0}")]
+    Describe(HarnessError),
+    /// A journal written without execution ids (agentsessions v0.1.2) where this operation
+    /// needs them.
+    #[error("legacy journal (records without execution ids) is not supported by {0}")]
+    Legacy(&'static str),
+    /// A fork point that is not a record of the parent.
+    #[error("fork point {at} is past the head {head}")]
+    ForkPoint {
+        /// Requested.
+        at: Seq,
+        /// The parent's last seq.
+        head: Seq,
+    },
+    /// The journal failed (including [`JournalError::Fenced`] and [`JournalError::Conflict`]
+    /// when another writer took over).
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// The chain does not verify.
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+}
+
+impl Error {
+    /// The gRPC status code agentsessions maps this error to.
+    pub fn code(&self) -> Code {
+        match self {
+            Error::MissingSessionUid | Error::UnknownHarness(_) | Error::ForkPoint { .. } => {
+                Code::InvalidArgument
+            }
+            Error::HarnessMismatch { .. }
+            | Error::HarnessVersionMismatch { .. }
+            | Error::CannotPlace { .. }
+            | Error::NeedsMemorySnapshot { .. }
+            | Error::InvalidExecutionLog(_)
+            | Error::InheritedToolIntent { .. }
+            | Error::ApprovalPending { .. }
+            | Error::Legacy(_)
+            | Error::Diverged { .. } => Code::FailedPrecondition,
+            Error::NoPendingApproval(_) => Code::NotFound,
+            Error::TurnFailed { .. } | Error::Describe(_) => Code::Unknown,
+            Error::Journal(JournalError::NotFound(_)) => Code::NotFound,
+            Error::Journal(JournalError::AlreadyExists(_)) => Code::AlreadyExists,
+            Error::Journal(JournalError::InvalidSession(_)) => Code::InvalidArgument,
+            Error::Journal(JournalError::Fenced { .. } | JournalError::Conflict { .. }) => {
+                Code::Aborted
+            }
+            Error::Journal(_) | Error::Verify(_) => Code::Internal,
+        }
+    }
+}
