@@ -96,13 +96,17 @@ macro_rules! wire_struct {
                 map: &mut M,
             ) -> Result<(), M::Error> {
                 $(
-                    if !$crate::wire::Absent::absent(&self.$field) {
+                    // A value kept in `extra` because it did not have the typed shape is
+                    // written back as given, unless the typed field was set since.
+                    let given = self.extra.contains_key($wire)
+                        && self.$field == <$ty as ::std::default::Default>::default();
+                    if !given && !$crate::wire::Absent::absent(&self.$field) {
                         map.serialize_entry($wire, &self.$field)?;
                     }
                 )*
                 for (k, v) in &self.extra {
                     let shadowed = match k.as_str() {
-                        $($wire => !$crate::wire::Absent::absent(&self.$field),)*
+                        $($wire => self.$field != <$ty as ::std::default::Default>::default(),)*
                         $($skip => true,)*
                         _ => false,
                     };
