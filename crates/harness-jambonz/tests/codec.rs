@@ -429,15 +429,3 @@ fn kept(original: &Value, encoded: &Value) -> bool {
         _ => original == encoded,
     }
 }
-
-fn same_modulo_nulls(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            x.iter().all(|(k, v)| match y.get(k) {
-                Some(w) => same_modulo_nulls(v, w),
-                None => v.is_null(),
-            }) && y.keys().all(|k| x.contains_key(k))
-        }
-        _ => a == b,
-    }
-}
