@@ -122,6 +122,15 @@ pub trait ReceiptStore: Send + Sync {
     fn put(&self, session: &str, key: &str, result: &ToolResult) -> Result<(), JournalError>;
 }
 
+impl<R: ReceiptStore + ?Sized> ReceiptStore for std::sync::Arc<R> {
+    fn get(&self, session: &str, key: &str) -> Result<Option<ToolResult>, JournalError> {
+        (**self).get(session, key)
+    }
+    fn put(&self, session: &str, key: &str, result: &ToolResult) -> Result<(), JournalError> {
+        (**self).put(session, key, result)
+    }
+}
+
 /// Receipts in memory: enough for tests and single-process hosts whose tools are themselves
 /// idempotent. Not durable across restarts.
 #[derive(Debug, Default)]

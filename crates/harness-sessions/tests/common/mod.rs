@@ -1,0 +1,297 @@
+//! Shared test helpers: a scripted harness, a counting executor, a journal that "crashes".
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use harness_core::event::EventKind;
+use harness_core::message::{
+    JsonObject, Mediation, Message, ModelRequest, Part, Role, ToolCall, ToolResult, Usage,
+};
+use harness_core::model::{Model, ModelStream, ScriptedModel};
+use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start};
+use harness_sessions::controller::Controller;
+use harness_sessions::journal::{Journal, JournalError, SessionMeta};
+use harness_sessions::record::{Fence, Head, Record, Seq};
+use harness_sessions::tools::{
+    DedupExecutor, MemoryReceipts, ToolCallContext, ToolError, ToolExecutor,
+};
+use harness_sessions::verify::{Verified, VerifyError};
+use serde_json::json;
+
+pub fn block<F: std::future::Future>(f: F) -> F::Output {
+    futures::executor::block_on(f)
+}
+
+/// One step of a scripted agent.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// `sink.model` with the conversation so far; the completion joins the conversation.
+    Model,
+    /// `sink.output(text)`.
+    Output(String),
+    /// A controller-mediated `sink.tool_call` with a per-execution idempotency key.
+    Tool,
+    /// An approval-gated `sink.tool_call`.
+    Gated,
+    /// `sink.report` of a tool the harness ran itself.
+    Report,
+    /// `sink.usage`.
+    Usage(u64),
+}
+
+/// A stateless harness that runs a fixed script of sink calls each turn.
+#[derive(Clone, Debug)]
+pub struct ScriptHarness {
+    pub ops: Vec<Op>,
+    pub version: String,
+    pub runs: Arc<AtomicUsize>,
+}
+
+impl ScriptHarness {
+    pub fn new(ops: Vec<Op>) -> Self {
+        ScriptHarness {
+            ops,
+            version: "1".into(),
+            runs: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+}
+
+pub fn call_for(exec_id: &str, i: usize, mediation: Mediation) -> ToolCall {
+    let mut args = JsonObject::new();
+    args.insert("step".into(), json!(i));
+    args.insert("ratio".into(), json!(0.5));
+    ToolCall::new(format!("call-{i}"), "effect", args)
+        .with_mediation(mediation)
+        .with_idempotency_key(format!("{exec_id}-{i}"))
+}
+
+#[async_trait]
+impl Harness for ScriptHarness {
+    async fn describe(&self) -> Result<Descriptor, HarnessError> {
+        let mut d = Descriptor::new("script", self.version.clone());
+        d.capabilities.fork_safe = true;
+        Ok(d)
+    }
+
+    async fn run(&self, start: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        let mut convo = start.history_messages();
+        convo.extend(start.inputs.iter().cloned());
+        for (i, op) in self.ops.iter().enumerate() {
+            match op {
+                Op::Model => {
+                    let resp = sink
+                        .model(ModelRequest::new(convo.clone()).with_model("m"))
+                        .await?;
+                    convo.push(resp.message);
+                }
+                Op::Output(t) => sink.output(t).await?,
+                Op::Tool | Op::Gated => {
+                    let m = if *op == Op::Tool {
+                        Mediation::ControllerMediated
+                    } else {
+                        Mediation::RequiresApproval
+                    };
+                    let r = sink.tool_call(call_for(&start.execution_id, i, m)).await?;
+                    convo.push(Message {
+                        role: Role::Tool,
+                        parts: vec![Part::ToolResult(r)],
+                    });
+                }
+                Op::Report => {
+                    let mut out = JsonObject::new();
+                    out.insert("ran".into(), json!(i));
+                    sink.report(ToolResult::ok(format!("own-{i}"), out)).await?;
+                }
+                Op::Usage(n) => {
+                    sink.usage(Usage {
+                        model: "m".into(),
+                        input_tokens: *n,
+                        output_tokens: n / 2,
+                        reasoning_tokens: 0,
+                    })
+                    .await?
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A deterministic provider: answers with the length of the conversation.
+pub fn counting_model() -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::new().otherwise(|req| {
+        Ok(Message::assistant(format!(
+            "answer to {} messages",
+            req.messages.len()
+        )))
+    }))
+}
+
+/// An executor that counts every effect it performs, by (session, key).
+#[derive(Debug, Default)]
+pub struct Effects {
+    pub log: Mutex<Vec<(String, String)>>,
+}
+
+impl Effects {
+    pub fn count(&self) -> usize {
+        self.log.lock().unwrap().len()
+    }
+    pub fn keys(&self) -> Vec<(String, String)> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl ToolExecutor for Effects {
+    async fn execute(
+        &self,
+        scope: &ToolCallContext,
+        call: &ToolCall,
+    ) -> Result<ToolResult, ToolError> {
+        self.log
+            .lock()
+            .unwrap()
+            .push((scope.session_uid.clone(), call.idempotency_key.clone()));
+        let mut out = JsonObject::new();
+        out.insert("done".into(), json!(call.idempotency_key));
+        Ok(ToolResult::ok("", out))
+    }
+}
+
+/// A durable-dedup executor over counted effects (the receipts outlive a "crash").
+pub fn dedup(
+    effects: &Arc<Effects>,
+    receipts: &Arc<MemoryReceipts>,
+) -> Arc<DedupExecutor<Arc<Effects>, Arc<MemoryReceipts>>> {
+    Arc::new(DedupExecutor::new(
+        Arc::clone(effects),
+        Arc::clone(receipts),
+    ))
+}
+
+/// A journal that dies after a number of appended records: every later write fails, as if
+/// the process had stopped right after that record reached storage.
+pub struct Crashing<J> {
+    pub inner: J,
+    budget: Mutex<Option<usize>>,
+}
+
+impl<J: Journal> Crashing<J> {
+    pub fn new(inner: J, records: Option<usize>) -> Self {
+        Crashing {
+            inner,
+            budget: Mutex::new(records),
+        }
+    }
+    fn dead(&self) -> bool {
+        *self.budget.lock().unwrap() == Some(0)
+    }
+}
+
+fn crashed() -> JournalError {
+    JournalError::Io("process crashed".into())
+}
+
+impl<J: Journal> Journal for Crashing<J> {
+    fn create(&self, session: &str, meta: &SessionMeta) -> Result<(), JournalError> {
+        if self.dead() {
+            return Err(crashed());
+        }
+        self.inner.create(session, meta)
+    }
+    fn meta(&self, session: &str) -> Result<SessionMeta, JournalError> {
+        self.inner.meta(session)
+    }
+    fn sessions(&self) -> Result<Vec<String>, JournalError> {
+        self.inner.sessions()
+    }
+    fn head(&self, session: &str) -> Result<Head, JournalError> {
+        self.inner.head(session)
+    }
+    fn acquire_fence(&self, session: &str) -> Result<Fence, JournalError> {
+        if self.dead() {
+            return Err(crashed());
+        }
+        self.inner.acquire_fence(session)
+    }
+    fn append(
+        &self,
+        session: &str,
+        expected_last_seq: Seq,
+        fence: Fence,
+        records: &[Record],
+    ) -> Result<(), JournalError> {
+        let mut b = self.budget.lock().unwrap();
+        if let Some(n) = *b {
+            if records.len() > n {
+                *b = Some(0);
+                return Err(crashed());
+            }
+            *b = Some(n - records.len());
+        }
+        self.inner
+            .append(session, expected_last_seq, fence, records)
+    }
+    fn read(&self, session: &str, from: Seq, to: Option<Seq>) -> Result<Vec<Record>, JournalError> {
+        self.inner.read(session, from, to)
+    }
+    fn fork(
+        &self,
+        parent: &str,
+        at: Seq,
+        child: &str,
+        meta: &SessionMeta,
+    ) -> Result<(), JournalError> {
+        if self.dead() {
+            return Err(crashed());
+        }
+        self.inner.fork(parent, at, child, meta)
+    }
+    fn sync(&self, session: &str) -> Result<(), JournalError> {
+        if self.dead() {
+            return Err(crashed());
+        }
+        self.inner.sync(session)
+    }
+    fn verify(&self, session: &str) -> Result<Verified, VerifyError> {
+        self.inner.verify(session)
+    }
+}
+
+/// The kinds of a session's records, in order.
+pub fn kinds(host: &Controller, session: &str) -> Vec<EventKind> {
+    host.records(session)
+        .unwrap()
+        .iter()
+        .map(|r| r.event.kind())
+        .collect()
+}
+
+/// The content hashes of a session's records.
+pub fn hashes(journal: &dyn Journal, session: &str) -> Vec<String> {
+    journal
+        .read(session, 1, None)
+        .unwrap()
+        .iter()
+        .map(|r| r.content_hash.to_string())
+        .collect()
+}
+
+/// A model wrapper that calls a hook before each completion (to look at the journal).
+pub struct Hooked<M> {
+    pub inner: M,
+    pub hook: Box<dyn Fn(&ModelRequest) + Send + Sync>,
+}
+
+#[async_trait]
+impl<M: Model> Model for Hooked<M> {
+    fn stream<'a>(&'a self, req: &'a ModelRequest) -> ModelStream<'a> {
+        (self.hook)(req);
+        self.inner.stream(req)
+    }
+}

@@ -1,0 +1,982 @@
+//! The controller against the spec (spec/agentsessions-writing-a-harness.txt): exec, replay,
+//! resume, fork, mediation, approvals, the version guard and placement. Each test quotes
+//! the words it checks.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use EventKind::*;
+use common::*;
+use harness_core::event::{EventBody, EventKind, LifecycleKind};
+use harness_core::message::{Mediation, Message, ModelRequest, ToolResultCode};
+use harness_core::model::{ModelError, ScriptedModel};
+use harness_core::{Resumability, Timestamp};
+use harness_sessions::capabilities::RuntimeCapabilities;
+use harness_sessions::controller::{Controller, ExecRequest, TurnStatus};
+use harness_sessions::harnesses::{CounterHarness, EchoHarness};
+use harness_sessions::input_hash::model_input_hash;
+use harness_sessions::journal::{Journal, MemoryJournal};
+use harness_sessions::tools::MemoryReceipts;
+use harness_sessions::{Code, Error};
+
+struct Host {
+    host: Controller,
+    journal: Arc<MemoryJournal>,
+    model: Arc<ScriptedModel>,
+    effects: Arc<Effects>,
+    harness: ScriptHarness,
+}
+
+fn host_with(ops: Vec<Op>, model: Arc<ScriptedModel>) -> Host {
+    let journal = Arc::new(MemoryJournal::new());
+    let effects = Arc::new(Effects::default());
+    let receipts = Arc::new(MemoryReceipts::default());
+    let harness = ScriptHarness::new(ops);
+    let host = Controller::builder(journal.clone())
+        .model(model.clone())
+        .executor(dedup(&effects, &receipts))
+        .harness("script", Arc::new(harness.clone()))
+        .harness("echo", Arc::new(EchoHarness))
+        .build();
+    host.create_session("s", Some("script")).unwrap();
+    Host {
+        host,
+        journal,
+        model,
+        effects,
+        harness,
+    }
+}
+
+fn host(ops: Vec<Op>) -> Host {
+    host_with(ops, counting_model())
+}
+
+/// "EXECUTION_START with config, resume_from_seq, input_count, harness name and version;
+/// one INPUT per input" (issue) and "The host records MODEL_CALL (with the request's input
+/// hash) before it invokes the provider and records the completion as OUTPUT after" (Rule 1).
+#[test]
+fn exec_records_start_inputs_and_effects_in_order() {
+    let h = host(vec![
+        Op::Model,
+        Op::Tool,
+        Op::Output("done".into()),
+        Op::Usage(7),
+    ]);
+    let mut req = ExecRequest::new("s", vec![Message::user("a"), Message::user("b")])
+        .with_config(b"\x00cfg".to_vec());
+    req.resume_from_seq = 42;
+    let turn = block(h.host.exec(req)).unwrap();
+    assert_eq!(turn.status, TurnStatus::Completed);
+    assert_eq!(
+        kinds(&h.host, "s"),
+        vec![
+            ExecutionStart,
+            Input,
+            Input,
+            ModelCall,
+            Output,
+            ToolCall,
+            ToolResult,
+            Output,
+            Usage,
+            End
+        ]
+    );
+    let recs = h.host.records("s").unwrap();
+    let EventBody::ExecutionStart(m) = &recs[0].event.body else {
+        panic!()
+    };
+    assert_eq!(m.config, b"\x00cfg");
+    assert_eq!(m.resume_from_seq, 42);
+    assert_eq!(m.input_count, Some(2));
+    assert_eq!(m.harness, "script");
+    assert_eq!(m.harness_version, "1");
+    // Every record of the turn carries the execution id; it is 16 hex chars.
+    assert_eq!(turn.execution_id.len(), 16);
+    assert!(
+        recs.iter()
+            .all(|r| r.event.execution_id == turn.execution_id)
+    );
+    // The MODEL_CALL holds the I0 hash of the request and no messages.
+    let EventBody::ModelCall(mc) = &recs[3].event.body else {
+        panic!()
+    };
+    let req = ModelRequest::new(vec![Message::user("a"), Message::user("b")]).with_model("m");
+    assert_eq!(mc.input_hash, model_input_hash(&req));
+    assert!(mc.messages.is_empty());
+    // "stamps the result ID with the call ID"
+    let EventBody::ToolResult(r) = &recs[6].event.body else {
+        panic!()
+    };
+    assert_eq!(r.id, "call-1");
+    assert_eq!(turn.output, "answer to 2 messagesdone");
+    assert_eq!((turn.provider_calls, turn.executor_calls), (1, 1));
+    assert_eq!(h.host.verify("s").unwrap().records, 10);
+}
+
+/// Rule 1: "The host records MODEL_CALL ... before it invokes the provider"; Rule 4 host
+/// composition: "The controller records intent before invoking the executor".
+#[test]
+fn intent_is_journaled_before_the_provider_and_the_executor_run() {
+    let journal = Arc::new(MemoryJournal::new());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (j2, s2) = (journal.clone(), seen.clone());
+    let model = Hooked {
+        inner: ScriptedModel::new().otherwise(|_| Ok(Message::assistant("ok"))),
+        hook: Box::new(move |_| {
+            let last = j2.read("s", 1, None).unwrap().last().unwrap().event.kind();
+            s2.lock().unwrap().push(("model", last));
+        }),
+    };
+    let (j3, s3) = (journal.clone(), seen.clone());
+    let exec = harness_sessions::tools::executor_fn(move |_, call| {
+        let last = j3.read("s", 1, None).unwrap().last().unwrap().event.kind();
+        s3.lock().unwrap().push(("tool", last));
+        Ok(harness_core::message::ToolResult::ok(
+            &call.id,
+            Default::default(),
+        ))
+    });
+    let host = Controller::builder(journal.clone())
+        .model(Arc::new(model))
+        .executor(Arc::new(exec))
+        .harness(
+            "script",
+            Arc::new(ScriptHarness::new(vec![Op::Model, Op::Tool, Op::Model])),
+        )
+        .build();
+    host.create_session("s", None).unwrap();
+    block(host.exec(ExecRequest::text("s", "hi"))).unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            ("model", ModelCall),
+            ("tool", ToolCall),
+            ("model", ModelCall)
+        ]
+    );
+}
+
+/// "Run error → best-effort ERROR{description} and return the error" (research §7); "A
+/// process death or provider error between the two leaves a turn whose last effect is a
+/// MODEL_CALL with no completion" (Rule 1).
+#[test]
+fn a_failed_turn_records_error_and_leaves_model_call_last() {
+    let model = Arc::new(
+        ScriptedModel::new()
+            .fail(ModelError::Unavailable("down".into()))
+            .reply("recovered"),
+    );
+    let h = host_with(vec![Op::Model], model);
+    let err = block(h.host.exec(ExecRequest::text("s", "hi"))).unwrap_err();
+    assert!(matches!(err, Error::TurnFailed { .. }), "{err}");
+    assert_eq!(err.code(), Code::Unknown);
+    assert_eq!(
+        kinds(&h.host, "s"),
+        vec![ExecutionStart, Input, ModelCall, Error]
+    );
+    // "ERROR events ... stay in the journal as an audit trail; they are not effects, so they
+    // are skipped on replay and do not block a later Resume."
+    let turn = block(h.host.resume("s")).unwrap().unwrap();
+    assert_eq!(turn.status, TurnStatus::Completed);
+    assert_eq!(turn.provider_calls, 1);
+    assert_eq!(turn.output, "recovered");
+    assert_eq!(
+        kinds(&h.host, "s"),
+        vec![ExecutionStart, Input, ModelCall, Error, Output, End]
+    );
+    assert_eq!(h.model.calls(), 2);
+    let rep = block(h.host.replay("s")).unwrap();
+    assert_eq!((rep.executions, rep.provider_calls), (1, 0));
+    assert_eq!(h.model.calls(), 2);
+}
+
+/// Rule 1: "On Resume, when your harness re-issues that request, the host serves everything
+/// recorded before it, checks the re-issued request's input hash against the recorded one,
+/// then invokes the provider live and records the completion after that same MODEL_CALL. It
+/// never records a second MODEL_CALL or a second OUTPUT for it."
+#[test]
+fn resume_redrives_a_trailing_model_call_once() {
+    let journal = Arc::new(MemoryJournal::new());
+    let model = counting_model();
+    let script = ScriptHarness::new(vec![Op::Model, Op::Tool, Op::Model]);
+    let crashing = Arc::new(Crashing::new(journal.clone(), Some(6)));
+    let effects = Arc::new(Effects::default());
+    let receipts = Arc::new(MemoryReceipts::default());
+    let build = |j: Arc<dyn Journal>| {
+        Controller::builder(j)
+            .model(model.clone())
+            .executor(dedup(&effects, &receipts))
+            .harness("script", Arc::new(script.clone()))
+            .build()
+    };
+    let first = build(crashing.clone());
+    first.create_session("s", None).unwrap();
+    // START, INPUT, MODEL_CALL, OUTPUT, TOOL_CALL, TOOL_RESULT fit; the 2nd MODEL_CALL does not.
+    let err = block(first.exec(ExecRequest::text("s", "hi"))).unwrap_err();
+    assert!(matches!(err, Error::Journal(_)), "{err}");
+    let host = build(journal.clone());
+    // Make the second model call's record exist but not its completion.
+    let crashing = Arc::new(Crashing::new(journal.clone(), Some(1)));
+    let second = build(crashing);
+    let _ = block(second.resume("s"));
+    assert_eq!(
+        kinds(&host, "s"),
+        vec![
+            ExecutionStart,
+            Input,
+            ModelCall,
+            Output,
+            ToolCall,
+            ToolResult,
+            ModelCall
+        ]
+    );
+    let before = model.calls();
+    let turn = block(host.resume("s")).unwrap().unwrap();
+    assert_eq!(turn.provider_calls, 1);
+    assert_eq!(model.calls(), before + 1);
+    assert_eq!(turn.executor_calls, 0, "the completed tool pair is served");
+    assert_eq!(
+        kinds(&host, "s"),
+        vec![
+            ExecutionStart,
+            Input,
+            ModelCall,
+            Output,
+            ToolCall,
+            ToolResult,
+            ModelCall,
+            Output,
+            End
+        ]
+    );
+    assert_eq!(effects.count(), 1);
+    assert!(host.verify("s").is_ok());
+}
+
+/// Rule 1: "A different input hash fails as divergence (I0) without calling the provider."
+#[test]
+fn resume_with_a_different_request_diverges_without_calling_the_provider() {
+    let journal = Arc::new(MemoryJournal::new());
+    let model = counting_model();
+    let run = |prefix: &str, budget| {
+        let j: Arc<dyn Journal> = match budget {
+            Some(n) => Arc::new(Crashing::new(journal.clone(), Some(n))),
+            None => journal.clone(),
+        };
+        let script = ScriptHarness::new(vec![Op::Output(prefix.into()), Op::Model]);
+        Controller::builder(j)
+            .model(model.clone())
+            .harness("script", Arc::new(script))
+            .build()
+    };
+    let first = run("x", Some(4));
+    first.create_session("s", None).unwrap();
+    // START, INPUT, OUTPUT("x"), MODEL_CALL recorded; the completion is lost.
+    assert!(block(first.exec(ExecRequest::text("s", "hi"))).is_err());
+    // A harness that now builds another conversation: its OUTPUT differs first.
+    let changed = Controller::builder(journal.clone())
+        .model(model.clone())
+        .harness("script", Arc::new(ScriptHarness::new(vec![Op::Model])))
+        .build();
+    let calls = model.calls();
+    let err = block(changed.resume("s")).unwrap_err();
+    assert!(matches!(err, Error::Diverged { .. }), "{err}");
+    assert_eq!(model.calls(), calls, "no provider call on divergence");
+    // The recorded harness recovers it.
+    let turn = block(run("x", None).resume("s")).unwrap().unwrap();
+    assert_eq!(turn.provider_calls, 1);
+}
+
+/// I0 on replay: "replay: model input hash mismatch — harness violated STATELESS_REPLAY
+/// (I0)" (research §4).
+#[test]
+fn replay_detects_an_input_hash_change() {
+    let h = host(vec![Op::Model]);
+    block(h.host.exec(ExecRequest::text("s", "hi"))).unwrap();
+    // Same id and version, but the harness now sends another request.
+    let other = Controller::builder(h.journal.clone())
+        .harness("script", Arc::new(ChangedRequest))
+        .build();
+    let err = block(other.replay("s")).unwrap_err();
+    match &err {
+        Error::Diverged { detail, .. } => assert!(detail.contains("(I0)"), "{detail}"),
+        other => panic!("{other}"),
+    }
+    assert_eq!(err.code(), Code::FailedPrecondition);
+}
+
+struct ChangedRequest;
+
+#[async_trait::async_trait]
+impl harness_core::Harness for ChangedRequest {
+    async fn describe(&self) -> Result<harness_core::Descriptor, harness_core::HarnessError> {
+        Ok(harness_core::Descriptor::new("script", "1"))
+    }
+    async fn run(
+        &self,
+        start: harness_core::Start,
+        sink: &mut dyn harness_core::EventSink,
+    ) -> Result<(), harness_core::HarnessError> {
+        let mut msgs = start.inputs.clone();
+        msgs.push(Message::user("something new"));
+        sink.model(ModelRequest::new(msgs).with_model("m")).await?;
+        Ok(())
+    }
+}
+
+/// I1: "On replay the recorded model result is served from the journal. The model is called
+/// zero times." I5: "Replay reproduces the recorded events byte-for-byte".
+#[test]
+fn replay_serves_everything_and_calls_nothing() {
+    let h = host(vec![
+        Op::Model,
+        Op::Tool,
+        Op::Report,
+        Op::Usage(3),
+        Op::Model,
+        Op::Output("!".into()),
+    ]);
+    for i in 0..3 {
+        block(h.host.exec(ExecRequest::text("s", format!("turn {i}")))).unwrap();
+    }
+    let (calls, effects) = (h.model.calls(), h.effects.count());
+    let rep = block(h.host.replay("s")).unwrap();
+    assert_eq!(rep.executions, 3);
+    assert_eq!(rep.provider_calls, 0);
+    assert_eq!(rep.executor_calls, 0);
+    // 9 effects (MODEL_CALL, OUTPUT, TOOL_CALL, TOOL_RESULT, TOOL_RESULT, USAGE, MODEL_CALL,
+    // OUTPUT, OUTPUT) + END per turn.
+    assert_eq!(rep.records_reproduced, 3 * 10);
+    assert_eq!((h.model.calls(), h.effects.count()), (calls, effects));
+    // Replay appends nothing.
+    assert_eq!(h.host.records("s").unwrap().len(), 3 * 12);
+}
+
+/// "Completed replay skips incomplete trailing turns"; "Replay itself never calls the
+/// provider: it skips turns without END".
+#[test]
+fn replay_skips_incomplete_turns_and_error_records() {
+    let model = Arc::new(
+        ScriptedModel::new()
+            .reply("one")
+            .fail(ModelError::Provider("boom".into()))
+            .reply("three"),
+    );
+    let h = host_with(vec![Op::Model], model);
+    block(h.host.exec(ExecRequest::text("s", "1"))).unwrap();
+    assert!(block(h.host.exec(ExecRequest::text("s", "2"))).is_err());
+    block(h.host.exec(ExecRequest::text("s", "3"))).unwrap();
+    let rep = block(h.host.replay("s")).unwrap();
+    assert_eq!((rep.executions, rep.skipped, rep.provider_calls), (2, 1, 0));
+    // The failed turn's input stays in the later turn's history (the harness saw it).
+    let recs = h.host.records("s").unwrap();
+    assert!(
+        recs.iter()
+            .any(|r| matches!(&r.event.body, EventBody::Error(_)))
+    );
+}
+
+/// "Known recorded versions must match exactly on controller replay/interrupted recovery;
+/// served empty is a mismatch for a known version. ... older markers without a version have
+/// no version guard."
+#[test]
+fn version_guard() {
+    let h = host(vec![Op::Model]);
+    block(h.host.exec(ExecRequest::text("s", "hi"))).unwrap();
+    for served in ["2", ""] {
+        let mut v = ScriptHarness::new(vec![Op::Model]);
+        v.version = served.into();
+        let other = Controller::builder(h.journal.clone())
+            .harness("script", Arc::new(v.clone()))
+            .build();
+        let err = block(other.replay("s")).unwrap_err();
+        assert!(matches!(err, Error::HarnessVersionMismatch { .. }), "{err}");
+        assert_eq!(err.code(), Code::FailedPrecondition);
+        assert_eq!(v.runs.load(Ordering::SeqCst), 0, "checked before any Run");
+    }
+    // An unversioned recording is unguarded.
+    let mut unversioned = ScriptHarness::new(vec![Op::Model]);
+    unversioned.version = String::new();
+    let h2 = Controller::builder(Arc::new(MemoryJournal::new()))
+        .model(counting_model())
+        .harness("script", Arc::new(unversioned))
+        .build();
+    h2.create_session("s", None).unwrap();
+    block(h2.exec(ExecRequest::text("s", "hi"))).unwrap();
+    let rec = h2.records("s").unwrap();
+    let EventBody::ExecutionStart(m) = &rec[0].event.body else {
+        panic!()
+    };
+    assert_eq!(
+        m.harness_version, "",
+        "the advertised value is recorded, including empty"
+    );
+    let j = h2.journal().clone();
+    let v9 = {
+        let mut s = ScriptHarness::new(vec![Op::Model]);
+        s.version = "9".into();
+        s
+    };
+    let other = Controller::builder(j)
+        .harness("script", Arc::new(v9))
+        .build();
+    assert_eq!(block(other.replay("s")).unwrap().executions, 1);
+}
+
+/// "The recorded executing name is the host's resolved registry name"; "removing it ...
+/// yields FAILED_PRECONDITION"; "Raw Sessions.Replay remains readable even when the recorded
+/// implementation is not served."
+#[test]
+fn recorded_harness_must_be_served() {
+    let h = host(vec![Op::Model]);
+    block(
+        h.host
+            .exec(ExecRequest::text("s", "a").with_harness("echo")),
+    )
+    .unwrap();
+    block(h.host.exec(ExecRequest::text("s", "b"))).unwrap();
+    let only_script = Controller::builder(h.journal.clone())
+        .harness("script", Arc::new(h.harness.clone()))
+        .build();
+    let before = h.harness.runs.load(Ordering::SeqCst);
+    let err = block(only_script.replay("s")).unwrap_err();
+    assert!(
+        matches!(err, Error::HarnessMismatch { ref recorded, .. } if recorded == "echo"),
+        "{err}"
+    );
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(
+        h.harness.runs.load(Ordering::SeqCst),
+        before,
+        "no Run before the check"
+    );
+    assert_eq!(only_script.records("s").unwrap().len(), 10);
+}
+
+/// Per-turn override: "exec --harness overrides the harness for that turn only; omitting it
+/// uses the stored session harness"; an unknown name is INVALID_ARGUMENT.
+#[test]
+fn harness_override_is_per_turn() {
+    let h = host(vec![Op::Model]);
+    block(
+        h.host
+            .exec(ExecRequest::text("s", "a").with_harness("echo")),
+    )
+    .unwrap();
+    block(h.host.exec(ExecRequest::text("s", "b"))).unwrap();
+    let names: Vec<String> = h
+        .host
+        .records("s")
+        .unwrap()
+        .iter()
+        .filter_map(|r| match &r.event.body {
+            EventBody::ExecutionStart(m) => Some(m.harness.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(names, ["echo", "script"]);
+    let err = block(
+        h.host
+            .exec(ExecRequest::text("s", "c").with_harness("nope")),
+    )
+    .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert_eq!(h.host.records("s").unwrap().len(), 10, "nothing journaled");
+    assert_eq!(
+        h.host.create_session("t", Some("nope")).unwrap_err().code(),
+        Code::InvalidArgument
+    );
+}
+
+/// Rule 4: "sink.ToolCall with UNSPECIFIED or IN_HARNESS_REPORTED → ErrUnmediatedToolCall,
+/// rejected before anything is recorded"; "Every such call requires a nonempty idempotency
+/// key, rejected before intent if absent".
+#[test]
+fn unmediated_calls_and_missing_keys_are_rejected_before_intent() {
+    let journal = Arc::new(MemoryJournal::new());
+    let effects = Arc::new(Effects::default());
+    let host = Controller::builder(journal.clone())
+        .executor(dedup(&effects, &Arc::new(MemoryReceipts::default())))
+        .harness("bad", Arc::new(BadCalls))
+        .build();
+    host.create_session("s", None).unwrap();
+    let turn = block(host.exec(ExecRequest::text("s", "go"))).unwrap();
+    assert_eq!(
+        turn.output,
+        "rejected:unmediated|rejected:unspecified|rejected:key|"
+    );
+    assert_eq!(
+        kinds(&host, "s"),
+        vec![ExecutionStart, Input, Output, Output, Output, End]
+    );
+    assert_eq!(effects.count(), 0);
+    // Replay reproduces the handled rejections.
+    assert_eq!(block(host.replay("s")).unwrap().executions, 1);
+}
+
+struct BadCalls;
+
+#[async_trait::async_trait]
+impl harness_core::Harness for BadCalls {
+    async fn describe(&self) -> Result<harness_core::Descriptor, harness_core::HarnessError> {
+        Ok(harness_core::Descriptor::new("bad", "1"))
+    }
+    async fn run(
+        &self,
+        _start: harness_core::Start,
+        sink: &mut dyn harness_core::EventSink,
+    ) -> Result<(), harness_core::HarnessError> {
+        let cases = [
+            ("unmediated", call_for("x", 1, Mediation::InHarnessReported)),
+            ("unspecified", call_for("x", 2, Mediation::Unspecified)),
+            (
+                "key",
+                call_for("x", 3, Mediation::ControllerMediated).with_idempotency_key(""),
+            ),
+        ];
+        for (name, call) in cases {
+            match sink.tool_call(call).await {
+                Err(harness_core::SinkError::Rejected(_)) => {
+                    sink.output(&format!("rejected:{name}|")).await?
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// "Without an executor, controller-mediated calls fail closed after recording intent and
+/// perform no host effect."
+#[test]
+fn without_an_executor_calls_fail_closed_after_intent() {
+    let host = Controller::builder(Arc::new(MemoryJournal::new()))
+        .harness("script", Arc::new(ScriptHarness::new(vec![Op::Tool])))
+        .build();
+    host.create_session("s", None).unwrap();
+    let err = block(host.exec(ExecRequest::text("s", "go"))).unwrap_err();
+    assert!(matches!(err, Error::TurnFailed { .. }));
+    assert_eq!(
+        kinds(&host, "s"),
+        vec![ExecutionStart, Input, ToolCall, Error]
+    );
+}
+
+/// I3 and Rule 4: "intent without a result is re-driven using the original recorded key only
+/// within the same session"; "the tool side dedups on session UID plus idempotency key".
+#[test]
+fn resume_redrives_a_tool_intent_with_its_key_and_dedups() {
+    let journal = Arc::new(MemoryJournal::new());
+    let effects = Arc::new(Effects::default());
+    let receipts = Arc::new(MemoryReceipts::default());
+    let script = ScriptHarness::new(vec![Op::Tool, Op::Output("after".into())]);
+    let build = |j: Arc<dyn Journal>| {
+        Controller::builder(j)
+            .model(counting_model())
+            .executor(dedup(&effects, &receipts))
+            .harness("script", Arc::new(script.clone()))
+            .build()
+    };
+    // The effect runs, then the process dies before TOOL_RESULT is recorded.
+    let first = build(Arc::new(Crashing::new(journal.clone(), Some(3))));
+    first.create_session("s", None).unwrap();
+    assert!(block(first.exec(ExecRequest::text("s", "go"))).is_err());
+    assert_eq!(effects.count(), 1);
+    let host = build(journal.clone());
+    let turn = block(host.resume("s")).unwrap().unwrap();
+    assert_eq!(turn.executor_calls, 1, "re-driven once");
+    assert_eq!(
+        effects.count(),
+        1,
+        "the receipt was returned, the effect not repeated"
+    );
+    let exec_id = turn.execution_id.clone();
+    assert_eq!(
+        effects.keys(),
+        vec![("s".to_owned(), format!("{exec_id}-0"))]
+    );
+    assert_eq!(
+        kinds(&host, "s"),
+        vec![ExecutionStart, Input, ToolCall, ToolResult, Output, End]
+    );
+}
+
+/// "A crash or fork cut before all inputs commit returns ErrInvalidExecutionLog without
+/// calling Run, the model, or tools, and without appending execution records"; "Once all
+/// inputs commit, resume is valid even if the crash preceded Run."
+#[test]
+fn resume_refuses_an_invocation_whose_inputs_did_not_all_commit() {
+    let journal = Arc::new(MemoryJournal::new());
+    let model = counting_model();
+    let script = ScriptHarness::new(vec![Op::Model]);
+    let build = |j: Arc<dyn Journal>| {
+        Controller::builder(j)
+            .model(model.clone())
+            .harness("script", Arc::new(script.clone()))
+            .build()
+    };
+    let first = build(Arc::new(Crashing::new(journal.clone(), Some(2))));
+    first.create_session("s", None).unwrap();
+    let inputs = vec![Message::user("a"), Message::user("b")];
+    assert!(block(first.exec(ExecRequest::new("s", inputs.clone()))).is_err());
+    let host = build(journal.clone());
+    let fence = journal.head("s").unwrap().fence;
+    let err = block(host.resume("s")).unwrap_err();
+    assert!(matches!(err, Error::InvalidExecutionLog(_)), "{err}");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(script.runs.load(Ordering::SeqCst), 0);
+    assert_eq!(model.calls(), 0);
+    assert_eq!(kinds(&host, "s"), vec![ExecutionStart, Input]);
+    assert_eq!(
+        journal.head("s").unwrap().fence,
+        fence,
+        "no new writer incarnation"
+    );
+    // A fork cut inside the inputs is refused the same way.
+    block(host.fork("s", 2, "c")).unwrap();
+    assert!(matches!(
+        block(host.resume("c")),
+        Err(Error::InvalidExecutionLog(_))
+    ));
+    // All inputs committed, crash before Run: resume runs the turn.
+    let first = build(Arc::new(Crashing::new(journal.clone(), Some(3))));
+    first.create_session("t", None).unwrap();
+    assert!(block(first.exec(ExecRequest::new("t", inputs))).is_err());
+    assert_eq!(kinds(&host, "t"), vec![ExecutionStart, Input, Input]);
+    let turn = block(host.resume("t")).unwrap().unwrap();
+    assert_eq!(turn.status, TurnStatus::Completed);
+    // An explicit zero input count is a valid inputless invocation.
+    let turn = block(host.exec(ExecRequest::new("t", vec![]))).unwrap();
+    assert_eq!(turn.status, TurnStatus::Completed);
+    assert!(
+        block(host.resume("t")).unwrap().is_none(),
+        "nothing to resume"
+    );
+}
+
+/// Fork: "copies records 1..atSeq verbatim, and appends LIFECYCLE{FORK, detail
+/// "parent@<atSeq>"}"; "The first new record (LIFECYCLE FORK) has prev_hash =
+/// parent@atSeq.content_hash" (research §3, §7).
+#[test]
+fn fork_copies_the_prefix_and_chains_the_fork_marker() {
+    let h = host(vec![Op::Model]);
+    block(h.host.exec(ExecRequest::text("s", "one"))).unwrap();
+    block(h.host.exec(ExecRequest::text("s", "two"))).unwrap();
+    let parent = h.host.records("s").unwrap();
+    let out = block(h.host.fork("s", 5, "c")).unwrap();
+    assert_eq!(out.fork_seq, 6);
+    let child = h.host.records("c").unwrap();
+    assert_eq!(&child[..5], &parent[..5]);
+    assert_eq!(child[5].prev_hash, Some(parent[4].content_hash));
+    let EventBody::Lifecycle(l) = &child[5].event.body else {
+        panic!()
+    };
+    assert_eq!(
+        (l.kind, l.detail.as_str()),
+        (LifecycleKind::Fork, "parent@5")
+    );
+    assert!(child[5].event.execution_id.is_empty());
+    assert_eq!(h.journal.meta("c").unwrap().parent.unwrap().session, "s");
+    // The child's new turn sees the inherited conversation, and both replay independently.
+    block(h.host.exec(ExecRequest::text("c", "three"))).unwrap();
+    assert_eq!(block(h.host.replay("c")).unwrap().executions, 2);
+    assert_eq!(block(h.host.replay("s")).unwrap().executions, 2);
+    assert!(h.host.verify("c").is_ok());
+    assert_eq!(
+        block(h.host.fork("s", 99, "d")).unwrap_err().code(),
+        Code::InvalidArgument
+    );
+}
+
+/// "A fork whose fork point is a MODEL_CALL copies the call without any completion the parent
+/// recorded later, so Resume on the child re-calls the provider once".
+#[test]
+fn fork_at_a_model_call_costs_one_provider_call() {
+    let h = host(vec![Op::Model]);
+    block(h.host.exec(ExecRequest::text("s", "one"))).unwrap();
+    block(h.host.fork("s", 3, "c")).unwrap();
+    let before = h.model.calls();
+    let turn = block(h.host.resume("c")).unwrap().unwrap();
+    assert_eq!(turn.provider_calls, 1);
+    assert_eq!(h.model.calls(), before + 1);
+    assert_eq!(
+        kinds(&h.host, "c"),
+        vec![ExecutionStart, Input, ModelCall, Lifecycle, Output, End]
+    );
+    assert_eq!(block(h.host.replay("c")).unwrap().executions, 1);
+}
+
+/// "Resume returns controller.ErrInheritedToolIntent before running the harness or appending
+/// any event if the unfinished execution has inherited tool intents still unresolved at the
+/// journal head"; "Completed inherited pairs are served from the journal without invoking the
+/// executor"; "An intent first written by the child after the fork is not inherited and can
+/// be re-driven under the child's UID."
+#[test]
+fn fork_refuses_inherited_unresolved_intents() {
+    let h = host(vec![Op::Tool, Op::Tool]);
+    block(h.host.exec(ExecRequest::text("s", "go"))).unwrap();
+    // s: START INPUT TOOL_CALL(3) TOOL_RESULT(4) TOOL_CALL(5) TOOL_RESULT(6) END(7)
+    block(h.host.fork("s", 5, "c")).unwrap();
+    let runs = h.harness.runs.load(Ordering::SeqCst);
+    let len = h.host.records("c").unwrap().len();
+    let err = block(h.host.resume("c")).unwrap_err();
+    match &err {
+        Error::InheritedToolIntent {
+            tool_call_id, seq, ..
+        } => {
+            assert_eq!((tool_call_id.as_str(), *seq), ("call-1", 5))
+        }
+        other => panic!("{other}"),
+    }
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(h.harness.runs.load(Ordering::SeqCst), runs);
+    assert_eq!(h.host.records("c").unwrap().len(), len);
+    // Fork at the result instead: the completed inherited pair is served, and the second
+    // intent, first written by the child, runs under the child's UID.
+    block(h.host.fork("s", 4, "d")).unwrap();
+    let effects = h.effects.count();
+    let turn = block(h.host.resume("d")).unwrap().unwrap();
+    assert_eq!(turn.executor_calls, 1);
+    assert_eq!(h.effects.count(), effects + 1);
+    assert_eq!(
+        h.effects.keys().last().unwrap().0,
+        "d",
+        "a new dedup namespace"
+    );
+}
+
+/// "REQUIRES_APPROVAL parks the turn, a decision is recorded, resume delivers it" (issue);
+/// "An unresolved call returns a typed *api.ApprovalParkedError: stop Run and propagate it,
+/// with no END"; "approved call can return success".
+#[test]
+fn approval_parks_then_an_approval_runs_the_executor_once() {
+    let h = host(vec![Op::Gated, Op::Model]);
+    let turn = block(h.host.exec(ExecRequest::text("s", "delete it"))).unwrap();
+    let TurnStatus::Parked {
+        tool_call_id,
+        request_seq,
+    } = turn.status.clone()
+    else {
+        panic!("{turn:?}")
+    };
+    assert_eq!((tool_call_id.as_str(), request_seq), ("call-0", 4));
+    assert_eq!(
+        kinds(&h.host, "s"),
+        vec![ExecutionStart, Input, ToolCall, ApprovalRequest, Lifecycle]
+    );
+    assert_eq!(h.effects.count(), 0);
+    let pending = h.host.pending_approval("s").unwrap().unwrap();
+    assert_eq!(pending.call.tool, "effect");
+    // Resume before a decision: still parked, nothing runs.
+    let err = block(h.host.resume("s")).unwrap_err();
+    assert!(matches!(err, Error::ApprovalPending { .. }), "{err}");
+    let decision = h.host.approve("s", "call-0", true, "ok by me").unwrap();
+    assert!(h.host.pending_approval("s").unwrap().is_none());
+    assert!(matches!(
+        h.host.approve("s", "call-0", true, ""),
+        Err(Error::NoPendingApproval(_))
+    ));
+    let turn = block(h.host.resume("s")).unwrap().unwrap();
+    assert_eq!(turn.status, TurnStatus::Completed);
+    assert_eq!(h.effects.count(), 1);
+    let recs = h.host.records("s").unwrap();
+    let receipt = recs
+        .iter()
+        .find_map(|r| match &r.event.body {
+            EventBody::ToolResult(t) => Some(t.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(receipt.approval_request_seq, 4);
+    assert_eq!(
+        receipt.approval_decision_seq,
+        i64::try_from(decision).unwrap()
+    );
+    assert!(!receipt.is_error);
+    assert_eq!(
+        kinds(&h.host, "s"),
+        vec![
+            ExecutionStart,
+            Input,
+            ToolCall,
+            ApprovalRequest,
+            Lifecycle,
+            ApprovalResult,
+            Lifecycle,
+            ToolResult,
+            ModelCall,
+            Output,
+            End
+        ]
+    );
+    // Replay serves the decision and the receipt; no executor.
+    let rep = block(h.host.replay("s")).unwrap();
+    assert_eq!((rep.executions, rep.executor_calls), (1, 0));
+    assert_eq!(h.effects.count(), 1);
+}
+
+/// "A denial supplies APPROVAL_DENIED with IsError=true and never invokes the executor."
+#[test]
+fn a_denial_gives_approval_denied_and_never_runs_the_executor() {
+    let h = host(vec![Op::Gated]);
+    block(h.host.exec(ExecRequest::text("s", "delete it"))).unwrap();
+    h.host.approve("s", "call-0", false, "not today").unwrap();
+    let turn = block(h.host.resume("s")).unwrap().unwrap();
+    assert_eq!(turn.status, TurnStatus::Completed);
+    assert_eq!(h.effects.count(), 0);
+    let recs = h.host.records("s").unwrap();
+    let EventBody::ToolResult(r) = &recs[recs.len() - 2].event.body else {
+        panic!()
+    };
+    assert!(r.is_error);
+    assert_eq!(r.code, ToolResultCode::ApprovalDenied);
+    assert!(r.error.contains("not today"));
+}
+
+/// Rule 3 / capability matching: "A REQUIRES_MEMORY_SNAPSHOT harness on a filesystem-only
+/// backend is refused up front with a FailedPrecondition"; "refuses a
+/// REQUIRES_MEMORY_SNAPSHOT harness with FAILED_PRECONDITION before anything is journaled".
+#[test]
+fn can_place_refuses_a_memory_snapshot_harness_before_journaling() {
+    let journal = Arc::new(MemoryJournal::new());
+    let counter = Arc::new(CounterHarness::new());
+    let host = Controller::builder(journal.clone())
+        .harness("counter", counter.clone())
+        .runtime(RuntimeCapabilities::filesystem_only())
+        .build();
+    host.create_session("s", Some("counter")).unwrap();
+    let err = block(host.exec(ExecRequest::text("s", "tick"))).unwrap_err();
+    assert!(matches!(err, Error::CannotPlace { .. }), "{err}");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(
+        journal.head("s").unwrap(),
+        Default::default(),
+        "no record, no fence"
+    );
+    assert_eq!(counter.count(), 0);
+}
+
+/// Reference harness 3 and I4: "it never reads s.History. The count is pure process RAM";
+/// "Approval ... Memory-snapshot harnesses are refused before the effect."
+#[test]
+fn counter_runs_on_a_memory_runtime_and_is_never_replayed() {
+    let journal = Arc::new(MemoryJournal::new());
+    let counter = Arc::new(CounterHarness::new());
+    let host = Controller::builder(journal.clone())
+        .harness("counter", counter.clone())
+        .runtime(RuntimeCapabilities {
+            memory_snapshot: true,
+            ..Default::default()
+        })
+        .build();
+    host.create_session("s", Some("counter")).unwrap();
+    let outs: Vec<String> = (0..3)
+        .map(|_| {
+            block(host.exec(ExecRequest::text("s", "tick")))
+                .unwrap()
+                .output
+        })
+        .collect();
+    assert_eq!(outs, ["1", "2", "3"]);
+    for (op, err) in [
+        ("replay", block(host.replay("s")).unwrap_err()),
+        ("fork", block(host.fork("s", 2, "c")).unwrap_err()),
+    ] {
+        assert!(
+            matches!(err, Error::NeedsMemorySnapshot { .. }),
+            "{op}: {err}"
+        );
+    }
+    let desc = block(harness_core::Harness::describe(&*counter)).unwrap();
+    assert_eq!(
+        desc.capabilities.resumability,
+        Resumability::RequiresMemorySnapshot
+    );
+    assert!(!desc.capabilities.fork_safe);
+    assert_eq!(desc.version, "1");
+}
+
+/// Timestamps come from the host's clock; the library reads none.
+#[test]
+fn timestamps_come_from_the_clock() {
+    let clock = Arc::new(|| Some(Timestamp::new(1_700_000_000, 0)));
+    let host = Controller::builder(Arc::new(MemoryJournal::new()))
+        .model(counting_model())
+        .harness("echo", Arc::new(EchoHarness))
+        .clock(clock)
+        .build();
+    host.create_session("s", None).unwrap();
+    block(host.exec(ExecRequest::text("s", "hi"))).unwrap();
+    assert!(
+        host.records("s")
+            .unwrap()
+            .iter()
+            .all(|r| r.event.timestamp == Some(Timestamp::new(1_700_000_000, 0)))
+    );
+    assert_eq!(block(host.replay("s")).unwrap().executions, 1);
+}
+
+/// Echo: "It sends the last input to the model through the sink and lets the recorded
+/// completion be the output"; "It does not call sink.Output."
+#[test]
+fn echo_sends_the_last_input_and_never_outputs() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let model = Hooked {
+        inner: ScriptedModel::echo(),
+        hook: Box::new(move |req: &ModelRequest| s2.lock().unwrap().push(req.clone())),
+    };
+    let host = Controller::builder(Arc::new(MemoryJournal::new()))
+        .model(Arc::new(model))
+        .harness("echo", Arc::new(EchoHarness))
+        .build();
+    host.create_session("s", None).unwrap();
+    let turn = block(host.exec(ExecRequest::new(
+        "s",
+        vec![Message::user("first"), Message::user("last")],
+    )))
+    .unwrap();
+    assert_eq!(turn.output, "You said: last");
+    let req = seen.lock().unwrap()[0].clone();
+    assert_eq!(
+        req,
+        ModelRequest::new(vec![Message::user("last")]).with_model("echo")
+    );
+    assert_eq!(
+        kinds(&host, "s"),
+        vec![ExecutionStart, Input, Input, ModelCall, Output, End]
+    );
+}
+
+/// The journal's single-writer order: a zombie controller whose fence was superseded cannot
+/// append ("The log rejects a lower fence").
+#[test]
+fn a_superseded_writer_is_fenced() {
+    let journal = Arc::new(MemoryJournal::new());
+    journal
+        .create(
+            "s",
+            &harness_sessions::journal::SessionMeta {
+                harness: "x".into(),
+                parent: None,
+            },
+        )
+        .unwrap();
+    let old = journal.acquire_fence("s").unwrap();
+    let _new = journal.acquire_fence("s").unwrap();
+    let r = harness_sessions::Record::seal(
+        harness_core::event::Event::new("e", EventBody::Output(Message::assistant("late"))),
+        1,
+        None,
+        old,
+    )
+    .unwrap();
+    let err: Error = journal.append("s", 0, old, &[r]).unwrap_err().into();
+    assert_eq!(err.code(), Code::Aborted);
+}

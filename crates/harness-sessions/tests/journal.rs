@@ -1,0 +1,360 @@
+//! Journal storage: the trait's contract on both stores, the file journal's crash safety and
+//! format, and `verify`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::fs;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use harness_core::event::{Event, EventBody, ExecutionStart};
+use harness_core::message::Message;
+use harness_sessions::journal::{
+    Durability, FileJournal, Journal, JournalError, MemoryJournal, SessionMeta,
+};
+use harness_sessions::record::{Head, Record};
+use harness_sessions::verify::VerifyError;
+
+static DIRS: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh folder under the target dir (no tempfile crate needed).
+fn tmpdir(name: &str) -> PathBuf {
+    let n = DIRS.fetch_add(1, Ordering::SeqCst);
+    let d = std::env::temp_dir().join(format!(
+        "harness-sessions-test-{}-{name}-{n}",
+        std::process::id()
+    ));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn meta() -> SessionMeta {
+    SessionMeta {
+        harness: "echo".into(),
+        parent: None,
+    }
+}
+
+fn event(i: usize) -> Event {
+    if i == 0 {
+        Event::new(
+            "e1",
+            EventBody::ExecutionStart(ExecutionStart {
+                input_count: Some(1),
+                harness: "echo".into(),
+                ..Default::default()
+            }),
+        )
+    } else {
+        Event::new(
+            "e1",
+            EventBody::Output(Message::assistant(format!("out <{i}> é"))),
+        )
+    }
+}
+
+/// Appends `n` records one at a time under a fresh fence.
+fn fill(j: &dyn Journal, session: &str, n: usize) -> Vec<Record> {
+    let fence = j.acquire_fence(session).unwrap();
+    let mut out = Vec::new();
+    for i in 0..n {
+        let h = j.head(session).unwrap();
+        let r = Record::seal(event(i), h.seq + 1, h.hash, fence).unwrap();
+        j.append(session, h.seq, fence, std::slice::from_ref(&r))
+            .unwrap();
+        out.push(r);
+    }
+    out
+}
+
+fn stores() -> Vec<(&'static str, Box<dyn Journal>)> {
+    vec![
+        ("memory", Box::new(MemoryJournal::new())),
+        (
+            "file",
+            Box::new(FileJournal::open(tmpdir("conformance")).unwrap()),
+        ),
+    ]
+}
+
+/// Issue: "append with compare-and-set on the expected last seq and a fence (a lower fence
+/// and a head mismatch are distinct errors)". Research §7: "The log rejects a lower fence
+/// (eventlog.ErrFenced) and a head mismatch (eventlog.ErrConflict)."
+#[test]
+fn append_is_cas_on_head_and_fence() {
+    for (name, j) in stores() {
+        j.create("s", &meta()).unwrap();
+        assert_eq!(
+            j.create("s", &meta()),
+            Err(JournalError::AlreadyExists("s".into())),
+            "{name}"
+        );
+        let old = j.acquire_fence("s").unwrap();
+        let new = j.acquire_fence("s").unwrap();
+        assert!(new > old, "{name}");
+        let r1 = Record::seal(event(0), 1, None, old).unwrap();
+        // A lower fence: Fenced, not Conflict.
+        match j.append("s", 0, old, std::slice::from_ref(&r1)) {
+            Err(JournalError::Fenced { fence, current, .. }) => {
+                assert_eq!((fence, current), (old, new), "{name}")
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+        let r1 = Record::seal(event(0), 1, None, new).unwrap();
+        j.append("s", 0, new, std::slice::from_ref(&r1)).unwrap();
+        // A head mismatch: Conflict, not Fenced.
+        let r2 = Record::seal(event(1), 2, Some(r1.content_hash), new).unwrap();
+        match j.append("s", 0, new, std::slice::from_ref(&r2)) {
+            Err(JournalError::Conflict {
+                expected, actual, ..
+            }) => {
+                assert_eq!((expected, actual), (0, 1), "{name}")
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+        // A record that does not chain onto the head.
+        let bad = Record::seal(event(1), 2, None, new).unwrap();
+        assert!(matches!(
+            j.append("s", 1, new, std::slice::from_ref(&bad)),
+            Err(JournalError::BadRecords(_))
+        ));
+        // A fence never acquired.
+        assert!(matches!(
+            j.append("s", 1, new + 5, std::slice::from_ref(&r2)),
+            Err(JournalError::UnknownFence { .. })
+        ));
+        j.append("s", 1, new, std::slice::from_ref(&r2)).unwrap();
+        assert_eq!(
+            j.head("s").unwrap(),
+            Head {
+                seq: 2,
+                hash: Some(r2.content_hash),
+                fence: new
+            }
+        );
+        assert_eq!(j.read("s", 1, None).unwrap(), vec![r1.clone(), r2.clone()]);
+        assert_eq!(j.read("s", 2, Some(2)).unwrap(), vec![r2.clone()]);
+        assert_eq!(j.read("s", 3, None).unwrap(), vec![]);
+        assert_eq!(j.verify("s").unwrap().records, 2, "{name}");
+        assert!(matches!(j.head("nope"), Err(JournalError::NotFound(_))));
+    }
+}
+
+/// Research §7: "Fork(parent, child, atSeq): the child must be an empty log. It mints a new
+/// fence, copies records 1..atSeq verbatim".
+#[test]
+fn fork_copies_a_prefix_verbatim() {
+    for (name, j) in stores() {
+        j.create("p", &meta()).unwrap();
+        let recs = fill(&*j, "p", 5);
+        j.fork("p", 3, "c", &meta()).unwrap();
+        assert_eq!(j.read("c", 1, None).unwrap(), recs[..3].to_vec(), "{name}");
+        // The child's next fence is new (higher than any copied).
+        let f = j.acquire_fence("c").unwrap();
+        assert!(f > recs[2].fence);
+        // The child must not exist; the fork point must exist.
+        assert!(matches!(
+            j.fork("p", 1, "c", &meta()),
+            Err(JournalError::AlreadyExists(_))
+        ));
+        assert!(matches!(
+            j.fork("p", 6, "d", &meta()),
+            Err(JournalError::ForkPoint { .. })
+        ));
+        j.fork("p", 0, "e", &meta()).unwrap();
+        assert!(j.read("e", 1, None).unwrap().is_empty());
+        assert_eq!(j.verify("c").unwrap().head, Some(recs[2].content_hash));
+    }
+}
+
+#[test]
+fn file_journal_survives_reopen_and_keeps_meta() {
+    let dir = tmpdir("reopen");
+    let recs = {
+        let j = FileJournal::open(&dir).unwrap();
+        j.create("s1", &meta()).unwrap();
+        fill(&j, "s1", 4)
+    };
+    let j = FileJournal::open(&dir).unwrap();
+    assert_eq!(j.meta("s1").unwrap(), meta());
+    assert_eq!(j.read("s1", 1, None).unwrap(), recs);
+    assert_eq!(j.head("s1").unwrap().fence, 1);
+    assert_eq!(j.acquire_fence("s1").unwrap(), 2);
+    assert_eq!(j.sessions().unwrap(), vec!["s1".to_owned()]);
+    assert!(matches!(
+        j.create("../x", &meta()),
+        Err(JournalError::InvalidSession(_))
+    ));
+}
+
+/// Issue: "a torn last record after a crash is detected on open and set aside, nothing
+/// before it is lost".
+#[test]
+fn torn_last_record_is_set_aside_on_open() {
+    let dir = tmpdir("torn");
+    let recs = {
+        let j = FileJournal::open(&dir).unwrap();
+        j.create("s", &meta()).unwrap();
+        fill(&j, "s", 3)
+    };
+    let path = dir.join("s.journal");
+    let whole = fs::read(&path).unwrap();
+    // Every way the last record's write can be cut short.
+    let last_start = whole[..whole.len() - 1]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .unwrap()
+        + 1;
+    for cut in last_start + 1..whole.len() {
+        fs::write(&path, &whole[..cut]).unwrap();
+        assert!(matches!(
+            harness_sessions::journal::FileJournal::open(&dir)
+                .unwrap()
+                .verify("s"),
+            Err(VerifyError::Torn { seq: 3, .. })
+        ));
+        let j = FileJournal::open(&dir).unwrap();
+        assert_eq!(
+            j.read("s", 1, None).unwrap(),
+            recs[..2].to_vec(),
+            "cut at {cut}"
+        );
+        let torn = j.torn_tails();
+        assert_eq!(torn.len(), 1);
+        assert_eq!(torn[0].offset, last_start as u64);
+        assert_eq!(fs::read(&torn[0].saved_to).unwrap(), whole[last_start..cut]);
+        assert_eq!(j.verify("s").unwrap().records, 2);
+        // And the journal takes appends again after the cut.
+        let f = j.acquire_fence("s").unwrap();
+        let h = j.head("s").unwrap();
+        let r = Record::seal(event(9), h.seq + 1, h.hash, f).unwrap();
+        j.append("s", h.seq, f, std::slice::from_ref(&r)).unwrap();
+        assert_eq!(j.verify("s").unwrap().records, 3);
+    }
+}
+
+/// Issue: "flipping any byte of any record is caught by verify".
+#[test]
+fn flipping_any_byte_is_caught_by_verify() {
+    let dir = tmpdir("flip");
+    {
+        let j = FileJournal::open(&dir).unwrap();
+        j.create("s", &meta()).unwrap();
+        fill(&j, "s", 3);
+        j.fork("s", 2, "c", &meta()).unwrap();
+        fill(&j, "c", 2);
+    }
+    for session in ["s", "c"] {
+        let path = dir.join(format!("{session}.journal"));
+        let whole = fs::read(&path).unwrap();
+        let header_end = whole.iter().position(|&b| b == b'\n').unwrap() + 1;
+        let j = FileJournal::open(&dir).unwrap();
+        assert!(j.verify(session).is_ok());
+        let mut caught = 0;
+        for i in header_end..whole.len() {
+            for bit in [0x01u8, 0x20, 0x80] {
+                let mut bytes = whole.clone();
+                bytes[i] ^= bit;
+                fs::write(&path, &bytes).unwrap();
+                let err = j
+                    .verify(session)
+                    .expect_err(&format!("flip {bit:#x} at {i} not caught"));
+                // The failure names a record.
+                assert!(err.seq().is_some(), "{err}");
+                caught += 1;
+            }
+        }
+        fs::write(&path, &whole).unwrap();
+        assert!(caught > 1000);
+    }
+}
+
+#[test]
+fn verify_names_the_first_bad_record_in_memory() {
+    let j = MemoryJournal::new();
+    j.create("s", &meta()).unwrap();
+    let recs = fill(&j, "s", 4);
+    // Change record 3's event but keep its stored hash.
+    let mut forged = Record::seal(
+        Event::new("e1", EventBody::Output(Message::assistant("forged"))),
+        3,
+        recs[2].prev_hash,
+        recs[2].fence,
+    )
+    .unwrap();
+    forged.content_hash = recs[2].content_hash;
+    j.tamper("s", 3, forged).unwrap();
+    match j.verify("s") {
+        Err(VerifyError::HashMismatch { seq, .. }) => assert_eq!(seq, 3),
+        other => panic!("{other:?}"),
+    }
+    // Re-hashing the forged record breaks the next link instead.
+    let rehashed = Record::seal(
+        Event::new("e1", EventBody::Output(Message::assistant("forged"))),
+        3,
+        recs[2].prev_hash,
+        recs[2].fence,
+    )
+    .unwrap();
+    j.tamper("s", 3, rehashed).unwrap();
+    assert_eq!(j.verify("s"), Err(VerifyError::BrokenLink { seq: 4 }));
+}
+
+/// A second writer cannot open a session file an open journal holds.
+#[test]
+fn file_sessions_are_single_writer() {
+    let dir = tmpdir("lock");
+    let a = FileJournal::open(&dir).unwrap();
+    a.create("s", &meta()).unwrap();
+    a.head("s").unwrap();
+    let b = FileJournal::open(&dir).unwrap();
+    assert!(matches!(b.head("s"), Err(JournalError::Io(_))));
+    a.close("s");
+    assert_eq!(b.head("s").unwrap().seq, 0);
+}
+
+#[test]
+fn every_durability_policy_writes_the_same_bytes() {
+    let mut files = Vec::new();
+    for d in [
+        Durability::EveryRecord,
+        Durability::EveryTurn,
+        Durability::Never,
+    ] {
+        let dir = tmpdir("durability");
+        let j = FileJournal::with_durability(&dir, d).unwrap();
+        assert_eq!(j.durability(), d);
+        j.create("s", &meta()).unwrap();
+        fill(&j, "s", 3);
+        j.sync("s").unwrap();
+        files.push(fs::read(dir.join("s.journal")).unwrap());
+    }
+    assert_eq!(files[0], files[1]);
+    assert_eq!(files[1], files[2]);
+}
+
+/// The stored record line is JSON whose `event` is the canonical event, so anyone can
+/// recompute the hash.
+#[test]
+fn file_lines_are_json_with_the_canonical_event() {
+    let dir = tmpdir("format");
+    let j = FileJournal::open(&dir).unwrap();
+    j.create("s", &meta()).unwrap();
+    let recs = fill(&j, "s", 2);
+    let text = fs::read_to_string(dir.join("s.journal")).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[1]["fence"], "1");
+    assert_eq!(lines[2]["seq"], "1");
+    assert_eq!(lines[2]["prev_hash"], "");
+    assert_eq!(lines[3]["prev_hash"], recs[0].content_hash.to_string());
+    let h = harness_sessions::hash::content_hash_of_value(
+        &lines[3]["event"],
+        lines[3]["prev_hash"].as_str().unwrap(),
+        "2",
+    )
+    .unwrap();
+    assert_eq!(h.to_string(), lines[3]["content_hash"]);
+}
