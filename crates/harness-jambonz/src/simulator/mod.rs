@@ -564,6 +564,8 @@ impl Simulator {
             }
         }
         self.after_change();
+        // What is due at once (a tool's answer) goes out now.
+        self.advance(now);
     }
 
     // ---- internals ----------------------------------------------------------------
@@ -1382,12 +1384,14 @@ impl Simulator {
                 }
             }
         };
-        let mut msg = match result {
-            Ok(v) => ToolResultMessage::ok(&c.call_id, v),
-            Err(e) => ToolResultMessage::error(&c.call_id, e),
-        };
-        msg.call_sid = self.sid();
-        self.send(JambonzMessage::ToolResult(msg));
+        // Answered in order with the other tool calls.
+        self.tool_runs.push(ToolRun {
+            due: t,
+            deadline: None,
+            call_id: c.call_id,
+            turn_id: c.turn_id,
+            result,
+        });
     }
 
     fn on_command(&mut self, c: crate::command::CommandMessage) {

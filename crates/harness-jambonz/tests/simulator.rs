@@ -1,0 +1,666 @@
+//! The simulator enforces the spec's rules for jambonz. Each test drives it with raw harness
+//! frames on a virtual clock and cites the rule.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::{Duration, Instant};
+
+use harness_jambonz::harness_side::Transmit;
+use harness_jambonz::simulator::{
+    Deadlines, Line, Script, SimConfig, SimEvent, Simulator, ViolationKind, split_spoken,
+};
+use serde_json::{Value, json};
+
+struct Rig {
+    sim: Simulator,
+    t0: Instant,
+    now: Instant,
+    got: Vec<(u64, Value)>,
+    closed: bool,
+}
+
+impl Rig {
+    fn new(script: Script) -> Self {
+        Self::with(SimConfig::default(), script, |s| s)
+    }
+
+    fn with(cfg: SimConfig, script: Script, f: impl FnOnce(Simulator) -> Simulator) -> Self {
+        let t0 = Instant::now();
+        let mut sim = f(Simulator::new(t0, cfg, script));
+        sim.start(t0);
+        let mut r = Rig {
+            sim,
+            t0,
+            now: t0,
+            got: Vec::new(),
+            closed: false,
+        };
+        r.collect();
+        r
+    }
+
+    fn ms(&self) -> u64 {
+        self.now.duration_since(self.t0).as_millis() as u64
+    }
+
+    fn collect(&mut self) {
+        while let Some(t) = self.sim.poll_transmit() {
+            match t {
+                Transmit::Text(s) => {
+                    let at = self.ms();
+                    self.got.push((at, serde_json::from_str(&s).unwrap()));
+                }
+                Transmit::Close { .. } => self.closed = true,
+            }
+        }
+    }
+
+    fn send(&mut self, v: Value) {
+        self.sim.handle_frame(self.now, &v.to_string());
+        self.collect();
+    }
+
+    /// Advances to `ms` after the start, firing every timer on the way.
+    fn until(&mut self, ms: u64) {
+        let end = self.t0 + Duration::from_millis(ms);
+        while let Some(t) = self.sim.poll_timeout() {
+            if t > end {
+                break;
+            }
+            self.now = t.max(self.now);
+            self.sim.handle_timeout(self.now);
+            self.collect();
+        }
+        self.now = end.max(self.now);
+        self.sim.handle_timeout(self.now);
+        self.collect();
+    }
+
+    /// Frames of a type received so far.
+    fn of(&self, ty: &str) -> Vec<&Value> {
+        self.got
+            .iter()
+            .map(|(_, v)| v)
+            .filter(|v| v["type"] == ty)
+            .collect()
+    }
+
+    fn events(&self, name: &str) -> Vec<&Value> {
+        self.of("event")
+            .into_iter()
+            .filter(|v| v["name"] == name)
+            .collect()
+    }
+
+    fn chunk(&mut self, reply: &str, turn: Option<u64>, text: &str) {
+        let mut v = json!({"type":"reply:chunk","reply_id":reply,"chunk":{"choices":[{"delta":{"content":text}}]}});
+        if let Some(t) = turn {
+            v["turn_id"] = t.into();
+        }
+        self.send(v);
+    }
+
+    fn done(&mut self, reply: &str, turn: Option<u64>) {
+        let mut v = json!({"type":"reply:done","reply_id":reply});
+        if let Some(t) = turn {
+            v["turn_id"] = t.into();
+        }
+        self.send(v);
+    }
+
+    fn agent_lines(&self) -> Vec<(String, String, bool, u64)> {
+        self.sim
+            .transcript()
+            .lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Agent {
+                    reply_id,
+                    heard,
+                    cut_off,
+                    at_ms,
+                    ..
+                } => Some((reply_id.clone(), heard.clone(), *cut_off, *at_ms)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// "Messages from jambonz carry call_sid." "session:start {call_sid, protocol: 1, from, to,
+/// direction, language, metadata, tools}" then "turn:start {turn_id: 1, input: {type: "greeting"}}".
+#[test]
+fn session_start_then_the_greeting_turn() {
+    let r = Rig::with(SimConfig::default(), Script::new().greeting(), |s| {
+        s.with_tool("get_hours", |_| Ok(json!({})))
+    });
+    let s = r.of("session:start")[0];
+    assert_eq!(s["protocol"], 1);
+    for k in [
+        "call_sid",
+        "from",
+        "to",
+        "direction",
+        "language",
+        "metadata",
+    ] {
+        assert!(s.get(k).is_some(), "{k}");
+    }
+    assert_eq!(s["tools"][0]["name"], "get_hours");
+    let t = r.of("turn:start")[0];
+    assert_eq!(t["turn_id"], 1);
+    assert_eq!(t["input"], json!({"type": "greeting"}));
+    assert!(r.got.iter().all(|(_, v)| v["call_sid"] == s["call_sid"]));
+}
+
+/// "A reply with a turn_id answers that turn, and is accepted only after that turn's
+/// turn:start; one sent earlier is refused with an error event."
+#[test]
+fn a_reply_before_its_turn_start_is_refused_with_an_error_event() {
+    let mut r = Rig::new(Script::new().greeting());
+    r.chunk("r1", Some(2), "too early");
+    r.done("r1", Some(2));
+    let errs = r.events("error");
+    assert_eq!(errs.len(), 1);
+    assert_eq!(errs[0]["reply_id"], "r1");
+    assert_eq!(errs[0]["turn_id"], 2);
+    assert_eq!(
+        r.sim
+            .transcript()
+            .violations_of(ViolationKind::ReplyBeforeTurnStart)
+            .len(),
+        1
+    );
+    r.until(5000);
+    assert!(
+        r.agent_lines().is_empty(),
+        "a refused reply is never spoken"
+    );
+}
+
+/// "jambonz speaks one reply at a time; a reply that starts while another is playing is
+/// queued behind it."
+#[test]
+fn one_reply_at_a_time_the_next_is_queued() {
+    let mut r = Rig::new(Script::new().greeting());
+    r.chunk("r1", Some(1), "Thanks for calling."); // 19 chars: 1266 ms at 15/s
+    r.chunk("r2", Some(1), "How can I help?");
+    r.done("r1", Some(1));
+    r.done("r2", Some(1));
+    r.until(10_000);
+    let lines = r.agent_lines();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(
+        (lines[0].0.as_str(), lines[0].1.as_str(), lines[0].3),
+        ("r1", "Thanks for calling.", 0)
+    );
+    assert_eq!(
+        (lines[1].0.as_str(), lines[1].1.as_str()),
+        ("r2", "How can I help?")
+    );
+    assert_eq!(lines[1].3, 1266, "r2 starts when r1 has been spoken");
+}
+
+/// "The floor is free (nothing playing, no turn open, the caller not speaking): spoken at
+/// once."
+#[test]
+fn an_unprompted_reply_on_a_free_floor_is_spoken_at_once() {
+    let mut r = Rig::new(Script::new().greeting());
+    r.chunk("r1", Some(1), "Hi.");
+    r.done("r1", Some(1));
+    r.until(700);
+    r.chunk("u1", None, "Are you still there?");
+    r.done("u1", None);
+    r.until(5000);
+    let lines = r.agent_lines();
+    assert_eq!(lines[1].0, "u1");
+    assert_eq!(lines[1].3, 700);
+}
+
+/// "The floor is busy: held, and spoken as soon as the floor is free … One unprompted reply
+/// is held at a time; a newer one replaces it (reply_dropped, reason replaced)."
+#[test]
+fn unprompted_replies_wait_for_the_floor_and_a_newer_one_replaces_the_held_one() {
+    let mut r = Rig::new(Script::new().greeting());
+    // Turn 1 is open: the floor is busy.
+    r.chunk("u1", None, "First thought.");
+    r.chunk("u2", None, "Second thought.");
+    let dropped = r.events("reply_dropped");
+    assert_eq!(dropped.len(), 1);
+    assert_eq!(dropped[0]["reply_id"], "u1");
+    assert_eq!(dropped[0]["reason"], "replaced");
+    r.done("u2", None);
+    r.until(300);
+    assert!(r.agent_lines().is_empty(), "not over the open turn");
+    r.chunk("r1", Some(1), "Hello!"); // 6 chars: 400 ms
+    r.done("r1", Some(1));
+    r.until(5000);
+    let lines = r.agent_lines();
+    assert_eq!(
+        lines.iter().map(|l| l.0.as_str()).collect::<Vec<_>>(),
+        ["r1", "u2"]
+    );
+    assert_eq!(lines[1].3, 700, "held until the turn's reply was spoken");
+}
+
+/// "interrupt: true on its first chunk: whatever is playing is cut off and this reply is
+/// spoken now."
+#[test]
+fn interrupt_cuts_off_what_plays() {
+    let mut r = Rig::new(Script::new().greeting());
+    r.chunk("r1", Some(1), "We're open eight to six on weekdays.");
+    r.done("r1", Some(1));
+    r.until(1100);
+    r.send(json!({"type":"reply:chunk","reply_id":"u1","chunk":{"choices":[{"delta":{"content":"Sorry, correction."}}]},"interrupt":true}));
+    r.done("u1", None);
+    r.until(5000);
+    let lines = r.agent_lines();
+    assert_eq!(lines[0], ("r1".into(), "We're open eight".into(), true, 0));
+    assert_eq!(
+        lines[1],
+        ("u1".into(), "Sorry, correction.".into(), false, 1100)
+    );
+    assert!(
+        r.events("user_interruption").is_empty(),
+        "the caller did not interrupt"
+    );
+}
+
+/// "A caller in mid-utterance is still never talked over."
+#[test]
+fn interrupt_never_talks_over_a_caller_mid_utterance() {
+    let mut r = Rig::new(Script::new().greeting().say("When are you open")); // 17 chars: 1133 ms
+    r.chunk("r1", Some(1), "Hi.");
+    r.done("r1", Some(1));
+    r.until(1000); // Hi. ends at 200 ms; the caller starts at 700 ms
+    assert_eq!(r.of("speech:start").len(), 1);
+    r.send(json!({"type":"reply:chunk","reply_id":"u1","chunk":{"choices":[{"delta":{"content":"Now!"}}]},"interrupt":true}));
+    r.done("u1", None);
+    r.until(1800);
+    assert!(
+        r.agent_lines().iter().all(|l| l.0 != "u1"),
+        "not while the caller speaks"
+    );
+    r.until(3000);
+    let lines = r.agent_lines();
+    let u1 = lines.iter().find(|l| l.0 == "u1").unwrap();
+    assert_eq!(
+        u1.3, 1833,
+        "played when the caller finished (700 + 1133 ms)"
+    );
+}
+
+/// Caller speech during playback: user_interruption with spoken/unspoken, then turn:cancel
+/// reason barge_in.
+#[test]
+fn barge_in_gives_user_interruption_then_turn_cancel() {
+    let mut r = Rig::new(
+        Script::new()
+            .greeting()
+            .barge_in(Duration::from_millis(1100), "Thanks, bye"),
+    );
+    r.chunk("r1", Some(1), "We're open eight");
+    r.until(500);
+    r.chunk("r1", Some(1), " to six on weekdays.");
+    r.until(1200);
+    let ui = r.events("user_interruption");
+    assert_eq!(ui.len(), 1);
+    assert_eq!(ui[0]["turn_id"], 1);
+    assert_eq!(ui[0]["reply_id"], "r1");
+    assert_eq!(ui[0]["spoken"], "We're open eight");
+    assert_eq!(ui[0]["unspoken"], " to six on weekdays.");
+    let cancel = r.of("turn:cancel");
+    assert_eq!(cancel[0]["turn_id"], 1);
+    assert_eq!(cancel[0]["reason"], "barge_in");
+    let order: Vec<&str> = r
+        .got
+        .iter()
+        .map(|(_, v)| v["type"].as_str().unwrap())
+        .collect();
+    let i = order.iter().position(|t| *t == "event").unwrap();
+    assert_eq!(&order[i..i + 3], ["event", "turn:cancel", "speech:start"]);
+    // Chunks that were in flight are dropped without complaint.
+    r.chunk("r1", Some(1), " More.");
+    r.done("r1", Some(1));
+    assert!(
+        r.sim.transcript().violations.is_empty(),
+        "{:?}",
+        r.sim.transcript().violations
+    );
+    assert_eq!(
+        r.sim.transcript().turn(1).unwrap().completion_reason,
+        "barge_in"
+    );
+}
+
+#[test]
+fn the_spoken_split_is_at_a_word_boundary() {
+    let t = "We're open eight to six on weekdays.";
+    assert_eq!(
+        split_spoken(t, 16),
+        ("We're open eight", " to six on weekdays.")
+    );
+    assert_eq!(
+        split_spoken(t, 17),
+        ("We're open eight", " to six on weekdays.")
+    );
+    assert_eq!(
+        split_spoken(t, 14),
+        ("We're open", " eight to six on weekdays.")
+    );
+    assert_eq!(split_spoken(t, 0), ("", t));
+    assert_eq!(split_spoken(t, 999), (t, ""));
+    assert_eq!(split_spoken("héllo wörld", 7), ("héllo", " wörld"));
+}
+
+/// "Tool calls inside chunks (delta.tool_calls) are ignored. To run one of the agent's
+/// tools, send tool:call."
+#[test]
+fn tool_calls_inside_chunks_are_ignored() {
+    let mut r = Rig::with(SimConfig::default(), Script::new().greeting(), |s| {
+        s.with_tool("get_hours", |_| Ok(json!({"weekdays": "8am to 6pm"})))
+    });
+    r.send(json!({"type":"reply:chunk","reply_id":"r1","turn_id":1,"chunk":{"choices":[{"delta":{"content":"One moment.","tool_calls":[{"index":0,"id":"x","function":{"name":"get_hours","arguments":"{}"}}]}}]}}));
+    r.done("r1", Some(1));
+    r.until(3000);
+    assert!(r.of("tool:result").is_empty());
+    assert_eq!(r.agent_lines()[0].1, "One moment.");
+    assert_eq!(
+        r.sim
+            .transcript()
+            .violations_of(ViolationKind::ToolCallsInChunk)
+            .len(),
+        1
+    );
+}
+
+/// tool:call is answered from the registered tools; an unknown tool gets an error result;
+/// a tool slower than the deadline is answered with an error and the turn fails.
+#[test]
+fn tool_calls_are_answered_from_registered_tools() {
+    let mut cfg = SimConfig::default();
+    cfg.deadlines.tool_result = Some(Duration::from_secs(2));
+    let mut r = Rig::with(cfg, Script::new().greeting(), |s| {
+        s.with_tool("get_hours", |args| {
+            Ok(json!({"weekdays": "8am to 6pm", "asked": args}))
+        })
+        .with_slow_tool("slow", Duration::from_secs(5), |_| Ok(json!({})))
+        .with_tool("broken", |_| Err("backend down".into()))
+    });
+    r.send(json!({"type":"tool:call","call_id":"t1","turn_id":1,"name":"get_hours","args":{"day":"mon"}}));
+    r.send(json!({"type":"tool:call","call_id":"t2","turn_id":1,"name":"nope","args":{}}));
+    r.send(json!({"type":"tool:call","call_id":"t3","turn_id":1,"name":"broken","args":{}}));
+    let res = r.of("tool:result");
+    assert_eq!(res[0]["call_id"], "t1");
+    assert_eq!(
+        res[0]["result"],
+        json!({"weekdays": "8am to 6pm", "asked": {"day": "mon"}})
+    );
+    assert_eq!(res[1]["call_id"], "t2");
+    assert_eq!(res[1]["error"], "unknown tool: nope");
+    assert_eq!(res[2]["error"], "backend down");
+    r.chunk("r1", Some(1), "Checking.");
+    r.send(json!({"type":"tool:call","call_id":"t4","turn_id":1,"name":"slow","args":{}}));
+    r.until(1900);
+    assert_eq!(r.of("tool:result").len(), 3);
+    r.until(2100);
+    let res = r.of("tool:result");
+    assert_eq!(res[3]["call_id"], "t4");
+    assert_eq!(res[3]["error"], "tool timed out");
+    let t = r.sim.transcript().turn(1).unwrap();
+    assert_eq!(t.completion_reason, "harness_failure");
+    assert_eq!(t.harness_error.as_deref(), Some("tool_result_timeout"));
+}
+
+/// "Commands … each gets a command:result." hangup → ok, then session:end harness_hangup
+/// with duration_ms; "play, and listen with hints, are not supported yet: they get
+/// command:result with ok: false."
+#[test]
+fn commands_hangup_play_listen() {
+    let mut r = Rig::new(Script::new().greeting());
+    r.until(2000);
+    r.send(json!({"type":"command","command_id":"c1","name":"play","args":{"url":"x"}}));
+    r.send(json!({"type":"command","command_id":"c2","name":"listen","args":{"hints":["a"]}}));
+    r.send(json!({"type":"command","command_id":"c3","name":"transfer","args":{}}));
+    let res = r.of("command:result");
+    assert_eq!(
+        res.iter()
+            .map(|v| (v["command_id"].clone(), v["ok"].clone()))
+            .collect::<Vec<_>>(),
+        [
+            (json!("c1"), json!(false)),
+            (json!("c2"), json!(false)),
+            (json!("c3"), json!(false))
+        ]
+    );
+    r.until(2250);
+    r.send(
+        json!({"type":"command","command_id":"c4","name":"hangup","args":{"reason":"resolved"}}),
+    );
+    let tail: Vec<&Value> = r.got.iter().rev().take(2).map(|(_, v)| v).collect();
+    assert_eq!(tail[1]["type"], "command:result");
+    assert_eq!(tail[1]["command_id"], "c4");
+    assert_eq!(tail[1]["ok"], true);
+    assert_eq!(tail[0]["type"], "session:end");
+    assert_eq!(tail[0]["reason"], "harness_hangup");
+    assert_eq!(tail[0]["duration_ms"], 2250);
+    assert!(r.closed && r.sim.is_ended());
+    assert_eq!(
+        r.sim.transcript().turn(1).unwrap().completion_reason,
+        "call_ended"
+    );
+    r.chunk("r9", None, "late");
+    assert_eq!(
+        r.sim
+            .transcript()
+            .violations_of(ViolationKind::AfterEnd)
+            .len(),
+        1
+    );
+}
+
+/// Deadlines: their expiry is recorded as completion_reason harness_failure with a
+/// harness_error.
+#[test]
+fn deadlines_are_recorded_as_harness_failure() {
+    let mut cfg = SimConfig::default();
+    cfg.deadlines = Deadlines::default();
+    cfg.deadlines.first_chunk = Some(Duration::from_secs(2));
+    cfg.deadlines.reply_done = Some(Duration::from_secs(4));
+    let mut r = Rig::with(
+        cfg,
+        Script::new().greeting().say("Hello").say("Anyone?"),
+        |s| s,
+    );
+    r.until(2100);
+    let t = r.sim.transcript().turn(1).unwrap().clone();
+    assert_eq!(
+        (t.completion_reason.as_str(), t.harness_error.as_deref()),
+        ("harness_failure", Some("first_chunk_timeout"))
+    );
+    assert!(r.sim.transcript().turn(2).is_none());
+    // The caller speaks once the failed turn no longer holds the floor; turn 2 starts.
+    r.until(3500);
+    assert_eq!(r.of("turn:start").len(), 2);
+    let t2_start = r
+        .got
+        .iter()
+        .find(|(_, v)| v["type"] == "turn:start" && v["turn_id"] == 2)
+        .unwrap()
+        .0;
+    r.chunk("r2", Some(2), "Hi");
+    r.until(t2_start + 4100);
+    let t = r.sim.transcript().turn(2).unwrap().clone();
+    assert_eq!(t.harness_error.as_deref(), Some("reply_done_timeout"));
+    // turn:start came at a fractional millisecond; the latency is whole milliseconds.
+    let latency = t.first_chunk_ms.unwrap();
+    assert!(
+        (3500 - t2_start - 1..=3500 - t2_start).contains(&latency),
+        "{latency}"
+    );
+    let failed: Vec<_> = std::iter::from_fn(|| r.sim.poll_event())
+        .filter(|e| matches!(e, SimEvent::TurnFailed { .. }))
+        .collect();
+    assert_eq!(failed.len(), 2);
+    // A reply for a failed turn is not spoken.
+    r.chunk("r3", Some(1), "late");
+    assert_eq!(
+        r.sim
+            .transcript()
+            .violations_of(ViolationKind::ClosedTurn)
+            .len(),
+        1
+    );
+}
+
+/// The caller's speech: speech:start, partial transcripts word by word, the final one,
+/// turn:start with the text and language; the transcript keeps first-chunk latency.
+#[test]
+fn caller_speech_and_first_chunk_latency() {
+    let mut cfg = SimConfig::default();
+    cfg.endpointing = Duration::from_millis(300);
+    let mut r = Rig::with(
+        cfg,
+        Script::new().greeting().say("When are you open").hang_up(),
+        |s| s,
+    );
+    r.until(250);
+    r.chunk("r1", Some(1), "Hi.");
+    r.done("r1", Some(1));
+    r.until(60_000);
+    let texts: Vec<(String, bool)> = r
+        .of("transcript")
+        .iter()
+        .map(|v| {
+            (
+                v["text"].as_str().unwrap().to_owned(),
+                v["final"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            ("When".into(), false),
+            ("When are".into(), false),
+            ("When are you".into(), false),
+            ("When are you open".into(), true)
+        ]
+    );
+    let speech = r
+        .got
+        .iter()
+        .find(|(_, v)| v["type"] == "speech:start")
+        .unwrap();
+    assert_eq!(speech.1["turn_id"], 2);
+    assert_eq!(
+        speech.0,
+        250 + 200 + 500,
+        "after Hi. (200 ms) and a 500 ms pause"
+    );
+    let fin = r
+        .got
+        .iter()
+        .find(|(_, v)| v["type"] == "transcript" && v["final"] == true)
+        .unwrap()
+        .0;
+    let ts = r
+        .got
+        .iter()
+        .find(|(_, v)| v["type"] == "turn:start" && v["turn_id"] == 2)
+        .unwrap();
+    assert_eq!(ts.0, fin + 300);
+    assert_eq!(
+        ts.1["input"],
+        json!({"type":"speech","text":"When are you open","language":"en-US"})
+    );
+    assert_eq!(
+        r.sim.transcript().turn(1).unwrap().first_chunk_ms,
+        Some(250)
+    );
+    // No reply to turn 2: it fails at the first-chunk deadline, then the caller hangs up.
+    let end = r.of("session:end")[0];
+    assert_eq!(end["reason"], "caller_hangup");
+    assert!(end["duration_ms"].as_u64().unwrap() > 5000);
+}
+
+/// Ids "must be unique within the call"; "There are no binary frames"; frames that are not
+/// messages: recorded, the call goes on.
+#[test]
+fn rule_breaking_frames_are_recorded_and_the_call_goes_on() {
+    let mut r = Rig::new(Script::new().greeting());
+    r.chunk("r1", Some(1), "One.");
+    r.done("r1", Some(1));
+    r.chunk("r1", Some(1), "Again?");
+    r.sim.handle_binary(r.now);
+    r.sim.handle_frame(r.now, "{not json");
+    r.send(json!({"type":"reply:flourish"}));
+    r.send(json!({"type":"reply:chunk","reply_id":"r2","turn_id":1,"chunk":{"choices":[{"delta":{"content":"x"}}]},"interrupt":false}));
+    r.send(json!({"type":"reply:chunk","reply_id":"r2","turn_id":1,"chunk":{"choices":[]},"interrupt":true}));
+    let v = &r.sim.transcript().violations;
+    let kinds: Vec<ViolationKind> = v.iter().map(|v| v.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            ViolationKind::DeadReply,
+            ViolationKind::Binary,
+            ViolationKind::Malformed,
+            ViolationKind::UnknownType,
+            ViolationKind::InterruptNotFirst
+        ]
+    );
+    r.send(json!({"type":"reply:done","reply_id":"r3","turn_id":1}));
+    r.send(json!({"type":"reply:done","reply_id":"r3","turn_id":1}));
+    assert_eq!(
+        r.sim
+            .transcript()
+            .violations_of(ViolationKind::DuplicateId)
+            .len(),
+        1
+    );
+    let big = "x".repeat(20_000);
+    r.send(json!({"type":"reply:done","reply_id":"r2","turn_id":1,"turn_record":{"note":big}}));
+    assert_eq!(
+        r.sim
+            .transcript()
+            .violations_of(ViolationKind::TurnRecordTooLarge)
+            .len(),
+        1
+    );
+    r.until(5000);
+    assert_eq!(r.sim.transcript().heard(), ["One.", "x"]);
+}
+
+/// The harness closing the socket ends the call; open turns fail.
+#[test]
+fn a_harness_that_closes_the_socket() {
+    let mut r = Rig::new(Script::new().greeting());
+    r.sim.handle_close(r.now, 4000, "unsupported protocol");
+    assert!(r.sim.is_ended());
+    let t = r.sim.transcript();
+    assert_eq!(
+        t.closed_by_harness,
+        Some((4000, "unsupported protocol".into()))
+    );
+    assert_eq!(
+        t.turn(1).unwrap().harness_error.as_deref(),
+        Some("connection_closed")
+    );
+}
+
+/// A reply:done with a turn record: kept in the turn's summary.
+#[test]
+fn the_turn_record_is_kept() {
+    let mut r = Rig::new(Script::new().greeting());
+    r.chunk("r1", Some(1), "Hi.");
+    r.send(json!({"type":"reply:done","reply_id":"r1","turn_id":1,"turn_record":{"route":"chat","model_calls":1}}));
+    let rec = r
+        .sim
+        .transcript()
+        .turn(1)
+        .unwrap()
+        .turn_record
+        .clone()
+        .unwrap();
+    assert_eq!(rec.route.as_deref(), Some("chat"));
+    assert_eq!(rec.extra["model_calls"], 1);
+}
