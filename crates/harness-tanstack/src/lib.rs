@@ -8,7 +8,11 @@
 mod wire;
 pub mod agui;
 pub mod catalog;
+pub mod client;
 pub mod frame;
+pub mod host;
+pub mod http;
+pub mod log;
 pub mod transport;
 
 pub use harness_core;

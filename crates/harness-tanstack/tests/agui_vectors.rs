@@ -2,7 +2,12 @@
 //! `@ag-ui/core` on npm): every case decodes with the TypeScript verdict (`ts_valid`, the
 //! stricter; the issue says to follow it where the two differ), and every valid case
 //! re-encodes to JSON equal to the library's and to its exact `sse` bytes.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::field_reassign_with_default
+)]
 
 use harness_tanstack::agui::{EVENT_TYPES, Event, RunAgentInput};
 use serde_json::Value;

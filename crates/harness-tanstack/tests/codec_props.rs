@@ -1,6 +1,11 @@
 //! Property tests of the codecs: any chunking of the same bytes gives the same frames,
 //! encode → decode round-trips, and arbitrary bytes never panic a decoder.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::field_reassign_with_default
+)]
 
 use harness_core::Cursor;
 use harness_tanstack::agui::Event;

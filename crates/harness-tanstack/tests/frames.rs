@@ -1,6 +1,11 @@
 //! Frames, the catalog and the transports against the words and examples of the spec
 //! (tanstack-harness-wire-protocol.md, version 2).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::field_reassign_with_default
+)]
 
 use harness_core::Cursor;
 use harness_tanstack::Json;

@@ -1,0 +1,548 @@
+//! The client side, sans-IO: subscribe with the last cursor, inputs with `requestId` and
+//! `inputId` (the same `inputId` when a lost answer is retried), receipts matched to their
+//! requests, cursor tracking, the gap procedure, close and error codes mapped to what to
+//! do, idle detection, and the run tree.
+//!
+//! ```
+//! use std::time::Instant;
+//! use harness_tanstack::client::{Client, ClientConfig, ClientEvent};
+//! use harness_tanstack::frame::Input;
+//!
+//! let now = Instant::now();
+//! let mut c = Client::new(ClientConfig::new("thread-1"));
+//! c.connect(now);                                    // socket / stdio: a subscribe frame
+//! assert_eq!(c.poll_transmit().unwrap(), r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#);
+//! c.handle_frame(now, r#"{"type":"harness.hello","v":2,"threadId":"thread-1"}"#);
+//! let req = c.send_input(now, Input::prompt("Hello"));
+//! let sent = c.poll_transmit().unwrap();
+//! assert!(sent.contains(r#""requestId":"req-1""#) && sent.contains(r#""inputId":"#));
+//! c.handle_frame(now, r#"{"type":"harness.event","cursor":"4","threadId":"thread-1","operationId":"op-1","event":{"type":"TEXT_MESSAGE_CONTENT","messageId":"m-1","delta":"Hi"}}"#);
+//! let events: Vec<_> = std::iter::from_fn(|| c.poll_event()).collect();
+//! assert!(matches!(&events[0], ClientEvent::Hello { .. }));
+//! assert!(matches!(&events[1], ClientEvent::Event(e) if e.cursor == "4"));
+//! assert_eq!(c.last_cursor().map(|c| c.as_str()), Some("4"));
+//! # let _ = req;
+//! ```
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use harness_core::Cursor;
+
+use crate::agui::Event;
+use crate::catalog::{Gap, GapReason, HarnessEvent};
+use crate::frame::{
+    self, ClientFrame, ErrorCode, FrameError, HostFrame, Input, InputFrame, ReceiptStatus,
+    SnapshotRequest, Subscribe, close,
+};
+use crate::transport::SseFrameDecoder;
+
+/// How a client behaves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientConfig {
+    /// The thread to read.
+    pub thread_id: String,
+    /// No bytes for this long: the connection is dead, reconnect ("`createHarnessClient`
+    /// connects again when no bytes come for 60 s (its `idleTimeoutMs`)"). Default 60 s.
+    pub idle_timeout: Duration,
+    /// The protocol version to ask for (2).
+    pub version: i64,
+    /// How many delivered cursors to remember to drop a replayed event. Default 4096.
+    pub dedup_window: usize,
+}
+
+impl ClientConfig {
+    /// A client of this thread with the defaults.
+    pub fn new(thread_id: impl Into<String>) -> Self {
+        ClientConfig {
+            thread_id: thread_id.into(),
+            idle_timeout: Duration::from_secs(60),
+            version: frame::PROTOCOL_VERSION,
+            dedup_window: 4096,
+        }
+    }
+}
+
+/// What the application must do after a close or an error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing: the stream goes on.
+    Continue,
+    /// Sign in again (4401, `unauthorized`).
+    SignIn,
+    /// Stop: the user cannot read the thread (4403, `forbidden`), or the server speaks
+    /// another version (4400, `unsupported_version`).
+    Stop,
+    /// Subscribe again from the last cursor (4408 `slow_consumer`, 1011 feed ended,
+    /// `internal` read failure).
+    Resubscribe {
+        /// The cursor to send (`from` / `Last-Event-ID`).
+        from: Option<Cursor>,
+    },
+    /// The connection died (no bytes for the idle timeout, or it closed with another code):
+    /// connect again from the last cursor.
+    Reconnect {
+        /// The cursor to send.
+        from: Option<Cursor>,
+    },
+}
+
+/// One event of the session, delivered once.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeliveredEvent {
+    /// Its cursor.
+    pub cursor: Cursor,
+    /// The run that made it.
+    pub operation_id: String,
+    /// The parent of that run in the run tree (`parentRunId` of its `RUN_STARTED`), when known.
+    pub parent_run_id: Option<String>,
+    /// The AG-UI event.
+    pub event: Event,
+}
+
+/// The gap procedure, as an instruction: "1. Delete the state that you built from events.
+/// 2. Load `GET snapshot` and `GET transcript` again. On the socket, send
+/// `harness.snapshot`. 3. Store `resumeAt` as your cursor, and continue to read the
+/// stream." The client has done step 3 (and queued `harness.snapshot` on a socket).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resync {
+    /// The cursor the client sent.
+    pub from: Cursor,
+    /// The new cursor.
+    pub resume_at: Cursor,
+    /// `truncated` or `evicted`.
+    pub reason: GapReason,
+}
+
+/// The answer to one input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputAnswer {
+    /// The request it answers.
+    pub request_id: String,
+    /// The input's id (the one the client sent).
+    pub input_id: String,
+    /// `accepted`, `queued` or `rejected`.
+    pub status: ReceiptStatus,
+    /// The run.
+    pub operation_id: Option<String>,
+    /// Why it was rejected.
+    pub reason: Option<String>,
+}
+
+/// What the client tells the application.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+#[allow(clippy::large_enum_variant)]
+pub enum ClientEvent {
+    /// The host accepted the subscribe.
+    Hello {
+        /// Its version.
+        v: Option<i64>,
+    },
+    /// An event of the session (never twice).
+    Event(DeliveredEvent),
+    /// Events are missing: do the gap procedure (see [`Resync`]).
+    Gap(Resync),
+    /// The answer to an input.
+    Receipt(InputAnswer),
+    /// The snapshot the client asked for.
+    Snapshot(crate::Json),
+    /// A `harness.error`, with what to do.
+    Error {
+        /// Its code.
+        code: Option<ErrorCode>,
+        /// For people.
+        message: String,
+        /// The request it is about.
+        request_id: Option<String>,
+        /// What to do.
+        action: Action,
+    },
+    /// The connection is over: do this.
+    Closed(Action),
+    /// A frame that does not read (kept for logs; the stream goes on).
+    BadFrame(FrameError),
+}
+
+#[derive(Clone, Debug)]
+struct Pending {
+    input_id: String,
+    input: Input,
+}
+
+/// The sans-IO client of one thread.
+#[derive(Debug)]
+pub struct Client {
+    cfg: ClientConfig,
+    connected: bool,
+    last_cursor: Option<Cursor>,
+    last_bytes: Option<Instant>,
+    pending: HashMap<String, Pending>,
+    next_request: u64,
+    next_input: u64,
+    events: VecDeque<ClientEvent>,
+    out: VecDeque<String>,
+    parents: HashMap<String, Option<String>>,
+    seen: HashSet<Cursor>,
+    seen_order: VecDeque<Cursor>,
+    sse: SseFrameDecoder,
+    socket: bool,
+}
+
+impl Client {
+    /// A client.
+    pub fn new(cfg: ClientConfig) -> Self {
+        Client {
+            cfg,
+            connected: false,
+            last_cursor: None,
+            last_bytes: None,
+            pending: HashMap::new(),
+            next_request: 0,
+            next_input: 0,
+            events: VecDeque::new(),
+            out: VecDeque::new(),
+            parents: HashMap::new(),
+            seen: HashSet::new(),
+            seen_order: VecDeque::new(),
+            sse: SseFrameDecoder::new(),
+            socket: true,
+        }
+    }
+
+    /// A client that resumes from a stored cursor.
+    pub fn resume(cfg: ClientConfig, cursor: Cursor) -> Self {
+        let mut c = Client::new(cfg);
+        c.last_cursor = Some(cursor);
+        c
+    }
+
+    /// The last cursor: store it, send it back.
+    pub fn last_cursor(&self) -> Option<&Cursor> {
+        self.last_cursor.as_ref()
+    }
+
+    /// Whether a connection is up.
+    pub fn is_connected(&self) -> bool {
+        self.connected
+    }
+
+    /// The parent of each run seen (`parentRunId` of its `RUN_STARTED`; `None`: top-level).
+    pub fn run_tree(&self) -> &HashMap<String, Option<String>> {
+        &self.parents
+    }
+
+    /// Starts a socket or stdio connection: queues `harness.subscribe` with the last cursor.
+    pub fn connect(&mut self, now: Instant) {
+        self.socket = true;
+        self.connected = true;
+        self.last_bytes = Some(now);
+        let sub = ClientFrame::Subscribe(Subscribe {
+            thread_id: self.cfg.thread_id.clone(),
+            from: self.last_cursor.clone(),
+            v: Some(self.cfg.version),
+            ..Subscribe::default()
+        });
+        self.out.push_back(sub.to_json());
+    }
+
+    /// Starts an SSE connection: the query string of `GET events` and the `Last-Event-ID`
+    /// header to send.
+    pub fn connect_sse(&mut self, now: Instant) -> (String, Option<String>) {
+        self.socket = false;
+        self.connected = true;
+        self.last_bytes = Some(now);
+        self.sse = SseFrameDecoder::new();
+        let query = format!(
+            "threadId={}&v={}",
+            percent(&self.cfg.thread_id),
+            self.cfg.version
+        );
+        (
+            query,
+            self.last_cursor.as_ref().map(|c| c.as_str().to_owned()),
+        )
+    }
+
+    /// Sends an input: a new `requestId`, and an `inputId` (kept when the input has one).
+    /// Returns the `requestId`.
+    pub fn send_input(&mut self, now: Instant, mut input: Input) -> String {
+        let input_id = match input.input_id() {
+            Some(id) => id.to_owned(),
+            None => {
+                self.next_input += 1;
+                let id = format!("{}-in-{}", self.cfg.thread_id, self.next_input);
+                input.set_input_id(id.clone());
+                id
+            }
+        };
+        let _ = now;
+        self.send_frame(input_id, input)
+    }
+
+    fn send_frame(&mut self, input_id: String, input: Input) -> String {
+        self.next_request += 1;
+        let request_id = format!("req-{}", self.next_request);
+        let frame = ClientFrame::Input(InputFrame {
+            request_id: Some(request_id.clone()),
+            input: input.clone(),
+            ..InputFrame::default()
+        });
+        self.out.push_back(frame.to_json());
+        self.pending
+            .insert(request_id.clone(), Pending { input_id, input });
+        request_id
+    }
+
+    /// Sends again every input that has no answer yet (after a reconnect): a new
+    /// `requestId`, the same `inputId`, so the host runs it once.
+    pub fn retry_pending(&mut self) -> Vec<String> {
+        let mut p: Vec<(String, Pending)> = self.pending.drain().collect();
+        p.sort_by(|a, b| a.0.cmp(&b.0));
+        p.into_iter()
+            .map(|(_, p)| self.send_frame(p.input_id, p.input))
+            .collect()
+    }
+
+    /// Inputs without an answer, by `requestId`.
+    pub fn pending_inputs(&self) -> Vec<(&str, &str)> {
+        self.pending
+            .iter()
+            .map(|(r, p)| (r.as_str(), p.input_id.as_str()))
+            .collect()
+    }
+
+    /// The body of `POST control` for an input (with an `inputId`), and that id.
+    pub fn control_body(&mut self, mut input: Input) -> (String, String) {
+        let input_id = match input.input_id() {
+            Some(id) => id.to_owned(),
+            None => {
+                self.next_input += 1;
+                let id = format!("{}-in-{}", self.cfg.thread_id, self.next_input);
+                input.set_input_id(id.clone());
+                id
+            }
+        };
+        let body = serde_json::json!({ "threadId": self.cfg.thread_id, "input": input });
+        (body.to_string(), input_id)
+    }
+
+    /// Asks for the snapshot (socket and stdio).
+    pub fn request_snapshot(&mut self) {
+        self.out
+            .push_back(ClientFrame::Snapshot(SnapshotRequest::default()).to_json());
+    }
+
+    /// SSE bytes of `GET events`.
+    pub fn handle_sse_bytes(&mut self, now: Instant, bytes: &[u8]) {
+        self.last_bytes = Some(now);
+        self.sse.push(bytes);
+        loop {
+            match self.sse.poll_frame() {
+                Ok(Some(f)) => self.handle_host_frame(now, f),
+                Ok(None) => break,
+                Err(crate::transport::TransportError::Frame(e)) => {
+                    self.events.push_back(ClientEvent::BadFrame(e))
+                }
+                Err(e) => self.events.push_back(ClientEvent::BadFrame(FrameError {
+                    message: e.to_string(),
+                    request_id: None,
+                })),
+            }
+        }
+    }
+
+    /// One frame (a WebSocket text frame, an NDJSON line).
+    pub fn handle_frame(&mut self, now: Instant, text: &str) {
+        self.last_bytes = Some(now);
+        match HostFrame::from_json(text) {
+            Ok(f) => self.handle_host_frame(now, f),
+            Err(e) => self.events.push_back(ClientEvent::BadFrame(e)),
+        }
+    }
+
+    fn handle_host_frame(&mut self, _now: Instant, f: HostFrame) {
+        match f {
+            HostFrame::Hello(h) => self.events.push_back(ClientEvent::Hello { v: h.v }),
+            HostFrame::Event(ev) => {
+                if self.seen.contains(&ev.cursor) {
+                    return; // replayed: delivered once already
+                }
+                self.remember(ev.cursor.clone());
+                self.last_cursor = Some(ev.cursor.clone());
+                if let Some(Ok(HarnessEvent::Gap(Gap {
+                    from,
+                    resume_at,
+                    reason,
+                    ..
+                }))) = HarnessEvent::from_event(&ev.event)
+                {
+                    // Step 3 is ours: store resumeAt. Step 2 on a socket: ask for the snapshot.
+                    self.last_cursor = Some(resume_at.clone());
+                    if self.socket {
+                        self.request_snapshot();
+                    }
+                    self.events.push_back(ClientEvent::Gap(Resync {
+                        from,
+                        resume_at,
+                        reason,
+                    }));
+                    return;
+                }
+                if let Event::RunStarted(r) = &ev.event {
+                    self.parents
+                        .insert(r.run_id.clone(), r.parent_run_id.clone());
+                }
+                let parent = self.parents.get(&ev.operation_id).cloned().flatten();
+                self.events.push_back(ClientEvent::Event(DeliveredEvent {
+                    cursor: ev.cursor,
+                    operation_id: ev.operation_id,
+                    parent_run_id: parent,
+                    event: ev.event,
+                }));
+            }
+            HostFrame::Receipt(r) => {
+                let p = self.pending.remove(&r.request_id);
+                self.events.push_back(ClientEvent::Receipt(InputAnswer {
+                    input_id: r.input_id.or(p.map(|p| p.input_id)).unwrap_or_default(),
+                    request_id: r.request_id,
+                    status: r.status,
+                    operation_id: r.operation_id,
+                    reason: r.reason,
+                }));
+            }
+            HostFrame::Snapshot(s) => self.events.push_back(ClientEvent::Snapshot(s.snapshot)),
+            HostFrame::Error(e) => {
+                let for_input = e
+                    .request_id
+                    .as_ref()
+                    .map(|r| self.pending.contains_key(r))
+                    .unwrap_or(false);
+                if for_input {
+                    if let Some(r) = &e.request_id {
+                        self.pending.remove(r);
+                    }
+                }
+                let action = match (&e.code, for_input) {
+                    (_, true) => Action::Continue,
+                    (Some(ErrorCode::Unauthorized), _) => Action::SignIn,
+                    (Some(ErrorCode::Forbidden) | Some(ErrorCode::UnsupportedVersion), _) => {
+                        Action::Stop
+                    }
+                    (Some(ErrorCode::SlowConsumer) | Some(ErrorCode::Internal), _) => {
+                        Action::Resubscribe {
+                            from: self.last_cursor.clone(),
+                        }
+                    }
+                    _ => Action::Continue,
+                };
+                if action != Action::Continue {
+                    self.connected = false;
+                }
+                self.events.push_back(ClientEvent::Error {
+                    code: e.code,
+                    message: e.message,
+                    request_id: e.request_id,
+                    action,
+                });
+            }
+            HostFrame::Ping(_) | HostFrame::Unknown(_) => {}
+        }
+    }
+
+    fn remember(&mut self, c: Cursor) {
+        self.seen.insert(c.clone());
+        self.seen_order.push_back(c);
+        while self.seen_order.len() > self.cfg.dedup_window {
+            if let Some(old) = self.seen_order.pop_front() {
+                self.seen.remove(&old);
+            }
+        }
+    }
+
+    /// The connection closed (a WebSocket close code; `None` for an SSE or stdio end).
+    /// Returns what to do, and reports it as [`ClientEvent::Closed`].
+    pub fn handle_close(&mut self, _now: Instant, code: Option<u16>) -> Action {
+        if !self.connected {
+            return Action::Continue;
+        }
+        self.connected = false;
+        let from = self.last_cursor.clone();
+        let action = match code {
+            Some(close::UNAUTHORIZED) => Action::SignIn,
+            Some(close::FORBIDDEN) | Some(close::UNSUPPORTED_VERSION) => Action::Stop,
+            Some(close::SLOW_CONSUMER) | Some(close::FEED_ENDED) => Action::Resubscribe { from },
+            _ => Action::Reconnect { from },
+        };
+        self.events.push_back(ClientEvent::Closed(action.clone()));
+        action
+    }
+
+    /// The answer of `POST control`: a receipt, or an HTTP error.
+    pub fn handle_control_answer(
+        &mut self,
+        status: u16,
+        body: &str,
+    ) -> Result<InputAnswer, Action> {
+        match status {
+            200 => match serde_json::from_str::<frame::Receipt>(body) {
+                Ok(r) => Ok(InputAnswer {
+                    request_id: String::new(),
+                    input_id: r.input_id,
+                    status: r.status,
+                    operation_id: r.operation_id,
+                    reason: r.reason,
+                }),
+                Err(_) => Err(Action::Continue),
+            },
+            401 => Err(Action::SignIn),
+            403 => Err(Action::Stop),
+            _ => Err(Action::Continue),
+        }
+    }
+
+    /// Idle detection: no bytes for `idle_timeout` means a dead connection.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let idle = self
+            .last_bytes
+            .map(|t| now.saturating_duration_since(t) >= self.cfg.idle_timeout);
+        if self.connected && idle == Some(true) {
+            self.connected = false;
+            let action = Action::Reconnect {
+                from: self.last_cursor.clone(),
+            };
+            self.events.push_back(ClientEvent::Closed(action));
+        }
+    }
+
+    /// When to call [`handle_timeout`](Self::handle_timeout).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.connected {
+            self.last_bytes.map(|t| t + self.cfg.idle_timeout)
+        } else {
+            None
+        }
+    }
+
+    /// The next thing to tell the application.
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.events.pop_front()
+    }
+
+    /// The next frame to send (socket and stdio).
+    pub fn poll_transmit(&mut self) -> Option<String> {
+        self.out.pop_front()
+    }
+}
+
+fn percent(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

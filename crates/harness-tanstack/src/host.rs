@@ -1,0 +1,1927 @@
+//! The host side, sans-IO: threads and their event logs, the subscribe handshake, inputs
+//! and receipts, `inputId` idempotency, resume from a cursor, gaps, heartbeats and
+//! back-pressure, with time passed in.
+//!
+//! The run loop (after quinn-proto and str0m): feed what happens in (`open_sse`,
+//! `connect`, `handle_frame`, `control`, `sent`, `emit`, `finish_turn`, `handle_timeout`),
+//! then drain [`Host::poll_event`] (which connections to wake, which ones to close, which
+//! turns to start or cancel) and, for each woken connection, [`Host::poll_transmit`] until it
+//! returns `None`. Call [`Host::handle_timeout`] at [`Host::poll_timeout`].
+//!
+//! ```
+//! use std::time::Instant;
+//! use harness_tanstack::host::{Host, HostConfig, HostEvent, Transport};
+//! use harness_tanstack::log::MemoryLog;
+//!
+//! let now = Instant::now();
+//! let mut host = Host::new(HostConfig::default(), MemoryLog::default());
+//!
+//! // POST control: the first prompt makes the thread and starts a turn.
+//! let answer = host.control(now, None, br#"{"threadId":"thread-1","input":{"op":"prompt","message":"Hello"}}"#, "req-1", None);
+//! assert_eq!(answer.status, 200);
+//! assert!(answer.body.contains(r#""status":"accepted""#));
+//! let Some(HostEvent::StartTurn(turn)) = std::iter::from_fn(|| host.poll_event())
+//!     .find(|e| matches!(e, HostEvent::StartTurn(_))) else { panic!() };
+//!
+//! // The driver streams the turn's events; the host logs them and fans them out.
+//! host.emit(now, "thread-1", &turn.operation_id, harness_tanstack::agui::Event::text_content("m-1", "Hi")).unwrap();
+//!
+//! // GET events: hello, then every event of the thread from the first one.
+//! let conn = host.open_sse(now, Some("thread-1"), Some("2"), None, None, None, "req-2").unwrap();
+//! let first = host.poll_transmit(now, conn).unwrap();
+//! assert_eq!(&first[..], b"data: {\"type\":\"harness.hello\",\"v\":2,\"threadId\":\"thread-1\"}\n\n");
+//! ```
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Instant;
+
+use bytes::Bytes;
+use harness_core::Cursor;
+use harness_core::message::{Message as CoreMessage, Role};
+
+use crate::Json;
+use crate::agui::{
+    self, Content, Custom, Event, RunError, RunFinished, RunFinishedOutcome, RunStarted,
+    TextMessageEnd,
+};
+use crate::catalog::{self, Delivery, HarnessEvent, InputOutcome, OperationKind};
+use crate::frame::{
+    self, ActiveOperation, ClientFrame, ControlRequest, ErrorCode, Hello, HostFrame, Input,
+    Receipt, ReceiptFrame, ReceiptStatus, SessionSnapshot, SnapshotFrame, WaitingInput, close,
+};
+use crate::http::{HttpAnswer, StreamConfig};
+use crate::log::{EventLog, LogError, LogRecord, MemoryLog};
+use crate::transport::sse_encode;
+
+/// Who may do what.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum AccessPolicy {
+    /// No login (the stdio worker: "Every input runs with no user").
+    #[default]
+    Open,
+    /// A user is required (`getUser` returning no user is `401` / close 4401), and a thread
+    /// belongs to the user who made it (`membersOnly()`): anyone else gets `403` / 4403.
+    MembersOnly,
+}
+
+/// How a host behaves.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// The stream values.
+    pub stream: StreamConfig,
+    /// Who may do what.
+    pub access: AccessPolicy,
+    /// Agents an `agent` input may run (any other: rejected `unknown_agent`).
+    pub agents: Vec<String>,
+    /// The protocol version the host speaks (2).
+    pub version: i64,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            stream: StreamConfig::default(),
+            access: AccessPolicy::Open,
+            agents: Vec::new(),
+            version: frame::PROTOCOL_VERSION,
+        }
+    }
+}
+
+/// A connection of the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u64);
+
+/// How a connection carries frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// `GET events` / `GET host-events`: SSE.
+    Sse,
+    /// The WebSocket: text frames.
+    WebSocket,
+    /// The stdio worker: NDJSON lines, no heartbeat, no limits.
+    Stdio,
+}
+
+/// A turn to run: the driver runs the harness and feeds its events back with
+/// [`Host::emit`], then calls [`Host::finish_turn`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnRequest {
+    /// The thread.
+    pub thread_id: String,
+    /// The run (`operationId`, the AG-UI `runId`).
+    pub operation_id: String,
+    /// The input that started it.
+    pub input_id: String,
+    /// `chat` or `agent`.
+    pub kind: OperationKind,
+    /// The agent of an `agent` input.
+    pub agent: Option<String>,
+    /// The new user message.
+    pub message: CoreMessage,
+    /// The conversation before it.
+    pub history: Vec<CoreMessage>,
+    /// The `traceparent` of the input, when valid.
+    pub traceparent: Option<String>,
+}
+
+/// Something the application must act on.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum HostEvent {
+    /// A connection has frames to send: drain [`Host::poll_transmit`].
+    Wake(ConnId),
+    /// Close a connection (after sending what `poll_transmit` still gives). `code` is the
+    /// WebSocket close code; an SSE or stdio stream just ends.
+    Close {
+        /// The connection.
+        conn: ConnId,
+        /// The WebSocket close code.
+        code: u16,
+        /// Why.
+        reason: String,
+    },
+    /// Run a turn.
+    StartTurn(TurnRequest),
+    /// Cancel a running turn: drop its future, then call [`Host::finish_turn`] with
+    /// [`TurnOutcome::Cancelled`].
+    CancelTurn {
+        /// The thread.
+        thread_id: String,
+        /// The run.
+        operation_id: String,
+    },
+}
+
+/// How a turn ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TurnOutcome {
+    /// It completed.
+    Completed,
+    /// It failed.
+    Failed {
+        /// For people.
+        message: String,
+        /// For code (e.g. `timeout`).
+        code: Option<String>,
+    },
+    /// It was cancelled.
+    Cancelled,
+}
+
+/// Why a host call failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// The event log failed.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// No such connection.
+    #[error("unknown connection {0:?}")]
+    UnknownConnection(ConnId),
+}
+
+#[derive(Clone, Debug)]
+struct Waiting {
+    input_id: String,
+    delivery: Delivery,
+    input: Input,
+    traceparent: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+struct Running {
+    operation_id: String,
+    input_id: String,
+    kind: OperationKind,
+    /// The AG-UI conversation of `POST run` waiting on this run.
+    open_message: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Thread {
+    owner: Option<String>,
+    running: Option<Running>,
+    waiting: VecDeque<Waiting>,
+    /// Receipts of idempotent inputs, by `inputId`.
+    receipts: HashMap<String, Receipt>,
+    transcript: Vec<agui::Message>,
+    history: Vec<CoreMessage>,
+    /// The user message of each accepted input, until it is applied.
+    pending: HashMap<String, String>,
+    /// The text of assistant messages being streamed, by message id.
+    streaming: HashMap<String, String>,
+    /// Runs whose `RUN_STARTED` had a `parentRunId`: the run tree.
+    parents: HashMap<String, Option<String>>,
+}
+
+#[derive(Debug)]
+enum ConnState {
+    /// A socket before its `harness.subscribe`.
+    AwaitSubscribe,
+    /// Streaming a thread: `pos` is the last sequence number sent.
+    Thread {
+        thread: String,
+        pos: u64,
+        /// A cursor the log cannot place: send a gap before anything else.
+        force_gap: Option<Cursor>,
+    },
+    /// `GET host-events`.
+    HostEvents { pos: u64 },
+    /// `POST run` / `GET run`: the plain AG-UI events of one run.
+    Run {
+        thread: String,
+        operation_id: String,
+        pos: u64,
+    },
+    /// Closed: nothing more is sent.
+    Closed,
+}
+
+#[derive(Debug)]
+struct Conn {
+    transport: Transport,
+    user: Option<String>,
+    request_id: String,
+    state: ConnState,
+    /// Frames that go before the log (hello, receipts, errors, pings).
+    out: VecDeque<Bytes>,
+    /// Bytes handed out and not yet reported sent.
+    in_flight: usize,
+    blocked_since: Option<Instant>,
+    last_write: Instant,
+    /// Close after `out` is drained.
+    close_after: Option<(u16, String)>,
+    next_request: u64,
+}
+
+/// The thread id under which `GET host-events` keeps its own log.
+const HOST_EVENTS: &str = "";
+
+/// The sans-IO host. See the [module docs](self) for the run loop.
+pub struct Host<L: EventLog> {
+    cfg: HostConfig,
+    log: L,
+    host_log: MemoryLog,
+    threads: HashMap<String, Thread>,
+    conns: HashMap<ConnId, Conn>,
+    /// Connections by the thread they stream (for fan-out wakes).
+    watchers: HashMap<String, HashSet<ConnId>>,
+    events: VecDeque<HostEvent>,
+    woken: HashSet<ConnId>,
+    next_conn: u64,
+    next_op: u64,
+    next_input: u64,
+}
+
+impl<L: EventLog> std::fmt::Debug for Host<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("threads", &self.threads.len())
+            .field("conns", &self.conns.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L: EventLog> Host<L> {
+    /// A host over a log. Threads the log already has (a durable log after a restart) are
+    /// rebuilt from their records: their transcript, and ids that do not collide.
+    pub fn new(cfg: HostConfig, mut log: L) -> Self {
+        let mut threads = HashMap::new();
+        let mut next_op = 0u64;
+        for id in log.threads() {
+            let mut t = Thread::default();
+            let (first, head) = (log.first_seq(&id), log.head_seq(&id));
+            for seq in first..=head {
+                if let Ok(Some(rec)) = log.get(&id, seq) {
+                    if let Some(n) = rec
+                        .operation_id
+                        .strip_prefix("op-")
+                        .and_then(|n| n.parse::<u64>().ok())
+                    {
+                        next_op = next_op.max(n);
+                    }
+                    if let Ok(ev) = rec.event() {
+                        t.observe(&ev);
+                    }
+                }
+            }
+            threads.insert(id, t);
+        }
+        Host {
+            cfg,
+            log,
+            host_log: MemoryLog::new(10_000, 16 << 20),
+            threads,
+            conns: HashMap::new(),
+            watchers: HashMap::new(),
+            events: VecDeque::new(),
+            woken: HashSet::new(),
+            next_conn: 0,
+            next_op,
+            next_input: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &HostConfig {
+        &self.cfg
+    }
+
+    /// The log.
+    pub fn log(&self) -> &L {
+        &self.log
+    }
+
+    /// The log, mutably (to truncate a durable log, for example).
+    pub fn log_mut(&mut self) -> &mut L {
+        &mut self.log
+    }
+
+    /// Whether the thread has a session.
+    pub fn has_thread(&self, thread_id: &str) -> bool {
+        self.threads.contains_key(thread_id)
+    }
+
+    /// The next thing the application must do.
+    pub fn poll_event(&mut self) -> Option<HostEvent> {
+        if let Some(e) = self.events.pop_front() {
+            return Some(e);
+        }
+        let id = *self.woken.iter().next()?;
+        self.woken.remove(&id);
+        Some(HostEvent::Wake(id))
+    }
+
+    // ---- connections -----------------------------------------------------------------
+
+    fn new_conn(
+        &mut self,
+        now: Instant,
+        transport: Transport,
+        user: Option<String>,
+        request_id: &str,
+        state: ConnState,
+    ) -> ConnId {
+        self.next_conn += 1;
+        let id = ConnId(self.next_conn);
+        self.conns.insert(
+            id,
+            Conn {
+                transport,
+                user,
+                request_id: request_id.to_owned(),
+                state,
+                out: VecDeque::new(),
+                in_flight: 0,
+                blocked_since: None,
+                last_write: now,
+                close_after: None,
+                next_request: 0,
+            },
+        );
+        id
+    }
+
+    fn watch(&mut self, thread: &str, id: ConnId) {
+        self.watchers
+            .entry(thread.to_owned())
+            .or_default()
+            .insert(id);
+    }
+
+    fn wake(&mut self, id: ConnId) {
+        self.woken.insert(id);
+    }
+
+    fn wake_thread(&mut self, thread: &str) {
+        if let Some(w) = self.watchers.get(thread) {
+            self.woken.extend(w.iter().copied());
+        }
+    }
+
+    fn queue(&mut self, id: ConnId, frame: &HostFrame) {
+        if let Some(c) = self.conns.get_mut(&id) {
+            let bytes = render(c.transport, frame);
+            c.out.push_back(bytes);
+            self.woken.insert(id);
+        }
+    }
+
+    fn close_conn(&mut self, id: ConnId, code: u16, reason: &str) {
+        if let Some(c) = self.conns.get_mut(&id) {
+            if c.close_after.is_none() && !matches!(c.state, ConnState::Closed) {
+                c.close_after = Some((code, reason.to_owned()));
+                self.woken.insert(id);
+            }
+        }
+    }
+
+    fn error(&mut self, id: ConnId, code: ErrorCode, message: &str, request_id: &str) {
+        self.queue(id, &HostFrame::error(code, message, request_id));
+    }
+
+    /// `GET events?threadId=&v=&from=` (and `Last-Event-ID`): opens the session stream.
+    ///
+    /// `Err` is the HTTP answer to send instead of a stream (`400` no `threadId`, `401` no
+    /// user, `403` forbidden, `404` a thread with no session on a host with access).
+    #[allow(clippy::too_many_arguments)]
+    pub fn open_sse(
+        &mut self,
+        now: Instant,
+        thread_id: Option<&str>,
+        v: Option<&str>,
+        from: Option<&str>,
+        last_event_id: Option<&str>,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> Result<ConnId, HttpAnswer> {
+        if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
+            return Err(HttpAnswer::error(401, "unauthorized", request_id));
+        }
+        let Some(thread) = thread_id.filter(|t| !t.is_empty()) else {
+            return Err(HttpAnswer::error(400, "threadId is required", request_id));
+        };
+        match self.threads.get(thread) {
+            None if self.cfg.access == AccessPolicy::MembersOnly => {
+                return Err(HttpAnswer::error(404, "not_found", request_id));
+            }
+            Some(t) if !may_read(&self.cfg.access, t, user) => {
+                return Err(HttpAnswer::error(403, "forbidden", request_id));
+            }
+            _ => {}
+        }
+        let id = self.new_conn(
+            now,
+            Transport::Sse,
+            user.map(str::to_owned),
+            request_id,
+            ConnState::AwaitSubscribe,
+        );
+        // "On SSE, send it as the `Last-Event-ID` header, or as `?from=`. When you send both, the header wins."
+        let cursor = last_event_id.or(from).filter(|c| !c.is_empty());
+        let v = v.map(|s| s.trim().parse::<i64>().unwrap_or(-1));
+        self.subscribe(now, id, thread, cursor.map(Cursor::new), v, request_id);
+        Ok(id)
+    }
+
+    /// `GET host-events?v=`: status changes and session list changes, as SSE.
+    pub fn open_host_events(
+        &mut self,
+        now: Instant,
+        v: Option<&str>,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> Result<ConnId, HttpAnswer> {
+        if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
+            return Err(HttpAnswer::error(401, "unauthorized", request_id));
+        }
+        let pos = self.host_log.head_seq(HOST_EVENTS);
+        let id = self.new_conn(
+            now,
+            Transport::Sse,
+            user.map(str::to_owned),
+            request_id,
+            ConnState::HostEvents { pos },
+        );
+        if let Some(v) = v.map(|s| s.trim().parse::<i64>().unwrap_or(-1)) {
+            if v != self.cfg.version {
+                self.unsupported(id, v, request_id);
+                return Ok(id);
+            }
+        }
+        // "Its `harness.hello` frame has no `threadId`."
+        let hello = HostFrame::Hello(Hello {
+            v: Some(self.cfg.version),
+            ..Hello::default()
+        });
+        self.queue(id, &hello);
+        self.watch(HOST_EVENTS, id);
+        Ok(id)
+    }
+
+    /// A WebSocket or stdio connection. The user comes from the upgrade request (none on
+    /// stdio). The first frame must then be `harness.subscribe`.
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        transport: Transport,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> ConnId {
+        let id = self.new_conn(
+            now,
+            transport,
+            user.map(str::to_owned),
+            request_id,
+            ConnState::AwaitSubscribe,
+        );
+        if transport == Transport::WebSocket
+            && self.cfg.access == AccessPolicy::MembersOnly
+            && user.is_none()
+        {
+            // "`4401` | `getUser` refused the user."
+            self.error(
+                id,
+                ErrorCode::Unauthorized,
+                "Sign in to read this thread.",
+                request_id,
+            );
+            self.close_conn(id, close::UNAUTHORIZED, "unauthorized");
+        }
+        id
+    }
+
+    fn unsupported(&mut self, id: ConnId, v: i64, request_id: &str) {
+        let msg = format!(
+            "Protocol version {v} is not supported. This host speaks version {}.",
+            self.cfg.version
+        );
+        self.error(id, ErrorCode::UnsupportedVersion, &msg, request_id);
+        self.close_conn(id, close::UNSUPPORTED_VERSION, "unsupported_version");
+    }
+
+    fn subscribe(
+        &mut self,
+        _now: Instant,
+        id: ConnId,
+        thread: &str,
+        from: Option<Cursor>,
+        v: Option<i64>,
+        request_id: &str,
+    ) {
+        if let Some(v) = v {
+            if v != self.cfg.version {
+                self.unsupported(id, v, request_id);
+                return;
+            }
+        }
+        let (first, head) = (self.log.first_seq(thread), self.log.head_seq(thread));
+        let (pos, force_gap) = match &from {
+            // "With no cursor, the stream starts at the first event of the thread."
+            None => (first.saturating_sub(1), None),
+            Some(c) => match c.as_str().parse::<u64>() {
+                Ok(n) if n <= head || (n == 0) => (n, None),
+                // A cursor this log never handed out (another server, or a memory host that
+                // restarted): the events after it cannot be placed.
+                _ => (first.saturating_sub(1), Some(c.clone())),
+            },
+        };
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.state = ConnState::Thread {
+                thread: thread.to_owned(),
+                pos,
+                force_gap,
+            };
+        }
+        let hello = HostFrame::Hello(Hello {
+            v: Some(self.cfg.version),
+            thread_id: Some(thread.to_owned()),
+            ..Hello::default()
+        });
+        self.queue(id, &hello);
+        self.watch(thread, id);
+    }
+
+    /// A frame from a socket or the stdio worker's stdin, in the order it came.
+    pub fn handle_frame(&mut self, now: Instant, id: ConnId, text: &str) {
+        let Some(c) = self.conns.get(&id) else { return };
+        if matches!(c.state, ConnState::Closed) || c.close_after.is_some() {
+            return;
+        }
+        let transport = c.transport;
+        let upgrade_id = c.request_id.clone();
+        let awaiting = matches!(c.state, ConnState::AwaitSubscribe);
+        let frame = match ClientFrame::from_json(text) {
+            Ok(f) => f,
+            Err(e) => {
+                let rid = e
+                    .request_id
+                    .clone()
+                    .unwrap_or_else(|| self.server_request_id(id));
+                self.error(id, ErrorCode::InvalidFrame, &e.message, &rid);
+                return;
+            }
+        };
+        match frame {
+            ClientFrame::Subscribe(s) => {
+                if !awaiting {
+                    // "…or is a second `harness.subscribe`." — invalid_frame, no close.
+                    let rid = self.server_request_id(id);
+                    self.error(id, ErrorCode::InvalidFrame, "already subscribed", &rid);
+                    return;
+                }
+                let user = self.conns.get(&id).and_then(|c| c.user.clone());
+                if let Some(t) = self.threads.get(&s.thread_id) {
+                    if !may_read(&self.cfg.access, t, user.as_deref()) {
+                        // "`4403` | The user cannot read the thread, or lost access."
+                        self.error(
+                            id,
+                            ErrorCode::Forbidden,
+                            "You cannot read this thread.",
+                            &upgrade_id,
+                        );
+                        self.close_conn(id, close::FORBIDDEN, "forbidden");
+                        return;
+                    }
+                }
+                self.subscribe(now, id, &s.thread_id, s.from, s.v, &upgrade_id);
+            }
+            _ if awaiting => {
+                // "…comes before `harness.subscribe`…" — invalid_frame, no close.
+                let rid = self.server_request_id(id);
+                self.error(
+                    id,
+                    ErrorCode::InvalidFrame,
+                    "the first frame must be harness.subscribe",
+                    &rid,
+                );
+            }
+            ClientFrame::Input(f) => {
+                let rid = f.request_id.clone().unwrap_or_else(|| {
+                    if transport == Transport::WebSocket {
+                        upgrade_id.clone()
+                    } else {
+                        self.server_request_id(id)
+                    }
+                });
+                let (thread, user) = match self.conns.get(&id) {
+                    Some(Conn {
+                        state: ConnState::Thread { thread, .. },
+                        user,
+                        ..
+                    }) => (thread.clone(), user.clone()),
+                    _ => return,
+                };
+                let tp = if f.input.is_message() {
+                    crate::http::traceparent(f.traceparent.as_deref())
+                } else {
+                    None
+                };
+                match self.apply_input(now, &thread, user.as_deref(), f.input, tp) {
+                    Ok(r) => {
+                        let frame = HostFrame::Receipt(ReceiptFrame {
+                            request_id: rid,
+                            status: r.status,
+                            input_id: Some(r.input_id),
+                            operation_id: r.operation_id,
+                            reason: r.reason,
+                            ..ReceiptFrame::default()
+                        });
+                        self.queue(id, &frame);
+                    }
+                    Err(Refusal::Forbidden) => {
+                        // "On the socket, also when the host refuses one input." — no close.
+                        self.error(id, ErrorCode::Forbidden, "forbidden", &rid);
+                    }
+                    Err(Refusal::Internal(m)) => self.error(id, ErrorCode::Internal, &m, &rid),
+                }
+            }
+            ClientFrame::Snapshot(_) => {
+                if let Some(ConnState::Thread { thread, .. }) =
+                    self.conns.get(&id).map(|c| &c.state)
+                {
+                    let thread = thread.clone();
+                    let snap = self.snapshot_of(&thread);
+                    let frame = HostFrame::Snapshot(SnapshotFrame {
+                        snapshot: Json::new(&snap).unwrap_or_default(),
+                        ..SnapshotFrame::default()
+                    });
+                    self.queue(id, &frame);
+                }
+            }
+            ClientFrame::Unknown(u) => {
+                // "…has an unknown `type`…" — invalid_frame, no close.
+                let rid = u
+                    .fields
+                    .get("requestId")
+                    .and_then(Json::as_string)
+                    .unwrap_or_else(|| self.server_request_id(id));
+                self.error(
+                    id,
+                    ErrorCode::InvalidFrame,
+                    &format!("unknown frame type {:?}", u.tag),
+                    &rid,
+                );
+            }
+        }
+    }
+
+    fn server_request_id(&mut self, id: ConnId) -> String {
+        match self.conns.get_mut(&id) {
+            Some(c) if c.transport == Transport::WebSocket => c.request_id.clone(),
+            Some(c) => {
+                c.next_request += 1;
+                format!("{}-{}", c.request_id, c.next_request)
+            }
+            None => String::new(),
+        }
+    }
+
+    /// The connection went away (the socket closed, the HTTP body was dropped).
+    pub fn disconnect(&mut self, id: ConnId) {
+        self.conns.remove(&id);
+        for w in self.watchers.values_mut() {
+            w.remove(&id);
+        }
+        self.woken.remove(&id);
+    }
+
+    /// Reports bytes that left for the client (written to the socket, or taken by the HTTP
+    /// body). This is the back-pressure signal: unreported bytes count against
+    /// `sseQueueBytes` / `socketBufferBytes`.
+    pub fn sent(&mut self, now: Instant, id: ConnId, n: usize) {
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.in_flight = c.in_flight.saturating_sub(n);
+            if c.blocked_since.is_some() {
+                c.blocked_since = Some(now);
+                if c.in_flight < limit(&self.cfg.stream, c.transport) {
+                    c.blocked_since = None;
+                    self.woken.insert(id);
+                }
+            }
+        }
+    }
+
+    /// Bytes handed out to a connection and not yet reported [`sent`](Self::sent).
+    pub fn in_flight(&self, id: ConnId) -> usize {
+        self.conns.get(&id).map(|c| c.in_flight).unwrap_or(0)
+    }
+
+    /// The next bytes to send on a connection: a whole SSE event, WebSocket text frame or
+    /// NDJSON line. `None`: nothing now (wait for a [`HostEvent::Wake`]).
+    pub fn poll_transmit(&mut self, now: Instant, id: ConnId) -> Option<Bytes> {
+        let lim = {
+            let c = self.conns.get(&id)?;
+            limit(&self.cfg.stream, c.transport)
+        };
+        let c = self.conns.get_mut(&id)?;
+        if let Some(b) = c.out.pop_front() {
+            c.in_flight += b.len();
+            c.last_write = now;
+            return Some(b);
+        }
+        if let Some((code, reason)) = c.close_after.take() {
+            c.state = ConnState::Closed;
+            self.events.push_back(HostEvent::Close {
+                conn: id,
+                code,
+                reason,
+            });
+            return None;
+        }
+        if c.in_flight >= lim {
+            if c.blocked_since.is_none() {
+                c.blocked_since = Some(now);
+            }
+            return None;
+        }
+        let transport = c.transport;
+        let next = match &mut c.state {
+            ConnState::Thread {
+                thread,
+                pos,
+                force_gap,
+            } => {
+                let thread = thread.clone();
+                let first = self.log.first_seq(&thread);
+                let gap_from = force_gap
+                    .take()
+                    .or_else(|| (*pos + 1 < first).then(|| Cursor::new(pos.to_string())));
+                if let Some(from) = gap_from {
+                    // "the stream sends one `CUSTOM` event with the name `harness.gap`, and
+                    // continues from the first event that it has"
+                    let resume = first.saturating_sub(1);
+                    *pos = resume;
+                    let gap = HarnessEvent::Gap(catalog::Gap {
+                        from,
+                        resume_at: Cursor::new(resume.to_string()),
+                        reason: self.log.gap_reason(),
+                        ..catalog::Gap::default()
+                    });
+                    let rec = LogRecord::render(&thread, resume, "session", &gap.to_event());
+                    Some(record_bytes(transport, &rec))
+                } else {
+                    match self.log.get(&thread, *pos + 1) {
+                        Ok(Some(rec)) => {
+                            *pos = rec.seq;
+                            Some(record_bytes(transport, &rec))
+                        }
+                        Ok(None) => None,
+                        Err(e) => {
+                            // "`internal` … The server failed to read the events" — closes.
+                            let f = HostFrame::error(
+                                ErrorCode::Internal,
+                                e.to_string(),
+                                c.request_id.clone(),
+                            );
+                            c.out.push_back(render(transport, &f));
+                            c.close_after = Some((close::FEED_ENDED, "internal".into()));
+                            self.woken.insert(id);
+                            None
+                        }
+                    }
+                }
+            }
+            ConnState::HostEvents { pos } => match self.host_log.get(HOST_EVENTS, *pos + 1) {
+                Ok(Some(rec)) => {
+                    *pos = rec.seq;
+                    Some(record_bytes(transport, &rec))
+                }
+                _ => None,
+            },
+            ConnState::Run {
+                thread,
+                operation_id,
+                pos,
+            } => {
+                let thread = thread.clone();
+                let mut found = None;
+                while let Ok(Some(rec)) = self.log.get(&thread, *pos + 1) {
+                    *pos = rec.seq;
+                    if &*rec.operation_id == operation_id.as_str() {
+                        found = Some(rec);
+                        break;
+                    }
+                }
+                match found {
+                    Some(rec) => {
+                        let ev = rec.event_json();
+                        let mut out = Vec::with_capacity(ev.len() + 8);
+                        out.extend_from_slice(b"data: ");
+                        out.extend_from_slice(&ev);
+                        out.extend_from_slice(b"\n\n");
+                        // The run ends with its RUN_FINISHED or RUN_ERROR: then the stream does.
+                        let terminal = ev.starts_with(b"{\"type\":\"RUN_FINISHED\"")
+                            || ev.starts_with(b"{\"type\":\"RUN_ERROR\"");
+                        if terminal {
+                            c.close_after = Some((1000, "run finished".into()));
+                            self.woken.insert(id);
+                        }
+                        Some(Bytes::from(out))
+                    }
+                    None => None,
+                }
+            }
+            ConnState::AwaitSubscribe | ConnState::Closed => None,
+        };
+        if let Some(b) = &next {
+            c.in_flight += b.len();
+            c.last_write = now;
+        }
+        next
+    }
+
+    /// Heartbeats and slow consumers. Call at [`poll_timeout`](Self::poll_timeout).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let cfg = self.cfg.stream;
+        let mut pings = Vec::new();
+        let mut slow = Vec::new();
+        for (id, c) in &self.conns {
+            if matches!(c.state, ConnState::Closed | ConnState::AwaitSubscribe)
+                || c.close_after.is_some()
+            {
+                continue;
+            }
+            if let Some(since) = c.blocked_since {
+                if now.saturating_duration_since(since) >= cfg.slow_consumer {
+                    slow.push(*id);
+                    continue;
+                }
+            }
+            // "The stdio worker has no heartbeat"
+            if c.transport != Transport::Stdio
+                && now.saturating_duration_since(c.last_write) >= cfg.heartbeat
+            {
+                pings.push(*id);
+            }
+        }
+        for id in pings {
+            self.queue(id, &HostFrame::Ping(frame::Ping::default()));
+            if let Some(c) = self.conns.get_mut(&id) {
+                c.last_write = now;
+            }
+        }
+        for id in slow {
+            // "If the client does not read for this long, the server sends `slow_consumer` and closes."
+            let rid = self
+                .conns
+                .get(&id)
+                .map(|c| c.request_id.clone())
+                .unwrap_or_default();
+            self.error(
+                id,
+                ErrorCode::SlowConsumer,
+                "The client read too slowly.",
+                &rid,
+            );
+            if let Some(c) = self.conns.get_mut(&id) {
+                c.blocked_since = None;
+            }
+            self.close_conn(id, close::SLOW_CONSUMER, "slow_consumer");
+        }
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must be called next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let cfg = self.cfg.stream;
+        self.conns
+            .values()
+            .filter(|c| !matches!(c.state, ConnState::Closed | ConnState::AwaitSubscribe))
+            .filter_map(|c| {
+                let ping = (c.transport != Transport::Stdio).then(|| c.last_write + cfg.heartbeat);
+                let slow = c.blocked_since.map(|s| s + cfg.slow_consumer);
+                match (ping, slow) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            })
+            .min()
+    }
+
+    // ---- inputs ------------------------------------------------------------------------
+
+    /// `POST control`: the body `{ threadId, input }`, the user `getUser` returned, the
+    /// request id (see [`http::request_id`](crate::http::request_id)) and the `traceparent`
+    /// header. The answer: `200` receipt, `400 {error}`, `401`, `403 {error:'forbidden'}`.
+    pub fn control(
+        &mut self,
+        now: Instant,
+        user: Option<&str>,
+        body: &[u8],
+        request_id: &str,
+        traceparent: Option<&str>,
+    ) -> HttpAnswer {
+        if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
+            return HttpAnswer::error(401, "unauthorized", request_id);
+        }
+        let req: ControlRequest = match serde_json::from_slice(body) {
+            Ok(r) => r,
+            // "`400`: `{ error }`. The input has a bad shape, or `threadId` is missing."
+            Err(e) => return HttpAnswer::error(400, &e.to_string(), request_id),
+        };
+        if req.thread_id.is_empty() {
+            return HttpAnswer::error(400, "threadId is required", request_id);
+        }
+        let tp = if req.input.is_message() {
+            crate::http::traceparent(traceparent)
+        } else {
+            None
+        };
+        match self.apply_input(now, &req.thread_id, user, req.input, tp) {
+            Ok(r) => HttpAnswer::ok(serde_json::to_string(&r).unwrap_or_default(), request_id),
+            Err(Refusal::Forbidden) => HttpAnswer::error(403, "forbidden", request_id),
+            Err(Refusal::Internal(m)) => HttpAnswer::error(500, &m, request_id),
+        }
+    }
+
+    /// Applies one input to a thread and returns its receipt.
+    pub fn input(
+        &mut self,
+        now: Instant,
+        thread_id: &str,
+        user: Option<&str>,
+        input: Input,
+        traceparent: Option<&str>,
+    ) -> Result<Receipt, HttpAnswer> {
+        let tp = if input.is_message() {
+            crate::http::traceparent(traceparent)
+        } else {
+            None
+        };
+        self.apply_input(now, thread_id, user, input, tp)
+            .map_err(|r| match r {
+                Refusal::Forbidden => HttpAnswer::error(403, "forbidden", ""),
+                Refusal::Internal(m) => HttpAnswer::error(500, &m, ""),
+            })
+    }
+
+    fn apply_input(
+        &mut self,
+        now: Instant,
+        thread_id: &str,
+        user: Option<&str>,
+        input: Input,
+        traceparent: Option<String>,
+    ) -> Result<Receipt, Refusal> {
+        if let Some(t) = self.threads.get(thread_id) {
+            if !may_read(&self.cfg.access, t, user) {
+                return Err(Refusal::Forbidden);
+            }
+        }
+        // Idempotency: "A `prompt`, `command`, `agent`, or `append` input with the same
+        // `inputId` runs once. The `inputId` of its receipt is the id that you sent."
+        if input.is_idempotent() {
+            if let Some(id) = input.input_id() {
+                if let Some(r) = self.threads.get(thread_id).and_then(|t| t.receipts.get(id)) {
+                    return Ok(r.clone());
+                }
+            }
+        }
+        let idempotent = input.is_idempotent();
+        let input_id = match input.input_id() {
+            Some(id) => id.to_owned(),
+            None => {
+                self.next_input += 1;
+                format!("in-{}", self.next_input)
+            }
+        };
+        let creates = matches!(
+            input,
+            Input::Prompt(_)
+                | Input::FollowUp(_)
+                | Input::Steer(_)
+                | Input::Append(_)
+                | Input::Agent(_)
+        );
+        if !self.threads.contains_key(thread_id) {
+            if !creates {
+                return Ok(rejected(&input_id, reason_for_missing(&input)));
+            }
+            // "The first prompt also makes the thread."
+            let t = Thread {
+                owner: user.map(str::to_owned),
+                ..Thread::default()
+            };
+            self.threads.insert(thread_id.to_owned(), t);
+            self.host_status(thread_id, "idle");
+        }
+        let receipt = match input {
+            Input::Prompt(_) | Input::FollowUp(_) | Input::Steer(_) | Input::Agent(_) => {
+                if let Input::Agent(a) = &input {
+                    if !self.cfg.agents.contains(&a.agent) {
+                        let r = rejected(&input_id, "unknown_agent");
+                        return self.finish_input(now, thread_id, r, idempotent);
+                    }
+                }
+                let message = input_message(&input);
+                self.log_harness(
+                    now,
+                    thread_id,
+                    "session",
+                    HarnessEvent::InputAccepted(catalog::InputAccepted {
+                        input_id: input_id.clone(),
+                        op: input.op().to_owned(),
+                        message: Some(message_json(&message)),
+                        ..catalog::InputAccepted::default()
+                    }),
+                )?;
+                let delivery = if matches!(input, Input::Steer(_)) {
+                    Delivery::Steer
+                } else {
+                    Delivery::Queue
+                };
+                let busy = self
+                    .threads
+                    .get(thread_id)
+                    .map(|t| t.running.is_some() || !t.waiting.is_empty())
+                    .unwrap_or(false);
+                if busy {
+                    if let Some(t) = self.threads.get_mut(thread_id) {
+                        t.waiting.push_back(Waiting {
+                            input_id: input_id.clone(),
+                            delivery: delivery.clone(),
+                            input,
+                            traceparent,
+                        });
+                    }
+                    // "The owner of the log stored the input, and it waits behind the running turn"
+                    self.log_harness(
+                        now,
+                        thread_id,
+                        "session",
+                        HarnessEvent::InputQueued(catalog::InputQueued {
+                            input_id: input_id.clone(),
+                            delivery,
+                            ..catalog::InputQueued::default()
+                        }),
+                    )?;
+                    Receipt {
+                        input_id,
+                        status: ReceiptStatus::Queued,
+                        ..Receipt::default()
+                    }
+                } else {
+                    let op = self.start_turn(now, thread_id, &input_id, &input, traceparent)?;
+                    Receipt {
+                        input_id,
+                        status: ReceiptStatus::Accepted,
+                        operation_id: Some(op),
+                        ..Receipt::default()
+                    }
+                }
+            }
+            Input::Append(_) => {
+                let message = input_message(&input);
+                self.log_harness(
+                    now,
+                    thread_id,
+                    "session",
+                    HarnessEvent::InputAccepted(catalog::InputAccepted {
+                        input_id: input_id.clone(),
+                        op: "append".into(),
+                        message: Some(message_json(&message)),
+                        ..catalog::InputAccepted::default()
+                    }),
+                )?;
+                Receipt {
+                    input_id,
+                    status: ReceiptStatus::Accepted,
+                    ..Receipt::default()
+                }
+            }
+            Input::Cancel(c) => {
+                let running = self
+                    .threads
+                    .get(thread_id)
+                    .and_then(|t| t.running.as_ref())
+                    .map(|r| r.operation_id.clone());
+                if running.as_deref() == Some(c.operation_id.as_str()) {
+                    self.events.push_back(HostEvent::CancelTurn {
+                        thread_id: thread_id.to_owned(),
+                        operation_id: c.operation_id.clone(),
+                    });
+                    Receipt {
+                        input_id,
+                        status: ReceiptStatus::Accepted,
+                        operation_id: Some(c.operation_id),
+                        ..Receipt::default()
+                    }
+                } else {
+                    rejected(&input_id, "not_running")
+                }
+            }
+            Input::CancelInput(_) | Input::SetDelivery(_) => {
+                let pos = self
+                    .threads
+                    .get(thread_id)
+                    .and_then(|t| t.waiting.iter().position(|w| w.input_id == input_id));
+                match (pos, input) {
+                    (Some(i), Input::CancelInput(_)) => {
+                        if let Some(t) = self.threads.get_mut(thread_id) {
+                            t.waiting.remove(i);
+                        }
+                        self.log_harness(
+                            now,
+                            thread_id,
+                            "session",
+                            HarnessEvent::InputSettled(catalog::InputSettled {
+                                input_id: input_id.clone(),
+                                outcome: InputOutcome::Aborted,
+                                ..catalog::InputSettled::default()
+                            }),
+                        )?;
+                        Receipt {
+                            input_id,
+                            status: ReceiptStatus::Accepted,
+                            ..Receipt::default()
+                        }
+                    }
+                    (Some(i), Input::SetDelivery(s)) => {
+                        if let Some(w) = self
+                            .threads
+                            .get_mut(thread_id)
+                            .and_then(|t| t.waiting.get_mut(i))
+                        {
+                            w.delivery = s.delivery.clone();
+                        }
+                        self.log_harness(
+                            now,
+                            thread_id,
+                            "session",
+                            HarnessEvent::InputDelivery(catalog::InputDelivery {
+                                input_id: input_id.clone(),
+                                delivery: s.delivery,
+                                ..catalog::InputDelivery::default()
+                            }),
+                        )?;
+                        Receipt {
+                            input_id,
+                            status: ReceiptStatus::Accepted,
+                            ..Receipt::default()
+                        }
+                    }
+                    _ => rejected(&input_id, "not_waiting"),
+                }
+            }
+            Input::Continue(_) => {
+                let idle = self
+                    .threads
+                    .get(thread_id)
+                    .map(|t| t.running.is_none() && !t.waiting.is_empty())
+                    .unwrap_or(false);
+                if idle {
+                    let op = self.start_next(now, thread_id)?;
+                    Receipt {
+                        input_id,
+                        status: ReceiptStatus::Accepted,
+                        operation_id: op,
+                        ..Receipt::default()
+                    }
+                } else {
+                    rejected(&input_id, "nothing_to_continue")
+                }
+            }
+            Input::Reset(r) => {
+                if let Some(t) = self.threads.get_mut(thread_id) {
+                    t.history.clear();
+                }
+                self.log_harness(
+                    now,
+                    thread_id,
+                    "session",
+                    HarnessEvent::Reset(catalog::Reset {
+                        input_id: input_id.clone(),
+                        note: r.note,
+                        ..catalog::Reset::default()
+                    }),
+                )?;
+                Receipt {
+                    input_id,
+                    status: ReceiptStatus::Accepted,
+                    ..Receipt::default()
+                }
+            }
+            Input::Answer(_) | Input::Resolve(_) => rejected(&input_id, "not_waiting"),
+            _ => rejected(&input_id, "not_exposed"),
+        };
+        self.finish_input(now, thread_id, receipt, idempotent)
+    }
+
+    fn finish_input(
+        &mut self,
+        now: Instant,
+        thread_id: &str,
+        r: Receipt,
+        idempotent: bool,
+    ) -> Result<Receipt, Refusal> {
+        if r.status == ReceiptStatus::Rejected {
+            self.log_harness(
+                now,
+                thread_id,
+                "session",
+                HarnessEvent::InputRejected(catalog::InputRejected {
+                    input_id: r.input_id.clone(),
+                    reason: r.reason.clone().unwrap_or_default(),
+                    ..catalog::InputRejected::default()
+                }),
+            )?;
+        }
+        if idempotent {
+            if let Some(t) = self.threads.get_mut(thread_id) {
+                t.receipts.insert(r.input_id.clone(), r.clone());
+            }
+        }
+        Ok(r)
+    }
+
+    fn log_harness(
+        &mut self,
+        now: Instant,
+        thread: &str,
+        op: &str,
+        h: HarnessEvent,
+    ) -> Result<(), Refusal> {
+        self.emit(now, thread, op, h.to_event())
+            .map(|_| ())
+            .map_err(|e| Refusal::Internal(e.to_string()))
+    }
+
+    fn start_turn(
+        &mut self,
+        now: Instant,
+        thread_id: &str,
+        input_id: &str,
+        input: &Input,
+        traceparent: Option<String>,
+    ) -> Result<String, Refusal> {
+        self.next_op += 1;
+        let op = format!("op-{}", self.next_op);
+        let (kind, agent) = match input {
+            Input::Agent(a) => (OperationKind::Agent, Some(a.agent.clone())),
+            _ => (OperationKind::Chat, None),
+        };
+        self.begin_run(
+            now,
+            thread_id,
+            &op,
+            input_id,
+            kind,
+            agent,
+            input_message(input),
+            traceparent,
+        )?;
+        Ok(op)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn begin_run(
+        &mut self,
+        now: Instant,
+        thread_id: &str,
+        op: &str,
+        input_id: &str,
+        kind: OperationKind,
+        agent: Option<String>,
+        message: CoreMessage,
+        traceparent: Option<String>,
+    ) -> Result<(), Refusal> {
+        let history = match self.threads.get_mut(thread_id) {
+            Some(t) => {
+                t.running = Some(Running {
+                    operation_id: op.to_owned(),
+                    input_id: input_id.to_owned(),
+                    kind: kind.clone(),
+                    open_message: None,
+                });
+                t.history.clone()
+            }
+            None => return Err(Refusal::Internal("no thread".into())),
+        };
+        self.host_status(thread_id, "running");
+        let started = Event::RunStarted(RunStarted {
+            thread_id: thread_id.to_owned(),
+            run_id: op.to_owned(),
+            protocol_version: Some(agui::PROTOCOL_VERSION.to_owned()),
+            ..RunStarted::default()
+        });
+        self.emit(now, thread_id, op, started)
+            .map_err(|e| Refusal::Internal(e.to_string()))?;
+        self.log_harness(
+            now,
+            thread_id,
+            op,
+            HarnessEvent::OperationStarted(catalog::OperationStarted {
+                operation_id: op.to_owned(),
+                kind: kind.clone(),
+                agent: agent.clone(),
+                ..catalog::OperationStarted::default()
+            }),
+        )?;
+        self.log_harness(
+            now,
+            thread_id,
+            op,
+            HarnessEvent::InputApplied(catalog::InputApplied {
+                input_id: input_id.to_owned(),
+                operation_id: op.to_owned(),
+                ..catalog::InputApplied::default()
+            }),
+        )?;
+        self.events.push_back(HostEvent::StartTurn(TurnRequest {
+            thread_id: thread_id.to_owned(),
+            operation_id: op.to_owned(),
+            input_id: input_id.to_owned(),
+            kind,
+            agent,
+            message,
+            history,
+            traceparent,
+        }));
+        Ok(())
+    }
+
+    fn start_next(&mut self, now: Instant, thread_id: &str) -> Result<Option<String>, Refusal> {
+        let next = self.threads.get_mut(thread_id).and_then(|t| {
+            // A steering input goes first.
+            let i = t
+                .waiting
+                .iter()
+                .position(|w| w.delivery == Delivery::Steer)
+                .unwrap_or(0);
+            t.waiting.remove(i)
+        });
+        match next {
+            Some(w) => self
+                .start_turn(now, thread_id, &w.input_id, &w.input, w.traceparent)
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// `POST run` (and `GET run`): the standard AG-UI run for `useChat`. The last user
+    /// message of the input runs as a turn of the thread `input.threadId`; the stream carries
+    /// the plain AG-UI events of that run ("with no `harness.*` frames around them") and
+    /// ends after its `RUN_FINISHED` or `RUN_ERROR`.
+    pub fn run_agui(
+        &mut self,
+        now: Instant,
+        input: &agui::RunAgentInput,
+        user: Option<&str>,
+        request_id: &str,
+        traceparent: Option<&str>,
+    ) -> Result<ConnId, HttpAnswer> {
+        if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
+            return Err(HttpAnswer::error(401, "unauthorized", request_id));
+        }
+        if let Some(t) = self.threads.get(&input.thread_id) {
+            if !may_read(&self.cfg.access, t, user) {
+                return Err(HttpAnswer::error(403, "forbidden", request_id));
+            }
+            if t.running.is_some() {
+                return Err(HttpAnswer::error(409, "conflict", request_id));
+            }
+        } else {
+            self.threads.insert(
+                input.thread_id.clone(),
+                Thread {
+                    owner: user.map(str::to_owned),
+                    ..Thread::default()
+                },
+            );
+            self.host_status(&input.thread_id, "idle");
+        }
+        let text = input.last_user_text().unwrap_or_default();
+        let op = if input.run_id.is_empty() || self.op_used(&input.thread_id, &input.run_id) {
+            self.next_op += 1;
+            format!("op-{}", self.next_op)
+        } else {
+            input.run_id.clone()
+        };
+        self.next_input += 1;
+        let input_id = format!("in-{}", self.next_input);
+        let pos = self.log.head_seq(&input.thread_id);
+        let id = self.new_conn(
+            now,
+            Transport::Sse,
+            user.map(str::to_owned),
+            request_id,
+            ConnState::Run {
+                thread: input.thread_id.clone(),
+                operation_id: op.clone(),
+                pos,
+            },
+        );
+        self.watch(&input.thread_id, id);
+        let tp = crate::http::traceparent(traceparent);
+        let accepted = HarnessEvent::InputAccepted(catalog::InputAccepted {
+            input_id: input_id.clone(),
+            op: "prompt".into(),
+            message: Some(Json::string(&text)),
+            ..catalog::InputAccepted::default()
+        });
+        self.log_harness(now, &input.thread_id, "session", accepted)
+            .map_err(|_| HttpAnswer::error(500, "internal", request_id))?;
+        self.begin_run(
+            now,
+            &input.thread_id,
+            &op,
+            &input_id,
+            OperationKind::Chat,
+            None,
+            CoreMessage::user(text),
+            tp,
+        )
+        .map_err(|_| HttpAnswer::error(500, "internal", request_id))?;
+        Ok(id)
+    }
+
+    /// `GET run?threadId=&runId=`: the plain AG-UI events of a run, from its start.
+    pub fn open_run(
+        &mut self,
+        now: Instant,
+        thread_id: &str,
+        run_id: &str,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> Result<ConnId, HttpAnswer> {
+        match self.threads.get(thread_id) {
+            None => return Err(HttpAnswer::error(404, "not_found", request_id)),
+            Some(t) if !may_read(&self.cfg.access, t, user) => {
+                return Err(HttpAnswer::error(403, "forbidden", request_id));
+            }
+            _ => {}
+        }
+        let pos = self.log.first_seq(thread_id).saturating_sub(1);
+        let id = self.new_conn(
+            now,
+            Transport::Sse,
+            user.map(str::to_owned),
+            request_id,
+            ConnState::Run {
+                thread: thread_id.to_owned(),
+                operation_id: run_id.to_owned(),
+                pos,
+            },
+        );
+        self.watch(thread_id, id);
+        self.wake(id);
+        Ok(id)
+    }
+
+    fn op_used(&mut self, thread: &str, op: &str) -> bool {
+        let (first, head) = (self.log.first_seq(thread), self.log.head_seq(thread));
+        (first..=head)
+            .any(|s| matches!(self.log.get(thread, s), Ok(Some(r)) if &*r.operation_id == op))
+    }
+
+    // ---- turn output -------------------------------------------------------------------
+
+    /// Appends an event of a run to the thread's log and wakes its subscribers. Returns the
+    /// event's cursor.
+    pub fn emit(
+        &mut self,
+        _now: Instant,
+        thread_id: &str,
+        operation_id: &str,
+        event: Event,
+    ) -> Result<Cursor, HostError> {
+        let rec = self.log.append(thread_id, operation_id, &event)?;
+        {
+            let t = self.threads.entry(thread_id.to_owned()).or_default();
+            t.observe(&event);
+            if let Some(r) = t
+                .running
+                .as_mut()
+                .filter(|r| r.operation_id == operation_id)
+            {
+                match &event {
+                    Event::TextMessageStart(s) => r.open_message = Some(s.message_id.clone()),
+                    Event::TextMessageEnd(_) => r.open_message = None,
+                    _ => {}
+                }
+            }
+        }
+        self.wake_thread(thread_id);
+        Ok(rec.cursor())
+    }
+
+    /// Ends a turn: closes its open text message, sends `RUN_FINISHED` (with
+    /// `outcome: {type:'cancelled'}` when cancelled) or `RUN_ERROR`, then
+    /// `harness.operation.finished` and `harness.input.settled`, and starts the next waiting
+    /// input.
+    pub fn finish_turn(
+        &mut self,
+        now: Instant,
+        thread_id: &str,
+        operation_id: &str,
+        outcome: TurnOutcome,
+    ) -> Result<(), HostError> {
+        let running = match self.threads.get_mut(thread_id) {
+            Some(t)
+                if t.running.as_ref().map(|r| r.operation_id.as_str()) == Some(operation_id) =>
+            {
+                t.running.take()
+            }
+            _ => None,
+        };
+        let Some(running) = running else {
+            return Ok(());
+        };
+        // "Before it, a cancelled turn ends its open text message and sends `RUN_FINISHED`
+        // with `outcome: { type: 'cancelled' }`."
+        if let Some(m) = &running.open_message {
+            self.emit(
+                now,
+                thread_id,
+                operation_id,
+                Event::TextMessageEnd(TextMessageEnd {
+                    message_id: m.clone(),
+                    ..TextMessageEnd::default()
+                }),
+            )?;
+        }
+        let (status, settled, error) = match &outcome {
+            TurnOutcome::Completed => (
+                catalog::OperationStatus::Completed,
+                InputOutcome::Completed,
+                None,
+            ),
+            TurnOutcome::Cancelled => (
+                catalog::OperationStatus::Cancelled,
+                InputOutcome::Aborted,
+                None,
+            ),
+            TurnOutcome::Failed { message, code } => (
+                catalog::OperationStatus::Failed,
+                InputOutcome::Failed,
+                Some(catalog::InputError {
+                    message: message.clone(),
+                    code: code.clone(),
+                    ..catalog::InputError::default()
+                }),
+            ),
+        };
+        let end = match &outcome {
+            TurnOutcome::Failed { message, code } => Event::RunError(RunError {
+                message: message.clone(),
+                code: code.clone(),
+                ..RunError::default()
+            }),
+            TurnOutcome::Cancelled => Event::RunFinished(RunFinished {
+                thread_id: thread_id.to_owned(),
+                run_id: operation_id.to_owned(),
+                outcome: Some(RunFinishedOutcome::cancelled()),
+                ..RunFinished::default()
+            }),
+            TurnOutcome::Completed => Event::RunFinished(RunFinished {
+                thread_id: thread_id.to_owned(),
+                run_id: operation_id.to_owned(),
+                ..RunFinished::default()
+            }),
+        };
+        self.emit(now, thread_id, operation_id, end)?;
+        let fin = HarnessEvent::OperationFinished(catalog::OperationFinished {
+            operation_id: operation_id.to_owned(),
+            status,
+            ..catalog::OperationFinished::default()
+        });
+        self.emit(now, thread_id, operation_id, fin.to_event())?;
+        let settle = HarnessEvent::InputSettled(catalog::InputSettled {
+            input_id: running.input_id.clone(),
+            operation_id: Some(operation_id.to_owned()),
+            outcome: settled,
+            error,
+            ..catalog::InputSettled::default()
+        });
+        self.emit(now, thread_id, operation_id, settle.to_event())?;
+        let _ = running.kind;
+        self.host_status(thread_id, "idle");
+        self.start_next(now, thread_id).map_err(|r| match r {
+            Refusal::Internal(m) => HostError::Log(LogError::Io(m)),
+            Refusal::Forbidden => HostError::Log(LogError::Io("forbidden".into())),
+        })?;
+        Ok(())
+    }
+
+    fn host_status(&mut self, thread_id: &str, status: &str) {
+        let ev = Event::Custom(Custom {
+            name: "harness.session.status".into(),
+            value: Json::from_value(
+                &serde_json::json!({ "threadId": thread_id, "status": status }),
+            ),
+            ..Custom::default()
+        });
+        if self.host_log.append(HOST_EVENTS, "host", &ev).is_ok() {
+            self.wake_thread(HOST_EVENTS);
+        }
+    }
+
+    // ---- reads -------------------------------------------------------------------------
+
+    fn snapshot_of(&self, thread_id: &str) -> SessionSnapshot {
+        let t = self.threads.get(thread_id);
+        let head = self.log.head_seq(thread_id);
+        SessionSnapshot {
+            thread_id: thread_id.to_owned(),
+            status: if t.and_then(|t| t.running.as_ref()).is_some() {
+                "running".into()
+            } else {
+                "idle".into()
+            },
+            active_operations: t
+                .and_then(|t| t.running.as_ref())
+                .map(|r| {
+                    vec![ActiveOperation {
+                        id: r.operation_id.clone(),
+                        kind: r.kind.as_str().to_owned(),
+                        ..ActiveOperation::default()
+                    }]
+                })
+                .unwrap_or_default(),
+            waiting_inputs: t
+                .map(|t| {
+                    t.waiting
+                        .iter()
+                        .map(|w| WaitingInput {
+                            input_id: w.input_id.clone(),
+                            delivery: w.delivery.clone(),
+                            message: Some(message_json(&input_message(&w.input))),
+                            ..WaitingInput::default()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            cursor: (head > 0).then(|| Cursor::new(head.to_string())),
+            ..SessionSnapshot::default()
+        }
+    }
+
+    /// `GET snapshot?threadId=`: the state of the thread.
+    pub fn snapshot(&self, thread_id: &str, user: Option<&str>, request_id: &str) -> HttpAnswer {
+        match self.read_check(thread_id, user, request_id) {
+            Err(a) => a,
+            Ok(()) => HttpAnswer::ok(
+                serde_json::to_string(&self.snapshot_of(thread_id)).unwrap_or_default(),
+                request_id,
+            ),
+        }
+    }
+
+    /// `GET transcript?threadId=`: the saved messages of the thread (AG-UI messages).
+    pub fn transcript(&self, thread_id: &str, user: Option<&str>, request_id: &str) -> HttpAnswer {
+        match self.read_check(thread_id, user, request_id) {
+            Err(a) => a,
+            Ok(()) => {
+                let msgs = self
+                    .threads
+                    .get(thread_id)
+                    .map(|t| t.transcript.clone())
+                    .unwrap_or_default();
+                HttpAnswer::ok(
+                    serde_json::json!({ "threadId": thread_id, "messages": msgs }).to_string(),
+                    request_id,
+                )
+            }
+        }
+    }
+
+    /// The transcript of a thread.
+    pub fn messages(&self, thread_id: &str) -> Vec<agui::Message> {
+        self.threads
+            .get(thread_id)
+            .map(|t| t.transcript.clone())
+            .unwrap_or_default()
+    }
+
+    /// The parent of each run of a thread (from the `parentRunId` of its `RUN_STARTED`).
+    pub fn run_tree(&self, thread_id: &str) -> HashMap<String, Option<String>> {
+        self.threads
+            .get(thread_id)
+            .map(|t| t.parents.clone())
+            .unwrap_or_default()
+    }
+
+    fn read_check(
+        &self,
+        thread_id: &str,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> Result<(), HttpAnswer> {
+        if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
+            return Err(HttpAnswer::error(401, "unauthorized", request_id));
+        }
+        match self.threads.get(thread_id) {
+            None => Err(HttpAnswer::error(404, "not_found", request_id)),
+            Some(t) if !may_read(&self.cfg.access, t, user) => {
+                Err(HttpAnswer::error(403, "forbidden", request_id))
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// `GET capabilities`: the AG-UI capabilities; `custom.tanstack.protocol` is the
+    /// protocol version of the server.
+    pub fn capabilities(&self, name: &str, request_id: &str) -> HttpAnswer {
+        let body = serde_json::json!({
+            "identity": { "name": name, "type": "harness" },
+            "transport": { "streaming": true, "websocket": true, "resumable": true },
+            "custom": { "tanstack": { "protocol": self.cfg.version, "agents": self.cfg.agents } },
+        });
+        HttpAnswer::ok(body.to_string(), request_id)
+    }
+}
+
+enum Refusal {
+    Forbidden,
+    Internal(String),
+}
+
+fn may_read(access: &AccessPolicy, t: &Thread, user: Option<&str>) -> bool {
+    match access {
+        AccessPolicy::Open => true,
+        AccessPolicy::MembersOnly => match (&t.owner, user) {
+            (Some(o), Some(u)) => o == u,
+            (None, _) => true,
+            (Some(_), None) => false,
+        },
+    }
+}
+
+fn rejected(input_id: &str, reason: &str) -> Receipt {
+    Receipt {
+        input_id: input_id.to_owned(),
+        status: ReceiptStatus::Rejected,
+        reason: Some(reason.to_owned()),
+        ..Receipt::default()
+    }
+}
+
+fn reason_for_missing(input: &Input) -> &'static str {
+    match input {
+        Input::Cancel(_) => "not_running",
+        Input::CancelInput(_) | Input::SetDelivery(_) | Input::Answer(_) | Input::Resolve(_) => {
+            "not_waiting"
+        }
+        Input::Continue(_) => "nothing_to_continue",
+        _ => "not_exposed",
+    }
+}
+
+fn input_message(input: &Input) -> CoreMessage {
+    let text = input.message_text().unwrap_or_else(|| match input {
+        Input::Agent(a) => a
+            .input
+            .as_ref()
+            .map(|j| match j.as_string() {
+                Some(s) => s,
+                None => j.get().to_owned(),
+            })
+            .unwrap_or_default(),
+        _ => String::new(),
+    });
+    CoreMessage::with_text(Role::User, text)
+}
+
+fn message_json(m: &CoreMessage) -> Json {
+    Json::string(&m.text())
+}
+
+fn limit(cfg: &StreamConfig, t: Transport) -> usize {
+    match t {
+        Transport::Sse => cfg.sse_queue_bytes,
+        Transport::WebSocket => cfg.socket_buffer_bytes,
+        Transport::Stdio => usize::MAX,
+    }
+}
+
+fn render(t: Transport, frame: &HostFrame) -> Bytes {
+    match t {
+        Transport::Sse => {
+            let mut out = Vec::new();
+            sse_encode(&mut out, frame);
+            Bytes::from(out)
+        }
+        Transport::WebSocket => Bytes::from(frame.to_json()),
+        Transport::Stdio => {
+            let mut s = frame.to_json().into_bytes();
+            s.push(b'\n');
+            Bytes::from(s)
+        }
+    }
+}
+
+fn record_bytes(t: Transport, rec: &LogRecord) -> Bytes {
+    match t {
+        Transport::Sse => rec.sse(),
+        Transport::WebSocket => rec.json(),
+        Transport::Stdio => rec.ndjson(),
+    }
+}
+
+impl Thread {
+    /// Keeps the transcript and the run tree up to date with an event of the thread.
+    fn observe(&mut self, ev: &Event) {
+        match ev {
+            Event::RunStarted(r) => {
+                self.parents
+                    .insert(r.run_id.clone(), r.parent_run_id.clone());
+            }
+            Event::TextMessageStart(s) => {
+                self.streaming.insert(s.message_id.clone(), String::new());
+            }
+            Event::TextMessageContent(c) => {
+                if let Some(t) = self.streaming.get_mut(&c.message_id) {
+                    t.push_str(&c.delta);
+                }
+            }
+            Event::TextMessageEnd(e) => {
+                if let Some(text) = self.streaming.remove(&e.message_id) {
+                    self.history.push(CoreMessage::assistant(text.clone()));
+                    self.transcript
+                        .push(agui::Message::assistant(e.message_id.clone(), text));
+                }
+            }
+            Event::ToolCallResult(r) => {
+                self.transcript.push(agui::Message::Tool(agui::ToolMessage {
+                    id: r.message_id.clone(),
+                    content: r.content.clone(),
+                    tool_call_id: r.tool_call_id.clone(),
+                    ..agui::ToolMessage::default()
+                }));
+            }
+            Event::Custom(c) if c.name == "harness.input.accepted" => {
+                if let Ok(a) = c.value.parse::<catalog::InputAccepted>() {
+                    let text = a.message.and_then(|m| m.as_string()).unwrap_or_default();
+                    if a.op == "append" {
+                        self.user_message(&a.input_id, text);
+                    } else {
+                        self.pending.insert(a.input_id, text);
+                    }
+                }
+            }
+            Event::Custom(c) if c.name == "harness.input.applied" => {
+                if let Ok(a) = c.value.parse::<catalog::InputApplied>() {
+                    if let Some(text) = self.pending.remove(&a.input_id) {
+                        self.user_message(&a.input_id, text);
+                    }
+                }
+            }
+            Event::Custom(c) if c.name == "harness.input.settled" => {
+                if let Ok(a) = c.value.parse::<catalog::InputSettled>() {
+                    self.pending.remove(&a.input_id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn user_message(&mut self, input_id: &str, text: String) {
+        self.history.push(CoreMessage::user(text.clone()));
+        self.transcript.push(agui::Message::User(agui::UserMessage {
+            id: format!("{input_id}-msg"),
+            content: Content::Text(text),
+            ..agui::UserMessage::default()
+        }));
+    }
+}

@@ -1,0 +1,606 @@
+//! The event log of each thread, behind one trait: [`MemoryLog`] (bounded, evicts the oldest
+//! events: a client behind them gets `harness.gap` with reason `evicted`) and [`FileLog`]
+//! (durable, the embedded default: cursors survive a restart, and a truncate yields reason
+//! `truncated`).
+//!
+//! A record is stored already rendered: the `harness.event` frame is serialized once, at
+//! append, into one buffer that holds its SSE form (`id: N\ndata: {…}\n\n`); the WebSocket
+//! text and the NDJSON line are slices of it. Fan-out to any number of subscribers clones a
+//! [`Bytes`] handle.
+//!
+//! Cursors are the decimal sequence number of the record in its thread (`1`, `2`, …). They
+//! are the host's own format: clients never parse them (spec: "A cursor is an opaque
+//! string. Store the last one, and do not parse it.").
+//!
+//! The file log does file I/O (it is the storage), and nothing else: no clock, no thread.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use harness_core::Cursor;
+
+use crate::agui::Event;
+use crate::catalog::GapReason;
+
+/// One event of a thread's log, rendered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogRecord {
+    /// Its sequence number in the thread (from 1).
+    pub seq: u64,
+    /// The run that made it.
+    pub operation_id: Arc<str>,
+    sse: Bytes,
+    json: Range<usize>,
+    event: Range<usize>,
+}
+
+impl LogRecord {
+    /// Renders a record: the `harness.event` frame, once.
+    pub fn render(thread_id: &str, seq: u64, operation_id: &str, event: &Event) -> LogRecord {
+        let event_json = event.to_json();
+        Self::render_raw(thread_id, seq, operation_id, &event_json)
+    }
+
+    fn render_raw(thread_id: &str, seq: u64, operation_id: &str, event_json: &str) -> LogRecord {
+        let cursor = seq.to_string();
+        let mut out = Vec::with_capacity(event_json.len() + thread_id.len() + 96);
+        out.extend_from_slice(b"id: ");
+        out.extend_from_slice(cursor.as_bytes());
+        out.extend_from_slice(b"\ndata: ");
+        let start = out.len();
+        out.extend_from_slice(b"{\"type\":\"harness.event\",\"cursor\":\"");
+        out.extend_from_slice(cursor.as_bytes());
+        out.extend_from_slice(b"\",\"threadId\":");
+        json_string(&mut out, thread_id);
+        out.extend_from_slice(b",\"operationId\":");
+        json_string(&mut out, operation_id);
+        out.extend_from_slice(b",\"event\":");
+        let ev_start = out.len();
+        out.extend_from_slice(event_json.as_bytes());
+        let ev_end = out.len();
+        out.push(b'}');
+        let end = out.len();
+        out.extend_from_slice(b"\n\n");
+        LogRecord {
+            seq,
+            operation_id: Arc::from(operation_id),
+            sse: Bytes::from(out),
+            json: start..end,
+            event: ev_start..ev_end,
+        }
+    }
+
+    /// Its cursor.
+    pub fn cursor(&self) -> Cursor {
+        Cursor::new(self.seq.to_string())
+    }
+
+    /// The SSE event: `id: <cursor>\ndata: <frame>\n\n`.
+    pub fn sse(&self) -> Bytes {
+        self.sse.clone()
+    }
+
+    /// The frame JSON (a WebSocket text frame).
+    pub fn json(&self) -> Bytes {
+        self.sse.slice(self.json.clone())
+    }
+
+    /// The frame JSON and a LF (an NDJSON line).
+    pub fn ndjson(&self) -> Bytes {
+        self.sse.slice(self.json.start..self.json.end + 1)
+    }
+
+    /// The AG-UI event JSON alone (what `POST run` streams, without a frame around it).
+    pub fn event_json(&self) -> Bytes {
+        self.sse.slice(self.event.clone())
+    }
+
+    /// The frame JSON as text.
+    pub fn json_str(&self) -> &str {
+        std::str::from_utf8(&self.sse[self.json.clone()]).unwrap_or("")
+    }
+
+    /// The AG-UI event, parsed back.
+    pub fn event(&self) -> Result<Event, LogError> {
+        match crate::frame::HostFrame::from_json(self.json_str()) {
+            Ok(crate::frame::HostFrame::Event(f)) => Ok(f.event),
+            Ok(_) => Err(LogError::Corrupt("not an event frame".into())),
+            Err(e) => Err(LogError::Corrupt(e.message)),
+        }
+    }
+}
+
+fn json_string(out: &mut Vec<u8>, s: &str) {
+    // ok: serializing a &str into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// Why the log failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
+    /// File I/O failed.
+    #[error("event log I/O: {0}")]
+    Io(String),
+    /// A stored record does not read.
+    #[error("event log record is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl From<std::io::Error> for LogError {
+    fn from(e: std::io::Error) -> Self {
+        LogError::Io(e.to_string())
+    }
+}
+
+/// The event logs of every thread.
+pub trait EventLog: Send {
+    /// Appends an event to a thread (creating the thread) and returns its record.
+    fn append(
+        &mut self,
+        thread_id: &str,
+        operation_id: &str,
+        event: &Event,
+    ) -> Result<LogRecord, LogError>;
+
+    /// The record with this sequence number, when the log still has it.
+    fn get(&mut self, thread_id: &str, seq: u64) -> Result<Option<LogRecord>, LogError>;
+
+    /// The sequence number of the last record of the thread (0: none yet).
+    fn head_seq(&self, thread_id: &str) -> u64;
+
+    /// The sequence number of the first record the log still has (`head_seq + 1` when it
+    /// has none). Records before it were dropped.
+    fn first_seq(&self, thread_id: &str) -> u64;
+
+    /// Why records before [`first_seq`](Self::first_seq) are gone.
+    fn gap_reason(&self) -> GapReason;
+
+    /// The threads that have a log.
+    fn threads(&self) -> Vec<String>;
+
+    /// Whether cursors survive a restart of the host.
+    fn is_durable(&self) -> bool;
+}
+
+#[derive(Debug, Default)]
+struct MemThread {
+    first: u64,
+    records: VecDeque<LogRecord>,
+    bytes: usize,
+}
+
+/// A bounded in-memory log. When a thread holds more than `max_events` records (or
+/// `max_bytes` of rendered frames), the oldest are evicted; a client behind them gets
+/// `harness.gap` with reason `evicted`. Cursors do not survive a restart.
+#[derive(Debug)]
+pub struct MemoryLog {
+    threads: HashMap<String, MemThread>,
+    max_events: usize,
+    max_bytes: usize,
+}
+
+impl Default for MemoryLog {
+    fn default() -> Self {
+        MemoryLog::new(100_000, 64 << 20)
+    }
+}
+
+impl MemoryLog {
+    /// A log that keeps at most `max_events` records and `max_bytes` per thread (each at
+    /// least 1).
+    pub fn new(max_events: usize, max_bytes: usize) -> Self {
+        MemoryLog {
+            threads: HashMap::new(),
+            max_events: max_events.max(1),
+            max_bytes: max_bytes.max(1),
+        }
+    }
+}
+
+impl EventLog for MemoryLog {
+    fn append(
+        &mut self,
+        thread_id: &str,
+        operation_id: &str,
+        event: &Event,
+    ) -> Result<LogRecord, LogError> {
+        let t = self
+            .threads
+            .entry(thread_id.to_owned())
+            .or_insert_with(|| MemThread {
+                first: 1,
+                ..MemThread::default()
+            });
+        let seq = t.first + t.records.len() as u64;
+        let rec = LogRecord::render(thread_id, seq, operation_id, event);
+        t.bytes += rec.sse.len();
+        t.records.push_back(rec.clone());
+        while t.records.len() > self.max_events || (t.bytes > self.max_bytes && t.records.len() > 1)
+        {
+            if let Some(old) = t.records.pop_front() {
+                t.bytes -= old.sse.len();
+                t.first += 1;
+            }
+        }
+        Ok(rec)
+    }
+
+    fn get(&mut self, thread_id: &str, seq: u64) -> Result<Option<LogRecord>, LogError> {
+        let Some(t) = self.threads.get(thread_id) else {
+            return Ok(None);
+        };
+        if seq < t.first {
+            return Ok(None);
+        }
+        let i = usize::try_from(seq - t.first).unwrap_or(usize::MAX);
+        Ok(t.records.get(i).cloned())
+    }
+
+    fn head_seq(&self, thread_id: &str) -> u64 {
+        self.threads
+            .get(thread_id)
+            .map(|t| t.first + t.records.len() as u64 - 1)
+            .unwrap_or(0)
+    }
+
+    fn first_seq(&self, thread_id: &str) -> u64 {
+        self.threads.get(thread_id).map(|t| t.first).unwrap_or(1)
+    }
+
+    fn gap_reason(&self) -> GapReason {
+        GapReason::Evicted
+    }
+
+    fn threads(&self) -> Vec<String> {
+        self.threads.keys().cloned().collect()
+    }
+
+    fn is_durable(&self) -> bool {
+        false
+    }
+}
+
+/// How a [`FileLog`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileLogConfig {
+    /// `fsync` each append (slower, survives a power loss). Default: off (survives a
+    /// process restart: the data is in the OS cache).
+    pub sync: bool,
+    /// Records per thread kept in memory for fast fan-out and reconnects. Default 4096.
+    pub cache_records: usize,
+}
+
+impl Default for FileLogConfig {
+    fn default() -> Self {
+        FileLogConfig {
+            sync: false,
+            cache_records: 4096,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct FileThread {
+    path: PathBuf,
+    file: File,
+    /// Sequence number of `offsets[0]`.
+    first: u64,
+    /// Byte offset and length of each retained record's line (without its LF).
+    offsets: Vec<(u64, u32)>,
+    /// End of file.
+    end: u64,
+    cache: VecDeque<LogRecord>,
+}
+
+/// A durable log: one append-only NDJSON file per thread in a folder, each line a
+/// `harness.event` frame. Cursors survive a restart. [`truncate`](Self::truncate) drops the
+/// oldest records; a client behind them gets `harness.gap` with reason `truncated`.
+///
+/// A truncated file starts with a marker line `{"truncatedBefore":N}`.
+#[derive(Debug)]
+pub struct FileLog {
+    dir: PathBuf,
+    cfg: FileLogConfig,
+    threads: HashMap<String, FileThread>,
+}
+
+const SUFFIX: &str = ".harness-log";
+
+impl FileLog {
+    /// Opens (or creates) the log in `dir`, reading what earlier runs wrote.
+    pub fn open(dir: impl AsRef<Path>) -> Result<FileLog, LogError> {
+        Self::open_with(dir, FileLogConfig::default())
+    }
+
+    /// Opens the log with a configuration.
+    pub fn open_with(dir: impl AsRef<Path>, cfg: FileLogConfig) -> Result<FileLog, LogError> {
+        let dir = dir.as_ref().to_path_buf();
+        fs::create_dir_all(&dir)?;
+        let mut log = FileLog {
+            dir: dir.clone(),
+            cfg,
+            threads: HashMap::new(),
+        };
+        for entry in fs::read_dir(&dir)? {
+            let path = entry?.path();
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            let Some(hex) = name.strip_suffix(SUFFIX) else {
+                continue;
+            };
+            let Some(thread_id) = unhex(hex) else {
+                continue;
+            };
+            let t = Self::load(&path)?;
+            log.threads.insert(thread_id, t);
+        }
+        Ok(log)
+    }
+
+    fn load(path: &Path) -> Result<FileThread, LogError> {
+        let file = OpenOptions::new().read(true).append(true).open(path)?;
+        let mut reader = BufReader::new(file.try_clone()?);
+        let mut offsets = Vec::new();
+        let mut first = 1;
+        let mut pos = 0u64;
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line)?;
+            if n == 0 {
+                break;
+            }
+            let complete = line.last() == Some(&b'\n');
+            let body = if complete { &line[..n - 1] } else { &line[..] };
+            if !complete {
+                // A torn last write: drop it, the file ends before it.
+                file.set_len(pos)?;
+                break;
+            }
+            if let Some(before) = truncated_marker(body) {
+                if offsets.is_empty() {
+                    first = before;
+                }
+            } else if !body.is_empty() {
+                let len = u32::try_from(body.len())
+                    .map_err(|_| LogError::Corrupt("record too long".into()))?;
+                offsets.push((pos, len));
+            }
+            pos += n as u64;
+        }
+        Ok(FileThread {
+            path: path.to_path_buf(),
+            file,
+            first,
+            offsets,
+            end: pos,
+            cache: VecDeque::new(),
+        })
+    }
+
+    fn thread_path(&self, thread_id: &str) -> PathBuf {
+        self.dir.join(format!("{}{SUFFIX}", hex(thread_id)))
+    }
+
+    /// Drops the records of a thread up to and including `through` (a sequence number).
+    /// Clients whose cursor is behind the new first record get `harness.gap` with reason
+    /// `truncated`.
+    pub fn truncate(&mut self, thread_id: &str, through: u64) -> Result<(), LogError> {
+        let Some(t) = self.threads.get_mut(thread_id) else {
+            return Ok(());
+        };
+        let head = t.first + t.offsets.len() as u64 - 1;
+        let through = through.min(head);
+        if through < t.first {
+            return Ok(());
+        }
+        let drop_n = usize::try_from(through - t.first + 1).unwrap_or(usize::MAX);
+        let keep_from = t.offsets.get(drop_n).map(|o| o.0).unwrap_or(t.end);
+        let mut rest = Vec::new();
+        t.file.seek(SeekFrom::Start(keep_from))?;
+        t.file.read_to_end(&mut rest)?;
+        let tmp = t.path.with_extension("tmp");
+        let marker = format!("{{\"truncatedBefore\":{}}}\n", through + 1);
+        {
+            let mut f = File::create(&tmp)?;
+            f.write_all(marker.as_bytes())?;
+            f.write_all(&rest)?;
+            f.sync_all()?;
+        }
+        fs::rename(&tmp, &t.path)?;
+        let reloaded = Self::load(&t.path)?;
+        let cache: VecDeque<LogRecord> = t.cache.drain(..).filter(|r| r.seq > through).collect();
+        *t = reloaded;
+        t.cache = cache;
+        Ok(())
+    }
+}
+
+fn truncated_marker(line: &[u8]) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct M {
+        #[serde(rename = "truncatedBefore")]
+        truncated_before: u64,
+    }
+    if !line.starts_with(b"{\"truncatedBefore\"") {
+        return None;
+    }
+    serde_json::from_slice::<M>(line)
+        .ok()
+        .map(|m| m.truncated_before)
+}
+
+fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<String> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..s.len())
+        .step_by(2)
+        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+/// Reads the thread, seq and operation of a stored frame line.
+fn parse_line(line: &[u8]) -> Result<(String, u64, String, LogRecord), LogError> {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        cursor: &'a str,
+        #[serde(rename = "threadId", borrow)]
+        thread_id: std::borrow::Cow<'a, str>,
+        #[serde(rename = "operationId", borrow)]
+        operation_id: std::borrow::Cow<'a, str>,
+        #[serde(borrow)]
+        event: &'a serde_json::value::RawValue,
+    }
+    let h: Head<'_> = serde_json::from_slice(line).map_err(|e| LogError::Corrupt(e.to_string()))?;
+    let seq: u64 = h
+        .cursor
+        .parse()
+        .map_err(|_| LogError::Corrupt(format!("cursor {:?}", h.cursor)))?;
+    let rec = LogRecord::render_raw(&h.thread_id, seq, &h.operation_id, h.event.get());
+    Ok((
+        h.thread_id.into_owned(),
+        seq,
+        h.operation_id.into_owned(),
+        rec,
+    ))
+}
+
+impl EventLog for FileLog {
+    fn append(
+        &mut self,
+        thread_id: &str,
+        operation_id: &str,
+        event: &Event,
+    ) -> Result<LogRecord, LogError> {
+        if !self.threads.contains_key(thread_id) {
+            let path = self.thread_path(thread_id);
+            let t = Self::load_or_create(&path)?;
+            self.threads.insert(thread_id.to_owned(), t);
+        }
+        let cache_max = self.cfg.cache_records;
+        let sync = self.cfg.sync;
+        let Some(t) = self.threads.get_mut(thread_id) else {
+            return Err(LogError::Io("thread vanished".into()));
+        };
+        let seq = t.first + t.offsets.len() as u64;
+        let rec = LogRecord::render(thread_id, seq, operation_id, event);
+        let line = rec.ndjson();
+        t.file.write_all(&line)?;
+        if sync {
+            t.file.sync_data()?;
+        }
+        let len = u32::try_from(line.len() - 1)
+            .map_err(|_| LogError::Corrupt("record too long".into()))?;
+        t.offsets.push((t.end, len));
+        t.end += line.len() as u64;
+        t.cache.push_back(rec.clone());
+        while t.cache.len() > cache_max {
+            t.cache.pop_front();
+        }
+        Ok(rec)
+    }
+
+    fn get(&mut self, thread_id: &str, seq: u64) -> Result<Option<LogRecord>, LogError> {
+        let Some(t) = self.threads.get_mut(thread_id) else {
+            return Ok(None);
+        };
+        if seq < t.first {
+            return Ok(None);
+        }
+        if let Some(front) = t.cache.front() {
+            if seq >= front.seq {
+                let i = usize::try_from(seq - front.seq).unwrap_or(usize::MAX);
+                return Ok(t.cache.get(i).cloned());
+            }
+        }
+        let i = usize::try_from(seq - t.first).unwrap_or(usize::MAX);
+        let Some(&(off, len)) = t.offsets.get(i) else {
+            return Ok(None);
+        };
+        let mut buf = vec![0u8; len as usize];
+        t.file.seek(SeekFrom::Start(off))?;
+        t.file.read_exact(&mut buf)?;
+        let (_, got, _, rec) = parse_line(&buf)?;
+        if got != seq {
+            return Err(LogError::Corrupt(format!(
+                "expected record {seq}, found {got}"
+            )));
+        }
+        Ok(Some(rec))
+    }
+
+    fn head_seq(&self, thread_id: &str) -> u64 {
+        self.threads
+            .get(thread_id)
+            .map(|t| t.first + t.offsets.len() as u64 - 1)
+            .unwrap_or(0)
+    }
+
+    fn first_seq(&self, thread_id: &str) -> u64 {
+        self.threads.get(thread_id).map(|t| t.first).unwrap_or(1)
+    }
+
+    fn gap_reason(&self) -> GapReason {
+        GapReason::Truncated
+    }
+
+    fn threads(&self) -> Vec<String> {
+        self.threads.keys().cloned().collect()
+    }
+
+    fn is_durable(&self) -> bool {
+        true
+    }
+}
+
+impl FileLog {
+    fn load_or_create(path: &Path) -> Result<FileThread, LogError> {
+        if !path.exists() {
+            File::create(path)?;
+        }
+        Self::load(path)
+    }
+}
+
+impl<L: EventLog + ?Sized> EventLog for Box<L> {
+    fn append(
+        &mut self,
+        thread_id: &str,
+        operation_id: &str,
+        event: &Event,
+    ) -> Result<LogRecord, LogError> {
+        (**self).append(thread_id, operation_id, event)
+    }
+    fn get(&mut self, thread_id: &str, seq: u64) -> Result<Option<LogRecord>, LogError> {
+        (**self).get(thread_id, seq)
+    }
+    fn head_seq(&self, thread_id: &str) -> u64 {
+        (**self).head_seq(thread_id)
+    }
+    fn first_seq(&self, thread_id: &str) -> u64 {
+        (**self).first_seq(thread_id)
+    }
+    fn gap_reason(&self) -> GapReason {
+        (**self).gap_reason()
+    }
+    fn threads(&self) -> Vec<String> {
+        (**self).threads()
+    }
+    fn is_durable(&self) -> bool {
+        (**self).is_durable()
+    }
+}

@@ -1,0 +1,845 @@
+//! The host, driven with a virtual clock, against the MUSTs of the spec
+//! (tanstack-harness-wire-protocol.md, version 2). Each test quotes the words it checks.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::field_reassign_with_default
+)]
+
+mod support;
+
+use std::time::Duration;
+
+use harness_tanstack::agui::Event;
+use harness_tanstack::catalog::GapReason;
+use harness_tanstack::frame::close;
+use harness_tanstack::host::{AccessPolicy, Host, HostConfig, Transport, TurnOutcome};
+use harness_tanstack::http::{self, StreamConfig, StreamOptions};
+use harness_tanstack::log::{EventLog, FileLog, MemoryLog};
+use serde_json::Value;
+use support::Net;
+
+const PROMPT: &[u8] = br#"{"threadId":"thread-1","input":{"op":"prompt","message":"Hello"}}"#;
+
+fn net() -> Net<MemoryLog> {
+    Net::new(Host::new(HostConfig::default(), MemoryLog::default()))
+}
+
+fn json(s: &str) -> Value {
+    serde_json::from_str(s).unwrap()
+}
+
+/// Runs the turn the host asked for: a text message, then completed.
+fn reply<L: harness_tanstack::log::EventLog>(n: &mut Net<L>, text: &str) -> String {
+    let t = n.turns.remove(0);
+    let now = n.now;
+    let op = t.operation_id.clone();
+    n.host
+        .emit(
+            now,
+            &t.thread_id,
+            &op,
+            Event::TextMessageStart(harness_tanstack::agui::TextMessageStart {
+                message_id: format!("{op}-m"),
+                ..Default::default()
+            }),
+        )
+        .unwrap();
+    n.host
+        .emit(
+            now,
+            &t.thread_id,
+            &op,
+            Event::text_content(format!("{op}-m"), text),
+        )
+        .unwrap();
+    n.host
+        .emit(
+            now,
+            &t.thread_id,
+            &op,
+            Event::TextMessageEnd(harness_tanstack::agui::TextMessageEnd {
+                message_id: format!("{op}-m"),
+                ..Default::default()
+            }),
+        )
+        .unwrap();
+    n.host
+        .finish_turn(now, &t.thread_id, &op, TurnOutcome::Completed)
+        .unwrap();
+    n.pump();
+    op
+}
+
+fn data_frames(texts: &[String]) -> Vec<Value> {
+    texts
+        .iter()
+        .filter_map(|t| t.lines().find_map(|l| l.strip_prefix("data: ")).map(json))
+        .collect()
+}
+
+#[test]
+fn post_control_answers_the_receipt_and_the_first_prompt_makes_the_thread() {
+    let mut n = net();
+    // "The command prints the receipt, for example {"inputId":"in-1","status":"accepted","operationId":"op-1"}. The first prompt also makes the thread."
+    let a = n.host.control(n.now, None, PROMPT, "req-1", None);
+    assert_eq!(a.status, 200);
+    assert_eq!(
+        json(&a.body),
+        json(r#"{"inputId":"in-1","status":"accepted","operationId":"op-1"}"#)
+    );
+    assert!(n.host.has_thread("thread-1"));
+    // "Every HTTP answer of the handler sends the id back in the X-Request-Id header."
+    assert_eq!(a.request_id, "req-1");
+}
+
+#[test]
+fn post_control_statuses() {
+    let mut cfg = HostConfig::default();
+    cfg.access = AccessPolicy::MembersOnly;
+    let mut n = Net::new(Host::new(cfg, MemoryLog::default()));
+    // "401: getUser returned null."
+    assert_eq!(n.host.control(n.now, None, PROMPT, "r", None).status, 401);
+    // "400: { error }. The input has a bad shape, or threadId is missing."
+    let a = n.host.control(
+        n.now,
+        Some("ann"),
+        br#"{"input":{"op":"prompt","message":"x"}}"#,
+        "r",
+        None,
+    );
+    assert_eq!(a.status, 400);
+    assert!(json(&a.body)["error"].is_string());
+    assert_eq!(
+        n.host
+            .control(
+                n.now,
+                Some("ann"),
+                br#"{"threadId":"t","input":{"op":"fly"}}"#,
+                "r",
+                None
+            )
+            .status,
+        400
+    );
+    assert_eq!(
+        n.host
+            .control(n.now, Some("ann"), b"not json", "r", None)
+            .status,
+        400
+    );
+    // "403: { error: 'forbidden' }. The host refused the action."
+    assert_eq!(
+        n.host.control(n.now, Some("ann"), PROMPT, "r", None).status,
+        200
+    );
+    let a = n.host.control(n.now, Some("bob"), PROMPT, "r", None);
+    assert_eq!(
+        (a.status, json(&a.body)),
+        (403, json(r#"{"error":"forbidden"}"#))
+    );
+    // "A rejected receipt is still 200. Its reason says why"
+    let a = n.host.control(
+        n.now,
+        Some("ann"),
+        br#"{"threadId":"thread-1","input":{"op":"cancel","operationId":"op-9"}}"#,
+        "r",
+        None,
+    );
+    assert_eq!(a.status, 200);
+    assert_eq!(json(&a.body)["status"], "rejected");
+    assert_eq!(json(&a.body)["reason"], "not_running");
+}
+
+#[test]
+fn receipts_are_accepted_queued_or_rejected() {
+    let mut n = net();
+    // "The status of a receipt is accepted, queued, or rejected."
+    let a = json(&n.host.control(n.now, None, PROMPT, "r", None).body);
+    assert_eq!(a["status"], "accepted");
+    let q = json(
+        &n.host
+            .control(
+                n.now,
+                None,
+                br#"{"threadId":"thread-1","input":{"op":"followUp","message":"more"}}"#,
+                "r",
+                None,
+            )
+            .body,
+    );
+    assert_eq!(q["status"], "queued");
+    let r = json(
+        &n.host
+            .control(
+                n.now,
+                None,
+                br#"{"threadId":"thread-1","input":{"op":"agent","agent":"nobody"}}"#,
+                "r",
+                None,
+            )
+            .body,
+    );
+    assert_eq!(
+        (r["status"].as_str(), r["reason"].as_str()),
+        (Some("rejected"), Some("unknown_agent"))
+    );
+    // The queued follow-up runs when the turn ends.
+    n.pump();
+    assert_eq!(n.turns.len(), 1);
+    reply(&mut n, "Hi");
+    assert_eq!(n.turns.len(), 1);
+    assert_eq!(n.turns[0].message.text(), "more");
+}
+
+#[test]
+fn the_same_input_id_runs_once_and_the_receipt_repeats_it() {
+    let mut n = net();
+    // "A prompt, command, agent, or append input with the same inputId runs once. The inputId of its receipt is the id that you sent."
+    let body =
+        br#"{"threadId":"thread-1","input":{"op":"prompt","message":"Hello","inputId":"mine-1"}}"#;
+    let a = n.host.control(n.now, None, body, "r1", None);
+    let b = n.host.control(n.now, None, body, "r2", None);
+    assert_eq!(a.body, b.body);
+    assert_eq!(json(&a.body)["inputId"], "mine-1");
+    n.pump();
+    assert_eq!(n.turns.len(), 1);
+    for body in [
+        &br#"{"threadId":"thread-1","input":{"op":"command","command":"compact","inputId":"c-1"}}"#
+            [..],
+        br#"{"threadId":"thread-1","input":{"op":"agent","agent":"x","inputId":"g-1"}}"#,
+        br#"{"threadId":"thread-1","input":{"op":"append","message":"note","inputId":"a-1"}}"#,
+    ] {
+        let a = n.host.control(n.now, None, body, "r", None);
+        let b = n.host.control(n.now, None, body, "r", None);
+        assert_eq!(a.body, b.body);
+    }
+    let appended = n
+        .host
+        .messages("thread-1")
+        .iter()
+        .filter(|m| m.text() == "note")
+        .count();
+    assert_eq!(appended, 1);
+}
+
+#[test]
+fn sse_stream_hello_without_id_then_id_per_event_then_ping() {
+    let mut n = net();
+    n.host.control(n.now, None, PROMPT, "r", None);
+    n.pump();
+    reply(&mut n, "Hi");
+    let c = n
+        .host
+        .open_sse(n.now, Some("thread-1"), Some("2"), None, None, None, "req")
+        .unwrap();
+    n.pump();
+    let got = n.take(c);
+    // "It shows the hello frame, then one SSE event per session event"
+    assert_eq!(
+        got[0],
+        "data: {\"type\":\"harness.hello\",\"v\":2,\"threadId\":\"thread-1\"}\n\n"
+    );
+    // "With no cursor, the stream starts at the first event of the thread."
+    assert!(got[1].starts_with(
+        "id: 1\ndata: {\"type\":\"harness.event\",\"cursor\":\"1\",\"threadId\":\"thread-1\""
+    ));
+    // "On SSE, the id of each event is the same cursor."
+    for (i, ev) in got[1..].iter().enumerate() {
+        let cur = (i + 1).to_string();
+        assert!(ev.starts_with(&format!("id: {cur}\n")));
+        assert_eq!(data_frames(std::slice::from_ref(ev))[0]["cursor"], cur.as_str());
+    }
+    // "…and a ping comment when the stream is idle" — heartbeatMs default 20 s.
+    n.advance(Duration::from_secs(19));
+    assert!(n.take(c).is_empty());
+    n.advance(Duration::from_secs(1));
+    assert_eq!(n.take(c), vec![": ping\n\n".to_string()]);
+}
+
+#[test]
+fn last_event_id_wins_over_from_and_the_stream_starts_after_the_cursor() {
+    let mut n = net();
+    n.host.control(n.now, None, PROMPT, "r", None);
+    n.pump();
+    reply(&mut n, "Hi");
+    // "When you send both, the header wins." / "The stream starts with the first event after that cursor."
+    let c = n
+        .host
+        .open_sse(
+            n.now,
+            Some("thread-1"),
+            Some("2"),
+            Some("1"),
+            Some("4"),
+            None,
+            "r",
+        )
+        .unwrap();
+    n.pump();
+    let frames = data_frames(&n.take(c));
+    assert_eq!(frames[1]["cursor"], "5");
+}
+
+#[test]
+fn socket_handshake_rules() {
+    let mut n = net();
+    let c = n
+        .host
+        .connect(n.now, Transport::WebSocket, None, "upgrade-1");
+    // "The first frame from the client must be harness.subscribe." — else invalid_frame, no close.
+    n.host
+        .handle_frame(n.now, c, r#"{"type":"harness.snapshot"}"#);
+    n.pump();
+    let f = json(&n.take(c)[0]);
+    assert_eq!(f["code"], "invalid_frame");
+    // "A frame with no requestId gets an id from the server. On the socket, that id is the id of the upgrade request."
+    assert_eq!(f["requestId"], "upgrade-1");
+    assert_eq!(n.closed(c), None);
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#,
+    );
+    n.pump();
+    assert_eq!(
+        json(&n.take(c)[0]),
+        json(r#"{"type":"harness.hello","v":2,"threadId":"thread-1"}"#)
+    );
+    // "…or is a second harness.subscribe." — invalid_frame, does not close.
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.subscribe","threadId":"thread-1"}"#,
+    );
+    // "not valid JSON" and "an unknown type" — invalid_frame, does not close.
+    n.host.handle_frame(n.now, c, "{nope");
+    n.host
+        .handle_frame(n.now, c, r#"{"type":"harness.teleport","requestId":"rq"}"#);
+    n.pump();
+    let errs: Vec<Value> = n.take(c).iter().map(|s| json(s)).collect();
+    assert_eq!(errs.len(), 3);
+    assert!(errs.iter().all(|e| e["code"] == "invalid_frame"));
+    assert_eq!(errs[2]["requestId"], "rq");
+    assert_eq!(n.closed(c), None);
+    // An input: the receipt repeats the requestId.
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.input","requestId":"req-1","input":{"op":"prompt","message":"Hello"}}"#,
+    );
+    n.pump();
+    let got: Vec<Value> = n.take(c).iter().map(|s| json(s)).collect();
+    let receipt = got.iter().find(|f| f["type"] == "harness.receipt").unwrap();
+    assert_eq!(
+        (receipt["requestId"].as_str(), receipt["status"].as_str()),
+        (Some("req-1"), Some("accepted"))
+    );
+    // A bad input: invalid_frame with its requestId, no close.
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.input","requestId":"req-2","input":{"op":"warp"}}"#,
+    );
+    n.pump();
+    let e = json(&n.take(c)[0]);
+    assert_eq!(
+        (e["code"].as_str(), e["requestId"].as_str()),
+        (Some("invalid_frame"), Some("req-2"))
+    );
+    // harness.snapshot answers with the snapshot.
+    n.host
+        .handle_frame(n.now, c, r#"{"type":"harness.snapshot"}"#);
+    n.pump();
+    let s = json(&n.take(c)[0]);
+    assert_eq!(s["type"], "harness.snapshot");
+    assert_eq!(s["snapshot"]["status"], "running");
+}
+
+#[test]
+fn unsupported_version_closes_4400_with_the_spec_message() {
+    let mut n = net();
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.subscribe","threadId":"thread-1","v":3}"#,
+    );
+    n.pump();
+    let e = json(&n.take(c)[0]);
+    // "If the server does not speak your v, it sends one error frame and closes the stream"
+    assert_eq!(e["code"], "unsupported_version");
+    assert_eq!(
+        e["message"],
+        "Protocol version 3 is not supported. This host speaks version 2."
+    );
+    assert_eq!(n.closed(c), Some(close::UNSUPPORTED_VERSION));
+    // SSE: the error frame, then the end of the stream.
+    let s = n
+        .host
+        .open_sse(n.now, Some("thread-1"), Some("3"), None, None, None, "r")
+        .unwrap();
+    n.pump();
+    assert_eq!(data_frames(&n.take(s))[0]["code"], "unsupported_version");
+    assert!(n.closed(s).is_some());
+}
+
+#[test]
+fn refused_and_forbidden_users_close_4401_and_4403() {
+    let mut cfg = HostConfig::default();
+    cfg.access = AccessPolicy::MembersOnly;
+    let mut n = Net::new(Host::new(cfg, MemoryLog::default()));
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    n.pump();
+    // "4401 | getUser refused the user."
+    assert_eq!(json(&n.take(c)[0])["code"], "unauthorized");
+    assert_eq!(n.closed(c), Some(close::UNAUTHORIZED));
+    n.host.control(n.now, Some("ann"), PROMPT, "r", None);
+    let c = n
+        .host
+        .connect(n.now, Transport::WebSocket, Some("bob"), "up2");
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#,
+    );
+    n.pump();
+    // "4403 | The user cannot read the thread, or lost access."
+    assert_eq!(json(&n.take(c)[0])["code"], "forbidden");
+    assert_eq!(n.closed(c), Some(close::FORBIDDEN));
+    // HTTP: "On a host with access, a thread that has no session yet answers 404"; a refused login is 401, a refused action 403.
+    assert_eq!(
+        n.host
+            .open_sse(n.now, Some("nope"), None, None, None, Some("ann"), "r")
+            .unwrap_err()
+            .status,
+        404
+    );
+    assert_eq!(
+        n.host
+            .open_sse(n.now, Some("thread-1"), None, None, None, None, "r")
+            .unwrap_err()
+            .status,
+        401
+    );
+    assert_eq!(
+        n.host
+            .open_sse(n.now, Some("thread-1"), None, None, None, Some("bob"), "r")
+            .unwrap_err()
+            .status,
+        403
+    );
+}
+
+#[test]
+fn memory_eviction_sends_one_gap_with_reason_evicted() {
+    let mut n = Net::new(Host::new(HostConfig::default(), MemoryLog::new(5, 1 << 20)));
+    n.host.control(n.now, None, PROMPT, "r", None);
+    n.pump();
+    reply(&mut n, "Hi");
+    let head = n.host.log().head_seq("thread-1");
+    assert!(head > 5);
+    let c = n
+        .host
+        .open_sse(
+            n.now,
+            Some("thread-1"),
+            Some("2"),
+            Some("2"),
+            None,
+            None,
+            "r",
+        )
+        .unwrap();
+    n.pump();
+    let frames = data_frames(&n.take(c));
+    let gap = &frames[1];
+    // "the stream sends one CUSTOM event with the name harness.gap, and continues from the first event that it has"
+    assert_eq!(gap["operationId"], "session");
+    assert_eq!(gap["event"]["name"], "harness.gap");
+    // "from is the cursor that you sent." "resumeAt is the cursor of this event."
+    assert_eq!(gap["event"]["value"]["from"], "2");
+    assert_eq!(gap["event"]["value"]["resumeAt"], gap["cursor"]);
+    assert_eq!(gap["event"]["value"]["reason"], "evicted");
+    let first = n.host.log().first_seq("thread-1");
+    assert_eq!(gap["cursor"], (first - 1).to_string().as_str());
+    // "The stream continues after it."
+    assert_eq!(frames[2]["cursor"], first.to_string().as_str());
+    assert_eq!(frames.len(), 2 + (head - first + 1) as usize);
+}
+
+#[test]
+fn file_log_cursors_survive_a_restart_and_truncation_yields_reason_truncated() {
+    let dir = std::env::temp_dir().join(format!("harness-tanstack-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let head;
+    {
+        let mut n = Net::new(Host::new(
+            HostConfig::default(),
+            FileLog::open(&dir).unwrap(),
+        ));
+        n.host.control(n.now, None, PROMPT, "r", None);
+        n.pump();
+        reply(&mut n, "Hi");
+        head = n.host.log().head_seq("thread-1");
+    }
+    // "A cursor works on every server and after a restart only on a durable host"
+    let mut n = Net::new(Host::new(
+        HostConfig::default(),
+        FileLog::open(&dir).unwrap(),
+    ));
+    assert_eq!(n.host.log().head_seq("thread-1"), head);
+    assert_eq!(
+        n.host
+            .messages("thread-1")
+            .iter()
+            .map(|m| m.text())
+            .collect::<Vec<_>>(),
+        vec!["Hello", "Hi"]
+    );
+    let c = n
+        .host
+        .open_sse(
+            n.now,
+            Some("thread-1"),
+            Some("2"),
+            None,
+            Some("3"),
+            None,
+            "r",
+        )
+        .unwrap();
+    n.pump();
+    let frames = data_frames(&n.take(c));
+    assert_eq!(frames[1]["cursor"], "4");
+    assert_eq!(frames.len() as u64, 1 + head - 3);
+    // New events continue the sequence, and a new run id does not collide.
+    n.host.control(
+        n.now,
+        None,
+        br#"{"threadId":"thread-1","input":{"op":"prompt","message":"again"}}"#,
+        "r",
+        None,
+    );
+    n.pump();
+    assert_eq!(n.turns[0].operation_id, "op-2");
+    // "A truncate of the log removes old records" → reason truncated.
+    n.host.log_mut().truncate("thread-1", 5).unwrap();
+    let c = n
+        .host
+        .open_sse(
+            n.now,
+            Some("thread-1"),
+            Some("2"),
+            None,
+            Some("2"),
+            None,
+            "r",
+        )
+        .unwrap();
+    n.pump();
+    let frames = data_frames(&n.take(c));
+    assert_eq!(
+        frames[1]["event"]["value"],
+        json(r#"{"from":"2","resumeAt":"5","reason":"truncated"}"#)
+    );
+    assert_eq!(frames[2]["cursor"], "6");
+    drop(n);
+    // The truncation itself survives a restart.
+    let log = FileLog::open(&dir).unwrap();
+
+    assert_eq!(log.first_seq("thread-1"), 6);
+    assert_eq!(log.gap_reason(), GapReason::Truncated);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn slow_consumer_is_closed_4408_and_loses_no_events() {
+    let mut cfg = HostConfig::default();
+    cfg.stream = StreamOptions {
+        socket_buffer_bytes: Some(600.0),
+        slow_consumer_ms: Some(30_000.0),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap();
+    let mut n = Net::new(Host::new(cfg, MemoryLog::default()));
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    n.stalled.push(c);
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#,
+    );
+    n.host.control(n.now, None, PROMPT, "r", None);
+    n.pump();
+    for i in 0..20 {
+        let op = n.turns[0].operation_id.clone();
+        n.host
+            .emit(
+                n.now,
+                "thread-1",
+                &op,
+                Event::text_content("m", format!("chunk {i}")),
+            )
+            .unwrap();
+    }
+    n.pump();
+    // "Above this bufferedAmount, the server stops sending."
+    let got = n.take(c);
+    assert!(got.len() < 20);
+    assert!(n.host.in_flight(c) >= 600);
+    let last_cursor = got
+        .iter()
+        .rev()
+        .filter_map(|s| json(s)["cursor"].as_str().map(str::to_owned))
+        .next()
+        .unwrap();
+    n.advance(Duration::from_secs(29));
+    assert_eq!(n.closed(c), None);
+    // "If the client does not read for this long, the server sends slow_consumer and closes."
+    n.advance(Duration::from_secs(1));
+    assert_eq!(json(n.take(c).last().unwrap())["code"], "slow_consumer");
+    assert_eq!(n.closed(c), Some(close::SLOW_CONSUMER));
+    // "A slow client loses no events. The server reads them from the log when the client reads again."
+    let c2 = n.host.connect(n.now, Transport::WebSocket, None, "up2");
+    n.host.handle_frame(
+        n.now,
+        c2,
+        &format!(r#"{{"type":"harness.subscribe","threadId":"thread-1","from":"{last_cursor}"}}"#),
+    );
+    n.pump();
+    let rest: Vec<Value> = n.take(c2).iter().map(|s| json(s)).collect();
+    let deltas: Vec<String> = got
+        .iter()
+        .chain(
+            rest.iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .iter(),
+        )
+        .filter_map(|s| json(s)["event"]["delta"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        deltas,
+        (0..20).map(|i| format!("chunk {i}")).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn stream_values_must_be_finite_and_above_zero_and_the_error_names_the_field() {
+    // "Each value must be a finite number above 0. If a value is not, … the error names the field."
+    for (opts, field) in [
+        (
+            StreamOptions {
+                heartbeat_ms: Some(0.0),
+                ..Default::default()
+            },
+            "heartbeatMs",
+        ),
+        (
+            StreamOptions {
+                sse_queue_bytes: Some(f64::NAN),
+                ..Default::default()
+            },
+            "sseQueueBytes",
+        ),
+        (
+            StreamOptions {
+                socket_buffer_bytes: Some(-1.0),
+                ..Default::default()
+            },
+            "socketBufferBytes",
+        ),
+        (
+            StreamOptions {
+                slow_consumer_ms: Some(f64::INFINITY),
+                ..Default::default()
+            },
+            "slowConsumerMs",
+        ),
+    ] {
+        let e = opts.validate().unwrap_err();
+        assert_eq!(e.field, field);
+        assert!(e.to_string().contains(field));
+    }
+    // "A value that you do not set keeps its default" — 20 s, 1 MiB, 8 MiB, 30 s.
+    let c = StreamOptions {
+        heartbeat_ms: Some(10_000.0),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap();
+    assert_eq!(
+        c,
+        StreamConfig {
+            heartbeat: Duration::from_secs(10),
+            ..StreamConfig::default()
+        }
+    );
+    assert_eq!(StreamConfig::default().sse_queue_bytes, 1 << 20);
+    assert_eq!(StreamConfig::default().socket_buffer_bytes, 8 << 20);
+    assert_eq!(
+        StreamConfig::default().slow_consumer,
+        Duration::from_secs(30)
+    );
+}
+
+#[test]
+fn request_ids_and_traceparents_are_validated() {
+    // "1 to 128 letters, digits, -, _, ., or :. Else the server makes a new UUID."
+    assert_eq!(http::request_id(Some("abc-1_2.3:4")), "abc-1_2.3:4");
+    assert_eq!(http::request_id(Some(&"a".repeat(128))).len(), 128);
+    for bad in ["", "has space", "slash/", &"a".repeat(129)] {
+        let id = http::request_id(Some(bad));
+        assert_ne!(id, bad);
+        assert_eq!(id.len(), 36); // a UUID
+    }
+    // "It drops a value that is not a valid W3C traceparent."
+    let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    assert!(http::is_valid_traceparent(good));
+    for bad in [
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        "garbage",
+    ] {
+        assert!(!http::is_valid_traceparent(bad), "{bad}");
+    }
+    let mut n = net();
+    n.host.control(n.now, None, PROMPT, "r", Some(good));
+    n.pump();
+    assert_eq!(n.turns[0].traceparent.as_deref(), Some(good));
+    reply(&mut n, "x");
+    n.host.control(
+        n.now,
+        None,
+        br#"{"threadId":"thread-1","input":{"op":"prompt","message":"y"}}"#,
+        "r",
+        Some("junk"),
+    );
+    n.pump();
+    assert_eq!(n.turns[0].traceparent, None);
+}
+
+#[test]
+fn cancel_drops_the_turn_and_run_finished_carries_outcome_cancelled() {
+    let mut n = net();
+    n.host.control(n.now, None, PROMPT, "r", None);
+    n.pump();
+    let t = n.turns.remove(0);
+    n.host
+        .emit(
+            n.now,
+            "thread-1",
+            &t.operation_id,
+            Event::TextMessageStart(harness_tanstack::agui::TextMessageStart {
+                message_id: "m1".into(),
+                ..Default::default()
+            }),
+        )
+        .unwrap();
+    let a = json(
+        &n.host
+            .control(
+                n.now,
+                None,
+                format!(
+                    r#"{{"threadId":"thread-1","input":{{"op":"cancel","operationId":"{}"}}}}"#,
+                    t.operation_id
+                )
+                .as_bytes(),
+                "r",
+                None,
+            )
+            .body,
+    );
+    assert_eq!(a["status"], "accepted");
+    n.pump();
+    assert_eq!(n.cancels, vec![t.operation_id.clone()]);
+    n.host
+        .finish_turn(n.now, "thread-1", &t.operation_id, TurnOutcome::Cancelled)
+        .unwrap();
+    let c = n
+        .host
+        .open_sse(n.now, Some("thread-1"), None, None, None, None, "r")
+        .unwrap();
+    n.pump();
+    let types: Vec<String> = data_frames(&n.take(c))
+        .iter()
+        .skip(1)
+        .map(|f| match f["event"]["name"].as_str() {
+            Some(n) => n.to_owned(),
+            None => f["event"]["type"].as_str().unwrap().to_owned(),
+        })
+        .collect();
+    // "Before it, a cancelled turn ends its open text message and sends RUN_FINISHED with outcome: { type: 'cancelled' }."
+    let i = types.iter().position(|t| t == "TEXT_MESSAGE_END").unwrap();
+    assert_eq!(
+        &types[i..i + 3],
+        [
+            "TEXT_MESSAGE_END",
+            "RUN_FINISHED",
+            "harness.operation.finished"
+        ]
+    );
+    let all = data_frames(&n.take(c));
+    let _ = all;
+}
+
+#[test]
+fn stdio_has_no_heartbeat() {
+    let mut n = net();
+    let c = n.host.connect(n.now, Transport::Stdio, None, "stdio");
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#,
+    );
+    n.pump();
+    assert!(n.take(c)[0].ends_with('\n'));
+    // "The worker sends no heartbeat."
+    n.advance(Duration::from_secs(300));
+    assert!(n.take(c).is_empty());
+    // "A frame with no requestId gets an id from the server."
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.input","input":{"op":"prompt","message":"Hello"}}"#,
+    );
+    n.pump();
+    let r = n
+        .take(c)
+        .iter()
+        .map(|s| json(s))
+        .find(|f| f["type"] == "harness.receipt")
+        .unwrap();
+    assert!(!r["requestId"].as_str().unwrap().is_empty());
+}
+
+#[test]
+fn fan_out_shares_one_rendering() {
+    let mut n = net();
+    n.host.control(n.now, None, PROMPT, "r", None);
+    let conns: Vec<_> = (0..3)
+        .map(|_| {
+            n.host
+                .open_sse(n.now, Some("thread-1"), None, None, None, None, "r")
+                .unwrap()
+        })
+        .collect();
+    n.pump();
+    let op = n.turns[0].operation_id.clone();
+    n.host
+        .emit(n.now, "thread-1", &op, Event::text_content("m", "x"))
+        .unwrap();
+    n.pump();
+    let last: Vec<bytes::Bytes> = conns
+        .iter()
+        .map(|c| n.wires[c].received.back().unwrap().clone())
+        .collect();
+    // The same allocation is shared by every subscriber (serialize once).
+    assert!(last.windows(2).all(|w| w[0].as_ptr() == w[1].as_ptr()));
+}
