@@ -358,7 +358,6 @@ impl<C: Clock + ?Sized> EventSink for TurnSink<'_, C> {
         };
         let mut result = rx.await.map_err(|_| SinkError::Cancelled)?;
         result.id.clone_from(&call.id);
-        self.check()?;
         let ms = self.ms_since(started);
         let mut detail = serde_json::Map::new();
         detail.insert("tool".into(), call.tool.clone().into());

@@ -1,0 +1,392 @@
+//! The driver serving a `Harness` over a call, driven by the simulator on a virtual clock.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use harness_core::agent::ToolLoopAgent;
+use harness_core::message::{Message, ModelRequest, ToolCall, ToolDefinition, ToolResult, Usage};
+use harness_core::model::{ModelError, ScriptedModel};
+use harness_core::{Descriptor, EventSink, Harness, HarnessError, SinkError, Start};
+use harness_jambonz::driver::ServeConfig;
+use harness_jambonz::harness_side::Transmit;
+use harness_jambonz::simulator::{Script, SimConfig, Simulator};
+use harness_jambonz::testing::{Direction, SimulatedCall, simulate_call};
+use serde_json::{Value, json};
+
+fn call<H: Harness>(
+    agent: &H,
+    model: &ScriptedModel,
+    script: Script,
+    cfg: ServeConfig,
+) -> SimulatedCall {
+    call_with(agent, model, SimConfig::default(), script, cfg, |s| s)
+}
+
+fn call_with<H: Harness>(
+    agent: &H,
+    model: &ScriptedModel,
+    sim_cfg: SimConfig,
+    script: Script,
+    cfg: ServeConfig,
+    f: impl FnOnce(Simulator) -> Simulator,
+) -> SimulatedCall {
+    let start = Instant::now();
+    let sim = f(Simulator::new(start, sim_cfg, script)
+        .with_tool("get_hours", |_| Ok(json!({"weekdays": "8am to 6pm"}))));
+    simulate_call(agent, model, sim, start, cfg)
+}
+
+fn sent(c: &SimulatedCall, ty: &str) -> Vec<Value> {
+    c.texts(Direction::ToJambonz)
+        .into_iter()
+        .map(|t| serde_json::from_str::<Value>(t).unwrap())
+        .filter(|v| v["type"] == ty)
+        .collect()
+}
+
+/// "sink.output and streamed model deltas become reply:chunks as they arrive."
+#[test]
+fn model_deltas_become_reply_chunks_as_they_arrive() {
+    let model = ScriptedModel::new().reply("Thanks for calling Acme.");
+    let c = call(
+        &ToolLoopAgent::new("faq"),
+        &model,
+        Script::new().greeting(),
+        ServeConfig::default(),
+    );
+    let chunks: Vec<String> = sent(&c, "reply:chunk")
+        .iter()
+        .map(|v| {
+            v["chunk"]["choices"][0]["delta"]["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(chunks, ["Thanks ", "for ", "calling ", "Acme."]);
+    let done = &sent(&c, "reply:done")[0];
+    assert_eq!(done["reply_id"], "r1");
+    let mc = &done["turn_record"]["model_calls"][0];
+    assert_eq!(mc["first_token_ms"], 0);
+    assert_eq!(mc["ms"], 0);
+    assert!(mc["input_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(mc["output_tokens"], 6);
+    assert_eq!(c.transcript.heard(), ["Thanks for calling Acme."]);
+}
+
+/// An agent exercising every sink method, with a virtual delay inside (so `ms` is real).
+struct Probe {
+    log: Arc<Mutex<Vec<String>>>,
+    dropped: Arc<AtomicBool>,
+}
+
+struct DropFlag(Arc<AtomicBool>);
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl Harness for Probe {
+    async fn describe(&self) -> Result<Descriptor, HarnessError> {
+        Ok(Descriptor::new("probe", "1"))
+    }
+    async fn run(&self, start: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
+        let _flag = DropFlag(self.dropped.clone());
+        let said = start.inputs[0].text();
+        let history: Vec<String> = start.history_messages().iter().map(Message::text).collect();
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("run {said:?} history={history:?}"));
+        match said.as_str() {
+            "(call connected)" => {
+                sink.output("Hello, ").await?;
+                sink.output("this is Acme.").await?;
+                sink.report(ToolResult::ok("lookup_account", serde_json::Map::new()))
+                    .await?;
+                sink.usage(Usage {
+                    model: "own-llm".into(),
+                    input_tokens: 10,
+                    output_tokens: 3,
+                    ..Default::default()
+                })
+                .await?;
+            }
+            "When are you open" => {
+                let r = sink
+                    .tool_call(ToolCall::new("x1", "get_hours", serde_json::Map::new()))
+                    .await?;
+                self.log
+                    .lock()
+                    .unwrap()
+                    .push(format!("tool id={} out={}", r.id, json!(r.output)));
+                sink.output("We're open eight to six on weekdays.").await?;
+                // Wait for a tool that never answers in time: the barge-in comes first.
+                let r = sink
+                    .tool_call(ToolCall::new("x2", "slow", serde_json::Map::new()))
+                    .await;
+                self.log
+                    .lock()
+                    .unwrap()
+                    .push(format!("slow returned {r:?}"));
+            }
+            "Thanks, bye" => {
+                let mut args = serde_json::Map::new();
+                args.insert("reason".into(), "resolved".into());
+                let r = sink.tool_call(ToolCall::new("h1", "hangup", args)).await?;
+                self.log
+                    .lock()
+                    .unwrap()
+                    .push(format!("hangup ok={}", !r.is_error));
+                let after = sink.output("Bye!").await;
+                self.log
+                    .lock()
+                    .unwrap()
+                    .push(format!("after hangup: {after:?}"));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn sink_calls_tool_calls_reports_cancel_and_history() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let dropped = Arc::new(AtomicBool::new(false));
+    let probe = Probe {
+        log: log.clone(),
+        dropped: dropped.clone(),
+    };
+    let script = Script::new()
+        .greeting()
+        .say("When are you open")
+        .barge_in(Duration::from_millis(1100), "Thanks, bye");
+    let c = call_with(
+        &probe,
+        &ScriptedModel::new(),
+        SimConfig::default(),
+        script,
+        ServeConfig::default(),
+        |s| s.with_slow_tool("slow", Duration::from_secs(8), |_| Ok(json!({}))),
+    );
+    let log = log.lock().unwrap().clone();
+    assert_eq!(log[0], r#"run "(call connected)" history=[]"#);
+    // sink.tool_call → tool:call, waits for tool:result; the result carries the agent's id.
+    assert_eq!(log[2], r#"tool id=x1 out={"weekdays":"8am to 6pm"}"#);
+    // turn:cancel dropped turn 2's future while it waited for the slow tool.
+    assert!(dropped.load(Ordering::SeqCst));
+    assert!(
+        !log.iter().any(|l| l.starts_with("slow returned")),
+        "{log:?}"
+    );
+    // History per call, trimmed to what the caller heard after user_interruption.
+    assert_eq!(
+        log[3],
+        r#"run "Thanks, bye" history=["(call connected)", "Hello, this is Acme.", "When are you open", "We're open eight"]"#
+    );
+    // A hangup through the `hangup` command tool; after it, sink calls fail Cancelled.
+    assert_eq!(log[4], "hangup ok=true");
+    assert_eq!(log[5], "after hangup: Err(Cancelled)");
+    let cmd = &sent(&c, "command")[0];
+    assert_eq!(cmd["name"], "hangup");
+    assert_eq!(cmd["args"], json!({"reason": "resolved"}));
+    // The turn record: own_tools from sink.report, model_calls from sink.usage, steps from
+    // tool calls.
+    let dones = sent(&c, "reply:done");
+    let rec = &dones[0]["turn_record"];
+    assert_eq!(
+        rec["own_tools"],
+        json!([{"name": "lookup_account", "ok": true}])
+    );
+    assert_eq!(
+        rec["model_calls"],
+        json!([{"model": "own-llm", "input_tokens": 10, "output_tokens": 3}])
+    );
+    // Nothing was sent for turn 2 after its turn:cancel.
+    let cancel_at = c
+        .frames
+        .iter()
+        .position(|f| matches!(&f.frame, Transmit::Text(t) if t.contains("turn:cancel")))
+        .unwrap();
+    for f in &c.frames[cancel_at..] {
+        if let (Direction::ToJambonz, Transmit::Text(t)) = (f.direction, &f.frame) {
+            let v: Value = serde_json::from_str(t).unwrap();
+            assert_ne!(v["turn_id"], 2, "{t}");
+        }
+    }
+    assert!(
+        c.transcript.violations.is_empty(),
+        "{:?}",
+        c.transcript.violations
+    );
+    let report = c.report.unwrap();
+    assert_eq!((report.turns, report.cancelled, report.failed), (3, 1, 0));
+    assert_eq!(c.transcript.ended.as_ref().unwrap().0, "harness_hangup");
+}
+
+#[test]
+fn tool_call_steps_are_recorded() {
+    let agent = ToolLoopAgent::new("faq")
+        .with_tool(ToolDefinition::new("get_hours", "hours"))
+        .reporting_usage();
+    let model = ScriptedModel::new()
+        .tool_call("get_hours", json!({}))
+        .reply("Eight to six.");
+    let c = call(
+        &agent,
+        &model,
+        Script::new().greeting(),
+        ServeConfig::default(),
+    );
+    let rec = &sent(&c, "reply:done")[0]["turn_record"];
+    assert_eq!(rec["steps"][0]["name"], "tool_call");
+    assert_eq!(
+        rec["steps"][0]["detail"],
+        json!({"tool": "get_hours", "ok": true})
+    );
+    // Usage reported for mediated calls is not counted twice.
+    assert_eq!(rec["model_calls"].as_array().unwrap().len(), 2);
+}
+
+/// The SDK's `greeting`: "spoken when the call connects, without a model call".
+#[test]
+fn a_configured_greeting_needs_no_model_call() {
+    let model = ScriptedModel::new();
+    let mut cfg = ServeConfig::default();
+    cfg.greeting = Some("Thanks for calling Acme.".into());
+    let c = call(
+        &ToolLoopAgent::new("faq"),
+        &model,
+        Script::new().greeting(),
+        cfg,
+    );
+    assert_eq!(model.calls(), 0);
+    assert_eq!(c.transcript.heard(), ["Thanks for calling Acme."]);
+    assert_eq!(
+        sent(&c, "reply:done")[0]["turn_record"],
+        json!({"route": "greeting"})
+    );
+}
+
+/// A turn that fails says the error reply and marks the record.
+#[test]
+fn a_failed_turn_speaks_the_error_reply() {
+    let model = ScriptedModel::new().fail(ModelError::Unavailable("down".into()));
+    let c = call(
+        &ToolLoopAgent::new("faq"),
+        &model,
+        Script::new().greeting(),
+        ServeConfig::default(),
+    );
+    assert_eq!(c.transcript.heard(), ["Sorry, something went wrong."]);
+    let rec = &sent(&c, "reply:done")[0]["turn_record"];
+    assert_eq!(rec["flags"], json!(["harness_error"]));
+    assert!(rec["note"].as_str().unwrap().contains("down"));
+    assert_eq!(c.report.unwrap().failed, 1);
+}
+
+/// "session:start carries protocol: 1. A harness that cannot speak it closes the socket with
+/// code 4000 and a reason."
+#[test]
+fn the_driver_closes_4000_on_another_protocol() {
+    let mut cfg = SimConfig::default();
+    cfg.protocol = json!(2);
+    let c = call_with(
+        &ToolLoopAgent::new("faq"),
+        &ScriptedModel::new(),
+        cfg,
+        Script::new().greeting(),
+        ServeConfig::default(),
+        |s| s,
+    );
+    let (code, reason) = c.transcript.closed_by_harness.clone().unwrap();
+    assert_eq!(code, 4000);
+    assert!(reason.contains("protocol"));
+    assert_eq!(c.report.unwrap().closed.unwrap().0, 4000);
+}
+
+/// Bad frames from a peer never crash or corrupt a call.
+#[test]
+fn bad_frames_are_reported_and_the_call_goes_on() {
+    let model = ScriptedModel::new().reply("Hi.").reply("We open at eight.");
+    let script = Script::new()
+        .greeting()
+        .raw("{not json")
+        .raw(r#"{"type":"turn:start","turn_id":"two"}"#)
+        .raw(r#"{"type":"tool:result","call_id":"t404","result":{}}"#)
+        .raw(r#"{"type":"hologram","x":1}"#)
+        .say("When do you open");
+    let c = call(
+        &ToolLoopAgent::new("faq"),
+        &model,
+        script,
+        ServeConfig::default(),
+    );
+    let report = c.report.unwrap();
+    assert_eq!(report.frame_errors.len(), 3, "{:?}", report.frame_errors);
+    assert_eq!(c.transcript.heard(), ["Hi.", "We open at eight."]);
+    assert!(c.transcript.violations.is_empty());
+}
+
+/// With a tiny outgoing queue the agent waits (back-pressure) and nothing is lost.
+#[test]
+fn back_pressure_loses_nothing() {
+    let text = "one two three four five six seven eight nine ten eleven twelve";
+    let model = ScriptedModel::new().reply(text);
+    let mut cfg = ServeConfig::default();
+    cfg.max_pending_frames = 1;
+    let c = call(
+        &ToolLoopAgent::new("faq"),
+        &model,
+        Script::new().greeting(),
+        cfg,
+    );
+    assert_eq!(sent(&c, "reply:chunk").len(), 12);
+    assert_eq!(c.transcript.heard(), [text]);
+}
+
+/// An agent that asks the model with the call's history: ToolLoopAgent sees the trimmed
+/// conversation too.
+#[test]
+fn the_model_sees_the_trimmed_history() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let model = ScriptedModel::new()
+        .reply("Hi.")
+        .reply("We're open eight to six on weekdays.")
+        .otherwise(move |req: &ModelRequest| {
+            s2.lock()
+                .unwrap()
+                .push(req.messages.iter().map(Message::text).collect::<Vec<_>>());
+            Ok(Message::assistant("Bye."))
+        });
+    let script = Script::new()
+        .greeting()
+        .say("When are you open")
+        .barge_in(Duration::from_millis(1100), "Thanks");
+    let c = call(
+        &ToolLoopAgent::new("faq"),
+        &model,
+        script,
+        ServeConfig::default(),
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        seen[0],
+        [
+            "(call connected)",
+            "Hi.",
+            "When are you open",
+            "We're open eight",
+            "Thanks"
+        ]
+    );
+    assert_eq!(c.transcript.heard().last().copied(), Some("Bye."));
+    let _ = SinkError::Cancelled;
+}
