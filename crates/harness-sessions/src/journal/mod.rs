@@ -13,7 +13,7 @@ mod memory;
 
 use serde::{Deserialize, Serialize};
 
-pub use file::{Durability, FileJournal, TornTail};
+pub use file::{Durability, FileJournal, TornTail, verify_file_bytes};
 pub use memory::MemoryJournal;
 
 use crate::record::{Fence, Head, Record, Seq};
