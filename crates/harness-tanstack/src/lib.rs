@@ -9,6 +9,7 @@ mod wire;
 pub mod agui;
 pub mod catalog;
 pub mod client;
+pub mod driver;
 pub mod frame;
 pub mod host;
 pub mod http;

@@ -249,7 +249,10 @@ fn sse_stream_hello_without_id_then_id_per_event_then_ping() {
     for (i, ev) in got[1..].iter().enumerate() {
         let cur = (i + 1).to_string();
         assert!(ev.starts_with(&format!("id: {cur}\n")));
-        assert_eq!(data_frames(std::slice::from_ref(ev))[0]["cursor"], cur.as_str());
+        assert_eq!(
+            data_frames(std::slice::from_ref(ev))[0]["cursor"],
+            cur.as_str()
+        );
     }
     // "…and a ping comment when the stream is idle" — heartbeatMs default 20 s.
     n.advance(Duration::from_secs(19));

@@ -1,0 +1,298 @@
+//! The futures-only driver serving a harness_core::Harness: a turn's sink calls become the
+//! events the spec names, and a cancel drops the turn's future.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::field_reassign_with_default
+)]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::executor::LocalPool;
+use futures::task::LocalSpawnExt;
+use harness_core::agent::ToolLoopAgent;
+use harness_core::message::{ToolDefinition, ToolResult};
+use harness_core::model::ScriptedModel;
+use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start};
+use harness_tanstack::agui::Event;
+use harness_tanstack::driver::{Service, Tools, run_turns};
+use harness_tanstack::host::{Host, HostConfig};
+use harness_tanstack::log::MemoryLog;
+use serde_json::Value;
+
+fn service() -> (Service<MemoryLog>, Arc<Mutex<Instant>>) {
+    let t = Arc::new(Mutex::new(Instant::now()));
+    let clock = Arc::clone(&t);
+    let svc = Service::new(
+        Host::new(HostConfig::default(), MemoryLog::default()),
+        Arc::new(move || *clock.lock().unwrap()),
+    );
+    (svc, t)
+}
+
+/// Everything the thread's stream holds right now (hello first), as frames.
+fn read_all(pool: &mut LocalPool, svc: &Service<MemoryLog>) -> Vec<Value> {
+    let mut s = svc
+        .open_sse(Some("thread-1"), Some("2"), None, None, None, "r")
+        .unwrap();
+    let mut out = Vec::new();
+    loop {
+        let mut next = Box::pin(s.next());
+        let got = pool.run_until(async { futures::poll!(&mut next) });
+        match got {
+            std::task::Poll::Ready(Some(b)) => {
+                let text = String::from_utf8(b.to_vec()).unwrap();
+                if let Some(d) = text.lines().find_map(|l| l.strip_prefix("data: ")) {
+                    out.push(serde_json::from_str(d).unwrap());
+                }
+            }
+            _ => break,
+        }
+    }
+    out
+}
+
+fn names(frames: &[Value]) -> Vec<String> {
+    frames[1..]
+        .iter()
+        .map(|f| {
+            f["event"]["name"]
+                .as_str()
+                .or(f["event"]["type"].as_str())
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn a_tool_loop_turn_becomes_tool_call_text_and_usage_events() {
+    let (svc, _) = service();
+    let mut pool = LocalPool::new();
+    let model = ScriptedModel::new()
+        .tool_call("get_hours", serde_json::json!({"day": "mon"}))
+        .reply("Open eight to six.");
+    let agent =
+        ToolLoopAgent::new("faq").with_tool(ToolDefinition::new("get_hours", "Opening hours"));
+    let tools = Tools::new().with("get_hours", |c| {
+        ToolResult::ok(
+            &c.id,
+            serde_json::json!({"hours": "8-18"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+    });
+    pool.spawner()
+        .spawn_local(run_turns(
+            svc.clone(),
+            Arc::new(agent),
+            Arc::new(model),
+            tools,
+        ))
+        .unwrap();
+    let a = svc.control(
+        None,
+        br#"{"threadId":"thread-1","input":{"op":"prompt","message":"When are you open?"}}"#,
+        "r",
+        None,
+    );
+    assert_eq!(a.status, 200);
+    pool.run_until_stalled();
+    let frames = read_all(&mut pool, &svc);
+    let n = names(&frames);
+    let expect = [
+        "harness.input.accepted",
+        "RUN_STARTED",
+        "harness.operation.started",
+        "harness.input.applied",
+        "harness.usage",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+    ];
+    assert_eq!(&n[..expect.len()], &expect);
+    let tail = [
+        "TEXT_MESSAGE_END",
+        "harness.usage",
+        "RUN_FINISHED",
+        "harness.operation.finished",
+        "harness.input.settled",
+    ];
+    assert_eq!(&n[n.len() - tail.len()..], &tail);
+    // Every event is valid AG-UI 1.0 and the text streams the model's reply.
+    let text: String = frames[1..]
+        .iter()
+        .map(|f| Event::from_json_strict(&f["event"].to_string()).unwrap())
+        .filter_map(|e| match e {
+            Event::TextMessageContent(c) => Some(c.delta),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "Open eight to six.");
+    let args = frames
+        .iter()
+        .find(|f| f["event"]["type"] == "TOOL_CALL_ARGS")
+        .unwrap();
+    assert_eq!(args["event"]["delta"], r#"{"day":"mon"}"#);
+    let fin = frames
+        .iter()
+        .find(|f| f["event"]["name"] == "harness.operation.finished")
+        .unwrap();
+    assert_eq!(fin["event"]["value"]["status"], "completed");
+    // The usage total grows across the turn's two model calls.
+    let usages: Vec<&Value> = frames
+        .iter()
+        .filter(|f| f["event"]["name"] == "harness.usage")
+        .collect();
+    assert!(
+        usages[1]["event"]["value"]["total"]["inputTokens"].as_u64()
+            > usages[0]["event"]["value"]["total"]["inputTokens"].as_u64()
+    );
+    // The transcript holds the user message and the answer.
+    let t: Value = serde_json::from_str(&svc.transcript("thread-1", None, "r").body).unwrap();
+    let msgs = t["messages"].as_array().unwrap();
+    assert_eq!(msgs.first().unwrap()["content"], "When are you open?");
+    assert_eq!(msgs.last().unwrap()["content"], "Open eight to six.");
+}
+
+/// Talks, then waits forever: only a cancel ends it.
+struct Stuck;
+
+#[async_trait]
+impl Harness for Stuck {
+    async fn describe(&self) -> Result<Descriptor, HarnessError> {
+        Ok(Descriptor::new("stuck", "1"))
+    }
+    async fn run(&self, _start: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
+        sink.output("thinking").await?;
+        futures::future::pending::<()>().await;
+        Ok(())
+    }
+}
+
+#[test]
+fn cancel_drops_the_future_and_the_run_finishes_cancelled() {
+    let (svc, clock) = service();
+    let mut pool = LocalPool::new();
+    pool.spawner()
+        .spawn_local(run_turns(
+            svc.clone(),
+            Arc::new(Stuck),
+            Arc::new(ScriptedModel::echo()),
+            Tools::new(),
+        ))
+        .unwrap();
+    let a: Value = serde_json::from_str(
+        &svc.control(
+            None,
+            br#"{"threadId":"thread-1","input":{"op":"prompt","message":"go"}}"#,
+            "r",
+            None,
+        )
+        .body,
+    )
+    .unwrap();
+    pool.run_until_stalled();
+    *clock.lock().unwrap() += Duration::from_secs(1);
+    let op = a["operationId"].as_str().unwrap();
+    let c: Value = serde_json::from_str(
+        &svc.control(
+            None,
+            format!(r#"{{"threadId":"thread-1","input":{{"op":"cancel","operationId":"{op}"}}}}"#)
+                .as_bytes(),
+            "r",
+            None,
+        )
+        .body,
+    )
+    .unwrap();
+    assert_eq!(c["status"], "accepted");
+    pool.run_until_stalled();
+    let frames = read_all(&mut pool, &svc);
+    let n = names(&frames);
+    let i = n.iter().position(|x| x == "TEXT_MESSAGE_END").unwrap();
+    assert_eq!(
+        &n[i..i + 4],
+        [
+            "TEXT_MESSAGE_END",
+            "RUN_FINISHED",
+            "harness.operation.finished",
+            "harness.input.settled"
+        ]
+    );
+    let fin = frames
+        .iter()
+        .find(|f| f["event"]["type"] == "RUN_FINISHED")
+        .unwrap();
+    assert_eq!(
+        fin["event"]["outcome"],
+        serde_json::json!({"type": "cancelled"})
+    );
+    let of = frames
+        .iter()
+        .find(|f| f["event"]["name"] == "harness.operation.finished")
+        .unwrap();
+    assert_eq!(of["event"]["value"]["status"], "cancelled");
+    // The thread is idle again: a new prompt starts a new turn.
+    let again: Value = serde_json::from_str(
+        &svc.control(
+            None,
+            br#"{"threadId":"thread-1","input":{"op":"prompt","message":"again"}}"#,
+            "r",
+            None,
+        )
+        .body,
+    )
+    .unwrap();
+    assert_eq!(again["status"], "accepted");
+}
+
+#[test]
+fn post_run_streams_plain_agui_events_of_one_run() {
+    let (svc, _) = service();
+    let mut pool = LocalPool::new();
+    pool.spawner()
+        .spawn_local(run_turns(
+            svc.clone(),
+            Arc::new(ToolLoopAgent::new("echo")),
+            Arc::new(ScriptedModel::echo()),
+            Tools::new(),
+        ))
+        .unwrap();
+    let input: harness_tanstack::agui::RunAgentInput = serde_json::from_str(r#"{"threadId":"t-run","runId":"run-1","messages":[{"id":"u1","role":"user","content":"ping"}]}"#).unwrap();
+    let mut s = svc.run_agui(&input, None, "r", None).unwrap();
+    let mut events = Vec::new();
+    pool.run_until(async {
+        while let Some(b) = s.next().await {
+            let text = String::from_utf8(b.to_vec()).unwrap();
+            // "These routes send plain AG-UI events, with no harness.* frames around them."
+            let d = text
+                .strip_prefix("data: ")
+                .unwrap()
+                .strip_suffix("\n\n")
+                .unwrap()
+                .to_owned();
+            events.push(Event::from_json_strict(&d).unwrap());
+        }
+    });
+    assert!(
+        matches!(&events[0], Event::RunStarted(r) if r.run_id == "run-1" && r.thread_id == "t-run")
+    );
+    assert!(matches!(events.last().unwrap(), Event::RunFinished(_)));
+    let text: String = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::TextMessageContent(c) => Some(c.delta.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "You said: ping");
+}
