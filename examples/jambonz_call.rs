@@ -1,0 +1,50 @@
+//! Plays jambonz against any harness URL: the simulator over a real WebSocket, running the
+//! spec's "A whole call" (greeting, "When are you open", a barge-in with "Thanks, bye"), with
+//! the agent's `get_hours` tool. Prints every frame and what the caller heard; exits non-zero
+//! if the harness broke a rule, missed a deadline or left a turn unanswered.
+//!
+//! ```text
+//! cargo run --example jambonz_call -- --url ws://127.0.0.1:8080 [--secret S] [--quiet]
+//! ```
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "jambonz_shared/mod.rs"]
+mod jambonz_shared;
+
+use std::time::Instant;
+
+#[tokio::main]
+async fn main() {
+    let mut url = "ws://127.0.0.1:8080".to_owned();
+    let mut secret = None;
+    let mut verbose = true;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--url" => url = args.next().expect("--url URL"),
+            "--secret" => secret = Some(args.next().expect("--secret S")),
+            "--quiet" => verbose = false,
+            other => {
+                eprintln!(
+                    "unknown argument {other}; usage: jambonz_call [--url ws://127.0.0.1:8080] [--secret S] [--quiet]"
+                );
+                std::process::exit(2);
+            }
+        }
+    }
+    let sim = jambonz_shared::whole_call_simulator(Instant::now());
+    match jambonz_shared::play_call(&url, secret.as_deref(), sim, verbose).await {
+        Err(e) => {
+            eprintln!("call failed: {e}");
+            std::process::exit(1);
+        }
+        Ok(t) => {
+            println!("\nwhat the caller heard:\n{t}");
+            if let Err(problems) = jambonz_shared::check(&t) {
+                eprintln!("FAILED:\n{problems}");
+                std::process::exit(1);
+            }
+            println!("ok");
+        }
+    }
+}
