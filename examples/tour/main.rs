@@ -17,7 +17,7 @@ type ChapterFn = fn() -> Result<(), Box<dyn std::error::Error>>;
 /// The chapters, in reading order. Each protocol adds its own.
 const CHAPTERS: &[(&str, &str, ChapterFn)] = &[
     ("sse", "harness-core: SSE decoding and one agent, any sink", core_sse::run),
-    ("jambonz", "harness-jambonz: a phone call over a WebSocket, with the jambonz simulator", jambonz::run),
+    ("jambonz", "harness-jambonz: a phone call over a WebSocket", jambonz::run),
     ("sessions", "harness-sessions: crash a turn, resume, fork, replay, verify the chain", sessions::run),
 ];
 
