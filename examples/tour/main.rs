@@ -10,7 +10,6 @@
 
 mod core_sse;
 mod jambonz;
-mod sessions;
 
 type ChapterFn = fn() -> Result<(), Box<dyn std::error::Error>>;
 
@@ -18,7 +17,6 @@ type ChapterFn = fn() -> Result<(), Box<dyn std::error::Error>>;
 const CHAPTERS: &[(&str, &str, ChapterFn)] = &[
     ("sse", "harness-core: SSE decoding and one agent, any sink", core_sse::run),
     ("jambonz", "harness-jambonz: a phone call over a WebSocket", jambonz::run),
-    ("sessions", "harness-sessions: crash a turn, resume, fork, replay, verify the chain", sessions::run),
 ];
 
 fn main() {
