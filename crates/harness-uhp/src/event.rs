@@ -144,7 +144,7 @@ impl EventType {
 /// A string field of an event: a span of the received JSON, or a copy when it had escapes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Text {
-    Span(usize, usize),
+    Span(u32, u32),
     Owned(Box<str>),
 }
 
@@ -152,12 +152,13 @@ impl Text {
     fn of(raw: &str, s: StrCow<'_>) -> Text {
         match s.0 {
             Cow::Borrowed(b) => {
+                // `b` borrows from `raw` (the deserializer reads `raw`), so its offset is a
+                // span of `raw`; the bounds are checked anyway, and `get` checks boundaries.
                 let start = (b.as_ptr() as usize).wrapping_sub(raw.as_ptr() as usize);
                 let end = start.wrapping_add(b.len());
-                if start <= end && raw.get(start..end).is_some() {
-                    Text::Span(start, end)
-                } else {
-                    Text::Owned(b.into())
+                match (u32::try_from(start), u32::try_from(end)) {
+                    (Ok(s32), Ok(e32)) if start <= end && end <= raw.len() => Text::Span(s32, e32),
+                    _ => Text::Owned(b.into()),
                 }
             }
             Cow::Owned(o) => Text::Owned(o.into_boxed_str()),
@@ -166,10 +167,23 @@ impl Text {
 
     fn get<'a>(&'a self, raw: &'a str) -> &'a str {
         match self {
-            Text::Span(s, e) => raw.get(*s..*e).unwrap_or(""),
+            Text::Span(s, e) => raw.get(*s as usize..*e as usize).unwrap_or(""),
             Text::Owned(o) => o,
         }
     }
+}
+
+/// The fields most events do not have, kept out of line so that an event stays small.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Rare {
+    summary_index: Option<u64>,
+    annotation_index: Option<u64>,
+    text: Option<Text>,
+    arguments: Option<Text>,
+    code: Option<Text>,
+    message: Option<Text>,
+    param: Option<Text>,
+    annotation: Option<Annotation>,
 }
 
 /// A `sequence_number` as sent: valid only when it is an integer ≥ 0.
@@ -220,43 +234,111 @@ impl<'de> Deserialize<'de> for SeqField {
     }
 }
 
-/// The schema's flat `Event`, decoded in one pass with strings borrowed from the input.
-#[derive(Deserialize)]
-struct WireEvent<'a> {
-    #[serde(rename = "type", borrow, default)]
-    event_type: Option<StrCow<'a>>,
-    #[serde(default)]
-    sequence_number: SeqField,
-    #[serde(borrow, default)]
-    delta: Option<StrCow<'a>>,
-    #[serde(borrow, default)]
-    item_id: Option<StrCow<'a>>,
-    #[serde(default)]
-    output_index: Option<u64>,
-    #[serde(default)]
-    content_index: Option<u64>,
-    #[serde(default)]
-    summary_index: Option<u64>,
-    #[serde(default)]
-    annotation_index: Option<u64>,
-    #[serde(borrow, default)]
-    text: Option<StrCow<'a>>,
-    #[serde(borrow, default)]
-    arguments: Option<StrCow<'a>>,
-    #[serde(default)]
-    response: Option<Box<Response>>,
-    #[serde(default)]
-    item: Option<Box<OutputItem>>,
-    #[serde(default)]
-    part: Option<Box<ContentPart>>,
-    #[serde(default)]
-    annotation: Option<Box<Annotation>>,
-    #[serde(borrow, default)]
-    code: Option<StrCow<'a>>,
-    #[serde(borrow, default)]
-    message: Option<StrCow<'a>>,
-    #[serde(borrow, default)]
-    param: Option<StrCow<'a>>,
+/// The keys of the schema's `Event`, matched by length first (a derive compares every name in turn).
+enum Key {
+    Type,
+    SequenceNumber,
+    Delta,
+    ItemId,
+    OutputIndex,
+    ContentIndex,
+    SummaryIndex,
+    AnnotationIndex,
+    Text,
+    Arguments,
+    Response,
+    Item,
+    Part,
+    Annotation,
+    Code,
+    Message,
+    Param,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E: de::Error>(self, k: &str) -> Result<Key, E> {
+                Ok(match (k.len(), k) {
+                    (4, "type") => Key::Type,
+                    (15, "sequence_number") => Key::SequenceNumber,
+                    (5, "delta") => Key::Delta,
+                    (7, "item_id") => Key::ItemId,
+                    (12, "output_index") => Key::OutputIndex,
+                    (13, "content_index") => Key::ContentIndex,
+                    (13, "summary_index") => Key::SummaryIndex,
+                    (16, "annotation_index") => Key::AnnotationIndex,
+                    (4, "text") => Key::Text,
+                    (9, "arguments") => Key::Arguments,
+                    (8, "response") => Key::Response,
+                    (4, "item") => Key::Item,
+                    (4, "part") => Key::Part,
+                    (10, "annotation") => Key::Annotation,
+                    (4, "code") => Key::Code,
+                    (7, "message") => Key::Message,
+                    (5, "param") => Key::Param,
+                    _ => Key::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(V)
+    }
+}
+
+/// Decodes an event object into a [`Fields`] in place: one pass over the JSON, strings kept
+/// as spans of the input, and no large value moved around.
+struct Sink<'s, 'a> {
+    raw: &'a str,
+    f: &'s mut Fields,
+}
+
+impl<'de: 'a, 'a> Visitor<'de> for Sink<'_, 'a> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an event object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+        let raw = self.raw;
+        let f = self.f;
+        let text = |s: Option<StrCow<'a>>| s.map(|s| Text::of(raw, s));
+        // A repeated key: the last one wins, as in most JSON readers.
+        while let Some(k) = m.next_key::<Key>()? {
+            match k {
+                Key::Type => f.type_name = text(m.next_value()?),
+                Key::SequenceNumber => f.sequence_number = m.next_value()?,
+                Key::Delta => f.delta = text(m.next_value()?),
+                Key::ItemId => f.item_id = text(m.next_value()?),
+                Key::OutputIndex => f.output_index = m.next_value()?,
+                Key::ContentIndex => f.content_index = m.next_value()?,
+                Key::Response => f.response = m.next_value()?,
+                Key::Item => f.item = m.next_value()?,
+                Key::Part => f.part = m.next_value()?,
+                Key::Other => {
+                    m.next_value::<IgnoredAny>()?;
+                }
+                rare => {
+                    let r = f.rare.get_or_insert_with(Box::default);
+                    match rare {
+                        Key::SummaryIndex => r.summary_index = m.next_value()?,
+                        Key::AnnotationIndex => r.annotation_index = m.next_value()?,
+                        Key::Text => r.text = text(m.next_value()?),
+                        Key::Arguments => r.arguments = text(m.next_value()?),
+                        Key::Code => r.code = text(m.next_value()?),
+                        Key::Message => r.message = text(m.next_value()?),
+                        Key::Param => r.param = text(m.next_value()?),
+                        _ => r.annotation = m.next_value()?,
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One streamed UHP event.
@@ -268,24 +350,17 @@ struct WireEvent<'a> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
     raw: String,
-    event_type: EventType,
     type_name: Text,
-    sequence_number: SeqField,
     item_id: Option<Text>,
+    delta: Option<Text>,
     output_index: Option<u64>,
     content_index: Option<u64>,
-    summary_index: Option<u64>,
-    annotation_index: Option<u64>,
-    delta: Option<Text>,
-    text: Option<Text>,
-    arguments: Option<Text>,
-    code: Option<Text>,
-    message: Option<Text>,
-    param: Option<Text>,
+    sequence_number: SeqField,
+    event_type: EventType,
     response: Option<Box<Response>>,
     item: Option<Box<OutputItem>>,
     part: Option<Box<ContentPart>>,
-    annotation: Option<Box<Annotation>>,
+    rare: Option<Box<Rare>>,
 }
 
 /// The typed view of an [`Event`], borrowed from it. Index fields are `Option` because the
@@ -462,13 +537,22 @@ impl Event {
     /// not an object, an object without a string `type`, or a known type whose fields do not
     /// match the schema (the finding carries the `sequence_number` when it could be read).
     pub fn parse(data: String) -> Result<Event, Finding> {
-        let first = data.bytes().find(|b| !b.is_ascii_whitespace());
-        if first == Some(b'{') {
-            if let Ok(w) = serde_json::from_str::<WireEvent<'_>>(&data) {
-                return Self::from_wire(&data, w).and_then(|e| e.validated(data));
-            }
+        let mut f = Fields::default();
+        let decoded = {
+            let mut de = serde_json::Deserializer::from_str(&data);
+            de::Deserializer::deserialize_map(
+                &mut de,
+                Sink {
+                    raw: &data,
+                    f: &mut f,
+                },
+            )
+            .and_then(|()| de.end())
+        };
+        match decoded {
+            Ok(()) => f.into_event(data),
+            Err(_) => Self::slow_path(data),
         }
-        Self::slow_path(data)
     }
 
     /// The slow path: an unknown type whose fields have shapes this crate does not expect is
@@ -502,13 +586,35 @@ impl Event {
                 None => SeqField::Absent,
                 Some(v) => v.as_u64().map_or(SeqField::Invalid, SeqField::Valid),
             };
-            return Ok(Event::unknown(ty, seq, data));
+            return Ok(Event {
+                raw: String::new(),
+                type_name: Text::Owned(ty.into()),
+                item_id: None,
+                delta: None,
+                output_index: None,
+                content_index: None,
+                sequence_number: seq,
+                event_type: EventType::Unknown,
+                response: None,
+                item: None,
+                part: None,
+                rare: None,
+            }
+            .with_raw(data));
         }
         // A JSON object with a string type that did not decode: the error says which field.
-        let error = serde_json::from_str::<WireEvent<'_>>(&data)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let mut f = Fields::default();
+        let mut de = serde_json::Deserializer::from_str(&data);
+        let error = de::Deserializer::deserialize_map(
+            &mut de,
+            Sink {
+                raw: &data,
+                f: &mut f,
+            },
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
         Err(Finding::InvalidEvent {
             event_type: ty.to_owned(),
             sequence_number,
@@ -516,92 +622,9 @@ impl Event {
         })
     }
 
-    fn unknown(ty: &str, sequence_number: SeqField, raw: String) -> Event {
-        Event {
-            raw,
-            event_type: EventType::Unknown,
-            type_name: Text::Owned(ty.into()),
-            sequence_number,
-            item_id: None,
-            output_index: None,
-            content_index: None,
-            summary_index: None,
-            annotation_index: None,
-            delta: None,
-            text: None,
-            arguments: None,
-            code: None,
-            message: None,
-            param: None,
-            response: None,
-            item: None,
-            part: None,
-            annotation: None,
-        }
-    }
-
-    fn from_wire(raw: &str, w: WireEvent<'_>) -> Result<Event, Finding> {
-        let t = |s: Option<StrCow<'_>>| s.map(|s| Text::of(raw, s));
-        let Some(ty) = w.event_type else {
-            let sequence_number = match w.sequence_number {
-                SeqField::Valid(n) => Some(n),
-                _ => None,
-            };
-            return Err(Finding::MissingType { sequence_number });
-        };
-        let event_type = EventType::from_wire(&ty.0);
-        Ok(Event {
-            raw: String::new(),
-            event_type,
-            type_name: Text::of(raw, ty),
-            sequence_number: w.sequence_number,
-            item_id: t(w.item_id),
-            output_index: w.output_index,
-            content_index: w.content_index,
-            summary_index: w.summary_index,
-            annotation_index: w.annotation_index,
-            delta: t(w.delta),
-            text: t(w.text),
-            arguments: t(w.arguments),
-            code: t(w.code),
-            message: t(w.message),
-            param: t(w.param),
-            response: w.response,
-            item: w.item,
-            part: w.part,
-            annotation: w.annotation,
-        })
-    }
-
-    /// Checks that a known type has the fields it needs, and attaches the raw text.
-    fn validated(mut self, raw: String) -> Result<Event, Finding> {
-        use EventType as T;
+    fn with_raw(mut self, raw: String) -> Event {
         self.raw = raw;
-        let missing = match self.event_type {
-            T::Created | T::InProgress | T::Completed | T::Incomplete | T::Failed => {
-                self.response.is_none().then_some("response")
-            }
-            T::OutputItemAdded | T::OutputItemDone => self.item.is_none().then_some("item"),
-            T::ContentPartAdded
-            | T::ContentPartDone
-            | T::ReasoningSummaryPartAdded
-            | T::ReasoningSummaryPartDone => self.part.is_none().then_some("part"),
-            T::OutputTextDelta | T::ReasoningSummaryTextDelta | T::FunctionCallArgumentsDelta => {
-                self.delta.is_none().then_some("delta")
-            }
-            T::OutputTextDone => self.text.is_none().then_some("text"),
-            T::FunctionCallArgumentsDone => self.arguments.is_none().then_some("arguments"),
-            T::OutputTextAnnotationAdded => self.annotation.is_none().then_some("annotation"),
-            T::Error | T::Unknown => None,
-        };
-        match missing {
-            None => Ok(self),
-            Some(field) => Err(Finding::InvalidEvent {
-                event_type: self.type_name().to_owned(),
-                sequence_number: self.sequence_number(),
-                error: format!("missing field `{field}`"),
-            }),
-        }
+        self
     }
 
     /// The event's type.
@@ -661,35 +684,38 @@ impl Event {
     }
     /// `summary_index`.
     pub fn summary_index(&self) -> Option<u64> {
-        self.summary_index
+        self.rare.as_ref()?.summary_index
     }
     /// `annotation_index`.
     pub fn annotation_index(&self) -> Option<u64> {
-        self.annotation_index
+        self.rare.as_ref()?.annotation_index
     }
     /// `delta`.
     pub fn delta(&self) -> Option<&str> {
         self.delta.as_ref().map(|t| t.get(&self.raw))
     }
+    fn rare_text(&self, f: impl Fn(&Rare) -> Option<&Text>) -> Option<&str> {
+        self.rare.as_deref().and_then(f).map(|t| t.get(&self.raw))
+    }
     /// `text`.
     pub fn text(&self) -> Option<&str> {
-        self.text.as_ref().map(|t| t.get(&self.raw))
+        self.rare_text(|r| r.text.as_ref())
     }
     /// `arguments`.
     pub fn arguments(&self) -> Option<&str> {
-        self.arguments.as_ref().map(|t| t.get(&self.raw))
+        self.rare_text(|r| r.arguments.as_ref())
     }
     /// `code` (of an `error` event).
     pub fn code(&self) -> Option<&str> {
-        self.code.as_ref().map(|t| t.get(&self.raw))
+        self.rare_text(|r| r.code.as_ref())
     }
     /// `message` (of an `error` event).
     pub fn message(&self) -> Option<&str> {
-        self.message.as_ref().map(|t| t.get(&self.raw))
+        self.rare_text(|r| r.message.as_ref())
     }
     /// `param` (of an `error` event).
     pub fn param(&self) -> Option<&str> {
-        self.param.as_ref().map(|t| t.get(&self.raw))
+        self.rare_text(|r| r.param.as_ref())
     }
     /// `response`.
     pub fn response(&self) -> Option<&Response> {
@@ -705,14 +731,14 @@ impl Event {
     }
     /// `annotation`.
     pub fn annotation(&self) -> Option<&Annotation> {
-        self.annotation.as_deref()
+        self.rare.as_ref()?.annotation.as_ref()
     }
 
     /// The typed view, to `match` on.
     pub fn kind(&self) -> EventKind<'_> {
         use EventType as T;
         let item_id = self.item_id();
-        let (oi, ci, si) = (self.output_index, self.content_index, self.summary_index);
+        let (oi, ci, si) = (self.output_index, self.content_index, self.summary_index());
         let unknown = EventKind::Unknown {
             event_type: self.type_name(),
         };
@@ -822,7 +848,7 @@ impl Event {
                     item_id,
                     output_index: oi,
                     content_index: ci,
-                    annotation_index: self.annotation_index,
+                    annotation_index: self.annotation_index(),
                     annotation,
                 },
                 None => unknown,
@@ -834,5 +860,86 @@ impl Event {
             },
             T::Unknown => unknown,
         }
+    }
+}
+
+/// The decoded fields of an event, before the raw text is moved in.
+#[derive(Default)]
+struct Fields {
+    type_name: Option<Text>,
+    sequence_number: SeqField,
+    item_id: Option<Text>,
+    delta: Option<Text>,
+    output_index: Option<u64>,
+    content_index: Option<u64>,
+    response: Option<Box<Response>>,
+    item: Option<Box<OutputItem>>,
+    part: Option<Box<ContentPart>>,
+    rare: Option<Box<Rare>>,
+}
+
+impl Fields {
+    /// Checks that the type is there and that a known type has the fields it needs, then
+    /// moves the raw text in.
+    fn into_event(self, raw: String) -> Result<Event, Finding> {
+        use EventType as T;
+        let seq = match self.sequence_number {
+            SeqField::Valid(n) => Some(n),
+            _ => None,
+        };
+        let Some(type_name) = self.type_name else {
+            return Err(Finding::MissingType {
+                sequence_number: seq,
+            });
+        };
+        let event_type = EventType::from_wire(type_name.get(&raw));
+        let rare = self.rare.as_deref();
+        let missing = match event_type {
+            T::Created | T::InProgress | T::Completed | T::Incomplete | T::Failed => {
+                self.response.is_none().then_some("response")
+            }
+            T::OutputItemAdded | T::OutputItemDone => self.item.is_none().then_some("item"),
+            T::ContentPartAdded
+            | T::ContentPartDone
+            | T::ReasoningSummaryPartAdded
+            | T::ReasoningSummaryPartDone => self.part.is_none().then_some("part"),
+            T::OutputTextDelta | T::ReasoningSummaryTextDelta | T::FunctionCallArgumentsDelta => {
+                self.delta.is_none().then_some("delta")
+            }
+            T::OutputTextDone => rare
+                .and_then(|r| r.text.as_ref())
+                .is_none()
+                .then_some("text"),
+            T::FunctionCallArgumentsDone => rare
+                .and_then(|r| r.arguments.as_ref())
+                .is_none()
+                .then_some("arguments"),
+            T::OutputTextAnnotationAdded => rare
+                .and_then(|r| r.annotation.as_ref())
+                .is_none()
+                .then_some("annotation"),
+            T::Error | T::Unknown => None,
+        };
+        if let Some(field) = missing {
+            return Err(Finding::InvalidEvent {
+                event_type: type_name.get(&raw).to_owned(),
+                sequence_number: seq,
+                error: format!("missing field `{field}`"),
+            });
+        }
+        Ok(Event {
+            raw,
+            type_name,
+            item_id: self.item_id,
+            delta: self.delta,
+            output_index: self.output_index,
+            content_index: self.content_index,
+            sequence_number: self.sequence_number,
+            event_type,
+            response: self.response,
+            item: self.item,
+            part: self.part,
+            rare: self.rare,
+        })
     }
 }

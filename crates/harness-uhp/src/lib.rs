@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod accumulator;
+pub mod builder;
 pub mod decoder;
 pub mod error;
 pub mod event;

@@ -1,0 +1,527 @@
+//! harness-uhp: decoder + accumulator over a ~50 MB realistic task stream in 4 KiB pushes,
+//! against, in the same run, bare serde_json into a flat struct over the same payloads (the
+//! parse limit), and the Python peer (`harnessclientprotocol`, run as a subprocess on the same
+//! file; its figures are its own timing). Also: linear in event size (one 2/4/8 MB event).
+//!
+//! ```text
+//! bash scripts/interop/uhp/run.sh      # once: installs the Python peer in a venv
+//! cargo bench --bench uhp              # criterion groups, then the summary table
+//! UHP_BENCH_PEER_FULL=1 cargo bench --bench uhp -- summary   # peer pipeline on all 50 MB
+//! ```
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::borrow::Cow;
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group};
+use harness_core::sse::SseDecoder;
+use harness_uhp::builder::StreamBuilder;
+use harness_uhp::{StreamDecoder, TaskAccumulator};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+const CHUNK: usize = 4096;
+const WORDS: &[&str] = &[
+    " the",
+    " harness",
+    " wrote",
+    " tests;",
+    " README.md",
+    " and",
+    " latency",
+    " \"quoted\"",
+    " café",
+    " 東京",
+    " 🚀",
+    " line\n",
+    " findings",
+    " throughput",
+    " ran",
+    " passed.",
+];
+
+/// A task stream like the reference server's: reasoning, a tool call, then a long message of
+/// small deltas (escapes and non-ASCII included) whose done events and terminal response
+/// repeat the full text, as real servers do. ~`target` bytes.
+fn realistic(target: usize) -> Vec<u8> {
+    let mut b = StreamBuilder::new("resp_7f3a9c2e41d84b0f");
+    b.created();
+    b.reasoning(&["Reading", " the", " README", " first."]);
+    b.tool_call("call_1", "read_file", &["{\"path\":", " \"README.md\"}"]);
+    b.message_start();
+    // ~190 bytes per delta event on the wire, plus 4 copies of ~7 bytes of text each.
+    let n = target / 218;
+    for i in 0..n {
+        b.message_delta(WORDS[(i * 7 + i / 13) % WORDS.len()]);
+    }
+    b.message_end(&[]);
+    b.completed();
+    b.to_sse()
+}
+
+/// One message whose single delta is `size` bytes, then a small terminal event.
+fn one_big_event(size: usize) -> Vec<u8> {
+    let mut b = StreamBuilder::new("resp_big");
+    b.created();
+    b.message_start();
+    let big = "x".repeat(size);
+    b.message_delta(&big);
+    let mut sse = b.to_sse();
+    // A small terminal: the big event dominates the bytes.
+    let mut t = StreamBuilder::new("resp_big");
+    t.completed();
+    let mut ev = t.events()[0].clone();
+    ev["sequence_number"] = serde_json::json!(b.events().len());
+    sse.extend(StreamBuilder::sse_event(&ev));
+    sse
+}
+
+fn payloads(stream: &[u8]) -> Vec<String> {
+    let mut dec = SseDecoder::new();
+    dec.push(stream);
+    let mut out = Vec::new();
+    while let Some(ev) = dec.poll_event().unwrap() {
+        out.push(ev.into_data());
+    }
+    out
+}
+
+/// A string borrowed from the input unless escapes forced a copy.
+struct Str<'a>(#[allow(dead_code)] Cow<'a, str>);
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Cow<'de, str>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Cow::Borrowed(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_owned()))
+            }
+        }
+        d.deserialize_str(V).map(Str)
+    }
+}
+
+/// The baseline: the event's scalar fields into a flat struct, borrowed; nested objects
+/// skipped (scanned and validated, not built). The least work a typed parse can do.
+#[derive(Deserialize)]
+#[allow(dead_code)]
+struct Flat<'a> {
+    #[serde(rename = "type", borrow)]
+    event_type: Str<'a>,
+    sequence_number: u64,
+    #[serde(borrow, default)]
+    item_id: Option<Str<'a>>,
+    #[serde(default)]
+    output_index: Option<u64>,
+    #[serde(default)]
+    content_index: Option<u64>,
+    #[serde(borrow, default)]
+    delta: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    text: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    arguments: Option<Str<'a>>,
+    #[serde(default)]
+    response: Option<IgnoredAny>,
+    #[serde(default)]
+    item: Option<IgnoredAny>,
+    #[serde(default)]
+    part: Option<IgnoredAny>,
+}
+
+fn baseline(payloads: &[String]) -> u64 {
+    let mut n = 0;
+    for p in payloads {
+        let f: Flat<'_> = serde_json::from_str(p).unwrap();
+        n += f.sequence_number;
+    }
+    n
+}
+
+fn sse_only(stream: &[u8]) -> usize {
+    let mut dec = SseDecoder::new();
+    let mut n = 0;
+    for c in stream.chunks(CHUNK) {
+        dec.push(c);
+        while let Some(ev) = dec.poll_event().unwrap() {
+            n += ev.data().len();
+        }
+    }
+    n
+}
+
+fn decode_only(stream: &[u8]) -> u64 {
+    let mut dec = StreamDecoder::new();
+    let mut n = 0;
+    for c in stream.chunks(CHUNK) {
+        dec.push(c);
+        while let Some(ev) = dec.poll_event().unwrap() {
+            n += ev.sequence_number().unwrap_or(0);
+        }
+    }
+    n
+}
+
+fn pipeline(stream: &[u8]) -> TaskAccumulator {
+    let mut dec = StreamDecoder::new();
+    let mut task = TaskAccumulator::new();
+    for c in stream.chunks(CHUNK) {
+        dec.push(c);
+        loop {
+            match dec.poll_event() {
+                Ok(Some(ev)) => task.add(&ev),
+                Ok(None) => break,
+                Err(f) => task.add_finding(&f),
+            }
+        }
+    }
+    dec.finish().unwrap();
+    task
+}
+
+fn stream_50mb() -> Vec<u8> {
+    realistic(50_000_000)
+}
+
+fn benches(c: &mut Criterion) {
+    let stream = stream_50mb();
+    let loads = payloads(&stream);
+    let payload_bytes: usize = loads.iter().map(String::len).sum();
+    let mut g = c.benchmark_group("uhp_50MB");
+    g.sample_size(10).measurement_time(Duration::from_secs(8));
+    g.throughput(Throughput::Bytes(stream.len() as u64));
+    g.bench_function("baseline_serde_flat_struct", |b| {
+        b.iter(|| baseline(black_box(&loads)))
+    });
+    g.bench_function("sse_only", |b| b.iter(|| sse_only(black_box(&stream))));
+    g.bench_function("decoder", |b| b.iter(|| decode_only(black_box(&stream))));
+    g.bench_function("decoder_accumulator", |b| {
+        b.iter(|| pipeline(black_box(&stream)).text().len())
+    });
+    g.finish();
+    let _ = payload_bytes;
+
+    let mut g = c.benchmark_group("uhp_one_big_event");
+    g.sample_size(10).measurement_time(Duration::from_secs(4));
+    for mb in [2usize, 8] {
+        let s = one_big_event(mb << 20);
+        g.throughput(Throughput::Bytes(s.len() as u64));
+        g.bench_function(format!("{mb}MB"), |b| {
+            b.iter(|| pipeline(black_box(&s)).text().len())
+        });
+    }
+    g.finish();
+}
+
+fn median(mut f: impl FnMut(), reps: usize) -> Duration {
+    f(); // warm-up
+    let mut t: Vec<Duration> = (0..reps)
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed()
+        })
+        .collect();
+    t.sort();
+    t[reps / 2]
+}
+
+fn mbps(bytes: usize, d: Duration) -> f64 {
+    bytes as f64 / 1e6 / d.as_secs_f64()
+}
+
+fn peer(path: &std::path::Path, full: bool) -> Option<serde_json::Value> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/interop/uhp");
+    let py = root.join(".venv/bin/python");
+    if !py.exists() {
+        eprintln!("(Python peer not installed: run scripts/interop/uhp/run.sh first)");
+        return None;
+    }
+    let mut cmd = std::process::Command::new(py);
+    cmd.arg(root.join("peer_bench.py"))
+        .arg(path)
+        .arg(CHUNK.to_string());
+    if !full {
+        cmd.arg("--pipeline-bytes").arg("10000000");
+    }
+    let out = cmd.output().ok()?;
+    if !out.status.success() {
+        eprintln!(
+            "peer bench failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+/// The table for the README: medians of plain timing loops, ratios to the baseline measured
+/// in this run, and the peer's own figures on the same file.
+fn summary() {
+    let stream = stream_50mb();
+    let loads = payloads(&stream);
+    let n_events = loads.len();
+    let len = stream.len();
+    // Interleaved, so that load from elsewhere on a shared machine hits every workload alike.
+    let reps = 9;
+    let mut times: [Vec<Duration>; 4] = Default::default();
+    let mut time = |i: usize, f: &mut dyn FnMut()| {
+        let s = Instant::now();
+        f();
+        times[i].push(s.elapsed());
+    };
+    for _ in 0..=reps {
+        time(0, &mut || drop(black_box(baseline(&loads))));
+        time(1, &mut || drop(black_box(sse_only(&stream))));
+        time(2, &mut || drop(black_box(decode_only(&stream))));
+        time(3, &mut || {
+            black_box(pipeline(&stream).text().len());
+        });
+    }
+    let med = |v: &mut Vec<Duration>| {
+        v.remove(0); // warm-up
+        v.sort();
+        v[v.len() / 2]
+    };
+    let [mut a, mut b, mut c, mut d] = times;
+    let (t_base, t_sse, t_dec, t_pipe) = (med(&mut a), med(&mut b), med(&mut c), med(&mut d));
+    let check = pipeline(&stream);
+    assert!(check.is_terminal() && check.sequence().ok);
+
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/uhp-bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("stream_50MB.sse");
+    std::fs::write(&file, &stream).unwrap();
+    let full = std::env::var_os("UHP_BENCH_PEER_FULL").is_some();
+    let peer = if std::env::var_os("UHP_BENCH_NO_PEER").is_some() {
+        None
+    } else {
+        peer(&file, full)
+    };
+
+    let base = mbps(len, t_base);
+    println!(
+        "\n## harness-uhp, {:.1} MB stream, {n_events} events, {CHUNK}-byte pushes (median of {reps})\n",
+        len as f64 / 1e6
+    );
+    println!("| workload | MB/s | events/s | vs baseline |");
+    println!("| --- | ---: | ---: | ---: |");
+    let row = |name: &str, d: Duration| {
+        println!(
+            "| {name} | {:.0} | {:.2e} | {:.0}% |",
+            mbps(len, d),
+            n_events as f64 / d.as_secs_f64(),
+            100.0 * mbps(len, d) / base
+        );
+    };
+    row(
+        "baseline: serde_json into a flat struct, same payloads (no framing)",
+        t_base,
+    );
+    row("harness-core SseDecoder alone (framing)", t_sse);
+    row("StreamDecoder (SSE + typed events)", t_dec);
+    row("StreamDecoder + TaskAccumulator", t_pipe);
+    if let Some(p) = peer {
+        let dec = p["decoder_mb_s"].as_f64().unwrap_or(f64::NAN);
+        let pipe = p["pipeline_mb_s"].as_f64().unwrap_or(f64::NAN);
+        let pipe_bytes = p["pipeline_bytes"].as_f64().unwrap_or(f64::NAN) / 1e6;
+        println!("| Python peer SseDecoder (its own timing) | {dec:.1} | | |");
+        println!(
+            "| Python peer SseDecoder + TaskAccumulator (first {pipe_bytes:.0} MB) | {pipe:.2} | | |"
+        );
+        println!(
+            "\nours / peer: decoder {:.0}x, decode+accumulate {:.0}x",
+            mbps(len, t_dec) / dec,
+            mbps(len, t_pipe) / pipe
+        );
+    }
+    println!("\n### one big event (4 KiB pushes): cost per byte vs the 50 MB stream\n");
+    println!("| stream | MB/s | ns/byte |");
+    println!("| --- | ---: | ---: |");
+    let per = t_pipe.as_secs_f64() * 1e9 / len as f64;
+    println!(
+        "| 50 MB of ~190-byte events | {:.0} | {per:.2} |",
+        mbps(len, t_pipe)
+    );
+    for mb in [2usize, 4, 8] {
+        let s = one_big_event(mb << 20);
+        let t = median(
+            || {
+                black_box(pipeline(&s).text().len());
+            },
+            5,
+        );
+        println!(
+            "| one {mb} MB event | {:.0} | {:.2} |",
+            mbps(s.len(), t),
+            t.as_secs_f64() * 1e9 / s.len() as f64
+        );
+    }
+}
+
+criterion_group!(group, benches);
+
+#[derive(Deserialize)]
+#[allow(dead_code)]
+struct Wire<'a> {
+    #[serde(rename = "type", borrow, default)]
+    event_type: Option<Str<'a>>,
+    #[serde(default)]
+    sequence_number: Option<u64>,
+    #[serde(borrow, default)]
+    delta: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    item_id: Option<Str<'a>>,
+    #[serde(default)]
+    output_index: Option<u64>,
+    #[serde(default)]
+    content_index: Option<u64>,
+    #[serde(default)]
+    summary_index: Option<u64>,
+    #[serde(default)]
+    annotation_index: Option<u64>,
+    #[serde(borrow, default)]
+    text: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    arguments: Option<Str<'a>>,
+    #[serde(default)]
+    response: Option<Box<harness_uhp::Response>>,
+    #[serde(default)]
+    item: Option<Box<harness_uhp::OutputItem>>,
+    #[serde(default)]
+    part: Option<Box<harness_uhp::ContentPart>>,
+    #[serde(default)]
+    annotation: Option<Box<harness_uhp::Annotation>>,
+    #[serde(borrow, default)]
+    code: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    message: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    param: Option<Str<'a>>,
+}
+
+fn experiment() {
+    let stream = stream_50mb();
+    let loads = payloads(&stream);
+    let len = stream.len();
+    let t1 = median(
+        || {
+            for p in &loads {
+                let f: Flat<'_> = serde_json::from_str(black_box(p)).unwrap();
+                black_box(f.sequence_number);
+            }
+        },
+        5,
+    );
+    let t2 = median(
+        || {
+            for p in &loads {
+                black_box(p.clone());
+            }
+        },
+        5,
+    );
+    let t3 = median(
+        || {
+            for p in &loads {
+                let e = harness_uhp::Event::parse(black_box(p.clone())).unwrap();
+                black_box(e.sequence_number());
+            }
+        },
+        5,
+    );
+    let t4 = median(
+        || {
+            let mut t = TaskAccumulator::new();
+            let evs: Vec<_> = loads
+                .iter()
+                .map(|p| harness_uhp::Event::parse(p.clone()).unwrap())
+                .collect();
+            let s = Instant::now();
+            for e in &evs {
+                t.add(e);
+            }
+            black_box(s.elapsed());
+        },
+        3,
+    );
+    let t5 = median(
+        || {
+            for p in &loads {
+                let f: Wire<'_> = serde_json::from_str(black_box(p)).unwrap();
+                black_box(f.sequence_number);
+            }
+        },
+        5,
+    );
+    let deltas: Vec<&String> = loads
+        .iter()
+        .filter(|p| p.contains("output_text.delta"))
+        .collect();
+    let dl: usize = deltas.iter().map(|p| p.len()).sum();
+    let t6 = median(
+        || {
+            for p in &deltas {
+                let f: Flat<'_> = serde_json::from_str(black_box(p)).unwrap();
+                black_box(f.sequence_number);
+            }
+        },
+        5,
+    );
+    let t7 = median(
+        || {
+            for p in &deltas {
+                let f: Wire<'_> = serde_json::from_str(black_box(p)).unwrap();
+                black_box(f.sequence_number);
+            }
+        },
+        5,
+    );
+    println!(
+        "wire-copy {:.0} MB/s; deltas only: flat {:.0} wire {:.0}",
+        mbps(len, t5),
+        mbps(dl, t6),
+        mbps(dl, t7)
+    );
+    println!(
+        "baseline {:.0} MB/s; clone {:.0}; Event::parse(clone) {:.0}; build+acc {:.0}",
+        mbps(len, t1),
+        mbps(len, t2),
+        mbps(len, t3),
+        mbps(len, t4)
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "experiment") {
+        experiment();
+        return;
+    }
+    if args.iter().any(|a| a == "parseloop") {
+        let stream = stream_50mb();
+        let loads = payloads(&stream);
+        let s = Instant::now();
+        while s.elapsed() < Duration::from_secs(15) {
+            for p in &loads {
+                let e = harness_uhp::Event::parse(black_box(p.clone())).unwrap();
+                black_box(e.sequence_number());
+            }
+        }
+        return;
+    }
+    let only_summary = args.iter().any(|a| a == "summary");
+    if !only_summary {
+        group();
+        Criterion::default().configure_from_args().final_summary();
+    }
+    summary();
+}
