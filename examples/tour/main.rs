@@ -10,13 +10,27 @@
 
 mod core_sse;
 mod jambonz;
+mod sessions;
 
 type ChapterFn = fn() -> Result<(), Box<dyn std::error::Error>>;
 
 /// The chapters, in reading order. Each protocol adds its own.
 const CHAPTERS: &[(&str, &str, ChapterFn)] = &[
-    ("sse", "harness-core: SSE decoding and one agent, any sink", core_sse::run),
-    ("jambonz", "harness-jambonz: a phone call over a WebSocket", jambonz::run),
+    (
+        "sse",
+        "harness-core: SSE decoding and one agent, any sink",
+        core_sse::run,
+    ),
+    (
+        "jambonz",
+        "harness-jambonz: a phone call over a WebSocket",
+        jambonz::run,
+    ),
+    (
+        "sessions",
+        "harness-sessions: crash, resume, fork, replay, verify",
+        sessions::run,
+    ),
 ];
 
 fn main() {

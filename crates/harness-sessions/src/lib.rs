@@ -69,6 +69,7 @@ pub mod input_hash;
 pub mod journal;
 pub mod record;
 mod sink;
+pub mod testing;
 pub mod tools;
 pub mod verify;
 
