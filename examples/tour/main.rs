@@ -11,6 +11,7 @@
 mod core_sse;
 mod jambonz;
 mod sessions;
+mod tanstack;
 
 type ChapterFn = fn() -> Result<(), Box<dyn std::error::Error>>;
 
@@ -30,6 +31,11 @@ const CHAPTERS: &[(&str, &str, ChapterFn)] = &[
         "sessions",
         "harness-sessions: crash, resume, fork, replay, verify",
         sessions::run,
+    ),
+    (
+        "tanstack",
+        "harness-tanstack: a TanStack thread over SSE, a reconnect and a gap",
+        tanstack::run,
     ),
 ];
 

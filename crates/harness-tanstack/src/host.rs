@@ -338,6 +338,13 @@ impl<L: EventLog> Host<L> {
         &mut self.log
     }
 
+    /// Whether a turn runs, or an input waits, on any thread.
+    pub fn is_busy(&self) -> bool {
+        self.threads
+            .values()
+            .any(|t| t.running.is_some() || !t.waiting.is_empty())
+    }
+
     /// Whether the thread has a session.
     pub fn has_thread(&self, thread_id: &str) -> bool {
         self.threads.contains_key(thread_id)

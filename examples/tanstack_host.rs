@@ -1,0 +1,335 @@
+//! A real TanStack harness host on HTTP and WebSocket, serving a demo agent (the built-in
+//! `ToolLoopAgent` on the deterministic `ScriptedModel`: no network, no key).
+//!
+//! ```text
+//! cargo run --example tanstack_host -- --addr 127.0.0.1:8080 [--token T] [--memory] [--log-dir DIR]
+//! ```
+//!
+//! Routes, under `/api/harness/`: `GET events` (SSE), `POST control`, `GET snapshot`,
+//! `GET transcript`, `GET capabilities`, `GET host-events` (SSE), `POST run` / `GET run`
+//! (standard AG-UI), and the WebSocket at `GET socket`. With `--token T` a request must carry
+//! `authorization: Bearer T` (or `?token=T` on the socket, since a browser cannot set
+//! headers there); without it the host is open. The two `curl` commands at the top of the
+//! spec work as written against `http://127.0.0.1:8080`:
+//!
+//! ```text
+//! curl -X POST http://127.0.0.1:8080/api/harness/control -H 'authorization: Bearer my-token' \
+//!   -H 'content-type: application/json' -d '{"threadId":"thread-1","input":{"op":"prompt","message":"Hello"}}'
+//! curl -N -H 'authorization: Bearer my-token' 'http://127.0.0.1:8080/api/harness/events?threadId=thread-1&v=2'
+//! ```
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::ws::{CloseFrame, Message as WsMessage, WebSocket, WebSocketUpgrade};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::StreamExt;
+use harness_core::agent::ToolLoopAgent;
+use harness_core::message::{Message, Part, Role, ToolCall, ToolDefinition, ToolResult};
+use harness_core::model::ScriptedModel;
+use harness_tanstack::agui::RunAgentInput;
+use harness_tanstack::driver::{ConnStream, Service, Tools, run_turns};
+use harness_tanstack::host::{AccessPolicy, Host, HostConfig, Transport};
+use harness_tanstack::http::{HttpAnswer, request_id};
+use harness_tanstack::log::{EventLog, FileLog, MemoryLog};
+
+type Log = Box<dyn EventLog>;
+
+#[derive(Clone)]
+struct App {
+    svc: Service<Log>,
+    token: Option<String>,
+}
+
+impl App {
+    /// `getUser`: the bearer token (or `?token=`) must match; with no token configured,
+    /// every request is the anonymous user.
+    fn user(&self, headers: &HeaderMap, query_token: Option<&str>) -> Option<String> {
+        let Some(token) = &self.token else {
+            return Some("anonymous".into());
+        };
+        let bearer = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        (bearer == Some(token.as_str()) || query_token == Some(token.as_str()))
+            .then(|| "user-1".to_owned())
+    }
+}
+
+fn rid(headers: &HeaderMap) -> String {
+    request_id(headers.get("x-request-id").and_then(|v| v.to_str().ok()))
+}
+
+fn json_answer(a: HttpAnswer) -> Response {
+    let mut r = Response::new(Body::from(a.body));
+    *r.status_mut() = StatusCode::from_u16(a.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
+    if let Ok(v) = HeaderValue::from_str(&a.request_id) {
+        r.headers_mut().insert("x-request-id", v);
+    }
+    r
+}
+
+fn sse_answer(stream: ConnStream<Log>, request_id: &str) -> Response {
+    let body = Body::from_stream(stream.map(Ok::<Bytes, Infallible>));
+    let mut r = Response::new(body);
+    let h = r.headers_mut();
+    h.insert(
+        "content-type",
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert("cache-control", HeaderValue::from_static("no-cache"));
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        h.insert("x-request-id", v);
+    }
+    r
+}
+
+type Q = Query<HashMap<String, String>>;
+
+async fn events(State(app): State<App>, Query(q): Q, headers: HeaderMap) -> Response {
+    let rid = rid(&headers);
+    let user = app.user(&headers, None);
+    let last = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    match app.svc.open_sse(
+        q.get("threadId").map(String::as_str),
+        q.get("v").map(String::as_str),
+        q.get("from").map(String::as_str),
+        last,
+        user.as_deref(),
+        &rid,
+    ) {
+        Ok(s) => sse_answer(s, &rid),
+        Err(a) => json_answer(a),
+    }
+}
+
+async fn host_events(State(app): State<App>, Query(q): Q, headers: HeaderMap) -> Response {
+    let rid = rid(&headers);
+    let user = app.user(&headers, None);
+    match app
+        .svc
+        .open_host_events(q.get("v").map(String::as_str), user.as_deref(), &rid)
+    {
+        Ok(s) => sse_answer(s, &rid),
+        Err(a) => json_answer(a),
+    }
+}
+
+async fn control(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    let rid = rid(&headers);
+    let user = app.user(&headers, None);
+    let tp = headers.get("traceparent").and_then(|v| v.to_str().ok());
+    json_answer(app.svc.control(user.as_deref(), &body, &rid, tp))
+}
+
+async fn snapshot(State(app): State<App>, Query(q): Q, headers: HeaderMap) -> Response {
+    let rid = rid(&headers);
+    let user = app.user(&headers, None);
+    let t = q.get("threadId").cloned().unwrap_or_default();
+    json_answer(app.svc.snapshot(&t, user.as_deref(), &rid))
+}
+
+async fn transcript(State(app): State<App>, Query(q): Q, headers: HeaderMap) -> Response {
+    let rid = rid(&headers);
+    let user = app.user(&headers, None);
+    let t = q.get("threadId").cloned().unwrap_or_default();
+    json_answer(app.svc.transcript(&t, user.as_deref(), &rid))
+}
+
+async fn capabilities(State(app): State<App>, headers: HeaderMap) -> Response {
+    json_answer(app.svc.capabilities("acme/assistant", &rid(&headers)))
+}
+
+async fn run_post(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    let rid = rid(&headers);
+    let user = app.user(&headers, None);
+    let input: RunAgentInput = match serde_json::from_slice(&body) {
+        Ok(i) => i,
+        Err(e) => return json_answer(HttpAnswer::error(400, &e.to_string(), &rid)),
+    };
+    let tp = headers.get("traceparent").and_then(|v| v.to_str().ok());
+    match app.svc.run_agui(&input, user.as_deref(), &rid, tp) {
+        Ok(s) => sse_answer(s, &rid),
+        Err(a) => json_answer(a),
+    }
+}
+
+async fn run_get(State(app): State<App>, Query(q): Q, headers: HeaderMap) -> Response {
+    let rid = rid(&headers);
+    let user = app.user(&headers, None);
+    let (t, r) = (
+        q.get("threadId").cloned().unwrap_or_default(),
+        q.get("runId").cloned().unwrap_or_default(),
+    );
+    match app.svc.open_run(&t, &r, user.as_deref(), &rid) {
+        Ok(s) => sse_answer(s, &rid),
+        Err(a) => json_answer(a),
+    }
+}
+
+async fn socket(
+    State(app): State<App>,
+    Query(q): Q,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let rid = rid(&headers);
+    let user = app.user(&headers, q.get("token").map(String::as_str));
+    ws.on_upgrade(move |socket| serve_socket(app, socket, user, rid))
+        .into_response()
+}
+
+async fn serve_socket(app: App, mut socket: WebSocket, user: Option<String>, rid: String) {
+    let conn = app.svc.connect(Transport::WebSocket, user.as_deref(), &rid);
+    let mut out = conn.stream();
+    loop {
+        tokio::select! {
+            msg = socket.recv() => match msg {
+                Some(Ok(WsMessage::Text(t))) => conn.handle_text(t.as_str()),
+                Some(Ok(WsMessage::Binary(b))) => conn.handle_text(&String::from_utf8_lossy(&b)),
+                Some(Ok(WsMessage::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(_)) => {}
+            },
+            item = out.next() => match item {
+                Some(b) => {
+                    let text = String::from_utf8_lossy(&b).into_owned();
+                    if socket.send(WsMessage::Text(text.into())).await.is_err() {
+                        break;
+                    }
+                }
+                None => {
+                    let code = out.close_code().unwrap_or(1000);
+                    let _ = socket.send(WsMessage::Close(Some(CloseFrame { code, reason: "".into() }))).await;
+                    break;
+                }
+            },
+        }
+    }
+}
+
+/// The demo agent's model: asks for the `get_hours` tool when the user asks about hours,
+/// answers from its result, and otherwise says hello back.
+fn demo_model() -> ScriptedModel {
+    ScriptedModel::new()
+        .with_id("scripted-demo")
+        .otherwise(|req| {
+            let last = req.messages.last();
+            if let Some(m) = last.filter(|m| m.role == Role::Tool) {
+                let hours = m
+                    .parts
+                    .iter()
+                    .find_map(|p| match p {
+                        Part::ToolResult(r) => r
+                            .output
+                            .as_ref()
+                            .and_then(|o| o.get("weekdays"))
+                            .and_then(|v| v.as_str())
+                            .map(str::to_owned),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                return Ok(Message::assistant(format!(
+                    "We are open {hours} on weekdays."
+                )));
+            }
+            let text = req.last_user_text().unwrap_or_default();
+            if text.to_lowercase().contains("hours") || text.to_lowercase().contains("open") {
+                let call = ToolCall::new(
+                    format!("call-{}", req.messages.len()),
+                    "get_hours",
+                    serde_json::Map::new(),
+                );
+                return Ok(Message {
+                    role: Role::Assistant,
+                    parts: vec![Part::ToolCall(call)],
+                });
+            }
+            Ok(Message::assistant(format!("Hi! You said: {text}")))
+        })
+}
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let addr = arg(&args, "--addr").unwrap_or_else(|| "127.0.0.1:8080".into());
+    let token = arg(&args, "--token");
+    let log: Log = if args.iter().any(|a| a == "--memory") {
+        Box::new(MemoryLog::default())
+    } else {
+        // The durable file log is the embedded default: cursors survive a restart.
+        let dir = arg(&args, "--log-dir")
+            .map(Into::into)
+            .unwrap_or_else(|| std::env::temp_dir().join("harness-tanstack-host"));
+        Box::new(FileLog::open(&dir).expect("open the event log"))
+    };
+    let mut cfg = HostConfig::default();
+    if token.is_some() {
+        cfg.access = AccessPolicy::MembersOnly;
+    }
+    if let Some(ms) = arg(&args, "--heartbeat-ms") {
+        let opts = harness_tanstack::http::StreamOptions {
+            heartbeat_ms: ms.parse().ok(),
+            ..Default::default()
+        };
+        cfg.stream = opts.validate().expect("stream values");
+    }
+    let svc = Service::new(Host::new(cfg, log), Arc::new(Instant::now));
+
+    let agent = ToolLoopAgent::new("acme/assistant")
+        .with_tool(ToolDefinition::new("get_hours", "Opening hours"));
+    let tools = Tools::new().with("get_hours", |c| {
+        let mut out = serde_json::Map::new();
+        out.insert("weekdays".into(), "8am to 6pm".into());
+        ToolResult::ok(&c.id, out)
+    });
+    tokio::spawn(run_turns(
+        svc.clone(),
+        Arc::new(agent),
+        Arc::new(demo_model()),
+        tools,
+    ));
+    let ticker = svc.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            every.tick().await;
+            ticker.tick();
+        }
+    });
+
+    let app = App { svc, token };
+    let router = Router::new()
+        .route("/api/harness/events", get(events))
+        .route("/api/harness/host-events", get(host_events))
+        .route("/api/harness/control", post(control))
+        .route("/api/harness/snapshot", get(snapshot))
+        .route("/api/harness/transcript", get(transcript))
+        .route("/api/harness/capabilities", get(capabilities))
+        .route("/api/harness/run", post(run_post).get(run_get))
+        .route("/api/harness/socket", get(socket))
+        .with_state(app);
+    let listener = tokio::net::TcpListener::bind(&addr).await.expect("bind");
+    println!(
+        "tanstack host on http://{}/api/harness/",
+        listener.local_addr().expect("addr")
+    );
+    axum::serve(listener, router).await.expect("serve");
+}
