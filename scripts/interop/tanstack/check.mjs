@@ -1,0 +1,209 @@
+// Interop checks of the harness-rs TanStack host against real peers:
+//  1. every AG-UI event of a scripted session validates against @ag-ui/core's zod schemas;
+//  2. a Node client reads our SSE and our WebSocket, reconnects with Last-Event-ID / `from`,
+//     and gets every event exactly once;
+//  3. the real @ag-ui/client HttpAgent runs a turn against POST run and gets the reply.
+// Exits non-zero on any mismatch. Usage: node check.mjs BASE_URL EVENTS_OUT_FILE
+import { writeFileSync } from 'node:fs'
+import { EventSchema } from '@ag-ui/core/schemas'
+import { HttpAgent } from '@ag-ui/client'
+import WebSocket from 'ws'
+
+const base = process.argv[2]
+const out = process.argv[3]
+const api = `${base}/api/harness`
+let failures = 0
+const fail = (msg) => { failures++; console.error(`FAIL: ${msg}`) }
+const ok = (msg) => console.log(`ok: ${msg}`)
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+async function control(threadId, input) {
+  const r = await fetch(`${api}/control`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-request-id': 'interop-1' },
+    body: JSON.stringify({ threadId, input }),
+  })
+  if (r.headers.get('x-request-id') !== 'interop-1') fail('X-Request-Id not echoed')
+  return { status: r.status, body: await r.json() }
+}
+
+// A minimal WHATWG SSE reader: yields {id, data} and counts comments.
+async function* sse(url, headers = {}, signal) {
+  const r = await fetch(url, { headers, signal })
+  if (r.status !== 200) throw new Error(`GET ${url}: ${r.status}`)
+  const dec = new TextDecoder()
+  let buf = ''
+  let id = null
+  let data = []
+  for await (const chunk of r.body) {
+    buf += dec.decode(chunk, { stream: true })
+    let i
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i).replace(/\r$/, '')
+      buf = buf.slice(i + 1)
+      if (line === '') {
+        if (data.length) yield { id, data: data.join('\n') }
+        else if (id === null) { /* comment-only block */ }
+        data = []
+        id = null
+        continue
+      }
+      if (line.startsWith(':')) { yield { comment: line }; continue }
+      const c = line.indexOf(':')
+      const field = c < 0 ? line : line.slice(0, c)
+      let value = c < 0 ? '' : line.slice(c + 1)
+      if (value.startsWith(' ')) value = value.slice(1)
+      if (field === 'data') data.push(value)
+      if (field === 'id') id = value
+    }
+  }
+}
+
+// Reads a thread's stream until `quietMs` pass with no frame; returns the frames.
+async function readThread(threadId, { lastEventId, limit, quietMs = 600 } = {}) {
+  const ac = new AbortController()
+  const frames = []
+  const headers = lastEventId ? { 'last-event-id': lastEventId } : {}
+  let timer
+  const done = new Promise((resolve) => { timer = setTimeout(resolve, quietMs) })
+  const reader = (async () => {
+    try {
+      for await (const ev of sse(`${api}/events?threadId=${threadId}&v=2`, headers, ac.signal)) {
+        if (ev.comment) continue
+        const f = JSON.parse(ev.data)
+        if (f.type === 'harness.event' && ev.id !== f.cursor) fail(`SSE id ${ev.id} != cursor ${f.cursor}`)
+        if (f.type === 'harness.hello' && ev.id !== null) fail('hello frame has an id')
+        frames.push(f)
+        clearTimeout(timer)
+        if (limit && frames.length >= limit) { ac.abort(); return }
+        timer = setTimeout(() => ac.abort(), quietMs)
+      }
+    } catch (e) { if (e.name !== 'AbortError') throw e }
+  })()
+  await Promise.race([done.then(() => ac.abort()), reader])
+  await reader.catch(() => {})
+  return frames
+}
+
+async function waitIdle(threadId) {
+  for (let i = 0; i < 100; i++) {
+    const r = await fetch(`${api}/snapshot?threadId=${threadId}`)
+    const s = await r.json()
+    if (s.status === 'idle' && s.waitingInputs.length === 0) return
+    await sleep(50)
+  }
+  fail(`thread ${threadId} never went idle`)
+}
+
+// ---- 1. a scripted session; every AG-UI event validates against the zod schemas ----------
+const t1 = 'interop-thread'
+let r = await control(t1, { op: 'prompt', message: 'Hello', inputId: 'in-a' })
+if (r.status !== 200 || r.body.status !== 'accepted') fail(`prompt receipt ${JSON.stringify(r)}`)
+const again = await control(t1, { op: 'prompt', message: 'Hello', inputId: 'in-a' })
+if (JSON.stringify(again.body) !== JSON.stringify(r.body)) fail('same inputId did not repeat the receipt')
+await control(t1, { op: 'followUp', message: 'What are your opening hours?' })
+await waitIdle(t1)
+const rej = await control(t1, { op: 'cancel', operationId: 'op-none' })
+if (rej.body.status !== 'rejected' || rej.body.reason !== 'not_running') fail(`cancel receipt ${JSON.stringify(rej.body)}`)
+const bad = await control(t1, { op: 'teleport' })
+if (bad.status !== 400 || typeof bad.body.error !== 'string') fail(`bad input status ${bad.status}`)
+const full = await readThread(t1)
+if (full[0]?.type !== 'harness.hello' || full[0].v !== 2) fail('first frame is not hello v2')
+const events = full.filter((f) => f.type === 'harness.event')
+let valid = 0
+const types = new Set()
+for (const f of events) {
+  const res = EventSchema.safeParse(f.event)
+  if (!res.success) fail(`zod rejects ${JSON.stringify(f.event)}: ${res.error.message}`)
+  else valid++
+  types.add(f.event.type === 'CUSTOM' ? f.event.name : f.event.type)
+}
+for (const t of ['RUN_STARTED', 'TEXT_MESSAGE_START', 'TEXT_MESSAGE_CONTENT', 'TEXT_MESSAGE_END', 'TOOL_CALL_START', 'TOOL_CALL_ARGS', 'TOOL_CALL_END', 'TOOL_CALL_RESULT', 'RUN_FINISHED', 'harness.usage', 'harness.operation.started', 'harness.operation.finished', 'harness.input.accepted', 'harness.input.settled', 'harness.input.rejected']) {
+  if (!types.has(t)) fail(`the session has no ${t}`)
+}
+ok(`${valid}/${events.length} events of the scripted session validate against @ag-ui/core EventSchema`)
+writeFileSync(out, events.map((f) => JSON.stringify(f.event)).join('\n') + '\n')
+const text = events.filter((f) => f.event.type === 'TEXT_MESSAGE_CONTENT').map((f) => f.event.delta).join('')
+if (!text.includes('You said: Hello') || !text.includes('We are open 8am to 6pm on weekdays.')) fail(`text was ${JSON.stringify(text)}`)
+
+// ---- 2a. SSE: disconnect, reconnect with Last-Event-ID, every event exactly once ----------
+const cursors = events.map((f) => f.cursor)
+const part = await readThread(t1, { limit: 6 })
+const lastSeen = part.filter((f) => f.type === 'harness.event').at(-1).cursor
+const rest = await readThread(t1, { lastEventId: lastSeen })
+const seen = [...part, ...rest].filter((f) => f.type === 'harness.event').map((f) => f.cursor)
+if (JSON.stringify(seen) !== JSON.stringify(cursors)) fail(`SSE resume: ${seen} vs ${cursors}`)
+else ok(`SSE: ${part.length - 1} events, reconnect with Last-Event-ID ${lastSeen}, ${rest.length - 1} more: each of ${cursors.length} exactly once`)
+// ?from= works too, and the header wins over it.
+const both = await readThread(t1, { lastEventId: cursors[2] })
+const fromQ = []
+{
+  const ac = new AbortController()
+  setTimeout(() => ac.abort(), 500)
+  try {
+    for await (const ev of sse(`${api}/events?threadId=${t1}&v=2&from=${cursors[0]}`, { 'last-event-id': cursors[2] }, ac.signal)) {
+      if (ev.data) fromQ.push(JSON.parse(ev.data))
+    }
+  } catch (e) { if (e.name !== 'AbortError') throw e }
+}
+if (fromQ[1]?.cursor !== cursors[3] || both[1]?.cursor !== cursors[3]) fail('Last-Event-ID did not win over ?from=')
+else ok('Last-Event-ID wins over ?from=')
+
+// ---- 2b. WebSocket: subscribe, prompt, drop, resubscribe with from, exactly once ----------
+const t2 = 'interop-socket'
+function openSocket(from) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${base.replace('http', 'ws')}/api/harness/socket`)
+    const frames = []
+    ws.on('open', () => ws.send(JSON.stringify({ type: 'harness.subscribe', threadId: t2, v: 2, ...(from ? { from } : {}) })))
+    ws.on('message', (m) => frames.push(JSON.parse(String(m))))
+    ws.on('error', reject)
+    resolve({ ws, frames })
+  })
+}
+const s1 = await openSocket()
+await sleep(200)
+s1.ws.send(JSON.stringify({ type: 'harness.input', requestId: 'req-1', input: { op: 'prompt', message: 'Hello socket', inputId: 'ws-1' } }))
+s1.ws.send(JSON.stringify({ type: 'harness.subscribe', threadId: t2 }))
+s1.ws.send('{not json')
+let cut
+for (let i = 0; i < 100; i++) {
+  await sleep(20)
+  const evs = s1.frames.filter((f) => f.type === 'harness.event')
+  if (evs.length >= 5) { cut = evs[4].cursor; s1.ws.terminate(); break }
+}
+const rcpt = s1.frames.find((f) => f.type === 'harness.receipt')
+if (!rcpt || rcpt.requestId !== 'req-1' || rcpt.inputId !== 'ws-1') fail(`socket receipt ${JSON.stringify(rcpt)}`)
+const errs = s1.frames.filter((f) => f.type === 'harness.error')
+if (errs.length !== 2 || errs.some((e) => e.code !== 'invalid_frame')) fail(`socket errors ${JSON.stringify(errs)}`)
+await waitIdle(t2)
+const s2 = await openSocket(cut)
+await sleep(400)
+s2.ws.close()
+// Socket events up to the cut, then the rest after reconnecting, against the whole thread.
+const truth = (await readThread(t2)).filter((f) => f.type === 'harness.event').map((f) => f.cursor)
+const firstPart = s1.frames.filter((f) => f.type === 'harness.event').map((f) => f.cursor)
+const upToCut = firstPart.slice(0, firstPart.indexOf(cut) + 1)
+const got = [...upToCut, ...s2.frames.filter((f) => f.type === 'harness.event').map((f) => f.cursor)]
+if (JSON.stringify(got) !== JSON.stringify(truth)) fail(`socket resume: ${got} vs ${truth}`)
+else ok(`WebSocket: dropped after cursor ${cut}, resubscribed with from: ${s2.frames.filter((f) => f.type === 'harness.event').length} more, each of ${truth.length} events exactly once`)
+for (const f of [...s1.frames, ...s2.frames].filter((f) => f.type === 'harness.event')) {
+  if (!EventSchema.safeParse(f.event).success) fail(`zod rejects socket event ${JSON.stringify(f.event)}`)
+}
+
+// ---- 3. the real AG-UI client: HttpAgent against POST run -------------------------------
+const agent = new HttpAgent({
+  url: `${api}/run`,
+  threadId: 'interop-agui',
+  initialMessages: [{ id: 'u-1', role: 'user', content: 'Hello from HttpAgent' }],
+})
+const seenTypes = []
+const result = await agent.runAgent({ runId: 'run-agui-1' }, { onEvent: ({ event }) => { seenTypes.push(event.type) } })
+const reply = agent.messages.filter((m) => m.role === 'assistant').map((m) => m.content).join('')
+if (reply !== 'Hi! You said: Hello from HttpAgent') fail(`HttpAgent reply ${JSON.stringify(reply)} (events ${seenTypes})`)
+else ok(`@ag-ui/client HttpAgent ran a turn over POST run: ${JSON.stringify(reply)} (${result.newMessages.length} new message)`)
+if (seenTypes[0] !== 'RUN_STARTED' || seenTypes.at(-1) !== 'RUN_FINISHED') fail(`HttpAgent events ${seenTypes}`)
+
+if (failures) { console.error(`${failures} failure(s)`); process.exit(1) }
+console.log('node checks: all passed')
+process.exit(0)
