@@ -11,16 +11,20 @@
 
 pub mod accumulator;
 pub mod builder;
+pub mod client;
 pub mod decoder;
 pub mod error;
 pub mod event;
+pub mod protocol;
 pub mod response;
+pub mod retry;
 pub mod sequence;
 mod tagged;
 
 pub use accumulator::{
     ProtocolFinding, SequenceSummary, TaskAccumulator, TaskSummary, TerminalSource,
 };
+pub use client::{ClientConfig, CreateRequest, TaskClient, TaskEvent};
 pub use decoder::{Finding, StreamDecoder};
 pub use error::{ErrorEnvelope, ErrorObject};
 pub use event::{Event, EventKind, EventType};
@@ -28,6 +32,7 @@ pub use response::{
     Annotation, ContainerFileCitation, ContentPart, FunctionCall, FunctionCallOutput, Message,
     OutputItem, OutputText, Reasoning, Response, ResponseStatus, SummaryText, Usage,
 };
+pub use retry::{IdempotencyKey, RetryPolicy, idempotency_key, is_retryable};
 pub use sequence::{Arrival, SequenceCheck, SequenceReport};
 
 pub use harness_core;

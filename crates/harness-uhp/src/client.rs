@@ -1,0 +1,809 @@
+//! The sans-IO task client: it builds the HTTP requests of one task (create, with the
+//! idempotency key and the version header; retrieve; cancel), consumes their answers and the
+//! stream's bytes, retries by the protocol's table, and recovers from a dropped stream by
+//! fetching the stored response — never by running the task again.
+//!
+//! The run loop (after quinn and str0m): call an input method, then drain
+//! [`poll_transmit`](TaskClient::poll_transmit) (requests to send, in order) and
+//! [`poll_event`](TaskClient::poll_event), and arm a timer for
+//! [`poll_timeout`](TaskClient::poll_timeout) that calls
+//! [`handle_timeout`](TaskClient::handle_timeout).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use harness_core::sse::SseConfig;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, DATE, RETRY_AFTER};
+use http::{HeaderMap, Method};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::accumulator::TaskAccumulator;
+use crate::decoder::{Finding, StreamDecoder};
+use crate::error::{ErrorEnvelope, ErrorObject};
+use crate::event::Event;
+use crate::protocol::{IDEMPOTENCY_KEY_HEADER, PROTOCOL_VERSION, VERSION_HEADER, endpoints};
+use crate::response::Response;
+use crate::retry::{Decision, Failure, GiveUpReason, IdempotencyKey, RetryAfter, RetryPolicy};
+
+/// Where and how to reach the server.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// The server's base URL, without a trailing slash (`http://127.0.0.1:3000/api/harness`).
+    pub base_url: String,
+    /// The `UHP-Version` to ask for (`None`: send none, the server's default applies).
+    pub version: Option<String>,
+    /// The bearer token, if the server wants one.
+    pub token: Option<String>,
+    /// How long a stream may stay silent before it is considered lost. Servers send a
+    /// keep-alive at least every 30 s; the default is 75 s. There is no total timeout.
+    pub inactivity_timeout: Duration,
+    /// How often to read a stored response again while it is still `in_progress`.
+    pub poll_interval: Duration,
+    /// The largest JSON body accepted (a response object or an error). Default 64 MiB.
+    pub max_body_bytes: usize,
+    /// Limits of the stream decoder.
+    pub sse: SseConfig,
+}
+
+impl ClientConfig {
+    /// A configuration for this server with the defaults.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        let mut base_url = base_url.into();
+        while base_url.ends_with('/') {
+            base_url.pop();
+        }
+        ClientConfig {
+            base_url,
+            version: Some(PROTOCOL_VERSION.to_owned()),
+            token: None,
+            inactivity_timeout: Duration::from_secs(75),
+            poll_interval: Duration::from_secs(1),
+            max_body_bytes: 64 << 20,
+            sse: SseConfig::DEFAULT,
+        }
+    }
+
+    /// Sets the bearer token.
+    #[must_use]
+    pub fn with_token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+}
+
+/// The body of `POST /v1/responses` (schema `CreateResponseRequest`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CreateRequest {
+    /// A string (one user message) or a list of input items.
+    pub input: Value,
+    /// The model; omitted means the harness default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Continue the session of this response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_response_id: Option<String>,
+    /// Instructions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// Client metadata; `harness_id` selects the harness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+    /// Stream the events (set by the builders).
+    #[serde(default)]
+    pub stream: bool,
+    /// Wall-clock budget in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+    /// Fields this crate does not model (`tools`, `max_step`, `background`, …).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl CreateRequest {
+    /// A task with this input (a bare string is one user message).
+    pub fn new(input: impl Into<Value>) -> Self {
+        CreateRequest {
+            input: input.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Selects the harness (`metadata.harness_id`).
+    #[must_use]
+    pub fn harness(mut self, harness_id: &str) -> Self {
+        self.metadata
+            .get_or_insert_with(Map::new)
+            .insert("harness_id".into(), Value::from(harness_id));
+        self
+    }
+
+    /// Sets the model.
+    #[must_use]
+    pub fn model(mut self, model: &str) -> Self {
+        self.model = Some(model.to_owned());
+        self
+    }
+
+    /// Continues the session of a previous response.
+    #[must_use]
+    pub fn continue_from(mut self, previous_response_id: &str) -> Self {
+        self.previous_response_id = Some(previous_response_id.to_owned());
+        self
+    }
+}
+
+/// A request could not be built.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// The URL or a header value is not valid HTTP.
+    #[error("invalid request: {0}")]
+    Invalid(String),
+}
+
+/// Request builders. Each returns an `http::Request` carrying the version header (and the
+/// bearer token); send it with any HTTP client.
+pub mod requests {
+    use super::*;
+
+    fn base(cfg: &ClientConfig, method: Method, path: &str) -> http::request::Builder {
+        let mut b = http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", cfg.base_url));
+        if let Some(v) = &cfg.version {
+            b = b.header(VERSION_HEADER, v);
+        }
+        if let Some(t) = &cfg.token {
+            b = b.header(AUTHORIZATION, format!("Bearer {t}"));
+        }
+        b
+    }
+
+    fn done(
+        b: http::request::Builder,
+        body: Vec<u8>,
+    ) -> Result<http::Request<Vec<u8>>, RequestError> {
+        b.body(body)
+            .map_err(|e| RequestError::Invalid(e.to_string()))
+    }
+
+    /// `POST /v1/responses`, with `Idempotency-Key` (every attempt of one task carries the
+    /// same key) and, when `stream`, `"stream": true` and `Accept: text/event-stream`.
+    pub fn create(
+        cfg: &ClientConfig,
+        body: &CreateRequest,
+        key: &IdempotencyKey,
+        stream: bool,
+    ) -> Result<http::Request<Vec<u8>>, RequestError> {
+        let mut body = body.clone();
+        body.stream = stream;
+        let json = serde_json::to_vec(&body).map_err(|e| RequestError::Invalid(e.to_string()))?;
+        let b = base(cfg, Method::POST, endpoints::RESPONSES)
+            .header(CONTENT_TYPE, "application/json")
+            .header(IDEMPOTENCY_KEY_HEADER, key.as_str())
+            .header(
+                ACCEPT,
+                if stream {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                },
+            );
+        done(b, json)
+    }
+
+    /// `POST /v1/responses` with `"stream": true`.
+    pub fn stream(
+        cfg: &ClientConfig,
+        body: &CreateRequest,
+        key: &IdempotencyKey,
+    ) -> Result<http::Request<Vec<u8>>, RequestError> {
+        create(cfg, body, key, true)
+    }
+
+    /// A new task in the session of `previous_response_id`, streamed.
+    pub fn continue_session(
+        cfg: &ClientConfig,
+        previous_response_id: &str,
+        input: impl Into<Value>,
+        key: &IdempotencyKey,
+    ) -> Result<http::Request<Vec<u8>>, RequestError> {
+        create(
+            cfg,
+            &CreateRequest::new(input).continue_from(previous_response_id),
+            key,
+            true,
+        )
+    }
+
+    /// `GET /v1/responses/{id}`: the stored response, the source of truth.
+    pub fn retrieve(
+        cfg: &ClientConfig,
+        response_id: &str,
+    ) -> Result<http::Request<Vec<u8>>, RequestError> {
+        done(
+            base(cfg, Method::GET, &endpoints::response(response_id))
+                .header(ACCEPT, "application/json"),
+            Vec::new(),
+        )
+    }
+
+    /// `POST /v1/responses/{id}/cancel` (idempotent; cancelling a finished task changes
+    /// nothing).
+    pub fn cancel(
+        cfg: &ClientConfig,
+        response_id: &str,
+    ) -> Result<http::Request<Vec<u8>>, RequestError> {
+        done(
+            base(cfg, Method::POST, &endpoints::response_cancel(response_id))
+                .header(ACCEPT, "application/json"),
+            Vec::new(),
+        )
+    }
+
+    /// `GET /v1/uhp`: the discovery document (no token needed).
+    pub fn discovery(cfg: &ClientConfig) -> Result<http::Request<Vec<u8>>, RequestError> {
+        done(
+            base(cfg, Method::GET, endpoints::DISCOVERY).header(ACCEPT, "application/json"),
+            Vec::new(),
+        )
+    }
+}
+
+/// Identifies one request of a [`TaskClient`]; pass it back with its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(pub u64);
+
+/// What a request is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestKind {
+    /// `POST /v1/responses` (streaming).
+    Create,
+    /// `GET /v1/responses/{id}`.
+    Retrieve,
+    /// `POST /v1/responses/{id}/cancel`.
+    Cancel,
+}
+
+/// A request to send.
+#[derive(Debug)]
+pub struct Transmit {
+    /// Pass it back with the answer.
+    pub id: RequestId,
+    /// What it is for.
+    pub kind: RequestKind,
+    /// The request.
+    pub request: http::Request<Vec<u8>>,
+}
+
+/// Why a task could not be finished.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TaskError {
+    /// The server refused, and the retry table or the budget says stop.
+    #[error("HTTP {status}: {} ({reason:?})", error.as_ref().and_then(|e| e.message.as_deref()).unwrap_or("no error body"))]
+    Http {
+        /// The status.
+        status: u16,
+        /// The error object, when the body was an envelope.
+        error: Option<ErrorObject>,
+        /// Why no retry.
+        reason: GiveUpReason,
+    },
+    /// The connection kept failing.
+    #[error("transport failures ({reason:?})")]
+    Transport {
+        /// Why no retry.
+        reason: GiveUpReason,
+    },
+    /// A body that should be a response object was not one.
+    #[error("malformed response body: {0}")]
+    BadBody(String),
+    /// A request could not be built.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+}
+
+/// Something the application should know.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum TaskEvent {
+    /// A streamed event, for live rendering (already applied to the accumulator).
+    Event(Event),
+    /// A message of the stream that did not decode (recorded in the accumulator too).
+    Finding(Finding),
+    /// The stream ended or stalled before its terminal event; the stored response is being
+    /// fetched (the task is not run again). Drop that connection.
+    StreamLost {
+        /// The task whose stored response is fetched.
+        response_id: String,
+    },
+    /// A request failed and will be sent again at `at`, with the same idempotency key.
+    Retrying {
+        /// What failed.
+        kind: RequestKind,
+        /// When it is sent again.
+        at: Instant,
+        /// Failed attempts so far.
+        failures: u32,
+    },
+    /// The task reached a terminal state; see [`TaskClient::accumulator`].
+    Finished,
+    /// The task could not be finished.
+    Failed(TaskError),
+}
+
+/// The phase of the request in flight.
+#[derive(Debug)]
+enum Phase {
+    /// Sent; no status yet.
+    Sent,
+    /// A streaming body.
+    Stream,
+    /// A JSON body being gathered (`status` is the answer's).
+    Body {
+        status: u16,
+        failure: Option<Box<Failure>>,
+        buf: Vec<u8>,
+    },
+}
+
+#[derive(Debug)]
+struct Inflight {
+    id: RequestId,
+    kind: RequestKind,
+    phase: Phase,
+}
+
+/// One task, sans-IO: create (streamed), follow, recover, finish.
+///
+/// ```
+/// use std::time::Instant;
+/// use harness_uhp::builder::StreamBuilder;
+/// use harness_uhp::client::{ClientConfig, CreateRequest, RequestKind, TaskClient, TaskEvent};
+///
+/// let now = Instant::now();
+/// let mut task = TaskClient::new(ClientConfig::new("http://127.0.0.1:3000"), CreateRequest::new("hi"));
+/// task.start(now);
+/// let create = task.poll_transmit().unwrap();
+/// assert_eq!(create.kind, RequestKind::Create);
+/// assert!(create.request.headers().contains_key("Idempotency-Key"));
+///
+/// // The server streams part of the task, then the connection drops.
+/// let mut server = StreamBuilder::new("resp_1");
+/// server.created().message(&["Hel", "lo"], &[]).completed();
+/// let sse = server.to_sse();
+/// let mut head = http::HeaderMap::new();
+/// head.insert("content-type", "text/event-stream".parse().unwrap());
+/// task.handle_head(now, create.id, 200, &head);
+/// task.handle_data(now, create.id, &sse[..sse.len() / 2]);
+/// task.handle_transport_error(now, create.id);
+///
+/// // The client fetches the stored response instead of running the task again.
+/// let fetch = task.poll_transmit().unwrap();
+/// assert_eq!(fetch.kind, RequestKind::Retrieve);
+/// assert_eq!(fetch.request.uri().path(), "/v1/responses/resp_1");
+/// let stored = serde_json::to_vec(server.response()).unwrap();
+/// let mut json = http::HeaderMap::new();
+/// json.insert("content-type", "application/json".parse().unwrap());
+/// task.handle_head(now, fetch.id, 200, &json);
+/// task.handle_data(now, fetch.id, &stored);
+/// task.handle_end(now, fetch.id);
+/// assert!(task.is_finished());
+/// assert_eq!(task.accumulator().text(), "Hello");
+/// assert!(task.poll_transmit().is_none()); // nothing was sent twice
+/// ```
+#[derive(Debug)]
+pub struct TaskClient {
+    cfg: ClientConfig,
+    body: CreateRequest,
+    policy: RetryPolicy,
+    acc: TaskAccumulator,
+    decoder: StreamDecoder,
+    next_id: u64,
+    inflight: Option<Inflight>,
+    cancel_inflight: Option<RequestId>,
+    cancel_wanted: bool,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<TaskEvent>,
+    /// When to send `retry` (a retry after a failure, or the next poll of the stored response).
+    timer: Option<(Instant, RequestKind)>,
+    /// When the stream is considered stalled.
+    inactivity: Option<Instant>,
+    finished: bool,
+    failed: bool,
+    creates_sent: u32,
+}
+
+impl TaskClient {
+    /// A task to create with this body, a fresh idempotency key and the default policy.
+    pub fn new(cfg: ClientConfig, body: CreateRequest) -> Self {
+        Self::with_policy(cfg, body, RetryPolicy::new())
+    }
+
+    /// A task with this retry policy (and so this idempotency key).
+    pub fn with_policy(cfg: ClientConfig, body: CreateRequest, policy: RetryPolicy) -> Self {
+        let decoder = StreamDecoder::with_config(cfg.sse);
+        TaskClient {
+            cfg,
+            body,
+            policy,
+            acc: TaskAccumulator::new(),
+            decoder,
+            next_id: 0,
+            inflight: None,
+            cancel_inflight: None,
+            cancel_wanted: false,
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            timer: None,
+            inactivity: None,
+            finished: false,
+            failed: false,
+            creates_sent: 0,
+        }
+    }
+
+    /// Starts the task: queues the streaming create request.
+    pub fn start(&mut self, now: Instant) {
+        let _ = now; // part of every input method's shape; nothing is timed before the answer
+        if self.inflight.is_none() && !self.finished && !self.failed {
+            self.send(RequestKind::Create);
+        }
+    }
+
+    /// Asks the server to stop the task (`POST /v1/responses/{id}/cancel`). Sent as soon as
+    /// the response id is known. The stream then ends with the task `cancelled`.
+    pub fn cancel(&mut self, now: Instant) {
+        self.cancel_wanted = true;
+        self.maybe_send_cancel(now);
+    }
+
+    fn maybe_send_cancel(&mut self, _now: Instant) {
+        if !self.cancel_wanted || self.cancel_inflight.is_some() || self.finished || self.failed {
+            return;
+        }
+        let Some(id) = self.acc.response_id().map(str::to_owned) else {
+            return;
+        };
+        self.cancel_wanted = false;
+        match requests::cancel(&self.cfg, &id) {
+            Ok(request) => {
+                let rid = self.new_id();
+                self.cancel_inflight = Some(rid);
+                self.transmits.push_back(Transmit {
+                    id: rid,
+                    kind: RequestKind::Cancel,
+                    request,
+                });
+            }
+            Err(e) => self.fail(TaskError::Request(e)),
+        }
+    }
+
+    fn new_id(&mut self) -> RequestId {
+        self.next_id += 1;
+        RequestId(self.next_id)
+    }
+
+    fn send(&mut self, kind: RequestKind) {
+        let built = match kind {
+            RequestKind::Create => {
+                self.creates_sent += 1;
+                requests::stream(&self.cfg, &self.body, self.policy.idempotency_key())
+            }
+            RequestKind::Retrieve | RequestKind::Cancel => {
+                let Some(id) = self.acc.response_id().map(str::to_owned) else {
+                    return self.send(RequestKind::Create);
+                };
+                requests::retrieve(&self.cfg, &id)
+            }
+        };
+        match built {
+            Ok(request) => {
+                let id = self.new_id();
+                self.inflight = Some(Inflight {
+                    id,
+                    kind,
+                    phase: Phase::Sent,
+                });
+                self.transmits.push_back(Transmit { id, kind, request });
+            }
+            Err(e) => self.fail(TaskError::Request(e)),
+        }
+    }
+
+    fn fail(&mut self, e: TaskError) {
+        if !self.finished && !self.failed {
+            self.failed = true;
+            self.inflight = None;
+            self.timer = None;
+            self.inactivity = None;
+            self.events.push_back(TaskEvent::Failed(e));
+        }
+    }
+
+    fn finish(&mut self) {
+        if !self.finished {
+            self.finished = true;
+            self.inflight = None;
+            self.timer = None;
+            self.inactivity = None;
+            self.events.push_back(TaskEvent::Finished);
+        }
+    }
+
+    fn current(&mut self, id: RequestId) -> Option<&mut Inflight> {
+        self.inflight.as_mut().filter(|i| i.id == id)
+    }
+
+    /// The status and headers of the answer to request `id` arrived.
+    pub fn handle_head(&mut self, now: Instant, id: RequestId, status: u16, headers: &HeaderMap) {
+        if self.cancel_inflight == Some(id) {
+            return; // the cancel's answer is read in handle_data / handle_end
+        }
+        let max = self.cfg.max_body_bytes;
+        let inactivity = self.cfg.inactivity_timeout;
+        let Some(inflight) = self.current(id) else {
+            return;
+        };
+        let is_stream = headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+        let failure = (!(200..300).contains(&status)).then(|| {
+            Box::new(Failure::Http {
+                status,
+                error: None,
+                retry_after: retry_after(headers),
+            })
+        });
+        if failure.is_none() && is_stream && inflight.kind == RequestKind::Create {
+            inflight.phase = Phase::Stream;
+            self.inactivity = now.checked_add(inactivity);
+        } else {
+            inflight.phase = Phase::Body {
+                status,
+                failure,
+                buf: Vec::with_capacity(max.min(64 << 10)),
+            };
+        }
+    }
+
+    /// Body bytes of the answer to request `id`.
+    pub fn handle_data(&mut self, now: Instant, id: RequestId, bytes: &[u8]) {
+        if self.cancel_inflight == Some(id) {
+            return; // the cancel's outcome arrives on the stream (or the stored response)
+        }
+        let max = self.cfg.max_body_bytes;
+        let inactivity = self.cfg.inactivity_timeout;
+        let Some(inflight) = self.current(id) else {
+            return;
+        };
+        match &mut inflight.phase {
+            Phase::Stream => {
+                self.inactivity = now.checked_add(inactivity);
+                self.decoder.push(bytes);
+                self.drain_stream(now);
+            }
+            Phase::Body { buf, .. } => {
+                if buf.len() + bytes.len() > max {
+                    self.fail(TaskError::BadBody(format!("body larger than {max} bytes")));
+                } else {
+                    buf.extend_from_slice(bytes);
+                }
+            }
+            Phase::Sent => {}
+        }
+    }
+
+    fn drain_stream(&mut self, now: Instant) {
+        loop {
+            match self.decoder.poll_event() {
+                Ok(Some(ev)) => {
+                    self.acc.add(&ev);
+                    self.events.push_back(TaskEvent::Event(ev));
+                }
+                Ok(None) => break,
+                Err(f) => {
+                    self.acc.add_finding(&f);
+                    self.events.push_back(TaskEvent::Finding(f));
+                }
+            }
+        }
+        self.maybe_send_cancel(now);
+        if self.acc.is_terminal() {
+            self.finish();
+        }
+    }
+
+    /// The answer to request `id` ended normally.
+    pub fn handle_end(&mut self, now: Instant, id: RequestId) {
+        if self.cancel_inflight == Some(id) {
+            self.cancel_inflight = None;
+            return;
+        }
+        let Some(inflight) = self.inflight.take_if(|i| i.id == id) else {
+            return;
+        };
+        match inflight.phase {
+            Phase::Sent => self.on_failure(now, inflight.kind, Failure::Transport),
+            Phase::Stream => {
+                let end = self.decoder.finish().err();
+                self.drain_stream(now);
+                if let Some(f) = end {
+                    self.acc.add_finding(&f);
+                    self.events.push_back(TaskEvent::Finding(f));
+                }
+                self.stream_lost(now);
+            }
+            Phase::Body {
+                status,
+                failure: Some(failure),
+                buf,
+            } => {
+                let failure = match *failure {
+                    Failure::Http { retry_after, .. } => Failure::Http {
+                        status,
+                        error: ErrorEnvelope::parse(&buf).map(|e| e.error),
+                        retry_after,
+                    },
+                    f => f,
+                };
+                self.on_failure(now, inflight.kind, failure);
+            }
+            Phase::Body { buf, .. } => match serde_json::from_slice::<Response>(&buf) {
+                Ok(r) => {
+                    self.acc.apply_response(&r);
+                    if self.acc.is_terminal() {
+                        self.finish();
+                    } else {
+                        // Still running: read it again later (never re-create it).
+                        self.timer = now
+                            .checked_add(self.cfg.poll_interval)
+                            .map(|t| (t, RequestKind::Retrieve));
+                    }
+                }
+                Err(e) => self.fail(TaskError::BadBody(e.to_string())),
+            },
+        }
+    }
+
+    /// The connection of request `id` failed (refused, reset, timed out, dropped mid-body).
+    pub fn handle_transport_error(&mut self, now: Instant, id: RequestId) {
+        if self.cancel_inflight == Some(id) {
+            self.cancel_inflight = None;
+            return;
+        }
+        let Some(inflight) = self.inflight.take_if(|i| i.id == id) else {
+            return;
+        };
+        match inflight.phase {
+            Phase::Stream => {
+                let _ = self.decoder.finish(); // the partial event is gone with the connection
+                self.drain_stream(now);
+                self.stream_lost(now);
+            }
+            _ => self.on_failure(now, inflight.kind, Failure::Transport),
+        }
+    }
+
+    /// The stream is gone without its terminal event: fetch the stored response.
+    fn stream_lost(&mut self, now: Instant) {
+        self.inactivity = None;
+        if self.finished || self.failed {
+            return;
+        }
+        match self.acc.response_id().map(str::to_owned) {
+            Some(response_id) => {
+                self.events.push_back(TaskEvent::StreamLost { response_id });
+                self.send(RequestKind::Retrieve);
+            }
+            // No `response.created` seen: the create is retried with the same key, and the
+            // server answers with the first request's task instead of running a second one.
+            None => self.on_failure(now, RequestKind::Create, Failure::Transport),
+        }
+    }
+
+    fn on_failure(&mut self, now: Instant, kind: RequestKind, failure: Failure) {
+        match self.policy.on_failure(now, &failure) {
+            Decision::RetryAt(at) => {
+                self.timer = Some((at, kind));
+                self.events.push_back(TaskEvent::Retrying {
+                    kind,
+                    at,
+                    failures: self.policy.failures(),
+                });
+            }
+            Decision::GiveUp(reason) => self.fail(match failure {
+                Failure::Http { status, error, .. } => TaskError::Http {
+                    status,
+                    error,
+                    reason,
+                },
+                Failure::Transport => TaskError::Transport { reason },
+            }),
+        }
+    }
+
+    /// Time passed: sends a scheduled retry or poll, or gives up on a silent stream.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(at) = self.inactivity {
+            if now >= at {
+                if let Some(i) = self.inflight.take() {
+                    if matches!(i.phase, Phase::Stream) {
+                        let _ = self.decoder.finish();
+                        self.drain_stream(now);
+                        self.stream_lost(now);
+                    } else {
+                        self.inflight = Some(i);
+                    }
+                }
+                self.inactivity = None;
+            }
+        }
+        if let Some((at, kind)) = self.timer {
+            if now >= at && self.inflight.is_none() {
+                self.timer = None;
+                self.send(kind);
+            }
+        }
+    }
+
+    /// The next request to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<TaskEvent> {
+        self.events.pop_front()
+    }
+
+    /// When to call [`handle_timeout`](Self::handle_timeout).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match (self.timer.map(|t| t.0), self.inactivity) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The task as accumulated so far.
+    pub fn accumulator(&self) -> &TaskAccumulator {
+        &self.acc
+    }
+
+    /// The idempotency key every create attempt carries.
+    pub fn idempotency_key(&self) -> &IdempotencyKey {
+        self.policy.idempotency_key()
+    }
+
+    /// How many create requests were sent (all with the same key).
+    pub fn creates_sent(&self) -> u32 {
+        self.creates_sent
+    }
+
+    /// Whether the task reached a terminal state.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Whether the task could not be finished.
+    pub fn is_failed(&self) -> bool {
+        self.failed
+    }
+}
+
+/// The `Retry-After` of an answer, as a delay: an HTTP-date is measured from the answer's
+/// own `Date` header (the server's clock, immune to client skew); without one it is ignored.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let ra = RetryAfter::parse(headers.get(RETRY_AFTER)?.to_str().ok()?)?;
+    match ra {
+        RetryAfter::Delay(d) => Some(d),
+        RetryAfter::Date(_) => {
+            let date = httpdate::parse_http_date(headers.get(DATE)?.to_str().ok()?).ok()?;
+            Some(ra.delay_from(date))
+        }
+    }
+}
