@@ -34,6 +34,15 @@ pub enum ProtocolFinding {
         /// Its type.
         event_type: String,
     },
+    /// A known event type lacking the field it needs (a terminal event without its
+    /// response cannot end the task: the stored response is the source of truth).
+    #[error("`{event_type}` event without its `{field}`; not applied")]
+    MissingField {
+        /// Its type.
+        event_type: String,
+        /// The missing field.
+        field: &'static str,
+    },
     /// An event without a valid `sequence_number` (absent, or not an integer ≥ 0).
     #[error("`{event_type}` event without a valid sequence_number")]
     Unnumbered {
@@ -350,6 +359,13 @@ impl TaskAccumulator {
             self.find(ProtocolFinding::FirstEventNotCreated {
                 event_type: ev.type_name().to_owned(),
             });
+        }
+        if let Some(field) = ev.missing_field() {
+            self.find(ProtocolFinding::MissingField {
+                event_type: ev.type_name().to_owned(),
+                field,
+            });
+            return;
         }
         self.apply(ev, seq);
     }

@@ -343,9 +343,10 @@ impl<'de: 'a, 'a> Visitor<'de> for Sink<'_, 'a> {
 
 /// One streamed UHP event.
 ///
-/// Built by [`StreamDecoder`](crate::StreamDecoder) (or [`Event::parse`]) only when its
-/// `type` is a string and, for a known type, the fields that type needs are there with the
-/// right JSON types; anything else is a [`Finding`]. `sequence_number` may still be absent or
+/// Built by [`StreamDecoder`](crate::StreamDecoder) (or [`Event::parse`]) when the data is a
+/// JSON object with a string `type` whose fields have the schema's JSON types; anything else
+/// is a [`Finding`]. A known type lacking the field it needs is still an event (see
+/// [`Event::missing_field`]). `sequence_number` may still be absent or
 /// invalid here: the [`TaskAccumulator`](crate::TaskAccumulator) reports that.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
@@ -509,6 +510,13 @@ pub enum EventKind<'a> {
         /// The offending field.
         param: Option<&'a str>,
     },
+    /// A known type that lacks the field it needs ([`Event::missing_field`]).
+    MissingField {
+        /// The wire `type`.
+        event_type: &'a str,
+        /// The missing field.
+        field: &'static str,
+    },
     /// A type this crate does not know; see [`Event::raw_json`] for its fields.
     Unknown {
         /// The wire `type`.
@@ -534,8 +542,8 @@ impl Event {
     /// Decodes one event from the data of one SSE message.
     ///
     /// Errors are findings about this payload: not JSON, a `[DONE]` sentinel, JSON that is
-    /// not an object, an object without a string `type`, or a known type whose fields do not
-    /// match the schema (the finding carries the `sequence_number` when it could be read).
+    /// not an object, an object without a string `type`, or a known type with a field of the
+    /// wrong JSON type (the finding carries the `sequence_number` when it could be read).
     pub fn parse(data: String) -> Result<Event, Finding> {
         let mut f = Fields::default();
         let decoded = {
@@ -625,6 +633,40 @@ impl Event {
     fn with_raw(mut self, raw: String) -> Event {
         self.raw = raw;
         self
+    }
+
+    /// The field a known type needs and this event lacks (`response` for a lifecycle event,
+    /// `item`, `part`, `delta`, `text`, `arguments`, `annotation`), if any. Such an event is
+    /// still an event (its type and number count), but it carries nothing to apply.
+    pub fn missing_field(&self) -> Option<&'static str> {
+        use EventType as T;
+        let rare = self.rare.as_deref();
+        match self.event_type {
+            T::Created | T::InProgress | T::Completed | T::Incomplete | T::Failed => {
+                self.response.is_none().then_some("response")
+            }
+            T::OutputItemAdded | T::OutputItemDone => self.item.is_none().then_some("item"),
+            T::ContentPartAdded
+            | T::ContentPartDone
+            | T::ReasoningSummaryPartAdded
+            | T::ReasoningSummaryPartDone => self.part.is_none().then_some("part"),
+            T::OutputTextDelta | T::ReasoningSummaryTextDelta | T::FunctionCallArgumentsDelta => {
+                self.delta.is_none().then_some("delta")
+            }
+            T::OutputTextDone => rare
+                .and_then(|r| r.text.as_ref())
+                .is_none()
+                .then_some("text"),
+            T::FunctionCallArgumentsDone => rare
+                .and_then(|r| r.arguments.as_ref())
+                .is_none()
+                .then_some("arguments"),
+            T::OutputTextAnnotationAdded => rare
+                .and_then(|r| r.annotation.as_ref())
+                .is_none()
+                .then_some("annotation"),
+            T::Error | T::Unknown => None,
+        }
     }
 
     /// The event's type.
@@ -739,8 +781,9 @@ impl Event {
         use EventType as T;
         let item_id = self.item_id();
         let (oi, ci, si) = (self.output_index, self.content_index, self.summary_index());
-        let unknown = EventKind::Unknown {
+        let unknown = EventKind::MissingField {
             event_type: self.type_name(),
+            field: self.missing_field().unwrap_or("?"),
         };
         match self.event_type {
             T::Created | T::InProgress | T::Completed | T::Incomplete | T::Failed => {
@@ -858,7 +901,9 @@ impl Event {
                 message: self.message(),
                 param: self.param(),
             },
-            T::Unknown => unknown,
+            T::Unknown => EventKind::Unknown {
+                event_type: self.type_name(),
+            },
         }
     }
 }
@@ -879,10 +924,8 @@ struct Fields {
 }
 
 impl Fields {
-    /// Checks that the type is there and that a known type has the fields it needs, then
-    /// moves the raw text in.
+    /// Checks that the type is there, then moves the raw text in.
     fn into_event(self, raw: String) -> Result<Event, Finding> {
-        use EventType as T;
         let seq = match self.sequence_number {
             SeqField::Valid(n) => Some(n),
             _ => None,
@@ -893,40 +936,6 @@ impl Fields {
             });
         };
         let event_type = EventType::from_wire(type_name.get(&raw));
-        let rare = self.rare.as_deref();
-        let missing = match event_type {
-            T::Created | T::InProgress | T::Completed | T::Incomplete | T::Failed => {
-                self.response.is_none().then_some("response")
-            }
-            T::OutputItemAdded | T::OutputItemDone => self.item.is_none().then_some("item"),
-            T::ContentPartAdded
-            | T::ContentPartDone
-            | T::ReasoningSummaryPartAdded
-            | T::ReasoningSummaryPartDone => self.part.is_none().then_some("part"),
-            T::OutputTextDelta | T::ReasoningSummaryTextDelta | T::FunctionCallArgumentsDelta => {
-                self.delta.is_none().then_some("delta")
-            }
-            T::OutputTextDone => rare
-                .and_then(|r| r.text.as_ref())
-                .is_none()
-                .then_some("text"),
-            T::FunctionCallArgumentsDone => rare
-                .and_then(|r| r.arguments.as_ref())
-                .is_none()
-                .then_some("arguments"),
-            T::OutputTextAnnotationAdded => rare
-                .and_then(|r| r.annotation.as_ref())
-                .is_none()
-                .then_some("annotation"),
-            T::Error | T::Unknown => None,
-        };
-        if let Some(field) = missing {
-            return Err(Finding::InvalidEvent {
-                event_type: type_name.get(&raw).to_owned(),
-                sequence_number: seq,
-                error: format!("missing field `{field}`"),
-            });
-        }
         Ok(Event {
             raw,
             type_name,
