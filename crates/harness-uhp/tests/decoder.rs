@@ -212,9 +212,7 @@ fn type_need_not_be_the_first_key() {
 /// Escaped strings are unescaped; `sequence_number: true` is not the integer 1.
 #[test]
 fn escapes_and_invalid_sequence_numbers() {
-    let body = concat!(
-        "data: {\"type\":\"response.output_text.delta\",\"sequence_number\":true,\"delta\":\"a\\\"b\\n\\u00e9\\ud83d\\ude80\"}\n\n",
-    );
+    let body = "data: {\"type\":\"response.output_text.delta\",\"sequence_number\":true,\"delta\":\"a\\\"b\\n\\u00e9\\ud83d\\ude80\"}\n\n";
     let r = run(body.as_bytes());
     let ev = &r.events[0];
     assert_eq!(ev.delta(), Some("a\"b\né🚀"));

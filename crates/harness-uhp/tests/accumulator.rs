@@ -1,0 +1,474 @@
+//! The task accumulator and the sequence check, rule by rule. Quotes: [spec] is
+//! spec/uhp-harnessclientprotocol.txt; [S] is the protocol digest in research/uhp.md.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{created, delta, response, run, run_chunked, sse, terminal};
+use harness_uhp::builder::StreamBuilder;
+use harness_uhp::{
+    Annotation, ContainerFileCitation, ErrorObject, ProtocolFinding, ResponseStatus, SequenceCheck,
+    TaskAccumulator, TerminalSource,
+};
+use serde_json::json;
+
+/// [spec] "TaskAccumulator treats the terminal event as authoritative and the deltas as an
+/// optimisation": the text is the terminal response's when it has one.
+#[test]
+fn terminal_text_replaces_the_deltas() {
+    let body = sse(&[
+        created(0),
+        delta(1, "Hel"),
+        delta(2, "lo?"),
+        terminal("response.completed", 3, "completed", "Hello!"),
+    ]);
+    let r = run(&body);
+    assert_eq!(r.task.text(), "Hello!");
+    assert_eq!(r.task.status(), &ResponseStatus::Completed);
+    assert_eq!(
+        r.task.terminal_source(),
+        Some(TerminalSource::Stream(harness_uhp::EventType::Completed))
+    );
+}
+
+/// [spec] "it will produce correct text from the terminal event alone if every delta went
+/// missing".
+#[test]
+fn correct_text_from_the_terminal_event_alone() {
+    let body = sse(&[
+        created(0),
+        terminal("response.completed", 7, "completed", "All of it."),
+    ]);
+    let r = run(&body);
+    assert_eq!(r.task.text(), "All of it.");
+    assert_eq!(r.task.sequence().missing, vec![1..=6]);
+}
+
+/// Before a terminal event the text is the deltas, in `sequence_number` order; [S] "Text
+/// deltas MUST be concatenated in sequence_number order".
+#[test]
+fn deltas_are_joined_in_sequence_number_order() {
+    let body = sse(&[
+        created(0),
+        delta(1, "a"),
+        delta(3, "c"),
+        delta(2, "b"),
+        delta(4, "d"),
+    ]);
+    let r = run(&body);
+    assert_eq!(r.task.text(), "abcd");
+    let seq = r.task.sequence();
+    assert_eq!(seq.out_of_order, vec![2]);
+    assert!(seq.missing.is_empty() && seq.duplicates.is_empty() && !seq.ok);
+    assert_eq!(r.task.status(), &ResponseStatus::InProgress);
+    assert!(!r.task.is_terminal());
+}
+
+/// A replayed delta (same `sequence_number`) is counted once, and reported as a duplicate.
+#[test]
+fn a_replayed_delta_is_counted_once() {
+    let body = sse(&[
+        created(0),
+        delta(1, "a"),
+        delta(2, "b"),
+        delta(2, "b"),
+        delta(3, "c"),
+        delta(1, "a"),
+    ]);
+    let r = run(&body);
+    assert_eq!(r.task.text(), "abc");
+    assert_eq!(r.task.sequence().duplicates, vec![2, 1]);
+    assert!(r.task.sequence().missing.is_empty());
+}
+
+/// [S] "A cancelled task terminates with response.failed carrying status: "cancelled" … The
+/// status field, not the event name, is authoritative."
+#[test]
+fn cancelled_is_read_from_the_status_field() {
+    let body = sse(&[
+        created(0),
+        delta(1, "part"),
+        terminal("response.failed", 2, "cancelled", "partial"),
+    ]);
+    let r = run(&body);
+    assert_eq!(r.task.status(), &ResponseStatus::Cancelled);
+    assert_eq!(r.task.text(), "partial"); // "partial output retained"
+}
+
+/// [S] "incomplete means a budget stopped the work".
+#[test]
+fn incomplete_and_failed() {
+    let r = run(&sse(&[
+        created(0),
+        terminal("response.incomplete", 1, "incomplete", ""),
+    ]));
+    assert_eq!(r.task.status(), &ResponseStatus::Incomplete);
+    let r = run(&sse(&[
+        created(0),
+        terminal("response.failed", 1, "failed", ""),
+    ]));
+    assert_eq!(r.task.status(), &ResponseStatus::Failed);
+}
+
+/// [S] "the last four are terminal and never change"; "exactly one terminal event, and it is
+/// last": a second terminal event or anything after the first is a finding, not applied.
+#[test]
+fn a_terminal_state_never_changes() {
+    let body = sse(&[
+        created(0),
+        terminal("response.completed", 1, "completed", "final"),
+        delta(2, " more"),
+        terminal("response.failed", 3, "failed", "other"),
+    ]);
+    let r = run(&body);
+    assert_eq!(r.task.status(), &ResponseStatus::Completed);
+    assert_eq!(r.task.text(), "final");
+    let f = r.task.findings();
+    assert!(matches!(
+        &f[0],
+        ProtocolFinding::AfterTerminal {
+            sequence_number: Some(2),
+            ..
+        }
+    ));
+    assert!(matches!(
+        &f[1],
+        ProtocolFinding::SecondTerminal {
+            sequence_number: Some(3),
+            ..
+        }
+    ));
+    assert!(r.task.sequence().ok); // the numbers themselves ran 0..=3
+}
+
+/// A terminal event whose response still says `in_progress`: the event's name decides, and
+/// the contradiction is reported.
+#[test]
+fn terminal_event_with_a_non_terminal_status() {
+    let r = run(&sse(&[
+        created(0),
+        terminal("response.completed", 1, "in_progress", "x"),
+    ]));
+    assert_eq!(r.task.status(), &ResponseStatus::Completed);
+    assert!(matches!(
+        r.task.findings()[0],
+        ProtocolFinding::TerminalStatusNotTerminal { .. }
+    ));
+}
+
+/// [S] "First event response.created".
+#[test]
+fn first_event_must_be_created() {
+    let r = run(&sse(&[delta(0, "x")]));
+    assert!(matches!(
+        r.task.findings()[0],
+        ProtocolFinding::FirstEventNotCreated { .. }
+    ));
+    // Not after a resume: the stream starts wherever the server resumed.
+    let mut task = TaskAccumulator::resumed_after(9);
+    let ev = harness_uhp::Event::parse(delta(10, "x").to_string()).unwrap();
+    task.add(&ev);
+    assert!(task.findings().is_empty());
+    assert!(task.sequence().ok);
+}
+
+/// [S] "Every event MUST carry type and sequence_number (integer ≥0)".
+#[test]
+fn events_without_a_valid_number_are_reported() {
+    let mut e = delta(1, "x");
+    e.as_object_mut().unwrap().remove("sequence_number");
+    let r = run(&sse(&[created(0), e, delta(2, "y")]));
+    assert_eq!(r.task.text(), "xy");
+    assert_eq!(r.task.sequence().unnumbered, 1);
+    assert!(!r.task.sequence().ok);
+    assert!(matches!(
+        r.task.findings()[0],
+        ProtocolFinding::Unnumbered { .. }
+    ));
+}
+
+/// [S] "error event = error that did not end the task; MUST be followed by a terminal event";
+/// the task's error comes from the `error` event, else from the terminal response's `error`.
+#[test]
+fn the_error_from_the_event_or_the_terminal_response() {
+    let mut b = StreamBuilder::new("resp_1");
+    b.created()
+        .error("provider_error", "The upstream model provider failed.");
+    b.failed(
+        ErrorObject::new("provider_error", "The upstream model provider failed.")
+            .with_type("harness_error"),
+    );
+    let r = run(&b.to_sse());
+    let e = r.task.error().unwrap();
+    assert_eq!(
+        (e.code.as_deref(), e.error_type.as_deref()),
+        (Some("provider_error"), None)
+    );
+
+    let mut b = StreamBuilder::new("resp_1");
+    b.created();
+    b.failed(
+        ErrorObject::new("timeout", "The task exceeded its wall-clock budget.")
+            .with_type("harness_error"),
+    );
+    let r = run(&b.to_sse());
+    let e = r.task.error().unwrap();
+    assert_eq!(
+        (e.code.as_deref(), e.error_type.as_deref()),
+        (Some("timeout"), Some("harness_error"))
+    );
+    assert_eq!(r.task.status(), &ResponseStatus::Failed);
+}
+
+fn citation(file: &str) -> Annotation {
+    Annotation::ContainerFileCitation(ContainerFileCitation {
+        container_id: "cntr_1".into(),
+        file_id: file.into(),
+        filename: format!("{file}.md"),
+        download_url: Some(format!(
+            "https://x/v1/containers/cntr_1/files/{file}/content"
+        )),
+        start_index: Some(0),
+        end_index: Some(4),
+        extra: Default::default(),
+    })
+}
+
+fn full_task() -> StreamBuilder {
+    let mut b = StreamBuilder::new("resp_1");
+    b.created()
+        .reasoning(&["Think", "ing."])
+        .tool_call("call_1", "write_file", &["{\"path\":", "\"a.md\"}"])
+        .message(
+            &["Wrote", " it."],
+            &[citation("file_1"), citation("file_2")],
+        )
+        .completed();
+    b
+}
+
+/// Reasoning, tool calls and annotations (artifacts) from the events.
+#[test]
+fn reasoning_tool_calls_and_annotations() {
+    let b = full_task();
+    let r = run(&b.to_sse());
+    assert_eq!(r.task.reasoning(), "Thinking.");
+    let calls = r.task.tool_calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        (calls[0].call_id.as_str(), calls[0].name.as_str()),
+        ("call_1", "write_file")
+    );
+    assert_eq!(calls[0].arguments, "{\"path\":\"a.md\"}");
+    assert_eq!(
+        r.task.annotations(),
+        vec![citation("file_1"), citation("file_2")]
+    );
+    assert_eq!(r.task.artifacts().len(), 2);
+    assert!(r.task.sequence().ok && r.task.findings().is_empty());
+}
+
+/// Everything is also taken from the terminal response when its events were dropped.
+#[test]
+fn dropped_events_are_recovered_from_the_terminal_response() {
+    let b = full_task();
+    let events = b.events();
+    let last = events.len() - 1;
+    let r = run(&sse(&[events[0].clone(), events[last].clone()]));
+    assert_eq!(r.task.text(), "Wrote it.");
+    assert_eq!(r.task.reasoning(), "Thinking.");
+    assert_eq!(r.task.tool_calls()[0].arguments, "{\"path\":\"a.md\"}");
+    assert_eq!(r.task.annotations().len(), 2);
+    assert_eq!(r.task.sequence().missing, vec![1..=(last as u64 - 1)]);
+}
+
+/// A tool call assembled from `output_item.added` and its argument deltas when the done
+/// events were lost and no terminal event came.
+#[test]
+fn tool_call_assembled_from_argument_deltas() {
+    let b = full_task();
+    let keep: Vec<_> = b
+        .events()
+        .iter()
+        .filter(|e| {
+            let t = e["type"].as_str().unwrap();
+            t == "response.created"
+                || (e["item"]["type"] == "function_call" && t == "response.output_item.added")
+                || t == "response.function_call_arguments.delta"
+        })
+        .cloned()
+        .collect();
+    let r = run(&sse(&keep));
+    let calls = r.task.tool_calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        (calls[0].name.as_str(), calls[0].arguments.as_str()),
+        ("write_file", "{\"path\":\"a.md\"}")
+    );
+    assert!(!r.task.is_terminal());
+}
+
+/// `output_text.done` carries the whole part: a truncated stream still has the right text.
+#[test]
+fn output_text_done_is_authoritative_for_its_part() {
+    let mut b = StreamBuilder::new("resp_1");
+    b.created().message(&["a", "b", "c"], &[]);
+    let mut events = b.events().to_vec();
+    events.retain(|e| e["delta"] != "b"); // one delta lost
+    let r = run(&sse(&events));
+    assert_eq!(r.task.text(), "abc");
+    assert!(!r.task.is_terminal());
+}
+
+/// The stored response (GET /v1/responses/{id}) finishes a task whose stream was lost.
+#[test]
+fn a_stored_response_finishes_the_task() {
+    let body = sse(&[created(0), delta(1, "Hel")]);
+    let mut r = run(&body);
+    assert_eq!(r.task.response_id(), Some("resp_1"));
+    let stored: harness_uhp::Response =
+        serde_json::from_value(response("completed", "Hello")).unwrap();
+    r.task.apply_response(&stored);
+    assert_eq!(r.task.status(), &ResponseStatus::Completed);
+    assert_eq!(r.task.text(), "Hello");
+    assert_eq!(
+        r.task.terminal_source(),
+        Some(TerminalSource::StoredResponse)
+    );
+    // Once terminal, it does not change; a disagreeing stored response is a finding.
+    let other: harness_uhp::Response = serde_json::from_value(response("failed", "x")).unwrap();
+    r.task.apply_response(&other);
+    assert_eq!(r.task.status(), &ResponseStatus::Completed);
+    assert!(matches!(
+        r.task.findings().last(),
+        Some(ProtocolFinding::StoredResponseDisagrees { .. })
+    ));
+}
+
+/// A stored response still in progress does not finish the task.
+#[test]
+fn an_in_progress_stored_response_does_not_finish() {
+    let mut task = TaskAccumulator::new();
+    task.apply_response(&serde_json::from_value(response("in_progress", "")).unwrap());
+    assert!(!task.is_terminal());
+    assert_eq!(task.response_id(), Some("resp_1"));
+}
+
+/// Unknown item types in the terminal response are tolerated and kept.
+#[test]
+fn unknown_items_in_the_terminal_response() {
+    let mut resp = response("completed", "ok");
+    resp["output"].as_array_mut().unwrap().insert(
+        0,
+        json!({"type": "computer_call", "id": "cc_1", "action": {"x": 1}}),
+    );
+    let r = run(&sse(&[
+        created(0),
+        json!({"type": "response.completed", "sequence_number": 1, "response": resp}),
+    ]));
+    assert_eq!(r.task.text(), "ok");
+    let stored = r.task.response().unwrap();
+    assert_eq!(stored.output[0].item_type(), "computer_call");
+    let back = serde_json::to_value(&stored.output[0]).unwrap();
+    assert_eq!(
+        back,
+        json!({"type": "computer_call", "id": "cc_1", "action": {"x": 1}})
+    );
+}
+
+/// The sequence check: missing, duplicates and out-of-order reported separately.
+#[test]
+fn sequence_check_reports_each_kind_separately() {
+    let mut s = SequenceCheck::new();
+    for n in [0, 1, 3, 3, 6, 2, 9] {
+        s.record(Some(n));
+    }
+    let r = s.report();
+    assert!(!r.ok);
+    assert_eq!(r.missing, vec![4..=5, 7..=8]);
+    assert_eq!(r.duplicates, vec![3]);
+    assert_eq!(r.out_of_order, vec![2]);
+    assert_eq!(r.missing_count(), 4);
+    assert_eq!(r.missing_numbers().collect::<Vec<_>>(), vec![4, 5, 7, 8]);
+    assert_eq!(s.last_seen(), Some(9));
+}
+
+/// [S] "`seqs == list(range(len(seqs)))`" — ok exactly when the numbers are 0, 1, 2, ….
+#[test]
+fn sequence_ok_is_the_conformance_check() {
+    for (seqs, ok) in [
+        (vec![0, 1, 2], true),
+        (vec![], true),
+        (vec![1, 2], false),
+        (vec![0, 2], false),
+        (vec![0, 1, 1, 2], false),
+        (vec![0, 2, 1, 3], false),
+    ] {
+        let mut s = SequenceCheck::new();
+        for n in &seqs {
+            s.record(Some(*n));
+        }
+        let conformance = seqs.iter().enumerate().all(|(i, n)| *n == i as u64);
+        assert_eq!(s.report().ok, ok, "{seqs:?}");
+        assert_eq!(s.report().ok, conformance, "{seqs:?}");
+    }
+}
+
+/// Linear, not O(max sequence number): `[0, 5000000]` is one missing range, checked at once;
+/// a million events take well under a second.
+#[test]
+fn sequence_check_is_linear_in_the_events() {
+    let mut s = SequenceCheck::new();
+    s.record(Some(0));
+    s.record(Some(5_000_000));
+    assert_eq!(s.report().missing, vec![1..=4_999_999]);
+    s.record(Some(u64::MAX));
+    s.record(Some(u64::MAX));
+    assert_eq!(s.report().duplicates, vec![u64::MAX]);
+
+    let start = Instant::now();
+    let mut s = SequenceCheck::new();
+    for n in 0..1_000_000u64 {
+        // every 1000th number arrives one place late
+        let n = if n % 1000 == 1 {
+            n + 1
+        } else if n % 1000 == 2 {
+            n - 1
+        } else {
+            n
+        };
+        s.record(Some(n));
+    }
+    let r = s.report();
+    assert_eq!(r.out_of_order.len(), 1000);
+    assert!(r.missing.is_empty());
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+/// [S] "if supported the server resumes *after* the given sequence_number … and MUST NOT
+/// replay": a resumed stream is checked from its resume point; a replay is a duplicate.
+#[test]
+fn resume_from_last_event_id() {
+    let mut s = SequenceCheck::resumed_after(41);
+    for n in [42, 43, 40, 44] {
+        s.record(Some(n));
+    }
+    let r = s.report();
+    assert_eq!(r.start, 42);
+    assert!(r.missing.is_empty());
+    assert_eq!(r.duplicates, vec![40]);
+    let mut s = SequenceCheck::resumed_after(41);
+    s.record(Some(45));
+    assert_eq!(s.report().missing, vec![42..=44]);
+}
+
+/// The accumulator keeps the last sequence number for `Last-Event-ID`.
+#[test]
+fn last_sequence_number_for_resumption() {
+    let r = run(&sse(&[created(0), delta(1, "a"), delta(2, "b")]));
+    assert_eq!(r.task.last_sequence_number(), Some(2));
+    let r2 = run_chunked(&sse(&[created(0), delta(1, "a"), delta(2, "b")]), &[3]);
+    assert_eq!(r2.task.summary(), r.task.summary());
+}
