@@ -53,7 +53,8 @@ fn idempotency_keys() {
 #[test]
 fn the_retry_table() {
     use RetryClass::*;
-    let cases: &[(Option<&str>, Option<&str>, Option<u16>, RetryClass)] = &[
+    type Case = (Option<&'static str>, Option<&'static str>, Option<u16>, RetryClass);
+    let cases: &[Case] = &[
         (Some("session_busy"), None, None, WhenSessionIdle),
         (
             Some("session_busy"),
