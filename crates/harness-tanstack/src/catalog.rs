@@ -531,9 +531,9 @@ wire_struct! {
     /// `harness.gap`: `{ from, resumeAt, reason }`.
     pub struct Gap {
         /// The cursor that the client sent.
-        req from: Cursor = "from",
+        req_cur from: Cursor = "from",
         /// The cursor of this event; the stream continues after it.
-        req resume_at: Cursor = "resumeAt",
+        req_cur resume_at: Cursor = "resumeAt",
         /// `truncated` or `evicted`.
         req reason: GapReason = "reason",
     }

@@ -369,7 +369,7 @@ wire_struct! {
         /// The thread.
         req thread_id: String = "threadId",
         /// Start after this cursor.
-        opt from: Cursor = "from",
+        opt_cur from: Cursor = "from",
         /// The protocol version (absent: the server's).
         opt_int v: i64 = "v",
     }
@@ -434,7 +434,7 @@ wire_struct! {
     /// `harness.event`: one event of the session.
     pub struct EventFrame [tag "type" = "harness.event" @ 0] {
         /// Its position: store it, send it back, never parse it.
-        req cursor: Cursor = "cursor",
+        req_cur cursor: Cursor = "cursor",
         /// The thread that keeps it.
         req thread_id: String = "threadId",
         /// The run that made it (the AG-UI `runId`).
@@ -627,6 +627,6 @@ wire_struct! {
         /// Inputs waiting behind a turn.
         req waiting_inputs: Vec<WaitingInput> = "waitingInputs",
         /// The cursor of the last event of the thread when the snapshot was taken.
-        opt cursor: Cursor = "cursor",
+        opt_cur cursor: Cursor = "cursor",
     }
 }

@@ -264,11 +264,11 @@ pub struct Host<L: EventLog> {
     log: L,
     host_log: MemoryLog,
     threads: HashMap<String, Thread>,
-    conns: HashMap<ConnId, Conn>,
+    conns: HashMap<ConnId, Conn, IdHash>,
     /// Connections by the thread they stream (for fan-out wakes).
-    watchers: HashMap<String, HashSet<ConnId>>,
+    watchers: HashMap<String, HashSet<ConnId, IdHash>>,
     events: VecDeque<HostEvent>,
-    woken: HashSet<ConnId>,
+    woken: WakeQueue,
     next_conn: u64,
     next_op: u64,
     next_input: u64,
@@ -313,10 +313,10 @@ impl<L: EventLog> Host<L> {
             log,
             host_log: MemoryLog::new(10_000, 16 << 20),
             threads,
-            conns: HashMap::new(),
+            conns: HashMap::default(),
             watchers: HashMap::new(),
             events: VecDeque::new(),
-            woken: HashSet::new(),
+            woken: WakeQueue::default(),
             next_conn: 0,
             next_op,
             next_input: 0,
@@ -355,9 +355,7 @@ impl<L: EventLog> Host<L> {
         if let Some(e) = self.events.pop_front() {
             return Some(e);
         }
-        let id = *self.woken.iter().next()?;
-        self.woken.remove(&id);
-        Some(HostEvent::Wake(id))
+        self.woken.pop().map(HostEvent::Wake)
     }
 
     // ---- connections -----------------------------------------------------------------
@@ -758,11 +756,8 @@ impl<L: EventLog> Host<L> {
     /// The next bytes to send on a connection: a whole SSE event, WebSocket text frame or
     /// NDJSON line. `None`: nothing now (wait for a [`HostEvent::Wake`]).
     pub fn poll_transmit(&mut self, now: Instant, id: ConnId) -> Option<Bytes> {
-        let lim = {
-            let c = self.conns.get(&id)?;
-            limit(&self.cfg.stream, c.transport)
-        };
         let c = self.conns.get_mut(&id)?;
+        let lim = limit(&self.cfg.stream, c.transport);
         if let Some(b) = c.out.pop_front() {
             c.in_flight += b.len();
             c.last_write = now;
@@ -790,8 +785,8 @@ impl<L: EventLog> Host<L> {
                 pos,
                 force_gap,
             } => {
-                let thread = thread.clone();
-                let first = self.log.first_seq(&thread);
+                let thread = thread.as_str();
+                let first = self.log.first_seq(thread);
                 let gap_from = force_gap
                     .take()
                     .or_else(|| (*pos + 1 < first).then(|| Cursor::new(pos.to_string())));
@@ -806,10 +801,10 @@ impl<L: EventLog> Host<L> {
                         reason: self.log.gap_reason(),
                         ..catalog::Gap::default()
                     });
-                    let rec = LogRecord::render(&thread, resume, "session", &gap.to_event());
+                    let rec = LogRecord::render(thread, resume, "session", &gap.to_event());
                     Some(record_bytes(transport, &rec))
                 } else {
-                    match self.log.get(&thread, *pos + 1) {
+                    match self.log.get(thread, *pos + 1) {
                         Ok(Some(rec)) => {
                             *pos = rec.seq;
                             Some(record_bytes(transport, &rec))
@@ -842,9 +837,8 @@ impl<L: EventLog> Host<L> {
                 operation_id,
                 pos,
             } => {
-                let thread = thread.clone();
                 let mut found = None;
-                while let Ok(Some(rec)) = self.log.get(&thread, *pos + 1) {
+                while let Ok(Some(rec)) = self.log.get(thread, *pos + 1) {
                     *pos = rec.seq;
                     if &*rec.operation_id == operation_id.as_str() {
                         found = Some(rec);
@@ -1930,5 +1924,59 @@ impl Thread {
             content: Content::Text(text),
             ..agui::UserMessage::default()
         }));
+    }
+}
+
+/// Hashes a [`ConnId`] by its number: ids are sequential, so they spread well as they are.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        // Spread the sequential ids over the high bits too (Fibonacci hashing).
+        self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type IdHash = std::hash::BuildHasherDefault<IdHasher>;
+
+/// Connections to wake, in order, each once.
+#[derive(Debug, Default)]
+struct WakeQueue {
+    queue: VecDeque<ConnId>,
+    set: HashSet<ConnId, IdHash>,
+}
+
+impl WakeQueue {
+    fn insert(&mut self, id: ConnId) {
+        if self.set.insert(id) {
+            self.queue.push_back(id);
+        }
+    }
+
+    fn extend(&mut self, ids: impl IntoIterator<Item = ConnId>) {
+        for id in ids {
+            self.insert(id);
+        }
+    }
+
+    fn remove(&mut self, id: &ConnId) {
+        if self.set.remove(id) {
+            self.queue.retain(|x| x != id);
+        }
+    }
+
+    fn pop(&mut self) -> Option<ConnId> {
+        let id = self.queue.pop_front()?;
+        self.set.remove(&id);
+        Some(id)
     }
 }

@@ -409,6 +409,12 @@ pub(crate) fn pointer<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Erro
     }
 }
 
+/// A cursor, read with one allocation (borrowing the key text when it has no escapes).
+pub(crate) fn cursor<'de, D: Deserializer<'de>>(d: D) -> Result<harness_core::Cursor, D::Error> {
+    let k = Key::deserialize(d)?;
+    Ok(harness_core::Cursor::new(&*k.0))
+}
+
 /// Helper for the macros: writes a value through a `SerializeMap`.
 pub(crate) fn entry<M: SerializeMap, V: Serialize + ?Sized>(
     m: &mut M,
@@ -448,6 +454,8 @@ macro_rules! wire_field_ty {
     (opt_int, $t:ty) => { Option<$t> };
     (opt_count, $t:ty) => { Option<$t> };
     (req_nonempty, $t:ty) => { $t };
+    (req_cur, $t:ty) => { $t };
+    (opt_cur, $t:ty) => { Option<$t> };
 }
 
 macro_rules! wire_field_put {
@@ -459,6 +467,12 @@ macro_rules! wire_field_put {
     };
     (req_ptr, $t:ty, $d:ident, $w:expr) => {
         $crate::wire::pointer($d)?
+    };
+    (req_cur, $t:ty, $d:ident, $w:expr) => {
+        $crate::wire::cursor($d)?
+    };
+    (opt_cur, $t:ty, $d:ident, $w:expr) => {
+        $crate::wire::cursor($d)?
     };
     (opt_null, $t:ty, $d:ident, $w:expr) => {
         match <Option<$t> as serde::Deserialize>::deserialize($d)? {
@@ -512,6 +526,9 @@ macro_rules! wire_field_finish {
     (req_nonempty, $v:expr, $w:expr) => {
         $v.ok_or_else(|| serde::de::Error::missing_field($w))?
     };
+    (req_cur, $v:expr, $w:expr) => {
+        $v.ok_or_else(|| serde::de::Error::missing_field($w))?
+    };
     ($other:ident, $v:expr, $w:expr) => {
         $v
     };
@@ -528,6 +545,9 @@ macro_rules! wire_field_write {
         $crate::wire::entry($m, $w, &$v)?
     };
     (req_nonempty, $m:ident, $v:expr, $w:expr) => {
+        $crate::wire::entry($m, $w, &$v)?
+    };
+    (req_cur, $m:ident, $v:expr, $w:expr) => {
         $crate::wire::entry($m, $w, &$v)?
     };
     ($other:ident, $m:ident, $v:expr, $w:expr) => {

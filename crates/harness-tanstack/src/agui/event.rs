@@ -227,7 +227,7 @@ event_struct!(
         /// The run that started it (a child run has one; a top-level run has none).
         opt parent_run_id: String = "parentRunId",
         /// What the run was asked.
-        opt input: RunAgentInput = "input",
+        opt input: Box<RunAgentInput> = "input",
     }
 );
 event_struct!(
