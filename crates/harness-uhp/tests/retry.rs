@@ -53,7 +53,12 @@ fn idempotency_keys() {
 #[test]
 fn the_retry_table() {
     use RetryClass::*;
-    type Case = (Option<&'static str>, Option<&'static str>, Option<u16>, RetryClass);
+    type Case = (
+        Option<&'static str>,
+        Option<&'static str>,
+        Option<u16>,
+        RetryClass,
+    );
     let cases: &[Case] = &[
         (Some("session_busy"), None, None, WhenSessionIdle),
         (

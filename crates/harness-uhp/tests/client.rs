@@ -1,0 +1,441 @@
+//! The sans-IO task client, driven without a network. Quotes: [spec]
+//! spec/uhp-harnessclientprotocol.txt, [S] research/uhp.md.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::{Duration, Instant, SystemTime};
+
+use harness_uhp::builder::StreamBuilder;
+use harness_uhp::client::{
+    ClientConfig, CreateRequest, RequestKind, TaskClient, TaskError, TaskEvent, Transmit, requests,
+};
+use harness_uhp::retry::{GiveUpReason, RetryPolicy, idempotency_key};
+use harness_uhp::{ResponseStatus, TerminalSource};
+use http::HeaderMap;
+use serde_json::{Value, json};
+
+fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (k, v) in pairs {
+        h.insert(
+            http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            v.parse().unwrap(),
+        );
+    }
+    h
+}
+
+fn sse_head() -> HeaderMap {
+    headers(&[("content-type", "text/event-stream")])
+}
+
+fn json_head() -> HeaderMap {
+    headers(&[("content-type", "application/json")])
+}
+
+fn server() -> StreamBuilder {
+    let mut b = StreamBuilder::new("resp_1");
+    b.created().message(&["Hel", "lo"], &[]).completed();
+    b
+}
+
+fn client() -> TaskClient {
+    let mut cfg = ClientConfig::new("http://uhp.test/api/").with_token("tok");
+    cfg.poll_interval = Duration::from_millis(500);
+    TaskClient::with_policy(
+        cfg,
+        CreateRequest::new("hi").harness("chrn_1"),
+        RetryPolicy::new().with_seed(5),
+    )
+}
+
+fn events(c: &mut TaskClient) -> Vec<TaskEvent> {
+    std::iter::from_fn(|| c.poll_event()).collect()
+}
+
+fn answer_json(
+    c: &mut TaskClient,
+    now: Instant,
+    t: &Transmit,
+    status: u16,
+    h: &HeaderMap,
+    body: &Value,
+) {
+    c.handle_head(now, t.id, status, h);
+    c.handle_data(now, t.id, body.to_string().as_bytes());
+    c.handle_end(now, t.id);
+}
+
+/// [S] "`Idempotency-Key` on POST /v1/responses … Retries of POST /v1/responses MUST carry
+/// one"; "`UHP-Version: YYYY-MM-DD` request header"; "Authorization: Bearer <token>".
+#[test]
+fn the_create_request() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    assert_eq!(t.kind, RequestKind::Create);
+    let r = &t.request;
+    assert_eq!(r.method(), http::Method::POST);
+    assert_eq!(r.uri().to_string(), "http://uhp.test/api/v1/responses");
+    let h = r.headers();
+    assert_eq!(h["idempotency-key"], c.idempotency_key().as_str());
+    assert_eq!(h["uhp-version"], "2026-08-11");
+    assert_eq!(h["accept"], "text/event-stream");
+    assert_eq!(h["content-type"], "application/json");
+    assert_eq!(h["authorization"], "Bearer tok");
+    let body: Value = serde_json::from_slice(r.body()).unwrap();
+    assert_eq!(
+        body,
+        json!({"input": "hi", "metadata": {"harness_id": "chrn_1"}, "stream": true})
+    );
+    assert!(c.poll_transmit().is_none());
+}
+
+#[test]
+fn request_builders() {
+    let cfg = ClientConfig::new("http://h");
+    let key = idempotency_key();
+    let r = requests::continue_session(&cfg, "resp_9", "more", &key).unwrap();
+    let body: Value = serde_json::from_slice(r.body()).unwrap();
+    assert_eq!(body["previous_response_id"], "resp_9");
+    assert_eq!(body["stream"], true);
+    let r = requests::create(&cfg, &CreateRequest::new("x"), &key, false).unwrap();
+    assert_eq!(r.headers()["accept"], "application/json");
+    assert_eq!(
+        serde_json::from_slice::<Value>(r.body()).unwrap()["stream"],
+        false
+    );
+    let r = requests::retrieve(&cfg, "resp_9").unwrap();
+    assert_eq!(
+        (r.method().as_str(), r.uri().path()),
+        ("GET", "/v1/responses/resp_9")
+    );
+    let r = requests::cancel(&cfg, "resp_9").unwrap();
+    assert_eq!(
+        (r.method().as_str(), r.uri().path()),
+        ("POST", "/v1/responses/resp_9/cancel")
+    );
+    let r = requests::discovery(&cfg).unwrap();
+    assert_eq!(r.uri().path(), "/v1/uhp");
+    assert!(requests::retrieve(&ClientConfig::new("not a url\n"), "x").is_err());
+}
+
+/// A whole stream: events surface as they arrive, the task finishes, nothing else is sent.
+#[test]
+fn a_streamed_task() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    c.handle_head(now, t.id, 200, &sse_head());
+    let body = server().to_sse();
+    for chunk in body.chunks(9) {
+        c.handle_data(now, t.id, chunk);
+    }
+    let ev = events(&mut c);
+    assert!(matches!(ev.last(), Some(TaskEvent::Finished)));
+    assert_eq!(
+        ev.iter()
+            .filter(|e| matches!(e, TaskEvent::Event(_)))
+            .count(),
+        server().events().len()
+    );
+    assert!(c.is_finished());
+    assert_eq!(c.accumulator().text(), "Hello");
+    c.handle_end(now, t.id);
+    assert!(c.poll_transmit().is_none() && c.poll_timeout().is_none());
+}
+
+/// [S] "Dropped connection does not abort the task; stream is an optimisation, GET
+/// /v1/responses/{id} is the source of truth." The task is finished from the stored
+/// response, polled while in progress, and never created twice.
+#[test]
+fn a_dropped_stream_is_finished_from_the_stored_response() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    c.handle_head(now, t.id, 200, &sse_head());
+    let body = server().to_sse();
+    c.handle_data(now, t.id, &body[..body.len() / 2]);
+    c.handle_end(now, t.id); // the server closed the stream early
+    let ev = events(&mut c);
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, TaskEvent::StreamLost { response_id } if response_id == "resp_1"))
+    );
+    let get = c.poll_transmit().unwrap();
+    assert_eq!(get.kind, RequestKind::Retrieve);
+    assert_eq!(get.request.uri().path(), "/api/v1/responses/resp_1");
+    assert_eq!(get.request.headers()["uhp-version"], "2026-08-11");
+
+    // Still running: read again after the poll interval, not before.
+    let mut running = serde_json::to_value(server().response()).unwrap();
+    running["status"] = json!("in_progress");
+    answer_json(&mut c, now, &get, 200, &json_head(), &running);
+    assert!(c.poll_transmit().is_none());
+    assert_eq!(c.poll_timeout(), Some(now + Duration::from_millis(500)));
+    c.handle_timeout(now + Duration::from_millis(499));
+    assert!(c.poll_transmit().is_none());
+    c.handle_timeout(now + Duration::from_millis(500));
+    let get2 = c.poll_transmit().unwrap();
+    assert_eq!(get2.kind, RequestKind::Retrieve);
+    let done = serde_json::to_value(server().response()).unwrap();
+    answer_json(&mut c, now, &get2, 200, &json_head(), &done);
+    assert!(c.is_finished());
+    assert_eq!(c.accumulator().text(), "Hello");
+    assert_eq!(c.accumulator().status(), &ResponseStatus::Completed);
+    assert_eq!(
+        c.accumulator().terminal_source(),
+        Some(TerminalSource::StoredResponse)
+    );
+    assert_eq!(c.creates_sent(), 1);
+}
+
+/// Dropped before `response.created`: the id is unknown, so the create is sent again — with
+/// the same key, so the server returns the first request's task instead of running another.
+#[test]
+fn dropped_before_created_resends_the_create_with_the_same_key() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t1 = c.poll_transmit().unwrap();
+    c.handle_head(now, t1.id, 200, &sse_head());
+    c.handle_data(now, t1.id, b": keep-alive\n\n");
+    c.handle_transport_error(now, t1.id);
+    let at = match events(&mut c).as_slice() {
+        [
+            TaskEvent::Retrying {
+                kind: RequestKind::Create,
+                at,
+                ..
+            },
+        ] => *at,
+        e => panic!("{e:?}"),
+    };
+    c.handle_timeout(at);
+    let t2 = c.poll_transmit().unwrap();
+    assert_eq!(t2.kind, RequestKind::Create);
+    assert_eq!(
+        t2.request.headers()["idempotency-key"],
+        t1.request.headers()["idempotency-key"]
+    );
+    assert_eq!(c.creates_sent(), 2);
+}
+
+/// [S] "server_error (500,502,503,504) yes, exp. backoff + jitter": a 503 is retried later
+/// with the same key; the error envelope is read.
+#[test]
+fn a_server_error_is_retried_with_the_same_key() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t1 = c.poll_transmit().unwrap();
+    let env = json!({"error": {"type": "server_error", "code": "harness_unavailable", "message": "down", "param": null}});
+    answer_json(&mut c, now, &t1, 503, &json_head(), &env);
+    let at = match events(&mut c).as_slice() {
+        [
+            TaskEvent::Retrying {
+                at, failures: 1, ..
+            },
+        ] => *at,
+        e => panic!("{e:?}"),
+    };
+    assert!(at <= now + Duration::from_millis(500));
+    assert_eq!(c.poll_timeout(), Some(at));
+    c.handle_timeout(at);
+    let t2 = c.poll_transmit().unwrap();
+    assert_eq!(
+        t2.request.headers()["idempotency-key"],
+        t1.request.headers()["idempotency-key"]
+    );
+}
+
+/// [S] "rate_limited yes after Retry-After" — seconds, or an HTTP-date measured from the
+/// answer's own Date.
+#[test]
+fn retry_after_wins() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    let env = json!({"error": {"type": "rate_limit_error", "code": "rate_limited", "message": "slow down", "param": null}});
+    answer_json(
+        &mut c,
+        now,
+        &t,
+        429,
+        &headers(&[("content-type", "application/json"), ("retry-after", "7")]),
+        &env,
+    );
+    assert!(matches!(
+        events(&mut c).as_slice(),
+        [TaskEvent::Retrying { .. }]
+    ));
+    assert_eq!(c.poll_timeout(), Some(now + Duration::from_secs(7)));
+
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    let date = SystemTime::UNIX_EPOCH + Duration::from_secs(1_786_400_000);
+    let h = headers(&[
+        ("content-type", "application/json"),
+        ("date", &httpdate::fmt_http_date(date)),
+        (
+            "retry-after",
+            &httpdate::fmt_http_date(date + Duration::from_secs(90)),
+        ),
+    ]);
+    answer_json(&mut c, now, &t, 429, &h, &env);
+    assert_eq!(c.poll_timeout(), Some(now + Duration::from_secs(90)));
+}
+
+/// [spec] "is_retryable(code="quota_exhausted")  # False — nothing changes until the quota
+/// does": the task fails, and nothing more is sent.
+#[test]
+fn quota_exhausted_gives_up() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    let env = json!({"error": {"type": "rate_limit_error", "code": "quota_exhausted", "message": "no", "param": null}});
+    answer_json(
+        &mut c,
+        now,
+        &t,
+        429,
+        &headers(&[("content-type", "application/json"), ("retry-after", "1")]),
+        &env,
+    );
+    match events(&mut c).as_slice() {
+        [
+            TaskEvent::Failed(TaskError::Http {
+                status: 429,
+                error: Some(e),
+                reason: GiveUpReason::NotRetryable,
+            }),
+        ] => {
+            assert_eq!(e.code.as_deref(), Some("quota_exhausted"));
+        }
+        e => panic!("{e:?}"),
+    }
+    assert!(c.is_failed() && c.poll_transmit().is_none() && c.poll_timeout().is_none());
+}
+
+/// [S] "clients use an inactivity timeout, not a total timeout": a silent stream is given up
+/// on and the stored response fetched; keep-alive comments keep it alive.
+#[test]
+fn inactivity_timeout() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    c.handle_head(now, t.id, 200, &sse_head());
+    let body = server().to_sse();
+    let first = body.iter().position(|&b| b == b'\n').unwrap() + 2;
+    c.handle_data(now, t.id, &body[..first]);
+    assert_eq!(c.poll_timeout(), Some(now + Duration::from_secs(75)));
+    let later = now + Duration::from_secs(60);
+    c.handle_data(later, t.id, b": keep-alive\n\n");
+    assert_eq!(c.poll_timeout(), Some(later + Duration::from_secs(75)));
+    c.handle_timeout(later + Duration::from_secs(74));
+    assert!(c.poll_transmit().is_none());
+    c.handle_timeout(later + Duration::from_secs(75));
+    assert!(
+        events(&mut c)
+            .iter()
+            .any(|e| matches!(e, TaskEvent::StreamLost { .. }))
+    );
+    assert_eq!(c.poll_transmit().unwrap().kind, RequestKind::Retrieve);
+    // Late bytes of the abandoned stream are ignored.
+    c.handle_data(later, t.id, &body[first..]);
+    assert!(!c.is_finished());
+}
+
+/// Cancel: sent once the response id is known; the stream then ends `cancelled`.
+#[test]
+fn cancel() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    c.cancel(now); // id not known yet
+    assert!(c.poll_transmit().is_none());
+    c.handle_head(now, t.id, 200, &sse_head());
+    let mut b = StreamBuilder::new("resp_1");
+    b.created();
+    c.handle_data(now, t.id, &b.to_sse());
+    let cancel = c.poll_transmit().unwrap();
+    assert_eq!(cancel.kind, RequestKind::Cancel);
+    assert_eq!(
+        cancel.request.uri().path(),
+        "/api/v1/responses/resp_1/cancel"
+    );
+    answer_json(
+        &mut c,
+        now,
+        &cancel,
+        200,
+        &json_head(),
+        &serde_json::to_value(b.response()).unwrap(),
+    );
+    b.cancelled();
+    let last = b.events().last().unwrap().clone();
+    c.handle_data(now, t.id, &StreamBuilder::sse_event(&last));
+    assert!(c.is_finished());
+    assert_eq!(c.accumulator().status(), &ResponseStatus::Cancelled);
+}
+
+/// A server that answers the create with the finished response (not a stream).
+#[test]
+fn a_json_answer_to_create() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    answer_json(
+        &mut c,
+        now,
+        &t,
+        200,
+        &json_head(),
+        &serde_json::to_value(server().response()).unwrap(),
+    );
+    assert!(c.is_finished());
+    assert_eq!(c.accumulator().text(), "Hello");
+}
+
+/// A stored response that is gone: not retryable.
+#[test]
+fn response_not_found() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    c.handle_head(now, t.id, 200, &sse_head());
+    let mut b = StreamBuilder::new("resp_1");
+    b.created();
+    c.handle_data(now, t.id, &b.to_sse());
+    c.handle_transport_error(now, t.id);
+    let get = c.poll_transmit().unwrap();
+    let env = json!({"error": {"type": "invalid_request_error", "code": "response_not_found", "message": "gone", "param": null}});
+    answer_json(&mut c, now, &get, 404, &json_head(), &env);
+    assert!(c.is_failed());
+}
+
+/// An over-large JSON body is refused, not buffered without bound.
+#[test]
+fn body_limit() {
+    let now = Instant::now();
+    let mut cfg = ClientConfig::new("http://h");
+    cfg.max_body_bytes = 100;
+    let mut c = TaskClient::new(cfg, CreateRequest::new("x"));
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    c.handle_head(now, t.id, 200, &json_head());
+    c.handle_data(now, t.id, &[b' '; 101]);
+    assert!(matches!(
+        events(&mut c).as_slice(),
+        [TaskEvent::Failed(TaskError::BadBody(_))]
+    ));
+}
