@@ -846,3 +846,40 @@ fn fan_out_shares_one_rendering() {
     // The same allocation is shared by every subscriber (serialize once).
     assert!(last.windows(2).all(|w| w[0].as_ptr() == w[1].as_ptr()));
 }
+
+#[test]
+fn no_v_means_the_current_version_and_run_routes_get_pings_too() {
+    let mut n = net();
+    // "With no v, the server uses its current version." / "The harness.hello frame gives the version that the server uses."
+    let c = n
+        .host
+        .open_sse(n.now, Some("thread-1"), None, None, None, None, "r")
+        .unwrap();
+    n.pump();
+    assert_eq!(
+        data_frames(&n.take(c))[0],
+        json(r#"{"type":"harness.hello","v":2,"threadId":"thread-1"}"#)
+    );
+    // GET capabilities: "custom.tanstack.protocol is the protocol version of the server."
+    let caps = json(&n.host.capabilities("acme/assistant", "r").body);
+    assert_eq!(caps["custom"]["tanstack"]["protocol"], 2);
+    // "POST run and GET run also get the : ping comment."
+    let input: harness_tanstack::agui::RunAgentInput = serde_json::from_str(r#"{"threadId":"t-run","runId":"run-1","messages":[{"id":"u","role":"user","content":"hi"}]}"#).unwrap();
+    let run = n.host.run_agui(n.now, &input, None, "r", None).unwrap();
+    n.pump();
+    let first = n.take(run);
+    // Plain AG-UI events: no harness.* frame around them.
+    assert!(first[0].starts_with("data: {\"type\":\"RUN_STARTED\""));
+    n.advance(Duration::from_secs(20));
+    assert!(n.take(run).contains(&": ping\n\n".to_string()));
+    // "GET host-events ... Its harness.hello frame has no threadId."
+    let h = n
+        .host
+        .open_host_events(n.now, Some("2"), None, "r")
+        .unwrap();
+    n.pump();
+    assert_eq!(
+        data_frames(&n.take(h))[0],
+        json(r#"{"type":"harness.hello","v":2}"#)
+    );
+}
