@@ -1,0 +1,172 @@
+//! Properties: any chunking gives the same task; arbitrary bytes never panic; the text is
+//! the terminal text whenever a terminal response carries one; encode → decode round-trips.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{run, run_chunked, sse};
+use harness_uhp::builder::StreamBuilder;
+use harness_uhp::{Event, StreamDecoder, TaskAccumulator};
+use proptest::prelude::*;
+use serde_json::Value;
+
+fn small_fixtures() -> Vec<Vec<u8>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/streams");
+    let mut out = Vec::new();
+    for d in [dir.clone(), dir.join("peer_wrong")] {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "sse")
+                && std::fs::metadata(&p).unwrap().len() < 100_000
+            {
+                out.push(std::fs::read(p).unwrap());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn outcome(r: &common::Run) -> (Value, Vec<String>, Vec<String>) {
+    (
+        serde_json::to_value(r.task.summary()).unwrap(),
+        r.events.iter().map(|e| e.raw_json().to_owned()).collect(),
+        r.findings.iter().map(ToString::to_string).collect(),
+    )
+}
+
+/// A task built from arbitrary text, then mangled: events dropped, replayed, swapped.
+fn task_stream() -> impl Strategy<Value = (Vec<Value>, bool)> {
+    (
+        prop::collection::vec("[a-zé東🚀 \"\\\\\n\t]{0,6}", 0..12),
+        prop::collection::vec("[a-z{}\":]{0,4}", 0..4),
+        prop::collection::vec((0usize..64, 0u8..4), 0..6),
+        any::<bool>(),
+    )
+        .prop_map(|(deltas, args, edits, end)| {
+            let mut b = StreamBuilder::new("resp_p");
+            b.created();
+            let a: Vec<&str> = args.iter().map(String::as_str).collect();
+            b.tool_call("call_p", "tool", &a);
+            let d: Vec<&str> = deltas.iter().map(String::as_str).collect();
+            b.message(&d, &[]);
+            if end {
+                b.completed();
+            }
+            let mut events = b.events().to_vec();
+            for (at, op) in edits {
+                let i = at % events.len();
+                match op {
+                    0 => {
+                        events.remove(i);
+                    }
+                    1 => {
+                        let e = events[i].clone();
+                        events.insert(i, e);
+                    }
+                    2 if i + 1 < events.len() => events.swap(i, i + 1),
+                    _ => {}
+                }
+                if events.is_empty() {
+                    break;
+                }
+            }
+            (events, end)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// Any chunking of any fixture stream gives the same events, findings and task.
+    #[test]
+    fn any_chunking_of_a_fixture_gives_the_same_task(
+        pick in any::<prop::sample::Index>(),
+        sizes in prop::collection::vec(1usize..300, 1..8),
+    ) {
+        let fixtures = small_fixtures();
+        let body = &fixtures[pick.index(fixtures.len())];
+        prop_assert_eq!(outcome(&run_chunked(body, &sizes)), outcome(&run(body)));
+    }
+
+    /// Any chunking of any (mangled) generated stream gives the same task.
+    #[test]
+    fn any_chunking_of_a_generated_stream((events, _) in task_stream(), sizes in prop::collection::vec(1usize..64, 1..6)) {
+        let body = sse(&events);
+        prop_assert_eq!(outcome(&run_chunked(&body, &sizes)), outcome(&run(&body)));
+    }
+
+    /// The accumulator's text equals the terminal response's text whenever a terminal
+    /// response (with text) is present, whatever happened to the deltas.
+    #[test]
+    fn text_is_the_terminal_text((events, _) in task_stream()) {
+        let r = run(&sse(&events));
+        if let Some(resp) = r.task.response() {
+            let t = resp.output_text();
+            if !t.is_empty() {
+                prop_assert_eq!(r.task.text().into_owned(), t);
+            }
+        }
+    }
+
+    /// Unmangled: the text is the concatenated deltas, with or without a terminal event, and
+    /// the sequence is ok.
+    #[test]
+    fn unmangled_stream(deltas in prop::collection::vec("[a-zé🚀 \"\\\\\n]{0,6}", 0..12), end in any::<bool>()) {
+        let mut b = StreamBuilder::new("resp_q");
+        b.created();
+        b.message_start();
+        for d in &deltas {
+            b.message_delta(d);
+        }
+        if end {
+            b.message_end(&[]).completed();
+        }
+        let r = run(&b.to_sse());
+        prop_assert_eq!(r.task.text().into_owned(), deltas.concat());
+        prop_assert!(r.task.sequence().ok);
+        prop_assert_eq!(r.task.is_terminal(), end);
+        prop_assert!(r.task.findings().is_empty());
+    }
+
+    /// Encode → decode: the builder's events come back exactly.
+    #[test]
+    fn encode_decode_round_trip((events, _) in task_stream()) {
+        let r = run(&sse(&events));
+        let back: Vec<Value> = r.events.iter().map(Event::to_value).collect();
+        prop_assert_eq!(back, events);
+        prop_assert!(r.findings.is_empty());
+    }
+
+    /// Arbitrary bytes never panic, and their chunking does not matter either.
+    #[test]
+    fn arbitrary_bytes_never_panic(body in prop::collection::vec(any::<u8>(), 0..600), split in 1usize..50) {
+        let a = run(&body);
+        let b = run_chunked(&body, &[split]);
+        prop_assert_eq!(outcome(&a), outcome(&b));
+    }
+
+    /// Arbitrary SSE-shaped data lines with JSON-ish payloads never panic.
+    #[test]
+    fn arbitrary_json_payloads_never_panic(lines in prop::collection::vec("[\\[\\]{}\":,0-9a-z_. -]{0,40}", 0..20)) {
+        let mut dec = StreamDecoder::new();
+        let mut task = TaskAccumulator::new();
+        for l in &lines {
+            dec.push(format!("data: {{\"type\":\"response.output_text.delta\",{l}\n\n").as_bytes());
+            dec.push(format!("data: {l}\n\n").as_bytes());
+        }
+        loop {
+            match dec.poll_event() {
+                Ok(Some(ev)) => {
+                    let _ = ev.kind();
+                    task.add(&ev);
+                }
+                Ok(None) => break,
+                Err(f) => task.add_finding(&f),
+            }
+        }
+        let _ = task.summary();
+    }
+}
