@@ -518,7 +518,8 @@ impl Client {
     /// When to call [`handle_timeout`](Self::handle_timeout).
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.connected {
-            self.last_bytes.map(|t| t + self.cfg.idle_timeout)
+            self.last_bytes
+                .and_then(|t| t.checked_add(self.cfg.idle_timeout))
         } else {
             None
         }

@@ -930,8 +930,12 @@ impl<L: EventLog> Host<L> {
             .values()
             .filter(|c| !matches!(c.state, ConnState::Closed | ConnState::AwaitSubscribe))
             .filter_map(|c| {
-                let ping = (c.transport != Transport::Stdio).then(|| c.last_write + cfg.heartbeat);
-                let slow = c.blocked_since.map(|s| s + cfg.slow_consumer);
+                let ping = (c.transport != Transport::Stdio)
+                    .then(|| c.last_write.checked_add(cfg.heartbeat))
+                    .flatten();
+                let slow = c
+                    .blocked_since
+                    .and_then(|s| s.checked_add(cfg.slow_consumer));
                 match (ping, slow) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),

@@ -120,7 +120,8 @@ impl StreamOptions {
             }
         }
         let d = StreamConfig::default();
-        let ms = |v: f64| Duration::from_secs_f64(v / 1000.0);
+        // A huge value saturates to the largest duration rather than overflowing.
+        let ms = |v: f64| Duration::try_from_secs_f64(v / 1000.0).unwrap_or(Duration::MAX);
         // ok: finite and > 0, so `as usize` saturates at worst; ceil keeps a fraction above 0.
         let bytes = |v: f64| (v.ceil() as usize).max(1);
         Ok(StreamConfig {

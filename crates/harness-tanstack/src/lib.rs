@@ -1,6 +1,65 @@
 //! # harness-tanstack
 //!
-//! The TanStack AI harness wire protocol v2: harness.* frames and AG-UI events over SSE, WebSocket and stdio, client and host, sans-IO.
+//! The TanStack AI harness wire protocol, version 2: `harness.*` frames and AG-UI 1.0 events
+//! over SSE, a WebSocket and stdio NDJSON, both sides, sans-IO. Nothing here opens a socket,
+//! spawns a task, sleeps or reads a clock: bytes and frames come in through methods, time
+//! comes in as `now: Instant`, and what to send goes out through `poll_*`.
+//!
+//! - [`agui`]: the 31 AG-UI 1.0 events and their types, strict to the reference schemas,
+//!   unknown keys kept; [`catalog`]: the `harness.*` CUSTOM events, typed.
+//! - [`frame`], [`transport`]: the frames both ways, and their SSE / WebSocket / NDJSON forms.
+//! - [`host`]: the host state machine over an [`log::EventLog`] ([`log::MemoryLog`] or the
+//!   durable [`log::FileLog`]); [`client`]: the client state machine.
+//! - [`driver`]: serve any [`harness_core::Harness`] as a host (futures only).
+//!
+//! A host and a client, talking over a "socket" that is two function calls:
+//!
+//! ```
+//! use std::time::Instant;
+//! use harness_tanstack::agui::Event;
+//! use harness_tanstack::client::{Client, ClientConfig, ClientEvent};
+//! use harness_tanstack::frame::Input;
+//! use harness_tanstack::host::{Host, HostConfig, HostEvent, Transport, TurnOutcome};
+//! use harness_tanstack::log::MemoryLog;
+//!
+//! let now = Instant::now();
+//! let mut host = Host::new(HostConfig::default(), MemoryLog::default());
+//! let mut client = Client::new(ClientConfig::new("thread-1"));
+//! let conn = host.connect(now, Transport::WebSocket, None, "upgrade-1");
+//!
+//! client.connect(now);                               // harness.subscribe
+//! client.send_input(now, Input::prompt("Hello"));   // harness.input with a requestId and an inputId
+//! while let Some(frame) = client.poll_transmit() {
+//!     host.handle_frame(now, conn, &frame);
+//! }
+//!
+//! // The host asks the application to run the turn; its events go to the log.
+//! let mut turn = None;
+//! let mut to_client = Vec::new();
+//! while let Some(ev) = host.poll_event() {
+//!     match ev {
+//!         HostEvent::StartTurn(t) => turn = Some(t),
+//!         HostEvent::Wake(c) => while let Some(b) = host.poll_transmit(now, c) { to_client.push(b) },
+//!         _ => {}
+//!     }
+//! }
+//! let turn = turn.unwrap();
+//! host.emit(now, "thread-1", &turn.operation_id, Event::text_content("m-1", "Hi")).unwrap();
+//! host.finish_turn(now, "thread-1", &turn.operation_id, TurnOutcome::Completed).unwrap();
+//! while let Some(b) = host.poll_transmit(now, conn) { to_client.push(b) }
+//!
+//! for b in &to_client {
+//!     client.handle_frame(now, std::str::from_utf8(b).unwrap());
+//! }
+//! let text: String = std::iter::from_fn(|| client.poll_event())
+//!     .filter_map(|e| match e {
+//!         ClientEvent::Event(d) => match d.event { Event::TextMessageContent(c) => Some(c.delta), _ => None },
+//!         _ => None,
+//!     })
+//!     .collect();
+//! assert_eq!(text, "Hi");
+//! assert!(client.last_cursor().is_some()); // what to send back after a reconnect
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -17,4 +76,4 @@ pub mod log;
 pub mod transport;
 
 pub use harness_core;
-pub use wire::{Extra, Json, MAX_SAFE_INTEGER, is_json_pointer};
+pub use wire::{Extra, Json, MAX_SAFE_INTEGER, UnknownObject, is_json_pointer};

@@ -245,7 +245,7 @@ impl EventLog for MemoryLog {
     fn head_seq(&self, thread_id: &str) -> u64 {
         self.threads
             .get(thread_id)
-            .map(|t| t.first + t.records.len() as u64 - 1)
+            .map(|t| (t.first + t.records.len() as u64).saturating_sub(1))
             .unwrap_or(0)
     }
 
@@ -396,7 +396,7 @@ impl FileLog {
         let Some(t) = self.threads.get_mut(thread_id) else {
             return Ok(());
         };
-        let head = t.first + t.offsets.len() as u64 - 1;
+        let head = (t.first + t.offsets.len() as u64).saturating_sub(1);
         let through = through.min(head);
         if through < t.first {
             return Ok(());
@@ -546,7 +546,7 @@ impl EventLog for FileLog {
     fn head_seq(&self, thread_id: &str) -> u64 {
         self.threads
             .get(thread_id)
-            .map(|t| t.first + t.offsets.len() as u64 - 1)
+            .map(|t| (t.first + t.offsets.len() as u64).saturating_sub(1))
             .unwrap_or(0)
     }
 

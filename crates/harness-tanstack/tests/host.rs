@@ -667,6 +667,29 @@ fn stream_values_must_be_finite_and_above_zero_and_the_error_names_the_field() {
         assert_eq!(e.field, field);
         assert!(e.to_string().contains(field));
     }
+    // A huge value is finite and above 0: it saturates, and time arithmetic never overflows.
+    let huge = StreamOptions {
+        heartbeat_ms: Some(1e300),
+        slow_consumer_ms: Some(1e300),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap();
+    let mut n = Net::new(Host::new(
+        HostConfig {
+            stream: huge,
+            ..HostConfig::default()
+        },
+        MemoryLog::default(),
+    ));
+    let c = n
+        .host
+        .open_sse(n.now, Some("t"), None, None, None, None, "r")
+        .unwrap();
+    n.pump();
+    assert_eq!(n.host.poll_timeout(), None);
+    n.advance(Duration::from_secs(3600));
+    assert_eq!(n.take(c).len(), 1);
     // "A value that you do not set keeps its default" — 20 s, 1 MiB, 8 MiB, 30 s.
     let c = StreamOptions {
         heartbeat_ms: Some(10_000.0),
