@@ -279,9 +279,15 @@ fn summary() {
         times[i].push(s.elapsed());
     };
     for _ in 0..=reps {
-        time(0, &mut || drop(black_box(baseline(&loads))));
-        time(1, &mut || drop(black_box(sse_only(&stream))));
-        time(2, &mut || drop(black_box(decode_only(&stream))));
+        time(0, &mut || {
+            black_box(baseline(&loads));
+        });
+        time(1, &mut || {
+            black_box(sse_only(&stream));
+        });
+        time(2, &mut || {
+            black_box(decode_only(&stream));
+        });
         time(3, &mut || {
             black_box(pipeline(&stream).text().len());
         });
@@ -369,155 +375,8 @@ fn summary() {
 
 criterion_group!(group, benches);
 
-#[derive(Deserialize)]
-#[allow(dead_code)]
-struct Wire<'a> {
-    #[serde(rename = "type", borrow, default)]
-    event_type: Option<Str<'a>>,
-    #[serde(default)]
-    sequence_number: Option<u64>,
-    #[serde(borrow, default)]
-    delta: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    item_id: Option<Str<'a>>,
-    #[serde(default)]
-    output_index: Option<u64>,
-    #[serde(default)]
-    content_index: Option<u64>,
-    #[serde(default)]
-    summary_index: Option<u64>,
-    #[serde(default)]
-    annotation_index: Option<u64>,
-    #[serde(borrow, default)]
-    text: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    arguments: Option<Str<'a>>,
-    #[serde(default)]
-    response: Option<Box<harness_uhp::Response>>,
-    #[serde(default)]
-    item: Option<Box<harness_uhp::OutputItem>>,
-    #[serde(default)]
-    part: Option<Box<harness_uhp::ContentPart>>,
-    #[serde(default)]
-    annotation: Option<Box<harness_uhp::Annotation>>,
-    #[serde(borrow, default)]
-    code: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    message: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    param: Option<Str<'a>>,
-}
-
-fn experiment() {
-    let stream = stream_50mb();
-    let loads = payloads(&stream);
-    let len = stream.len();
-    let t1 = median(
-        || {
-            for p in &loads {
-                let f: Flat<'_> = serde_json::from_str(black_box(p)).unwrap();
-                black_box(f.sequence_number);
-            }
-        },
-        5,
-    );
-    let t2 = median(
-        || {
-            for p in &loads {
-                black_box(p.clone());
-            }
-        },
-        5,
-    );
-    let t3 = median(
-        || {
-            for p in &loads {
-                let e = harness_uhp::Event::parse(black_box(p.clone())).unwrap();
-                black_box(e.sequence_number());
-            }
-        },
-        5,
-    );
-    let t4 = median(
-        || {
-            let mut t = TaskAccumulator::new();
-            let evs: Vec<_> = loads
-                .iter()
-                .map(|p| harness_uhp::Event::parse(p.clone()).unwrap())
-                .collect();
-            let s = Instant::now();
-            for e in &evs {
-                t.add(e);
-            }
-            black_box(s.elapsed());
-        },
-        3,
-    );
-    let t5 = median(
-        || {
-            for p in &loads {
-                let f: Wire<'_> = serde_json::from_str(black_box(p)).unwrap();
-                black_box(f.sequence_number);
-            }
-        },
-        5,
-    );
-    let deltas: Vec<&String> = loads
-        .iter()
-        .filter(|p| p.contains("output_text.delta"))
-        .collect();
-    let dl: usize = deltas.iter().map(|p| p.len()).sum();
-    let t6 = median(
-        || {
-            for p in &deltas {
-                let f: Flat<'_> = serde_json::from_str(black_box(p)).unwrap();
-                black_box(f.sequence_number);
-            }
-        },
-        5,
-    );
-    let t7 = median(
-        || {
-            for p in &deltas {
-                let f: Wire<'_> = serde_json::from_str(black_box(p)).unwrap();
-                black_box(f.sequence_number);
-            }
-        },
-        5,
-    );
-    println!(
-        "wire-copy {:.0} MB/s; deltas only: flat {:.0} wire {:.0}",
-        mbps(len, t5),
-        mbps(dl, t6),
-        mbps(dl, t7)
-    );
-    println!(
-        "baseline {:.0} MB/s; clone {:.0}; Event::parse(clone) {:.0}; build+acc {:.0}",
-        mbps(len, t1),
-        mbps(len, t2),
-        mbps(len, t3),
-        mbps(len, t4)
-    );
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "experiment") {
-        experiment();
-        return;
-    }
-    if args.iter().any(|a| a == "parseloop") {
-        let stream = stream_50mb();
-        let loads = payloads(&stream);
-        let s = Instant::now();
-        while s.elapsed() < Duration::from_secs(15) {
-            for p in &loads {
-                let e = harness_uhp::Event::parse(black_box(p.clone())).unwrap();
-                black_box(e.sequence_number());
-            }
-        }
-        return;
-    }
     let only_summary = args.iter().any(|a| a == "summary");
     if !only_summary {
         group();

@@ -12,6 +12,7 @@ mod core_sse;
 mod jambonz;
 mod sessions;
 mod tanstack;
+mod uhp;
 
 type ChapterFn = fn() -> Result<(), Box<dyn std::error::Error>>;
 
@@ -36,6 +37,11 @@ const CHAPTERS: &[(&str, &str, ChapterFn)] = &[
         "tanstack",
         "harness-tanstack: a TanStack thread over SSE, a reconnect and a gap",
         tanstack::run,
+    ),
+    (
+        "uhp",
+        "harness-uhp: a mangled task stream, the retry table, a dropped stream recovered",
+        uhp::run,
     ),
 ];
 

@@ -1,11 +1,84 @@
 //! # harness-uhp
 //!
-//! The client half of the Unified Harness Protocol (UHP), sans-IO: decoding the event
-//! stream, noticing a dropped event, assembling a task out of deltas, idempotency keys and
+//! The client half of the Unified Harness Protocol (UHP), sans-IO: decoding a task's event
+//! stream, noticing a dropped event, assembling the task out of deltas, idempotency keys and
 //! retries, and a task client that builds the HTTP requests and consumes their answers, while
-//! you own the sockets.
+//! you own the sockets. Everything the Python `harnessclientprotocol` offers, as Rust, and
+//! right where it is wrong (CRLF and CR framing, split UTF-8, BOM, unterminated final events,
+//! non-object data, duplicates and reordering, the terminal event's authority, 501, `inf`).
 //!
-//! WIP.
+//! | module | what |
+//! | --- | --- |
+//! | [`decoder`] | [`StreamDecoder`]: bytes in (any chunking), typed [`Event`]s or [`Finding`]s out |
+//! | [`event`] | [`Event`] (the schema's flat event, zero-copy strings) and its typed view [`EventKind`] |
+//! | [`accumulator`] | [`TaskAccumulator`]: status, text, reasoning, tool calls, annotations, error, findings |
+//! | [`sequence`] | [`SequenceCheck`]: missing, duplicate and out-of-order numbers, in linear time, resumable |
+//! | [`response`] | the response object and its output items; unknown types kept |
+//! | [`retry`] | idempotency keys, the retry table, full-jitter backoff, `Retry-After`, [`RetryPolicy`] |
+//! | [`client`] | request builders and the sans-IO [`TaskClient`] that recovers a dropped stream |
+//! | [`protocol`], [`error`] | versions, headers, capabilities and the discovery check, endpoints, id prefixes, error codes |
+//! | [`builder`] | [`StreamBuilder`](builder::StreamBuilder): a server's event stream, for tests and examples |
+//!
+//! ## Decode a stream
+//!
+//! ```
+//! use harness_uhp::{EventKind, ResponseStatus, StreamDecoder, TaskAccumulator};
+//!
+//! // Body bytes from any HTTP client, in whatever chunks it hands them over (CRLF here).
+//! let body = concat!(
+//!     "data: {\"type\":\"response.created\",\"sequence_number\":0,",
+//!     "\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"output\":[]}}\r\n\r\n",
+//!     ": keep-alive\r\n\r\n",
+//!     "data: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,",
+//!     "\"output_index\":0,\"content_index\":0,\"delta\":\"Bonjour, \"}\r\n\r\n",
+//!     "data: {\"type\":\"response.output_text.delta\",\"sequence_number\":2,",
+//!     "\"output_index\":0,\"content_index\":0,\"delta\":\"café\"}\r\n\r\n",
+//! );
+//! let mut dec = StreamDecoder::new();
+//! let mut task = TaskAccumulator::new();
+//! let mut shown = String::new();
+//! for chunk in body.as_bytes().chunks(5) {           // splits "é" across pushes too
+//!     dec.push(chunk);
+//!     loop {
+//!         match dec.poll_event() {
+//!             Ok(Some(ev)) => {
+//!                 if let EventKind::OutputTextDelta { delta, .. } = ev.kind() {
+//!                     shown.push_str(delta);         // render as it arrives
+//!                 }
+//!                 task.add(&ev);
+//!             }
+//!             Ok(None) => break,
+//!             Err(finding) => task.add_finding(&finding), // e.g. `[DONE]`: reported, not fatal
+//!         }
+//!     }
+//! }
+//! dec.finish()?;
+//! assert_eq!(shown, "Bonjour, café");
+//! assert_eq!(task.status(), &ResponseStatus::InProgress); // no terminal event (yet)
+//! assert!(task.sequence().ok);
+//! assert_eq!(task.last_sequence_number(), Some(2));       // for Last-Event-ID
+//! # Ok::<(), harness_uhp::Finding>(())
+//! ```
+//!
+//! ## Retry without running the agent twice
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use harness_uhp::is_retryable;
+//! use harness_uhp::retry::{Decision, Failure, RetryPolicy};
+//!
+//! assert!(is_retryable(Some("session_busy"), None, None));
+//! assert!(!is_retryable(Some("quota_exhausted"), None, Some(429)));
+//! assert!(!is_retryable(None, None, Some(501)));
+//!
+//! let now = Instant::now();
+//! let mut policy = RetryPolicy::new();               // one idempotency key per task
+//! let limited = Failure::Http { status: 429, error: None, retry_after: Some(Duration::from_secs(30)) };
+//! assert_eq!(policy.on_failure(now, &limited), Decision::RetryAt(now + Duration::from_secs(30)));
+//! ```
+//!
+//! [`TaskClient`] puts it together: see its example for a dropped stream finished from the
+//! stored response, and `cargo run --example uhp_recover` for the same over real HTTP.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

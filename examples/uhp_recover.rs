@@ -1,0 +1,282 @@
+//! A dropped UHP stream, recovered from the stored response without running the task twice.
+//!
+//! ```text
+//! cargo run --example uhp_recover
+//! ```
+//!
+//! A tiny UHP server on 127.0.0.1 (axum) runs each task in the background and streams its
+//! events; this one drops the connection after a dozen events, as a proxy or a flaky network
+//! would. The client is harness-uhp's sans-IO `TaskClient` driven over hyper: it notices the
+//! stream ended without a terminal event, fetches `GET /v1/responses/{id}` (polling while the
+//! task still runs) and finishes the task from it. The server counts executions: one.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use bytes::Bytes;
+use harness_uhp::builder::StreamBuilder;
+use harness_uhp::client::{ClientConfig, CreateRequest, RequestKind, TaskClient, TaskEvent};
+use harness_uhp::{EventKind, ResponseStatus};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+
+/// The server's state: tasks by id, idempotency keys, and how many tasks it ever ran.
+#[derive(Default)]
+struct Server {
+    tasks: Mutex<HashMap<String, Arc<Mutex<StreamBuilder>>>>,
+    keys: Mutex<HashMap<String, String>>,
+    executions: AtomicUsize,
+    drop_after: usize,
+}
+
+const WORDS: &[&str] = &[
+    "The",
+    " stream",
+    " is",
+    " an",
+    " optimisation;",
+    " the",
+    " stored",
+    " response",
+    " is",
+    " the",
+    " source",
+    " of",
+    " truth,",
+    " so",
+    " a",
+    " dropped",
+    " connection",
+    " costs",
+    " latency,",
+    " not",
+    " correctness.",
+];
+
+/// The "agent": produces the task's events over time, whoever is listening.
+async fn run_task(task: Arc<Mutex<StreamBuilder>>) {
+    task.lock().unwrap().message_start();
+    for w in WORDS {
+        tokio::time::sleep(Duration::from_millis(15)).await;
+        task.lock().unwrap().message_delta(w);
+    }
+    let mut t = task.lock().unwrap();
+    t.message_end(&[]);
+    t.completed();
+}
+
+async fn create(State(srv): State<Arc<Server>>, headers: HeaderMap) -> impl IntoResponse {
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let existing = srv.keys.lock().unwrap().get(&key).cloned();
+    let id = match existing {
+        Some(id) => id, // a repeated key: the first request's task, not a second run
+        None => {
+            let n = srv.executions.fetch_add(1, Ordering::SeqCst) + 1;
+            let id = format!("resp_{n:016x}");
+            let mut b = StreamBuilder::new(&id);
+            b.created();
+            let task = Arc::new(Mutex::new(b));
+            srv.tasks.lock().unwrap().insert(id.clone(), task.clone());
+            srv.keys.lock().unwrap().insert(key, id.clone());
+            tokio::spawn(run_task(task));
+            id
+        }
+    };
+    let task = srv.tasks.lock().unwrap()[&id].clone();
+    let drop_after = srv.drop_after;
+    // Stream the task's events as they appear; after `drop_after` of them, fail the body,
+    // which makes hyper cut the connection mid-stream.
+    let stream = futures::stream::unfold(0usize, move |sent| {
+        let task = task.clone();
+        async move {
+            if sent == drop_after {
+                return Some((Err(std::io::Error::other("connection dropped")), sent + 1));
+            }
+            loop {
+                let next = task.lock().unwrap().events().get(sent).cloned();
+                match next {
+                    Some(ev) => {
+                        return Some((Ok(Bytes::from(StreamBuilder::sse_event(&ev))), sent + 1));
+                    }
+                    None if task.lock().unwrap().response().status.is_terminal() => return None,
+                    None => tokio::time::sleep(Duration::from_millis(2)).await,
+                }
+            }
+        }
+    });
+    (
+        [
+            ("content-type", "text/event-stream"),
+            ("cache-control", "no-cache"),
+            ("uhp-version", "2026-08-11"),
+        ],
+        Body::from_stream(stream),
+    )
+}
+
+async fn retrieve(State(srv): State<Arc<Server>>, Path(id): Path<String>) -> impl IntoResponse {
+    let task = srv.tasks.lock().unwrap().get(&id).cloned();
+    match task {
+        Some(t) => {
+            let json = serde_json::to_vec(t.lock().unwrap().response()).unwrap();
+            (StatusCode::OK, [("content-type", "application/json")], json)
+        }
+        None => (
+            StatusCode::NOT_FOUND,
+            [("content-type", "application/json")],
+            br#"{"error":{"type":"invalid_request_error","code":"response_not_found","message":"No such response.","param":null}}"#.to_vec(),
+        ),
+    }
+}
+
+/// Sends one request over a fresh connection and feeds the answer to the task client.
+async fn perform(
+    addr: std::net::SocketAddr,
+    task: &mut TaskClient,
+    t: harness_uhp::client::Transmit,
+) {
+    let fail = |task: &mut TaskClient| task.handle_transport_error(Instant::now(), t.id);
+    let Ok(stream) = tokio::net::TcpStream::connect(addr).await else {
+        return fail(task);
+    };
+    let Ok((mut sender, conn)) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
+    else {
+        return fail(task);
+    };
+    tokio::spawn(conn);
+    let (parts, body) = t.request.into_parts();
+    let req = hyper::Request::from_parts(parts, Full::new(Bytes::from(body)));
+    let Ok(resp) = sender.send_request(req).await else {
+        return fail(task);
+    };
+    task.handle_head(Instant::now(), t.id, resp.status().as_u16(), resp.headers());
+    let mut body = resp.into_body();
+    loop {
+        // The client's own inactivity deadline bounds each read.
+        let wait = task.poll_timeout().map_or(Duration::from_secs(5), |at| {
+            at.saturating_duration_since(Instant::now())
+        });
+        match tokio::time::timeout(wait, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    task.handle_data(Instant::now(), t.id, data);
+                    show(task);
+                }
+            }
+            Ok(None) => return task.handle_end(Instant::now(), t.id),
+            Ok(Some(Err(e))) => {
+                println!("  !! body error: {e}");
+                return fail(task);
+            }
+            Err(_) => return task.handle_timeout(Instant::now()),
+        }
+        if task.is_finished() {
+            return; // the terminal event arrived; the rest of the body does not matter
+        }
+    }
+}
+
+fn show(task: &mut TaskClient) {
+    while let Some(ev) = task.poll_event() {
+        match ev {
+            TaskEvent::Event(e) => match e.kind() {
+                EventKind::OutputTextDelta { delta, .. } => print!("{delta}"),
+                EventKind::Created(r) => println!("  <- response.created {} ({})", r.id, r.status),
+                _ => {}
+            },
+            TaskEvent::StreamLost { response_id } => {
+                println!(
+                    "\n  !! stream ended before its terminal event: fetching the stored response {response_id}"
+                )
+            }
+            TaskEvent::Retrying { kind, failures, .. } => {
+                println!("  .. retrying {kind:?} (failures: {failures})")
+            }
+            TaskEvent::Finished => println!("  == task finished"),
+            TaskEvent::Failed(e) => println!("  == task failed: {e}"),
+            other => println!("  {other:?}"),
+        }
+    }
+}
+
+pub async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    let srv = Arc::new(Server {
+        drop_after: 12,
+        ..Server::default()
+    });
+    let app = Router::new()
+        .route("/v1/responses", post(create))
+        .route("/v1/responses/{id}", get(retrieve))
+        .with_state(srv.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    println!("  UHP server on http://{addr} (drops every stream after 12 events)");
+
+    let mut cfg = ClientConfig::new(format!("http://{addr}"));
+    cfg.poll_interval = Duration::from_millis(50);
+    let mut task = TaskClient::new(
+        cfg,
+        CreateRequest::new("Explain why the stream is an optimisation."),
+    );
+    println!(
+        "  -> POST /v1/responses  Idempotency-Key: {}",
+        task.idempotency_key()
+    );
+    task.start(Instant::now());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !task.is_finished() && !task.is_failed() && Instant::now() < deadline {
+        while let Some(t) = task.poll_transmit() {
+            if t.kind == RequestKind::Retrieve {
+                println!("  -> GET {}", t.request.uri().path());
+            }
+            perform(addr, &mut task, t).await;
+            show(&mut task);
+        }
+        if let Some(at) = task.poll_timeout() {
+            tokio::time::sleep(at.saturating_duration_since(Instant::now())).await;
+            task.handle_timeout(Instant::now());
+            show(&mut task);
+        }
+    }
+    let acc = task.accumulator();
+    println!("  status:     {}", acc.status());
+    println!("  text:       {}", acc.text());
+    println!("  from:       {:?}", acc.terminal_source());
+    println!(
+        "  sequence:   ok={} (events seen before the drop: {})",
+        acc.sequence().ok,
+        acc.events_seen()
+    );
+    let runs = srv.executions.load(Ordering::SeqCst);
+    println!(
+        "  server ran the task {runs} time(s); the client sent {} create request(s)",
+        task.creates_sent()
+    );
+    if acc.status() != &ResponseStatus::Completed
+        || acc.text() != WORDS.concat()
+        || runs != 1
+        || task.creates_sent() != 1
+    {
+        return Err("recovery did not give the completed task exactly once".into());
+    }
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    demo().await
+}
