@@ -488,7 +488,7 @@ impl Controller {
             0,
             Mode::Recover,
         );
-        let mut sink = JournalSink::new(ctx, Mode::Recover, Vec::new(), head);
+        let mut sink = JournalSink::new(ctx, Mode::Recover, &[], Vec::new(), head);
         let marker = ExecutionStart {
             config: req.config.clone(),
             resume_from_seq: req.resume_from_seq,
@@ -679,14 +679,13 @@ impl Controller {
             ..ReplayReport::default()
         };
         for (x, p) in completed.iter().zip(prepared) {
-            let recorded: Vec<Record> = x.effects.iter().map(|&i| records[i].clone()).collect();
             let head = Head {
                 seq: records.last().map_or(0, |r| r.seq),
                 hash: records.last().map(|r| r.content_hash),
                 fence: 0,
             };
             let ctx = self.ctx(session, &x.execution_id, 0, &p.descriptor, 0, Mode::Replay);
-            let mut sink = JournalSink::new(ctx, Mode::Replay, recorded, head);
+            let mut sink = JournalSink::new(ctx, Mode::Replay, &records, x.effects.clone(), head);
             let start = self.start_of(session, &records, x, true);
             let result = p.harness.run(start, &mut sink).await;
             report.provider_calls += sink.stats.provider_calls;
@@ -771,7 +770,6 @@ impl Controller {
         }
         let fence = self.journal.acquire_fence(session)?;
         let head = self.journal.head(session)?;
-        let recorded: Vec<Record> = x.effects.iter().map(|&i| records[i].clone()).collect();
         let ctx = self.ctx(
             session,
             &x.execution_id,
@@ -780,7 +778,7 @@ impl Controller {
             xs.fork_seq,
             Mode::Recover,
         );
-        let mut sink = JournalSink::new(ctx, Mode::Recover, recorded, head);
+        let mut sink = JournalSink::new(ctx, Mode::Recover, &records, x.effects.clone(), head);
         let suspended = records.iter().rev().find_map(|r| match &r.event.body {
             EventBody::Lifecycle(l)
                 if matches!(l.kind, LifecycleKind::Suspend | LifecycleKind::Resume) =>

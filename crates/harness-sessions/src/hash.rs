@@ -76,13 +76,21 @@ impl FromStr for ContentHash {
     }
 }
 
-fn nibble(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
+/// Lowercase hex digit values; 0xff for every other byte.
+static UNHEX: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
     }
-}
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
 
 impl ContentHash {
     /// Parses 64 lowercase hex digits (the only form agentsessions writes).
@@ -91,10 +99,13 @@ impl ContentHash {
             return None;
         }
         let mut out = [0u8; 32];
-        for (i, pair) in s.chunks_exact(2).enumerate() {
-            out[i] = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+        let mut bad = 0u8;
+        for (o, pair) in out.iter_mut().zip(s.chunks_exact(2)) {
+            let (hi, lo) = (UNHEX[usize::from(pair[0])], UNHEX[usize::from(pair[1])]);
+            bad |= hi | lo;
+            *o = (hi << 4) | (lo & 0x0f);
         }
-        Some(ContentHash(out))
+        (bad & 0xf0 == 0).then_some(ContentHash(out))
     }
 
     /// SHA-256 of `bytes`.
@@ -130,9 +141,12 @@ fn feed(hasher: &mut Sha256, canonical_event: &[u8], prev: Option<&ContentHash>,
     hasher.update(canonical_event);
     hasher.update(b",\"prev_hash\":\"");
     if let Some(p) = prev {
-        let mut buf = String::with_capacity(64);
-        hex_into(&p.0, &mut buf);
-        hasher.update(buf.as_bytes());
+        let mut buf = [0u8; 64];
+        for (i, b) in p.0.iter().enumerate() {
+            buf[2 * i] = HEX[usize::from(b >> 4)];
+            buf[2 * i + 1] = HEX[usize::from(b & 0x0f)];
+        }
+        hasher.update(buf);
     }
     hasher.update(b"\",\"seq\":\"");
     let mut digits = [0u8; 20];

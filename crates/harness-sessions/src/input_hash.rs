@@ -67,6 +67,17 @@ pub fn go_json(req: &ModelRequest) -> String {
     w.0
 }
 
+/// Whether `hash` (as recorded on a MODEL_CALL) is the I0 hash of `req`; `buf` is scratch
+/// space reused across calls.
+pub(crate) fn matches_input_hash(req: &ModelRequest, hash: &str, buf: &mut String) -> bool {
+    buf.clear();
+    let mut w = GoWriter(std::mem::take(buf));
+    w.request(req);
+    let digest = crate::hash::ContentHash::of(w.0.as_bytes());
+    *buf = w.0;
+    crate::hash::ContentHash::from_hex(hash.as_bytes()) == Some(digest)
+}
+
 struct GoWriter(String);
 
 impl GoWriter {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use harness_core::event::Event;
+use harness_core::event::{Event, EventBody};
 
 use crate::hash::{CanonicalError, ContentHash, canonical_event, content_hash};
 
@@ -100,6 +100,24 @@ impl Record {
     /// `prev_hash`.
     pub fn recompute_hash(&self) -> ContentHash {
         content_hash(&self.canonical, self.prev_hash.as_ref(), self.seq)
+    }
+
+    /// Whether this record's event, with its own envelope (execution id, timestamp, schema
+    /// version, actor) and `body`, is byte-for-byte the stored event (I5).
+    pub(crate) fn holds_body(&self, body: EventBody) -> bool {
+        if self.built {
+            // `canonical` was computed from `event`: equal bodies give equal bytes.
+            self.event.body == body
+        } else {
+            let rebuilt = Event {
+                execution_id: self.event.execution_id.clone(),
+                timestamp: self.event.timestamp,
+                schema_version: self.event.schema_version,
+                actor: self.event.actor.clone(),
+                body,
+            };
+            self.holds(&rebuilt)
+        }
     }
 
     /// Whether `other` is byte-for-byte the event this record holds, once canonicalized (I5).

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 
 use crate::controller::{Clock, Observer, SCHEMA_VERSION};
 use crate::hash::hex;
-use crate::input_hash::model_input_hash;
+use crate::input_hash::{matches_input_hash, model_input_hash};
 use crate::journal::{Journal, JournalError};
 use crate::record::{Fence, Head, Record, Seq};
 use crate::tools::{ToolCallContext, ToolExecutor};
@@ -89,13 +89,17 @@ pub(crate) struct TurnCtx<'a> {
 pub(crate) struct JournalSink<'a> {
     ctx: TurnCtx<'a>,
     mode: Mode,
-    recorded: Vec<Record>,
+    /// The whole journal as read, and the indices of this execution's recorded effects.
+    records: &'a [Record],
+    effects: Vec<usize>,
     pos: usize,
     head: Head,
     pub stats: Stats,
     /// The text of every OUTPUT of the turn (served or live).
     pub output: String,
     pub failure: Option<Failure>,
+    /// Scratch buffer for the I0 hash.
+    scratch: String,
 }
 
 fn kind_name(r: &Record) -> &'static str {
@@ -103,22 +107,30 @@ fn kind_name(r: &Record) -> &'static str {
 }
 
 impl<'a> JournalSink<'a> {
-    pub fn new(ctx: TurnCtx<'a>, mode: Mode, recorded: Vec<Record>, head: Head) -> Self {
+    pub fn new(
+        ctx: TurnCtx<'a>,
+        mode: Mode,
+        records: &'a [Record],
+        effects: Vec<usize>,
+        head: Head,
+    ) -> Self {
         JournalSink {
             ctx,
             mode,
-            recorded,
+            records,
+            effects,
             pos: 0,
             head,
             stats: Stats::default(),
             output: String::new(),
             failure: None,
+            scratch: String::new(),
         }
     }
 
     /// Recorded effects not consumed yet.
     pub fn unconsumed(&self) -> usize {
-        self.recorded.len() - self.pos
+        self.effects.len() - self.pos
     }
 
     pub fn head(&self) -> Head {
@@ -182,25 +194,19 @@ impl<'a> JournalSink<'a> {
         }
     }
 
-    fn next(&self) -> Option<&Record> {
-        self.recorded.get(self.pos)
+    fn next(&self) -> Option<&'a Record> {
+        let records = self.records;
+        self.effects.get(self.pos).and_then(|&i| records.get(i))
     }
 
     /// Consumes the next recorded effect, which must be exactly `body` (I5).
-    fn expect(&mut self, body: EventBody, what: &str) -> Result<Record, SinkError> {
-        let Some(rec) = self.recorded.get(self.pos) else {
+    fn expect(&mut self, body: EventBody, what: &str) -> Result<Seq, SinkError> {
+        let Some(rec) = self.next() else {
             return Err(self.diverge(format!(
                 "the harness issued {what} beyond the recorded effects"
             )));
         };
-        let rebuilt = Event {
-            execution_id: rec.event.execution_id.clone(),
-            timestamp: rec.event.timestamp,
-            schema_version: rec.event.schema_version,
-            actor: rec.event.actor.clone(),
-            body,
-        };
-        if !rec.holds(&rebuilt) {
+        if !rec.holds_body(body) {
             let detail = format!(
                 "{what} does not match record {} ({})",
                 rec.seq,
@@ -208,10 +214,9 @@ impl<'a> JournalSink<'a> {
             );
             return Err(self.diverge(detail));
         }
-        let rec = rec.clone();
         self.pos += 1;
         self.stats.served += 1;
-        Ok(rec)
+        Ok(rec.seq)
     }
 
     fn live_allowed(&mut self, what: &str) -> Result<(), SinkError> {
@@ -289,7 +294,6 @@ impl<'a> JournalSink<'a> {
         };
         let request_seq = if self.next().is_some() {
             self.expect(EventBody::ApprovalRequest(request), "an approval request")?
-                .seq
         } else {
             self.live_allowed("an approval request")?;
             self.append_body(EventBody::ApprovalRequest(request), false)?
@@ -383,17 +387,16 @@ fn failure_error(f: &Failure) -> SinkError {
 impl EventSink for JournalSink<'_> {
     async fn model(&mut self, req: ModelRequest) -> Result<ModelResponse, SinkError> {
         self.check()?;
-        let input_hash = model_input_hash(&req);
         if let Some(rec) = self.next() {
-            let recorded_id = match &rec.event.body {
+            let (recorded_id, input_hash) = match &rec.event.body {
                 EventBody::ModelCall(mc) => {
-                    if mc.input_hash != input_hash {
+                    if !matches_input_hash(&req, &mc.input_hash, &mut self.scratch) {
                         let seq = rec.seq;
                         return Err(self.diverge(format!(
                             "model input hash mismatch at record {seq}: harness violated STATELESS_REPLAY (I0)"
                         )));
                     }
-                    mc.id.clone()
+                    (mc.id.clone(), mc.input_hash.clone())
                 }
                 _ => {
                     let detail =
@@ -411,12 +414,20 @@ impl EventSink for JournalSink<'_> {
                     self.pos += 1;
                     self.stats.served += 1;
                     self.output.push_str(&message.text());
-                    // The completion's usage is the USAGE the harness recorded right after
-                    // it, if any (a provider's usage is not journaled otherwise).
-                    let usage = match self.next().map(|r| &r.event.body) {
-                        Some(EventBody::Usage(u)) => u.clone(),
-                        _ => Usage::default(),
-                    };
+                    // The completion's usage: the provider's usage is not journaled with
+                    // the completion, only what the harness reports with sink.usage. Serve
+                    // the first USAGE recorded after this completion and before the next
+                    // model call, so a harness that reports each completion's usage replays.
+                    let records = self.records;
+                    let usage = self.effects[self.pos..]
+                        .iter()
+                        .filter_map(|&i| records.get(i))
+                        .take_while(|r| r.event.kind() != EventKind::ModelCall)
+                        .find_map(|r| match &r.event.body {
+                            EventBody::Usage(u) => Some(u.clone()),
+                            _ => None,
+                        })
+                        .unwrap_or_default();
                     Ok(ModelResponse { message, usage })
                 }
                 Some(_) => Err(SinkError::Model(ModelError::Provider(
@@ -438,6 +449,7 @@ impl EventSink for JournalSink<'_> {
             };
         }
         self.live_allowed("a model call")?;
+        let input_hash = model_input_hash(&req);
         let id = derive_id("model_call", &self.ctx.execution_id, self.head.seq + 1);
         self.append_body(
             EventBody::ModelCall(ModelCall::journaled(&req, input_hash, id)),
@@ -492,7 +504,6 @@ impl EventSink for JournalSink<'_> {
         }
         let intent_seq = if self.next().is_some() {
             self.expect(EventBody::ToolCall(call.clone()), "a tool call")?
-                .seq
         } else {
             self.live_allowed("a tool call")?;
             self.append_body(EventBody::ToolCall(call.clone()), false)?
