@@ -60,7 +60,7 @@ async function* sse(url, headers = {}, signal) {
 }
 
 // Reads a thread's stream until `quietMs` pass with no frame; returns the frames.
-async function readThread(threadId, { lastEventId, limit, quietMs = 600 } = {}) {
+async function readThread(threadId, { lastEventId, limit, quietMs = 1000 } = {}) {
   const ac = new AbortController()
   const frames = []
   const headers = lastEventId ? { 'last-event-id': lastEventId } : {}
@@ -178,7 +178,8 @@ const errs = s1.frames.filter((f) => f.type === 'harness.error')
 if (errs.length !== 2 || errs.some((e) => e.code !== 'invalid_frame')) fail(`socket errors ${JSON.stringify(errs)}`)
 await waitIdle(t2)
 const s2 = await openSocket(cut)
-await sleep(400)
+for (let i = 0; i < 100 && s2.frames.filter((f) => f.type === 'harness.event').length < 10; i++) await sleep(20)
+await sleep(200)
 s2.ws.close()
 // Socket events up to the cut, then the rest after reconnecting, against the whole thread.
 const truth = (await readThread(t2)).filter((f) => f.type === 'harness.event').map((f) => f.cursor)
