@@ -408,11 +408,11 @@ enum TurnOutcome {
 
 enum Next {
     Frame(Option<Incoming>),
-    Turn(Result<TurnOutcome, Aborted>),
+    Turn(Result<(TurnId, TurnOutcome), Aborted>),
     Flush,
 }
 
-type TurnFuture<'a> = Abortable<BoxFuture<'a, TurnOutcome>>;
+type TurnFuture<'a> = Abortable<BoxFuture<'a, (TurnId, TurnOutcome)>>;
 
 /// Serves one call: runs `harness` for every turn jambonz starts, until `session:end`, a
 /// close, or the end of `incoming`.
@@ -526,9 +526,17 @@ where
 
         match next {
             Next::Flush => {}
-            Next::Turn(Ok(TurnOutcome::Completed)) => {}
-            Next::Turn(Ok(TurnOutcome::Failed)) => report.failed += 1,
-            Next::Turn(Ok(TurnOutcome::Cancelled)) | Next::Turn(Err(Aborted)) => {}
+            Next::Turn(Ok((turn_id, outcome))) => {
+                aborts.remove(&turn_id);
+                if aborts.is_empty() {
+                    // An idle call keeps no table (memory per idle call).
+                    aborts = HashMap::new();
+                }
+                if outcome == TurnOutcome::Failed {
+                    report.failed += 1;
+                }
+            }
+            Next::Turn(Err(Aborted)) => {}
             Next::Frame(None) => over = true,
             Next::Frame(Some(Incoming::Close { code, reason })) => {
                 report.closed = Some((code.unwrap_or(1005), reason));
@@ -587,6 +595,9 @@ where
                                 report.cancelled += 1;
                                 if let Some(h) = aborts.remove(&id) {
                                     h.abort();
+                                }
+                                if aborts.is_empty() {
+                                    aborts = HashMap::new();
                                 }
                                 lock(&shared).waiters.retain(|_, (t, _, _)| *t != id);
                             }
@@ -676,7 +687,7 @@ fn run_turn<'a, H, M, C>(
     turn_id: TurnId,
     route: Option<String>,
     error_reply: Option<String>,
-) -> BoxFuture<'a, TurnOutcome>
+) -> BoxFuture<'a, (TurnId, TurnOutcome)>
 where
     H: Harness + ?Sized,
     M: Model,
@@ -715,6 +726,6 @@ where
             last_model_usage: None,
         };
         let outcome = harness.run(start, &mut sink).await;
-        sink.finish(outcome, error_reply.as_deref())
+        (turn_id, sink.finish(outcome, error_reply.as_deref()))
     })
 }

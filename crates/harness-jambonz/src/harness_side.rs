@@ -382,6 +382,9 @@ impl HarnessCall {
                     .tools
                     .remove(&r.call_id)
                     .ok_or_else(|| FrameError::UnknownCallId(r.call_id.clone()))?;
+                if self.tools.is_empty() {
+                    self.tools = HashMap::new();
+                }
                 self.events.push_back(HarnessEvent::ToolResult {
                     turn_id,
                     name,
@@ -395,6 +398,9 @@ impl HarnessCall {
                     .ok_or_else(|| FrameError::UnknownCommandId(r.command_id.clone()))?;
                 if name == "hangup" && r.ok {
                     self.hung_up = true;
+                }
+                if self.commands.is_empty() {
+                    self.commands = HashMap::new();
                 }
                 self.events
                     .push_back(HarnessEvent::CommandResult { name, result: r });
@@ -420,13 +426,22 @@ impl HarnessCall {
     /// The next event for the app.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<HarnessEvent> {
-        self.events.pop_front()
+        let ev = self.events.pop_front();
+        if ev.is_none() && self.events.capacity() > 0 {
+            // Drained: an idle call keeps no event buffer (memory per idle call).
+            self.events = VecDeque::new();
+        }
+        ev
     }
 
     /// The next frame to send, in order.
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.transmits.pop_front()
+        let t = self.transmits.pop_front();
+        if t.is_none() && self.transmits.capacity() > 0 {
+            self.transmits = VecDeque::new();
+        }
+        t
     }
 
     /// How many frames wait in `poll_transmit`.
@@ -553,6 +568,10 @@ impl HarnessCall {
             r.check_size()?;
         }
         self.replies.remove(reply_id);
+        if self.replies.is_empty() {
+            // An idle call keeps no table (memory per idle call).
+            self.replies = HashMap::new();
+        }
         let msg = HarnessMessage::ReplyDone(ReplyDone {
             reply_id: reply_id.to_owned(),
             turn_id,

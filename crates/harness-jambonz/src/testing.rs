@@ -162,6 +162,8 @@ where
                 frame: tx,
             });
         }
+        // Everything is in the transcript; keep the event queue empty.
+        while sim.poll_event().is_some() {}
         if progress {
             continue;
         }

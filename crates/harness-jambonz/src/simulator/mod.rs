@@ -195,6 +195,9 @@ pub enum SimEvent {
     },
 }
 
+/// The most events held for [`Simulator::poll_event`]; older ones are dropped.
+pub const MAX_EVENTS: usize = 4096;
+
 type ToolFn = Box<dyn Fn(&Map<String, Value>) -> Result<Value, String> + Send + Sync>;
 
 struct SimTool {
@@ -465,8 +468,9 @@ impl Simulator {
             to: Some(self.cfg.to.clone()),
             direction: Some(self.cfg.direction.clone()),
             language: Some(self.cfg.language.clone()),
-            metadata: Some(self.cfg.metadata.clone()),
-            tools: Some(self.cfg.tools.clone()),
+            // Only sent once: not kept (memory per idle call).
+            metadata: Some(std::mem::take(&mut self.cfg.metadata)),
+            tools: Some(std::mem::take(&mut self.cfg.tools)),
             extra: Map::new(),
         };
         self.send(JambonzMessage::SessionStart(start));
@@ -487,13 +491,22 @@ impl Simulator {
     /// The next frame to send to the harness.
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.transmits.pop_front()
+        let t = self.transmits.pop_front();
+        if t.is_none() && self.transmits.capacity() > 0 {
+            // Drained: an idle call keeps no buffer.
+            self.transmits = VecDeque::new();
+        }
+        t
     }
 
     /// The next event for the app.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<SimEvent> {
-        self.events.pop_front()
+        let e = self.events.pop_front();
+        if e.is_none() && self.events.capacity() > 0 {
+            self.events = VecDeque::new();
+        }
+        e
     }
 
     /// When to call [`handle_timeout`](Self::handle_timeout) next.
@@ -533,7 +546,7 @@ impl Simulator {
         self.phase = Phase::Ended;
         let duration_ms = self.at_ms(self.clock);
         self.transcript.ended = Some(("harness_closed".into(), duration_ms));
-        self.events.push_back(SimEvent::Ended {
+        self.event(SimEvent::Ended {
             reason: "harness_closed".into(),
             duration_ms,
         });
@@ -582,6 +595,15 @@ impl Simulator {
         Some(self.cfg.call_sid.clone())
     }
 
+    fn event(&mut self, e: SimEvent) {
+        // Bounded: an app that never drains events loses the oldest (the transcript has
+        // everything).
+        if self.events.len() >= MAX_EVENTS {
+            self.events.pop_front();
+        }
+        self.events.push_back(e);
+    }
+
     fn violation(&mut self, kind: ViolationKind, detail: String) {
         let v = Violation {
             at_ms: self.at_ms(self.clock),
@@ -589,12 +611,12 @@ impl Simulator {
             detail,
         };
         self.transcript.violations.push(v.clone());
-        self.events.push_back(SimEvent::Violation(v));
+        self.event(SimEvent::Violation(v));
     }
 
     fn line(&mut self, l: Line) {
         self.transcript.lines.push(l.clone());
-        self.events.push_back(SimEvent::Line(l));
+        self.event(SimEvent::Line(l));
     }
 
     fn caller_speaking(&self) -> bool {
@@ -798,6 +820,9 @@ impl Simulator {
         let Some(r) = self.replies.remove(&p.reply_id) else {
             return;
         };
+        if self.replies.is_empty() {
+            self.replies = HashMap::new();
+        }
         let at_ms = self.at_ms(r.started.unwrap_or(self.clock));
         self.line(Line::Agent {
             reply_id: p.reply_id,
@@ -901,7 +926,7 @@ impl Simulator {
             }
         }
         self.drop_turn_replies(turn_id);
-        self.events.push_back(SimEvent::TurnFailed {
+        self.event(SimEvent::TurnFailed {
             turn_id,
             harness_error: error.to_owned(),
         });
@@ -1111,7 +1136,7 @@ impl Simulator {
         });
         self.phase = Phase::Ended;
         self.transcript.ended = Some((reason.to_owned(), duration_ms));
-        self.events.push_back(SimEvent::Ended {
+        self.event(SimEvent::Ended {
             reason: reason.to_owned(),
             duration_ms,
         });
@@ -1290,8 +1315,8 @@ impl Simulator {
             }
         }
         if let Some(s) = self.transcript.turns.get_mut(t.summary) {
-            if record.is_some() {
-                s.turn_record = record;
+            if let Some(r) = record {
+                s.turn_record = Some(Box::new(r));
             }
         }
     }

@@ -75,7 +75,7 @@ pub struct TurnSummary {
     /// See [`harness_error`], with `completion_reason` `harness_failure`.
     pub harness_error: Option<String>,
     /// The turn record of the turn's `reply:done`.
-    pub turn_record: Option<TurnRecord>,
+    pub turn_record: Option<Box<TurnRecord>>,
 }
 
 /// Something the harness did that the spec does not allow (or that jambonz ignores).
