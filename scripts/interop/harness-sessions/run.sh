@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Real-peer interop for harness-sessions: a journal written by harness-rs is checked by
+# Python's `jcs` (RFC 8785, as agentsessions' verify_chain.py uses) and by the protobuf
+# runtime with the agentsessions schema compiled by protoc (grpcio-tools): every content_hash
+# must recompute and every event must be exactly protobuf's proto3-JSON of itself.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../../.." && pwd)"
+cd "$here"
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+.venv/bin/pip install --quiet --disable-pip-version-check 'jcs==0.2.1' 'protobuf>=5' 'grpcio-tools>=1.60'
+proto_include="$(.venv/bin/python -c 'import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), "_proto"))')"
+.venv/bin/python -m grpc_tools.protoc -I. -I"$proto_include" --python_out=. agentsessions.proto
+
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+# A journal with every event kind (approvals, errors, resume, fork, reasoning/file/data parts).
+(cd "$root" && HARNESS_SESSIONS_INTEROP_DIR="$out/kinds" cargo test -q -p harness-sessions --test every_kind)
+# And one written by the example tool, end to end.
+(cd "$root" && cargo build -q --example sessions)
+tool="$root/target/debug/examples/sessions"
+sid="$("$tool" --dir "$out/cli" exec --input "What is a prime number?" | awk '/^session/{print $2}')"
+"$tool" --dir "$out/cli" exec --session "$sid" --input "Give me three examples." >/dev/null
+"$tool" --dir "$out/cli" exec --session "$sid" --input "More?" --interrupt-after 3 >/dev/null
+"$tool" --dir "$out/cli" resume --session "$sid" >/dev/null
+"$tool" --dir "$out/cli" fork --session "$sid" --at 5 >/dev/null
+"$tool" --dir "$out/cli" replay --session "$sid"
+"$tool" --dir "$out/cli" verify --session "$sid"
+
+cp "$out"/cli/*.journal "$out/kinds/"
+.venv/bin/python check_journal.py "$out/kinds" "$root/crates/harness-sessions/tests/fixtures/agentsessions-golden.json"
