@@ -100,7 +100,12 @@ impl Harness for ToolLoopAgent {
             }
             messages.push(resp.message);
             for call in calls {
-                let key = format!("{}:{}", start.execution_id, call.id);
+                // Unique within the session: the turn's id and the model's call id.
+                let key = if start.execution_id.is_empty() {
+                    call.id.clone()
+                } else {
+                    format!("{}:{}", start.execution_id, call.id)
+                };
                 let mediated = call
                     .with_mediation(Mediation::ControllerMediated)
                     .with_idempotency_key(key);
