@@ -75,6 +75,12 @@ pub struct HostConfig {
     pub agents: Vec<String>,
     /// The protocol version the host speaks (2).
     pub version: i64,
+    /// Receipts kept per thread for `inputId` idempotency (the oldest are forgotten).
+    /// Default 10,000.
+    pub max_receipts: usize,
+    /// Frames (receipts, errors, pings) that may wait for a client that does not read;
+    /// past this the client is a slow consumer. Default 1,024.
+    pub max_queued_frames: usize,
 }
 
 impl Default for HostConfig {
@@ -84,6 +90,8 @@ impl Default for HostConfig {
             access: AccessPolicy::Open,
             agents: Vec::new(),
             version: frame::PROTOCOL_VERSION,
+            max_receipts: 10_000,
+            max_queued_frames: 1024,
         }
     }
 }
@@ -205,6 +213,8 @@ struct Thread {
     waiting: VecDeque<Waiting>,
     /// Receipts of idempotent inputs, by `inputId`.
     receipts: HashMap<String, Receipt>,
+    /// The order the receipts came in (to forget the oldest).
+    receipt_order: VecDeque<String>,
     transcript: Vec<agui::Message>,
     history: Vec<CoreMessage>,
     /// The user message of each accepted input, until it is applied.
@@ -289,19 +299,43 @@ impl<L: EventLog> Host<L> {
     pub fn new(cfg: HostConfig, mut log: L) -> Self {
         let mut threads = HashMap::new();
         let mut next_op = 0u64;
+        let mut next_input = 0u64;
+        let num =
+            |s: &str, prefix: &str| s.strip_prefix(prefix).and_then(|n| n.parse::<u64>().ok());
         for id in log.threads() {
             let mut t = Thread::default();
+            // Runs that started and never ended: the host stopped during them.
+            let mut open: Vec<(String, Option<String>)> = Vec::new();
             let (first, head) = (log.first_seq(&id), log.head_seq(&id));
             for seq in first..=head {
-                if let Ok(Some(rec)) = log.get(&id, seq) {
-                    if let Some(n) = rec
-                        .operation_id
-                        .strip_prefix("op-")
-                        .and_then(|n| n.parse::<u64>().ok())
-                    {
-                        next_op = next_op.max(n);
+                let Ok(Some(rec)) = log.get(&id, seq) else {
+                    continue;
+                };
+                next_op = next_op.max(num(&rec.operation_id, "op-").unwrap_or(0));
+                let Ok(ev) = rec.event() else { continue };
+                match &ev {
+                    Event::RunStarted(r) => open.push((r.run_id.clone(), None)),
+                    Event::RunFinished(_) | Event::RunError(_) => {
+                        open.retain(|(op, _)| *op != *rec.operation_id)
                     }
-                    if let Ok(ev) = rec.event() {
+                    Event::Custom(c) => match HarnessEvent::from_custom(&c.name, &c.value) {
+                        Ok(HarnessEvent::InputAccepted(a)) => {
+                            next_input = next_input.max(num(&a.input_id, "in-").unwrap_or(0))
+                        }
+                        Ok(HarnessEvent::InputApplied(a)) => {
+                            if let Some(o) = open.iter_mut().find(|(op, _)| *op == a.operation_id) {
+                                o.1 = Some(a.input_id);
+                            }
+                        }
+                        _ => {}
+                    },
+                    _ => {}
+                }
+                t.observe(&ev);
+            }
+            for (op, input_id) in open {
+                for ev in interrupted(&op, input_id) {
+                    if log.append(&id, &op, &ev).is_ok() {
                         t.observe(&ev);
                     }
                 }
@@ -319,7 +353,7 @@ impl<L: EventLog> Host<L> {
             woken: WakeQueue::default(),
             next_conn: 0,
             next_op,
-            next_input: 0,
+            next_input,
         }
     }
 
@@ -406,7 +440,23 @@ impl<L: EventLog> Host<L> {
     }
 
     fn queue(&mut self, id: ConnId, frame: &HostFrame) {
+        let max = self.cfg.max_queued_frames.max(1);
         if let Some(c) = self.conns.get_mut(&id) {
+            if c.close_after.is_some() && !matches!(frame, HostFrame::Error(_)) {
+                return;
+            }
+            if c.out.len() >= max && c.close_after.is_none() {
+                // A client that sends and never reads: a slow consumer.
+                let f = HostFrame::error(
+                    ErrorCode::SlowConsumer,
+                    "The client read too slowly.",
+                    c.request_id.clone(),
+                );
+                c.out.push_back(render(c.transport, &f));
+                c.close_after = Some((close::SLOW_CONSUMER, "slow_consumer".into()));
+                self.woken.insert(id);
+                return;
+            }
             let bytes = render(c.transport, frame);
             c.out.push_back(bytes);
             self.woken.insert(id);
@@ -758,6 +808,14 @@ impl<L: EventLog> Host<L> {
     pub fn poll_transmit(&mut self, now: Instant, id: ConnId) -> Option<Bytes> {
         let c = self.conns.get_mut(&id)?;
         let lim = limit(&self.cfg.stream, c.transport);
+        // "Above this bufferedAmount, the server stops sending." (A closing connection
+        // still gets its last frames: the error that says why.)
+        if c.in_flight >= lim && c.close_after.is_none() {
+            if c.blocked_since.is_none() {
+                c.blocked_since = Some(now);
+            }
+            return None;
+        }
         if let Some(b) = c.out.pop_front() {
             c.in_flight += b.len();
             c.last_write = now;
@@ -770,12 +828,6 @@ impl<L: EventLog> Host<L> {
                 code,
                 reason,
             });
-            return None;
-        }
-        if c.in_flight >= lim {
-            if c.blocked_since.is_none() {
-                c.blocked_since = Some(now);
-            }
             return None;
         }
         let transport = c.transport;
@@ -1273,8 +1325,16 @@ impl<L: EventLog> Host<L> {
             )?;
         }
         if idempotent {
+            let max = self.cfg.max_receipts.max(1);
             if let Some(t) = self.threads.get_mut(thread_id) {
-                t.receipts.insert(r.input_id.clone(), r.clone());
+                if t.receipts.insert(r.input_id.clone(), r.clone()).is_none() {
+                    t.receipt_order.push_back(r.input_id.clone());
+                }
+                while t.receipt_order.len() > max {
+                    if let Some(old) = t.receipt_order.pop_front() {
+                        t.receipts.remove(&old);
+                    }
+                }
             }
         }
         Ok(r)
@@ -1983,4 +2043,35 @@ impl WakeQueue {
         self.set.remove(&id);
         Some(id)
     }
+}
+
+/// What closes a run the host was running when it stopped: `RUN_ERROR` with code
+/// `interrupted`, `harness.operation.finished` with status `interrupted`, and
+/// `harness.input.settled` with outcome `interrupted`.
+fn interrupted(op: &str, input_id: Option<String>) -> Vec<Event> {
+    let mut v = vec![
+        Event::RunError(RunError {
+            message: "The host stopped during this run.".into(),
+            code: Some("interrupted".into()),
+            ..RunError::default()
+        }),
+        HarnessEvent::OperationFinished(catalog::OperationFinished {
+            operation_id: op.to_owned(),
+            status: catalog::OperationStatus::Interrupted,
+            ..catalog::OperationFinished::default()
+        })
+        .to_event(),
+    ];
+    if let Some(input_id) = input_id {
+        v.push(
+            HarnessEvent::InputSettled(catalog::InputSettled {
+                input_id,
+                operation_id: Some(op.to_owned()),
+                outcome: InputOutcome::Interrupted,
+                ..catalog::InputSettled::default()
+            })
+            .to_event(),
+        );
+    }
+    v
 }

@@ -906,3 +906,116 @@ fn no_v_means_the_current_version_and_run_routes_get_pings_too() {
         json(r#"{"type":"harness.hello","v":2}"#)
     );
 }
+
+#[test]
+fn a_run_the_host_was_running_when_it_stopped_is_closed_as_interrupted() {
+    let dir =
+        std::env::temp_dir().join(format!("harness-tanstack-interrupt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    {
+        let mut n = Net::new(Host::new(
+            HostConfig::default(),
+            FileLog::open(&dir).unwrap(),
+        ));
+        n.host.control(n.now, None, PROMPT, "r", None);
+        n.pump();
+        let op = n.turns[0].operation_id.clone();
+        n.host
+            .emit(
+                n.now,
+                "thread-1",
+                &op,
+                Event::text_content("m", "half an ans"),
+            )
+            .unwrap();
+        // The process dies here: no RUN_FINISHED.
+    }
+    let mut n = Net::new(Host::new(
+        HostConfig::default(),
+        FileLog::open(&dir).unwrap(),
+    ));
+    let c = n
+        .host
+        .open_sse(n.now, Some("thread-1"), None, None, Some("5"), None, "r")
+        .unwrap();
+    n.pump();
+    let f = data_frames(&n.take(c));
+    // The run ends in the log: RUN_ERROR (code interrupted), then operation.finished
+    // "status is … interrupted", then input.settled "outcome is … interrupted".
+    assert_eq!(f[1]["event"]["type"], "RUN_ERROR");
+    assert_eq!(f[1]["event"]["code"], "interrupted");
+    assert_eq!(
+        f[2]["event"]["value"],
+        json(r#"{"operationId":"op-1","status":"interrupted"}"#)
+    );
+    assert_eq!(
+        f[3]["event"]["value"],
+        json(r#"{"inputId":"in-1","operationId":"op-1","outcome":"interrupted"}"#)
+    );
+    // The thread is idle, and new ids do not collide with the old ones.
+    let a = json(&n.host.control(n.now, None, PROMPT, "r", None).body);
+    assert_eq!(
+        a,
+        json(r#"{"inputId":"in-2","status":"accepted","operationId":"op-2"}"#)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_client_that_sends_and_never_reads_is_a_slow_consumer_and_memory_stays_bounded() {
+    let cfg = HostConfig {
+        max_queued_frames: 8,
+        stream: StreamOptions {
+            socket_buffer_bytes: Some(200.0),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap(),
+        ..HostConfig::default()
+    };
+    let mut n = Net::new(Host::new(cfg, MemoryLog::default()));
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    n.stalled.push(c);
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#,
+    );
+    for _ in 0..100 {
+        n.host.handle_frame(n.now, c, "not json");
+    }
+    n.pump();
+    // "Above this bufferedAmount, the server stops sending." — then the queue bound trips.
+    assert_eq!(n.closed(c), Some(close::SLOW_CONSUMER));
+    let got = n.take(c);
+    assert!(got.len() <= 10, "{}", got.len());
+    assert_eq!(json(got.last().unwrap())["code"], "slow_consumer");
+}
+
+#[test]
+fn idempotency_receipts_are_bounded() {
+    let cfg = HostConfig {
+        max_receipts: 2,
+        ..HostConfig::default()
+    };
+    let mut n = Net::new(Host::new(cfg, MemoryLog::default()));
+    for id in ["a-1", "a-2", "a-3", "a-3", "a-1"] {
+        let body = format!(
+            r#"{{"threadId":"thread-1","input":{{"op":"append","message":"note {id}","inputId":"{id}"}}}}"#
+        );
+        assert_eq!(
+            n.host
+                .control(n.now, None, body.as_bytes(), "r", None)
+                .status,
+            200
+        );
+    }
+    let texts: Vec<String> = n
+        .host
+        .messages("thread-1")
+        .iter()
+        .map(|m| m.text())
+        .collect();
+    // a-3 repeated within the window ran once; a-1 was forgotten (oldest of more than 2) and ran again.
+    assert_eq!(texts, ["note a-1", "note a-2", "note a-3", "note a-1"]);
+}
