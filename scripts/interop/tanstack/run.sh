@@ -33,4 +33,44 @@ if ! grep -q '^: ping$' <<< "$idle"; then
 fi
 echo "ok: ': ping' heartbeat on an idle stream"
 rm -f "$events_file"
+
+# The two curl commands at the top of the spec, as written, against a host with a token.
+port2=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$root/target/debug/examples/tanstack_host" --addr "127.0.0.1:$port2" --token my-token --memory > "${TMPDIR:-/tmp}/tanstack-interop-host2.log" 2>&1 &
+host2_pid=$!
+trap 'kill $host_pid $host2_pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+    curl -fsS "http://127.0.0.1:$port2/api/harness/capabilities" > /dev/null 2>&1 && break
+    sleep 0.1
+done
+base="http://127.0.0.1:$port2"
+receipt=$(curl -s -X POST "$base/api/harness/control" \
+  -H 'authorization: Bearer my-token' \
+  -H 'content-type: application/json' \
+  -d '{"threadId":"thread-1","input":{"op":"prompt","message":"Hello"}}')
+if [ "$receipt" != '{"inputId":"in-1","status":"accepted","operationId":"op-1"}' ]; then
+    echo "FAIL: spec curl 1 printed $receipt"; exit 1
+fi
+echo "ok: spec curl 1 printed the receipt $receipt"
+sleep 0.5
+stream=$(timeout 2 curl -N -s -H 'authorization: Bearer my-token' \
+  "$base/api/harness/events?threadId=thread-1&v=2" || true)
+first=$(printf '%s\n' "$stream" | head -1)
+if [ "$first" != 'data: {"type":"harness.hello","v":2,"threadId":"thread-1"}' ]; then
+    echo "FAIL: spec curl 2 started with $first"; exit 1
+fi
+if ! grep -q '^id: 4$' <<< "$stream" || ! grep -q '^data: {"type":"harness.event","cursor":"4","threadId":"thread-1","operationId":"op-1","event":{' <<< "$stream"; then
+    echo "FAIL: spec curl 2 has no event with id 4"; exit 1
+fi
+echo "ok: spec curl 2 showed the hello frame, then one SSE event per session event (id: <cursor>)"
+resumed=$(timeout 2 curl -N -s -H 'authorization: Bearer my-token' -H 'Last-Event-ID: 4' \
+  "$base/api/harness/events?threadId=thread-1&v=2" || true)
+if [ "$(printf '%s\n' "$resumed" | sed -n 3p)" != 'id: 5' ]; then
+    echo "FAIL: Last-Event-ID: 4 did not resume at 5"; exit 1
+fi
+echo "ok: the Last-Event-ID curl resumed after cursor 4"
+status=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$base/api/harness/control" -H 'content-type: application/json' \
+  -d '{"threadId":"thread-1","input":{"op":"prompt","message":"Hello"}}')
+[ "$status" = 401 ] || { echo "FAIL: no token gave $status, not 401"; exit 1; }
+echo "ok: no token: 401"
 echo "tanstack interop: all passed"
