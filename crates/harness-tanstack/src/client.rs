@@ -13,7 +13,7 @@
 //! c.connect(now);                                    // socket / stdio: a subscribe frame
 //! assert_eq!(c.poll_transmit().unwrap(), r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#);
 //! c.handle_frame(now, r#"{"type":"harness.hello","v":2,"threadId":"thread-1"}"#);
-//! let req = c.send_input(now, Input::prompt("Hello"));
+//! let req = c.send_input(Input::prompt("Hello"));
 //! let sent = c.poll_transmit().unwrap();
 //! assert!(sent.contains(r#""requestId":"req-1""#) && sent.contains(r#""inputId":"#));
 //! c.handle_frame(now, r#"{"type":"harness.event","cursor":"4","threadId":"thread-1","operationId":"op-1","event":{"type":"TEXT_MESSAGE_CONTENT","messageId":"m-1","delta":"Hi"}}"#);
@@ -266,7 +266,7 @@ impl Client {
 
     /// Sends an input: a new `requestId`, and an `inputId` (kept when the input has one).
     /// Returns the `requestId`.
-    pub fn send_input(&mut self, now: Instant, mut input: Input) -> String {
+    pub fn send_input(&mut self, mut input: Input) -> String {
         let input_id = match input.input_id() {
             Some(id) => id.to_owned(),
             None => {
@@ -276,7 +276,6 @@ impl Client {
                 id
             }
         };
-        let _ = now;
         self.send_frame(input_id, input)
     }
 

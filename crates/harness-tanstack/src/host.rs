@@ -202,7 +202,7 @@ struct Running {
     operation_id: String,
     input_id: String,
     kind: OperationKind,
-    /// The AG-UI conversation of `POST run` waiting on this run.
+    /// The text message the run has open (a cancel closes it).
     open_message: Option<String>,
 }
 

@@ -28,7 +28,7 @@
 //! let conn = host.connect(now, Transport::WebSocket, None, "upgrade-1");
 //!
 //! client.connect(now);                               // harness.subscribe
-//! client.send_input(now, Input::prompt("Hello"));   // harness.input with a requestId and an inputId
+//! client.send_input(Input::prompt("Hello"));   // harness.input with a requestId and an inputId
 //! while let Some(frame) = client.poll_transmit() {
 //!     host.handle_frame(now, conn, &frame);
 //! }

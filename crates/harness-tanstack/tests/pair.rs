@@ -141,7 +141,7 @@ fn delivered_cursors(p: &Pair) -> Vec<String> {
 fn disconnect_mid_turn_then_reconnect_from_the_cursor_gets_every_event_once() {
     let mut p = Pair::new(MemoryLog::default(), HostConfig::default());
     p.connect();
-    p.client.send_input(p.net.now, Input::prompt("Hello"));
+    p.client.send_input(Input::prompt("Hello"));
     p.flush();
     let op = p.net.turns[0].operation_id.clone();
     p.emit(&op, Event::text_content("m", "one "));
@@ -159,7 +159,7 @@ fn disconnect_mid_turn_then_reconnect_from_the_cursor_gets_every_event_once() {
 fn eviction_gap_is_an_explicit_instruction_and_the_client_continues_from_resume_at() {
     let mut p = Pair::new(MemoryLog::new(4, 1 << 20), HostConfig::default());
     p.connect();
-    p.client.send_input(p.net.now, Input::prompt("Hello"));
+    p.client.send_input(Input::prompt("Hello"));
     p.flush();
     let op = p.net.turns[0].operation_id.clone();
     p.disconnect();
@@ -186,7 +186,7 @@ fn duplicate_input_id_after_a_lost_answer_runs_once() {
     let mut p = Pair::new(MemoryLog::default(), HostConfig::default());
     p.connect();
     let input = Input::prompt("Hello").with_input_id("in-42");
-    let req = p.client.send_input(p.net.now, input);
+    let req = p.client.send_input(input);
     // The frame reaches the host, but the connection dies before the receipt arrives.
     let c = p.conn.unwrap();
     let f = p.client.poll_transmit().unwrap();
@@ -214,7 +214,7 @@ fn slow_consumer_resubscribes_and_loses_nothing() {
     .unwrap();
     let mut p = Pair::new(MemoryLog::default(), cfg);
     p.connect();
-    p.client.send_input(p.net.now, Input::prompt("Hello"));
+    p.client.send_input(Input::prompt("Hello"));
     p.flush();
     let op = p.net.turns[0].operation_id.clone();
     p.net.stalled.push(p.conn.unwrap());
@@ -284,7 +284,7 @@ fn close_codes_and_error_codes_map_to_what_the_client_must_do() {
     // "When the host refuses one input, no [close]": an error for a pending request goes on.
     let mut c = Client::new(ClientConfig::new("t"));
     c.connect(t);
-    let req = c.send_input(t, Input::prompt("x"));
+    let req = c.send_input(Input::prompt("x"));
     c.handle_frame(
         t,
         &format!(
