@@ -1,7 +1,75 @@
 //! # harness-jambonz
 //!
 //! The jambonz harness protocol: JSON text frames over one WebSocket per phone call
-//! (subprotocol `harness.jambonz.org`), both sides, sans-IO.
+//! (subprotocol `harness.jambonz.org`, protocol 1), both sides, sans-IO.
+//!
+//! | layer | modules |
+//! | --- | --- |
+//! | codec | [`frame`] ([`JambonzMessage`], [`HarnessMessage`]: every message of the spec, unknown types and fields kept), [`session`], [`turn`], [`reply`], [`tool`], [`command`], [`event`], [`turn_record`] |
+//! | harness side | [`harness_side::HarnessCall`] (one call: frames in, events out, actions in, frames out, the spec's rules enforced), [`history`] (what the caller heard), [`early_start`], [`upgrade`] (the Bearer-secret / subprotocol check) |
+//! | jambonz side | [`simulator::Simulator`]: a scripted call with jambonz's floor, barge-in, tool and deadline rules, on explicit time |
+//! | driver | [`driver::serve`]: any [`harness_core::Harness`] served over a `Stream`/`Sink` of frames, runtime-agnostic; [`testing::simulate_call`]: driver + simulator on a virtual clock |
+//!
+//! Nothing here opens a socket, spawns a task, sleeps or reads the clock: `now` comes in,
+//! frames go out through `poll_transmit`, and the app owns the WebSocket. The examples
+//! `jambonz_server` and `jambonz_call` of the workspace put it on a real one.
+//!
+//! ## Test an agent as a phone call, without jambonz
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use harness_core::agent::ToolLoopAgent;
+//! use harness_core::message::ToolDefinition;
+//! use harness_core::model::ScriptedModel;
+//! use harness_jambonz::driver::ServeConfig;
+//! use harness_jambonz::simulator::{Script, SimConfig, Simulator};
+//! use harness_jambonz::testing::simulate_call;
+//! use serde_json::json;
+//!
+//! let agent = ToolLoopAgent::new("faq").with_tool(ToolDefinition::new("get_hours", "Opening hours"));
+//! let model = ScriptedModel::new()
+//!     .reply("Thanks for calling Acme.")
+//!     .tool_call("get_hours", json!({}))
+//!     .reply("We're open eight to six on weekdays.")
+//!     .reply("You're welcome.");
+//!
+//! // The caller: the greeting, a question, then talking over the answer after 1.1 s.
+//! let script = Script::new()
+//!     .greeting()
+//!     .say("When are you open")
+//!     .barge_in(Duration::from_millis(1100), "Thanks");
+//! let start = Instant::now();
+//! let sim = Simulator::new(start, SimConfig::default(), script)
+//!     .with_tool("get_hours", |_| Ok(json!({"weekdays": "8am to 6pm"})));
+//! let call = simulate_call(&agent, &model, sim, start, ServeConfig::default());
+//!
+//! let t = &call.transcript;
+//! assert_eq!(t.heard(), ["Thanks for calling Acme.", "We're open eight", "You're welcome."]);
+//! assert_eq!(t.turn(2).unwrap().completion_reason, "barge_in");
+//! assert!(t.violations.is_empty());
+//! ```
+//!
+//! ## The harness side by hand
+//!
+//! ```
+//! use std::time::Instant;
+//! use harness_jambonz::harness_side::{ActionError, HarnessCall, HarnessEvent, Transmit};
+//!
+//! let now = Instant::now();
+//! let mut call = HarnessCall::new();
+//! call.handle_frame(now, r#"{"type":"session:start","call_sid":"CA1","protocol":1}"#)?;
+//! // A reply for a turn that has not started is refused, not sent.
+//! assert_eq!(call.start_reply(Some(2)), Err(ActionError::TurnNotStarted(2)));
+//! call.handle_frame(now, r#"{"type":"turn:start","call_sid":"CA1","turn_id":2,"input":{"type":"speech","text":"When are you open"}}"#)?;
+//! let r = call.start_reply(Some(2))?;
+//! call.push_chunk(&r, "We're open ")?;
+//! call.handle_frame(now, r#"{"type":"turn:cancel","call_sid":"CA1","turn_id":2,"reason":"barge_in"}"#)?;
+//! // Nothing more goes out for a cancelled turn.
+//! assert_eq!(call.push_chunk(&r, "eight to six."), Err(ActionError::TurnCancelled(2)));
+//! let sent: Vec<Transmit> = std::iter::from_fn(|| call.poll_transmit()).collect();
+//! assert_eq!(sent.len(), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -23,3 +91,7 @@ pub mod turn;
 pub mod turn_record;
 pub mod upgrade;
 mod wire;
+
+pub use frame::{HarnessMessage, JambonzMessage};
+pub use harness_side::{HarnessCall, Transmit};
+pub use simulator::Simulator;

@@ -146,9 +146,14 @@ macro_rules! wire_struct {
                                     $wire => {
                                         if $lenient {
                                             let v: ::serde_json::Value = map.next_value()?;
+                                            // A repeated key: the last one wins, typed or kept.
                                             match <$ty as ::serde::Deserialize>::deserialize(&v) {
-                                                Ok(t) => out.$field = t,
+                                                Ok(t) => {
+                                                    out.$field = t;
+                                                    out.extra.remove($wire);
+                                                }
                                                 Err(_) => {
+                                                    out.$field = ::std::default::Default::default();
                                                     out.extra.insert(key.0.into_owned(), v);
                                                 }
                                             }

@@ -429,3 +429,24 @@ fn kept(original: &Value, encoded: &Value) -> bool {
         _ => original == encoded,
     }
 }
+
+/// A repeated key: the last one wins, whether it has the typed shape or not, and the message
+/// re-encodes to itself (found by the fuzz target's round trip).
+#[test]
+fn repeated_keys_last_wins_and_round_trip() {
+    for text in [
+        r#"{"type":"command:result","command_id":"c1","ok":true,"ok":"yes"}"#,
+        r#"{"type":"command:result","command_id":"c1","ok":"yes","ok":true}"#,
+        r#"{"type":"transcript","text":"a","text":"b","final":true}"#,
+    ] {
+        let m = JambonzMessage::decode(text).unwrap();
+        assert_eq!(JambonzMessage::decode(&m.encode()).unwrap(), m, "{text}");
+    }
+    let JambonzMessage::CommandResult(r) = JambonzMessage::decode(
+        r#"{"type":"command:result","command_id":"c1","ok":"yes","ok":true}"#,
+    )
+    .unwrap() else {
+        panic!()
+    };
+    assert!(r.ok && r.extra.is_empty());
+}
