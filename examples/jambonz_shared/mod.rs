@@ -229,6 +229,8 @@ pub async fn play_call(
     mut sim: Simulator,
     verbose: bool,
 ) -> Result<Transcript, String> {
+    // jambonz dials wss://, or ws:// to a private address only.
+    harness_jambonz::upgrade::check_harness_url(url).map_err(|e| e.to_string())?;
     let mut req = url.into_client_request().map_err(|e| e.to_string())?;
     req.headers_mut().insert(
         "sec-websocket-protocol",

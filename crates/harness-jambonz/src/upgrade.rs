@@ -96,3 +96,57 @@ where
         subprotocol: SUBPROTOCOL,
     })
 }
+
+/// Why jambonz would not dial a harness URL.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UrlRefusal {
+    /// Not a `ws://` or `wss://` URL.
+    #[error("not a WebSocket URL: {0}")]
+    NotWebSocket(String),
+    /// "Use wss://; ws:// is accepted only for a private address on the same network as
+    /// jambonz."
+    #[error("ws:// is accepted only for a private address; use wss:// for {0}")]
+    PlainToPublic(String),
+}
+
+/// Checks a harness URL the way jambonz does before dialing: `wss://` anywhere; `ws://` only
+/// to a private address (RFC 1918 and loopback IPv4, loopback and unique-local IPv6, or
+/// `localhost`). A host name other than `localhost` is not resolved here (sans-IO), so
+/// `ws://` to a name is refused.
+///
+/// ```
+/// use harness_jambonz::upgrade::check_harness_url;
+///
+/// assert!(check_harness_url("wss://agent.example.com/harness").is_ok());
+/// assert!(check_harness_url("ws://10.0.0.5:8080").is_ok());
+/// assert!(check_harness_url("ws://203.0.113.7:8080").is_err());
+/// ```
+pub fn check_harness_url(url: &str) -> Result<(), UrlRefusal> {
+    let lower = url.trim().to_ascii_lowercase();
+    let rest = if lower.starts_with("wss://") {
+        return Ok(());
+    } else if let Some(r) = lower.strip_prefix("ws://") {
+        r
+    } else {
+        return Err(UrlRefusal::NotWebSocket(url.to_owned()));
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit('@').next().unwrap_or(authority);
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        host_port.split(':').next().unwrap_or("")
+    };
+    let private = host == "localhost"
+        || match host.parse::<std::net::IpAddr>() {
+            Ok(std::net::IpAddr::V4(a)) => a.is_private() || a.is_loopback(),
+            Ok(std::net::IpAddr::V6(a)) => a.is_loopback() || (a.segments()[0] & 0xfe00) == 0xfc00,
+            Err(_) => false,
+        };
+    if private {
+        Ok(())
+    } else {
+        Err(UrlRefusal::PlainToPublic(url.to_owned()))
+    }
+}

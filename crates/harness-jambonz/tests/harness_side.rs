@@ -558,6 +558,42 @@ fn the_upgrade_check() {
     assert!(!e.to_string().contains("s3cret"));
 }
 
+/// "Use wss://; ws:// is accepted only for a private address on the same network as jambonz."
+#[test]
+fn ws_is_only_for_private_addresses() {
+    use harness_jambonz::upgrade::{UrlRefusal, check_harness_url};
+    for ok in [
+        "wss://agent.example.com/h",
+        "WSS://1.2.3.4",
+        "ws://10.1.2.3:8080/x",
+        "ws://172.16.0.9",
+        "ws://192.168.1.20:80",
+        "ws://127.0.0.1:8080",
+        "ws://localhost:8080",
+        "ws://[::1]:8080/h",
+        "ws://[fd00::5]/h",
+        "ws://user@10.0.0.1/",
+    ] {
+        assert_eq!(check_harness_url(ok), Ok(()), "{ok}");
+    }
+    for public in [
+        "ws://203.0.113.7:8080",
+        "ws://8.8.8.8",
+        "ws://172.32.0.1",
+        "ws://agent.example.com",
+        "ws://[2001:db8::1]:80",
+    ] {
+        assert!(
+            matches!(check_harness_url(public), Err(UrlRefusal::PlainToPublic(_))),
+            "{public}"
+        );
+    }
+    assert!(matches!(
+        check_harness_url("http://10.0.0.1"),
+        Err(UrlRefusal::NotWebSocket(_))
+    ));
+}
+
 #[derive(Clone, Debug)]
 enum Input {
     Start(u8),
