@@ -73,7 +73,7 @@ fn one_big_event(size: usize) -> Vec<u8> {
     let mut t = StreamBuilder::new("resp_big");
     t.completed();
     let mut ev = t.events()[0].clone();
-    ev["sequence_number"] = serde_json::json!(b.events().len());
+    ev["sequence_number"] = serde_json::json!(b.len());
     sse.extend(StreamBuilder::sse_event(&ev));
     sse
 }
@@ -349,13 +349,25 @@ fn summary() {
             mbps(len, t_pipe) / pipe
         );
     }
-    println!("\n### one big event (4 KiB pushes): cost per byte vs the 50 MB stream\n");
+    println!("\n### linearity (4 KiB pushes): cost per byte by stream size and event size\n");
     println!("| stream | MB/s | ns/byte |");
     println!("| --- | ---: | ---: |");
     let per = t_pipe.as_secs_f64() * 1e9 / len as f64;
     println!(
         "| 50 MB of ~190-byte events | {:.0} | {per:.2} |",
         mbps(len, t_pipe)
+    );
+    let small = realistic(5_000_000);
+    let t = median(
+        || {
+            black_box(pipeline(&small).text().len());
+        },
+        7,
+    );
+    println!(
+        "| 5 MB of ~190-byte events | {:.0} | {:.2} |",
+        mbps(small.len(), t),
+        t.as_secs_f64() * 1e9 / small.len() as f64
     );
     for mb in [2usize, 4, 8] {
         let s = one_big_event(mb << 20);

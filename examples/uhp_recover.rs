@@ -106,11 +106,9 @@ async fn create(State(srv): State<Arc<Server>>, headers: HeaderMap) -> impl Into
                 return Some((Err(std::io::Error::other("connection dropped")), sent + 1));
             }
             loop {
-                let next = task.lock().unwrap().events().get(sent).cloned();
+                let next = task.lock().unwrap().sse_event_at(sent);
                 match next {
-                    Some(ev) => {
-                        return Some((Ok(Bytes::from(StreamBuilder::sse_event(&ev))), sent + 1));
-                    }
+                    Some(ev) => return Some((Ok(Bytes::from(ev)), sent + 1)),
                     None if task.lock().unwrap().response().status.is_terminal() => return None,
                     None => tokio::time::sleep(Duration::from_millis(2)).await,
                 }

@@ -97,15 +97,21 @@ pub enum TerminalSource {
 }
 
 /// Text gathered from deltas for one part, in `sequence_number` order.
+///
+/// Deltas are appended as they arrive while their numbers increase. A delta can only arrive
+/// late into a gap of the sequence, so the text is kept as runs of consecutive numbers (one
+/// mark per run, not per delta); a late delta is placed before the first run that starts
+/// after it, when the text is read.
 #[derive(Clone, Debug, Default)]
 struct PartText {
     /// Deltas appended in order of arrival while their numbers increase.
     text: String,
-    /// `(sequence_number, end offset in text)` of each appended delta.
-    marks: Vec<(u64, usize)>,
+    /// `(first sequence_number, start offset in text)` of each run of consecutive numbers.
+    runs: Vec<(u64, usize)>,
     /// Deltas that arrived after a higher-numbered one of the same part.
     late: Vec<(u64, String)>,
-    last_seq: u64,
+    /// The number of the last appended delta.
+    last_seq: Option<u64>,
     /// A `done` event gave the whole text; deltas no longer matter.
     done: bool,
 }
@@ -115,20 +121,23 @@ impl PartText {
         if self.done {
             return;
         }
-        let s = seq.unwrap_or(self.last_seq);
-        if s < self.last_seq {
-            self.late.push((s, delta.to_owned()));
-            return;
+        let s = seq.or(self.last_seq).unwrap_or(0);
+        match self.last_seq {
+            Some(last) if s < last => {
+                self.late.push((s, delta.to_owned()));
+                return;
+            }
+            Some(last) if s == last || s == last + 1 => {}
+            _ => self.runs.push((s, self.text.len())),
         }
         self.text.push_str(delta);
-        self.marks.push((s, self.text.len()));
-        self.last_seq = s;
+        self.last_seq = Some(s);
     }
 
     fn set_done(&mut self, text: &str) {
         self.text.clear();
         self.text.push_str(text);
-        self.marks = Vec::new();
+        self.runs = Vec::new();
         self.late = Vec::new();
         self.done = true;
     }
@@ -137,11 +146,10 @@ impl PartText {
         if self.late.is_empty() {
             return Cow::Borrowed(&self.text);
         }
-        let mut pieces: Vec<(u64, &str)> = Vec::with_capacity(self.marks.len() + self.late.len());
-        let mut prev = 0;
-        for &(s, end) in &self.marks {
-            pieces.push((s, self.text.get(prev..end).unwrap_or("")));
-            prev = end;
+        let mut pieces: Vec<(u64, &str)> = Vec::with_capacity(self.runs.len() + self.late.len());
+        for (i, &(s, start)) in self.runs.iter().enumerate() {
+            let end = self.runs.get(i + 1).map_or(self.text.len(), |r| r.1);
+            pieces.push((s, self.text.get(start..end).unwrap_or("")));
         }
         pieces.extend(self.late.iter().map(|(s, t)| (*s, t.as_str())));
         pieces.sort_by_key(|p| p.0); // stable: equal numbers keep arrival order

@@ -131,6 +131,40 @@ proptest! {
         prop_assert!(r.task.findings().is_empty());
     }
 
+    /// Deltas of two interleaved parts, delivered in any order (some replayed): each part's
+    /// text is its deltas in sequence_number order, each once.
+    #[test]
+    fn deltas_in_any_order(
+        parts in prop::collection::vec((0u64..2, "[a-z]{1,3}"), 1..24),
+        order in any::<prop::sample::Index>(),
+        replays in prop::collection::vec(any::<prop::sample::Index>(), 0..4),
+    ) {
+        let mut events: Vec<(u64, Value)> = parts.iter().enumerate().map(|(i, (p, d))| {
+            let seq = i as u64 + 1;
+            (seq, serde_json::json!({"type": "response.output_text.delta", "sequence_number": seq,
+                "output_index": p, "content_index": 0, "delta": d}))
+        }).collect();
+        // A deterministic shuffle driven by `order`, then some replays.
+        let n = events.len();
+        let k = order.index(n.max(1));
+        events.rotate_left(k);
+        for i in (1..n).step_by(3) {
+            events.swap(i - 1, i);
+        }
+        for r in &replays {
+            let e = events[r.index(n)].clone();
+            events.push(e);
+        }
+        let mut body = vec![common::created(0)];
+        body.extend(events.into_iter().map(|(_, v)| v));
+        let r = run(&sse(&body));
+        let want: String = [0u64, 1]
+            .iter()
+            .flat_map(|p| parts.iter().filter(move |(q, _)| q == p).map(|(_, d)| d.as_str()))
+            .collect();
+        prop_assert_eq!(r.task.text().into_owned(), want);
+    }
+
     /// Encode → decode: the builder's events come back exactly.
     #[test]
     fn encode_decode_round_trip((events, _) in task_stream()) {
