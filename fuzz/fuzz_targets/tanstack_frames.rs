@@ -10,7 +10,10 @@ use harness_tanstack::transport::{NdjsonFrameDecoder, SseFrameDecoder};
 use libfuzzer_sys::fuzz_target;
 
 fn sse(chunks: &[&[u8]]) -> Vec<String> {
-    let mut dec = SseFrameDecoder::with_config(SseConfig { max_line_bytes: 256, max_event_bytes: 512 });
+    let mut dec = SseFrameDecoder::with_config(SseConfig {
+        max_line_bytes: 256,
+        max_event_bytes: 512,
+    });
     let mut out = Vec::new();
     for c in chunks {
         dec.push(c);
