@@ -980,3 +980,22 @@ fn a_superseded_writer_is_fenced() {
     let err: Error = journal.append("s", 0, old, &[r]).unwrap_err().into();
     assert_eq!(err.code(), Code::Aborted);
 }
+
+/// "Direct controller users must configure controller.WithSessionUID(uid) with a nonempty
+/// UID; controller.New returns controller.ErrMissingSessionUID ... without advancing the
+/// log's fence."
+#[test]
+fn an_empty_session_uid_is_refused_before_any_fence() {
+    let h = host(vec![Op::Tool]);
+    let fence = h.journal.head("s").unwrap().fence;
+    for err in [
+        block(h.host.exec(ExecRequest::text("", "x"))).unwrap_err(),
+        h.host.create_session("", None).unwrap_err(),
+        block(h.host.fork("s", 0, "")).unwrap_err(),
+    ] {
+        assert_eq!(err, Error::MissingSessionUid);
+        assert_eq!(err.code(), Code::InvalidArgument);
+    }
+    assert_eq!(h.journal.head("s").unwrap().fence, fence);
+    assert_eq!(h.effects.count(), 0);
+}
