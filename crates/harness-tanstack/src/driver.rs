@@ -2,7 +2,7 @@
 //!
 //! [`Service`] is the sans-IO [`Host`] behind a mutex, with the wakers of its connections:
 //! HTTP handlers and socket loops call it, and read each connection as a
-//! [`Stream`](futures::Stream) of bytes ([`ConnStream`]), whose polling is the
+//! [`Stream`] of bytes ([`ConnStream`]), whose polling is the
 //! back-pressure signal (bytes count as sent when the stream is polled again). [`run_turns`]
 //! is the future that runs the turns the host asks for, with any harness:
 //!
