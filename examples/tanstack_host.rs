@@ -33,8 +33,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::StreamExt;
 use harness_core::agent::ToolLoopAgent;
+use harness_core::message::ModelRequest;
 use harness_core::message::{Message, Part, Role, ToolCall, ToolDefinition, ToolResult};
-use harness_core::model::ScriptedModel;
+use harness_core::model::{Model, ModelEvent, ModelStream, ScriptedModel};
 use harness_tanstack::agui::RunAgentInput;
 use harness_tanstack::driver::{ConnStream, Service, Tools, run_turns};
 use harness_tanstack::host::{AccessPolicy, Host, HostConfig, Transport};
@@ -218,6 +219,32 @@ async fn serve_socket(app: App, mut socket: WebSocket, user: Option<String>, rid
     }
 }
 
+/// The demo model: the scripted one below, except that a message starting with "wait"
+/// streams "Waiting... " and then takes 30 s (a turn to cancel, or to queue inputs behind).
+struct DemoModel(ScriptedModel);
+
+impl Model for DemoModel {
+    fn stream<'a>(&'a self, req: &'a ModelRequest) -> ModelStream<'a> {
+        let wait = req
+            .last_user_text()
+            .is_some_and(|t| t.to_lowercase().starts_with("wait"))
+            && req.messages.last().is_some_and(|m| m.role == Role::User);
+        if !wait {
+            return self.0.stream(req);
+        }
+        let done = ModelEvent::Completed(harness_core::message::ModelResponse {
+            message: Message::assistant("Waiting... done."),
+            usage: Default::default(),
+        });
+        futures::stream::iter([Ok(ModelEvent::TextDelta("Waiting... ".into()))])
+            .chain(futures::stream::once(async move {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                Ok(done)
+            }))
+            .boxed()
+    }
+}
+
 /// The demo agent's model: asks for the `get_hours` tool when the user asks about hours,
 /// answers from its result, and otherwise says hello back.
 fn demo_model() -> ScriptedModel {
@@ -303,7 +330,7 @@ async fn main() {
     tokio::spawn(run_turns(
         svc.clone(),
         Arc::new(agent),
-        Arc::new(demo_model()),
+        Arc::new(DemoModel(demo_model())),
         tools,
     ));
     let ticker = svc.clone();

@@ -103,6 +103,14 @@ const again = await control(t1, { op: 'prompt', message: 'Hello', inputId: 'in-a
 if (JSON.stringify(again.body) !== JSON.stringify(r.body)) fail('same inputId did not repeat the receipt')
 await control(t1, { op: 'followUp', message: 'What are your opening hours?' })
 await waitIdle(t1)
+// A turn that takes long: an input queues behind it, then a cancel ends it.
+const slow = await control(t1, { op: 'prompt', message: 'wait for me' })
+const queued = await control(t1, { op: 'followUp', message: 'after the wait' })
+if (queued.body.status !== 'queued') fail(`followUp behind a running turn: ${JSON.stringify(queued.body)}`)
+await sleep(200)
+const cancelled = await control(t1, { op: 'cancel', operationId: slow.body.operationId })
+if (cancelled.body.status !== 'accepted') fail(`cancel receipt ${JSON.stringify(cancelled.body)}`)
+await waitIdle(t1)
 const rej = await control(t1, { op: 'cancel', operationId: 'op-none' })
 if (rej.body.status !== 'rejected' || rej.body.reason !== 'not_running') fail(`cancel receipt ${JSON.stringify(rej.body)}`)
 const bad = await control(t1, { op: 'teleport' })
@@ -118,11 +126,14 @@ for (const f of events) {
   else valid++
   types.add(f.event.type === 'CUSTOM' ? f.event.name : f.event.type)
 }
-for (const t of ['RUN_STARTED', 'TEXT_MESSAGE_START', 'TEXT_MESSAGE_CONTENT', 'TEXT_MESSAGE_END', 'TOOL_CALL_START', 'TOOL_CALL_ARGS', 'TOOL_CALL_END', 'TOOL_CALL_RESULT', 'RUN_FINISHED', 'harness.usage', 'harness.operation.started', 'harness.operation.finished', 'harness.input.accepted', 'harness.input.settled', 'harness.input.rejected']) {
+for (const t of ['RUN_STARTED', 'TEXT_MESSAGE_START', 'TEXT_MESSAGE_CONTENT', 'TEXT_MESSAGE_END', 'TOOL_CALL_START', 'TOOL_CALL_ARGS', 'TOOL_CALL_END', 'TOOL_CALL_RESULT', 'RUN_FINISHED', 'harness.usage', 'harness.operation.started', 'harness.operation.finished', 'harness.input.accepted', 'harness.input.queued', 'harness.input.settled', 'harness.input.rejected']) {
   if (!types.has(t)) fail(`the session has no ${t}`)
 }
 ok(`${valid}/${events.length} events of the scripted session validate against @ag-ui/core EventSchema`)
 writeFileSync(out, events.map((f) => JSON.stringify(f.event)).join('\n') + '\n')
+const cancelledRun = events.find((f) => f.event.type === 'RUN_FINISHED' && f.event.outcome?.type === 'cancelled')
+if (!cancelledRun || cancelledRun.operationId !== slow.body.operationId) fail('no RUN_FINISHED with outcome cancelled for the cancelled turn')
+else ok(`the cancelled turn ended with RUN_FINISHED outcome {type:'cancelled'}, valid for zod`)
 const text = events.filter((f) => f.event.type === 'TEXT_MESSAGE_CONTENT').map((f) => f.event.delta).join('')
 if (!text.includes('You said: Hello') || !text.includes('We are open 8am to 6pm on weekdays.')) fail(`text was ${JSON.stringify(text)}`)
 
