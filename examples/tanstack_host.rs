@@ -1,5 +1,7 @@
 //! A real TanStack harness host on HTTP and WebSocket, serving a demo agent (the built-in
-//! `ToolLoopAgent` on the deterministic `ScriptedModel`: no network, no key).
+//! `ToolLoopAgent` on the deterministic `ScriptedModel`: no network, no key). It says hello
+//! back, calls its `get_hours` tool when asked about opening hours, and takes 30 s over a
+//! message that starts with "wait" (a turn to queue inputs behind, or to `cancel`).
 //!
 //! ```text
 //! cargo run --example tanstack_host -- --addr 127.0.0.1:8080 [--token T] [--memory] [--log-dir DIR]
