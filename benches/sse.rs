@@ -107,13 +107,17 @@ fn bench(c: &mut Criterion) {
             &chunk,
             |b, &chunk| b.iter(|| ours(black_box(&stream), chunk)),
         );
-        g.bench_with_input(BenchmarkId::new("sse-stream", label), &chunk, |b, &chunk| {
-            b.iter_batched(
-                || byte_chunks(&stream, chunk),
-                sse_stream_crate,
-                criterion::BatchSize::LargeInput,
-            )
-        });
+        g.bench_with_input(
+            BenchmarkId::new("sse-stream", label),
+            &chunk,
+            |b, &chunk| {
+                b.iter_batched(
+                    || byte_chunks(&stream, chunk),
+                    sse_stream_crate,
+                    criterion::BatchSize::LargeInput,
+                )
+            },
+        );
         g.bench_with_input(
             BenchmarkId::new("eventsource-stream", label),
             &chunk,

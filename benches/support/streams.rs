@@ -4,8 +4,21 @@
 #![allow(dead_code)]
 
 const WORDS: &[&str] = &[
-    "Hello", "world", "the", "caf\u{e9}", "\\\"quoted\\\"", "\u{6771}\u{4eac}", "line\\nbreak",
-    "tab\\t", "na\u{ef}ve", "r\u{e9}sum\u{e9}", "data", "stream", "\u{1f680}", "a", "model",
+    "Hello",
+    "world",
+    "the",
+    "caf\u{e9}",
+    "\\\"quoted\\\"",
+    "\u{6771}\u{4eac}",
+    "line\\nbreak",
+    "tab\\t",
+    "na\u{ef}ve",
+    "r\u{e9}sum\u{e9}",
+    "data",
+    "stream",
+    "\u{1f680}",
+    "a",
+    "model",
 ];
 
 /// The JSON of the `n`th delta event (deterministic).

@@ -26,7 +26,10 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
         while let Some(ev) = dec.poll_event()? {
             let v: serde_json::Value = serde_json::from_str(ev.data())?;
             n += 1;
-            let detail = v["delta"].as_str().map(|d| format!(" delta={d:?}")).unwrap_or_default();
+            let detail = v["delta"]
+                .as_str()
+                .map(|d| format!(" delta={d:?}"))
+                .unwrap_or_default();
             println!(
                 "  event {:>2}: {:<32} seq={}{}",
                 n,
@@ -37,7 +40,10 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     dec.finish()?;
-    println!("  {n} events from {} bytes in 7-byte pushes (CRLF, BOM)", wire.len());
+    println!(
+        "  {n} events from {} bytes in 7-byte pushes (CRLF, BOM)",
+        wire.len()
+    );
 
     // One agent, no protocol: the RecordingSink plays the host.
     let model = ScriptedModel::new()
@@ -48,15 +54,23 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
         out.insert("weekdays".into(), "8am to 6pm".into());
         ToolResult::ok(&call.id, out)
     });
-    let agent = ToolLoopAgent::new("faq")
-        .with_tool(ToolDefinition::new("get_hours", "Opening hours"));
+    let agent =
+        ToolLoopAgent::new("faq").with_tool(ToolDefinition::new("get_hours", "Opening hours"));
     let start = Start::with_inputs(vec![Message::user("When are you open?")]);
     futures::executor::block_on(agent.run(start, &mut sink))?;
     println!("\n  the agent, unit-tested with RecordingSink:");
     for call in sink.calls() {
         match call {
-            SinkCall::Model { response: Ok(r), deltas, .. } => {
-                println!("    model -> {:?} ({} deltas)", r.message.text(), deltas.len())
+            SinkCall::Model {
+                response: Ok(r),
+                deltas,
+                ..
+            } => {
+                println!(
+                    "    model -> {:?} ({} deltas)",
+                    r.message.text(),
+                    deltas.len()
+                )
             }
             SinkCall::ToolCall { call, result } => println!(
                 "    tool_call {} key={} -> {}",
