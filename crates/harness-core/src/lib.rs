@@ -41,6 +41,7 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+mod buffer;
 pub mod cursor;
 pub mod event;
 pub mod harness;

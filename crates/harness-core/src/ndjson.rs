@@ -23,6 +23,8 @@
 //! ```
 
 use serde::Serialize;
+
+use crate::buffer::InputBuffer;
 use serde::de::DeserializeOwned;
 
 /// Limits of an [`NdjsonDecoder`].
@@ -75,10 +77,7 @@ impl NdjsonError {
 #[derive(Debug, Default)]
 pub struct NdjsonDecoder {
     cfg: NdjsonConfig,
-    buf: Vec<u8>,
-    pos: usize,
-    /// `buf[pos..scan]` holds no LF.
-    scan: usize,
+    input: InputBuffer,
     /// Dropping the rest of an over-long line.
     dropping: bool,
     /// No more input: the unterminated tail is the last line.
@@ -103,13 +102,7 @@ impl NdjsonDecoder {
 
     /// Appends input bytes. Never fails and never parses.
     pub fn push(&mut self, bytes: &[u8]) {
-        if self.pos > 0 && self.pos >= self.buf.len() / 2 {
-            self.buf.copy_within(self.pos.., 0);
-            self.buf.truncate(self.buf.len() - self.pos);
-            self.scan -= self.pos;
-            self.pos = 0;
-        }
-        self.buf.extend_from_slice(bytes);
+        self.input.push(bytes);
     }
 
     /// Marks the end of input: an unterminated last line becomes a line like the others.
@@ -119,35 +112,31 @@ impl NdjsonDecoder {
 
     /// Bytes pushed and not yet consumed.
     pub fn buffered_bytes(&self) -> usize {
-        self.buf.len() - self.pos
+        self.input.pending()
     }
 
     /// The next non-blank line, without its line end (LF or CRLF), not parsed.
     pub fn poll_line(&mut self) -> Result<Option<&[u8]>, NdjsonError> {
         loop {
-            let (start, end) = match memchr::memchr(b'\n', &self.buf[self.scan..]) {
+            let (start, end) = match memchr::memchr(b'\n', &self.input.buf[self.input.scan..]) {
                 Some(off) => {
-                    let end = self.scan + off;
-                    let start = self.pos;
-                    self.pos = end + 1;
-                    self.scan = self.pos;
+                    let end = self.input.scan + off;
+                    let start = self.input.pos;
+                    self.input.consume_through(end);
                     (start, end)
                 }
-                None if self.eof && self.pos < self.buf.len() => {
-                    let start = self.pos;
-                    self.pos = self.buf.len();
-                    self.scan = self.pos;
-                    (start, self.pos)
+                None if self.eof && self.input.pos < self.input.buf.len() => {
+                    let start = self.input.pos;
+                    self.input.skip_all();
+                    (start, self.input.pos)
                 }
                 None => {
-                    self.scan = self.buf.len();
-                    let pending = self.buf.len() - self.pos;
+                    self.input.scan = self.input.buf.len();
+                    let pending = self.input.pending();
                     if self.dropping {
-                        self.pos = self.buf.len();
-                        self.scan = self.pos;
+                        self.input.skip_all();
                     } else if pending > self.cfg.max_line_bytes {
-                        self.pos = self.buf.len();
-                        self.scan = self.pos;
+                        self.input.skip_all();
                         self.dropping = true;
                         self.line_no += 1;
                         return Err(NdjsonError::LineTooLong {
@@ -163,7 +152,7 @@ impl NdjsonDecoder {
                 continue;
             }
             self.line_no += 1;
-            let mut line = &self.buf[start..end];
+            let mut line = &self.input.buf[start..end];
             if let Some(l) = line.strip_suffix(b"\r") {
                 line = l;
             }
@@ -176,7 +165,7 @@ impl NdjsonDecoder {
             if line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')) {
                 continue; // blank lines are skipped
             }
-            let line = &self.buf[start..start + line.len()];
+            let line = &self.input.buf[start..start + line.len()];
             return Ok(Some(line));
         }
     }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::event::{SseError, SseEvent};
+use crate::buffer::InputBuffer;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -218,11 +219,7 @@ fn push_utf8(out: &mut String, bytes: &[u8]) {
 #[derive(Debug)]
 pub struct SseDecoder {
     cfg: SseConfig,
-    buf: Vec<u8>,
-    /// Start of the bytes not yet consumed.
-    pos: usize,
-    /// Bytes in `buf[pos..scan]` are known to hold no line end.
-    scan: usize,
+    input: InputBuffer,
     /// The BOM check is still to be made (start of a stream).
     bom_pending: bool,
     /// The last line ended with CR: an LF that comes next is part of that line end.
@@ -250,9 +247,7 @@ impl SseDecoder {
     pub fn with_config(cfg: SseConfig) -> Self {
         SseDecoder {
             cfg,
-            buf: Vec::new(),
-            pos: 0,
-            scan: 0,
+            input: InputBuffer::default(),
             bom_pending: true,
             skip_lf: false,
             skip: Skip::No,
@@ -269,15 +264,7 @@ impl SseDecoder {
     /// Appends bytes of the stream. Never fails and never parses; call
     /// [`poll_event`](Self::poll_event) until it returns `Ok(None)` afterwards.
     pub fn push(&mut self, bytes: &[u8]) {
-        if self.pos > 0 && self.pos >= self.buf.len() / 2 {
-            // Compact: amortised O(1) per byte, and the buffer never holds consumed bytes
-            // for long.
-            self.buf.copy_within(self.pos.., 0);
-            self.buf.truncate(self.buf.len() - self.pos);
-            self.scan -= self.pos;
-            self.pos = 0;
-        }
-        self.buf.extend_from_slice(bytes);
+        self.input.push(bytes);
     }
 
     /// The next complete event, parsed from the bytes pushed so far.
@@ -306,7 +293,7 @@ impl SseDecoder {
                 Err(e) => self.queued.push_back(Err(e)),
             }
         }
-        let tail = &self.buf[self.pos..];
+        let tail = &self.input.buf[self.input.pos..];
         let tail = if self.bom_pending && BOM.starts_with(tail) {
             &[][..]
         } else {
@@ -328,9 +315,7 @@ impl SseDecoder {
         } else {
             Ok(())
         };
-        self.buf.clear();
-        self.pos = 0;
-        self.scan = 0;
+        self.input.clear();
         self.bom_pending = true;
         self.skip_lf = false;
         self.skip = Skip::No;
@@ -350,29 +335,29 @@ impl SseDecoder {
 
     /// Bytes pushed and not yet consumed by parsing.
     pub fn buffered_bytes(&self) -> usize {
-        self.buf.len() - self.pos
+        self.input.pending()
     }
 
     fn parse(&mut self) -> Result<Option<SseEvent>, SseError> {
         loop {
             if self.bom_pending {
-                let avail = &self.buf[self.pos..];
+                let avail = &self.input.buf[self.input.pos..];
                 if avail.len() < BOM.len() && BOM.starts_with(avail) {
                     return Ok(None); // could still be a BOM
                 }
                 if avail.starts_with(BOM) {
-                    self.pos += BOM.len();
-                    self.scan = self.scan.max(self.pos);
+                    self.input.pos += BOM.len();
+                    self.input.scan = self.input.scan.max(self.input.pos);
                 }
                 self.bom_pending = false;
             }
             if self.skip_lf {
-                match self.buf.get(self.pos) {
+                match self.input.buf.get(self.input.pos) {
                     None => return Ok(None),
                     Some(&b) => {
                         if b == b'\n' {
-                            self.pos += 1;
-                            self.scan = self.scan.max(self.pos);
+                            self.input.pos += 1;
+                            self.input.scan = self.input.scan.max(self.input.pos);
                         }
                         self.skip_lf = false;
                     }
@@ -380,29 +365,26 @@ impl SseDecoder {
             }
             // Half the lines of a stream are the blank line that ends an event: look at the
             // first byte before starting a vector search.
-            let found = match self.buf.get(self.scan) {
+            let found = match self.input.buf.get(self.input.scan) {
                 Some(b'\n' | b'\r') => Some(0),
-                Some(_) => memchr::memchr2(b'\n', b'\r', &self.buf[self.scan..]),
+                Some(_) => memchr::memchr2(b'\n', b'\r', &self.input.buf[self.input.scan..]),
                 None => None,
             };
             let Some(off) = found else {
-                self.scan = self.buf.len();
-                let pending = self.buf.len() - self.pos;
+                self.input.scan = self.input.buf.len();
+                let pending = self.input.pending();
                 match self.skip {
                     // Inside a line that is being dropped, or a non-blank line of an event
                     // that is being skipped: drop the bytes as they come (bounded memory).
                     Skip::Line => {
-                        self.pos = self.buf.len();
-                        self.scan = self.pos;
+                        self.input.skip_all();
                     }
                     Skip::Event if pending > 0 => {
-                        self.pos = self.buf.len();
-                        self.scan = self.pos;
+                        self.input.skip_all();
                         self.skip = Skip::Line;
                     }
                     Skip::No if pending > self.cfg.max_line_bytes => {
-                        self.pos = self.buf.len();
-                        self.scan = self.pos;
+                        self.input.skip_all();
                         self.skip = Skip::Line;
                         self.fields.reset_event();
                         return Err(SseError::LineTooLong {
@@ -413,11 +395,10 @@ impl SseDecoder {
                 }
                 return Ok(None);
             };
-            let end = self.scan + off;
-            let start = self.pos;
-            self.skip_lf = self.buf[end] == b'\r';
-            self.pos = end + 1;
-            self.scan = self.pos;
+            let end = self.input.scan + off;
+            let start = self.input.pos;
+            self.skip_lf = self.input.buf[end] == b'\r';
+            self.input.consume_through(end);
             match self.skip {
                 Skip::Line => {
                     self.skip = Skip::Event;
@@ -440,7 +421,7 @@ impl SseDecoder {
             }
             match self
                 .fields
-                .line(&self.buf[start..end], self.cfg.max_event_bytes)
+                .line(&self.input.buf[start..end], self.cfg.max_event_bytes)
             {
                 Step::Continue => {}
                 Step::Dispatch(ev) => return Ok(Some(ev)),
