@@ -452,7 +452,80 @@ fn idle_call_memory() {
     drop(calls);
 }
 
+/// Ratios that survive a noisy, shared machine: ours and the flat-struct baseline timed in
+/// alternation, round after round, on the same frames; the median of the per-round ratios.
+fn alternating_ratios() {
+    fn time(f: &mut dyn FnMut()) -> f64 {
+        let t = Instant::now();
+        f();
+        t.elapsed().as_secs_f64()
+    }
+    fn median(mut v: Vec<f64>) -> f64 {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[v.len() / 2]
+    }
+    let rounds = 301;
+    let sets: [(&str, Vec<String>); 4] = [
+        ("reply_chunk", chunk_frames()),
+        ("reply_chunk_openai", openai_chunk_frames()),
+        ("transcript", transcript_frames()),
+        ("turn_start", turn_start_frames()),
+    ];
+    println!(
+        "jambonz decode, median of {rounds} alternating rounds of {N} frames (ratio = time / flat-struct time):"
+    );
+    for (name, frames) in &sets {
+        let from_jambonz = matches!(*name, "transcript" | "turn_start");
+        let mut ours = || {
+            for f in frames {
+                if from_jambonz {
+                    black_box(JambonzMessage::decode(black_box(f)).unwrap());
+                } else {
+                    black_box(HarnessMessage::decode(black_box(f)).unwrap());
+                }
+            }
+        };
+        let mut flat = || {
+            for f in frames {
+                match *name {
+                    "transcript" => drop(black_box(
+                        serde_json::from_str::<FlatTranscript>(black_box(f)).unwrap(),
+                    )),
+                    "turn_start" => drop(black_box(
+                        serde_json::from_str::<FlatTurnStart>(black_box(f)).unwrap(),
+                    )),
+                    _ => drop(black_box(
+                        serde_json::from_str::<FlatReplyChunk>(black_box(f)).unwrap(),
+                    )),
+                }
+            }
+        };
+        let mut tagged = || {
+            for f in frames {
+                black_box(serde_json::from_str::<Tagged>(black_box(f)).unwrap());
+            }
+        };
+        let (mut r_ours, mut r_tagged, mut t_flat) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let a = time(&mut ours);
+            let b = time(&mut flat);
+            let c = time(&mut tagged);
+            r_ours.push(a / b);
+            r_tagged.push(c / b);
+            t_flat.push(b);
+        }
+        let per_s = N as f64 / median(t_flat);
+        println!(
+            "  {name:<20} flat struct {:.2} M frames/s; harness-jambonz {:.2}x; serde tagged enum {:.2}x",
+            per_s / 1e6,
+            median(r_ours),
+            median(r_tagged)
+        );
+    }
+}
+
 fn main() {
+    alternating_ratios();
     idle_call_memory();
     benches();
     Criterion::default().configure_from_args().final_summary();
