@@ -162,6 +162,14 @@ fn the_spec_whole_call_runs_end_to_end() {
         }
     }
 
+    // Every frame of the call, partial transcripts and word chunks included.
+    assert_eq!(
+        call.frames
+            .iter()
+            .filter(|f| matches!(f.frame, harness_side::Transmit::Text(_)))
+            .count(),
+        32
+    );
     let t = &call.transcript;
     assert!(t.violations.is_empty(), "{:?}", t.violations);
     assert_eq!(t.heard(), ["Thanks for calling Acme.", "We're open eight"]);
