@@ -123,7 +123,9 @@ where
     };
 
     sim.start(start);
-    let limit = start + Duration::from_secs(24 * 3600);
+    let limit = start
+        .checked_add(Duration::from_secs(24 * 3600))
+        .unwrap_or(start);
     for _ in 0..10_000_000u32 {
         let mut progress = false;
         if report.is_none() {

@@ -664,3 +664,25 @@ fn the_turn_record_is_kept() {
     assert_eq!(rec.route.as_deref(), Some("chat"));
     assert_eq!(rec.extra["model_calls"], 1);
 }
+
+/// Absurd configuration never panics the simulator.
+#[test]
+fn absurd_configuration_never_panics() {
+    let mut cfg = SimConfig::default();
+    cfg.caller_rate = 1e-300;
+    cfg.speaking_rate = f64::NAN;
+    cfg.max_call = Duration::MAX;
+    cfg.idle_hangup = Duration::MAX;
+    cfg.endpointing = Duration::MAX;
+    cfg.deadlines.first_chunk = Some(Duration::MAX);
+    cfg.deadlines.reply_done = Some(Duration::MAX);
+    cfg.deadlines.tool_result = Some(Duration::MAX);
+    let mut r = Rig::with(cfg, Script::new().greeting().say("hello there"), |s| {
+        s.with_slow_tool("t", Duration::MAX, |_| Ok(json!({})))
+    });
+    r.chunk("r1", Some(1), "Hi.");
+    r.send(json!({"type":"tool:call","call_id":"t1","turn_id":1,"name":"t","args":{}}));
+    r.done("r1", Some(1));
+    r.until(10_000);
+    assert!(!r.sim.is_ended());
+}

@@ -363,6 +363,15 @@ pub fn split_spoken(text: &str, chars: usize) -> (&str, &str) {
     text.split_at(b)
 }
 
+/// `t + d`, saturating far in the future instead of overflowing (a configured duration may
+/// be absurd; it never panics).
+fn later(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d)
+        .or_else(|| t.checked_add(Duration::from_secs(1 << 32)))
+        .or_else(|| t.checked_add(Duration::from_secs(1 << 20)))
+        .unwrap_or(t)
+}
+
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -670,7 +679,7 @@ impl Simulator {
                 if r.done {
                     let left = (r.chars as f64 - p.pos).max(0.0);
                     consider(
-                        p.last + secs(left, self.cfg.speaking_rate),
+                        later(p.last, secs(left, self.cfg.speaking_rate)),
                         Timer::PlaybackEnd,
                     );
                 }
@@ -693,10 +702,10 @@ impl Simulator {
                 continue;
             }
             if let (None, Some(d)) = (turn.first_chunk, self.cfg.deadlines.first_chunk) {
-                consider(turn.started + d, Timer::FirstChunk(*id));
+                consider(later(turn.started, d), Timer::FirstChunk(*id));
             }
             if let Some(d) = self.cfg.deadlines.reply_done {
-                consider(turn.started + d, Timer::ReplyDone(*id));
+                consider(later(turn.started, d), Timer::ReplyDone(*id));
             }
         }
         match self.script.front() {
@@ -705,8 +714,10 @@ impl Simulator {
                 if !blocked {
                     let due = match step.when {
                         When::Now => Some(self.step_since),
-                        When::Quiet(p) => self.quiet_since.map(|q| q.max(self.step_since) + p),
-                        When::DuringReply(a) => self.barge_anchor.map(|b| b + a),
+                        When::Quiet(p) => {
+                            self.quiet_since.map(|q| later(q.max(self.step_since), p))
+                        }
+                        When::DuringReply(a) => self.barge_anchor.map(|b| later(b, a)),
                     };
                     if let Some(t) = due {
                         consider(t, Timer::Step);
@@ -716,13 +727,13 @@ impl Simulator {
             None => {
                 if let Some(q) = self.quiet_since {
                     consider(
-                        q.max(self.step_since) + self.cfg.idle_hangup,
+                        later(q.max(self.step_since), self.cfg.idle_hangup),
                         Timer::IdleHangup,
                     );
                 }
             }
         }
-        consider(self.t0 + self.cfg.max_call, Timer::MaxCall);
+        consider(later(self.t0, self.cfg.max_call), Timer::MaxCall);
         best
     }
 
@@ -1049,13 +1060,16 @@ impl Simulator {
                 chars += w.chars().count() + usize::from(i > 0);
                 if i + 1 < words.len() {
                     let prefix = words[..=i].join(" ");
-                    events.push_back((t + secs(chars as f64, rate), CallerEv::Partial(prefix)));
+                    events.push_back((
+                        later(t, secs(chars as f64, rate)),
+                        CallerEv::Partial(prefix),
+                    ));
                 }
             }
         }
-        let end = t + secs(total as f64, rate);
+        let end = later(t, secs(total as f64, rate));
         events.push_back((end, CallerEv::Final));
-        events.push_back((end + self.cfg.endpointing, CallerEv::TurnStart));
+        events.push_back((later(end, self.cfg.endpointing), CallerEv::TurnStart));
         self.caller = Some(Caller {
             turn_id,
             text,
@@ -1396,11 +1410,11 @@ impl Simulator {
             match self.tools.get(&c.name) {
                 None => Err(format!("unknown tool: {}", c.name)),
                 Some(tool) => {
-                    let due = t + tool.latency;
+                    let due = later(t, tool.latency);
                     let result = (tool.run)(&c.args);
                     self.tool_runs.push(ToolRun {
                         due,
-                        deadline: self.cfg.deadlines.tool_result.map(|d| t + d),
+                        deadline: self.cfg.deadlines.tool_result.map(|d| later(t, d)),
                         call_id: c.call_id,
                         turn_id: c.turn_id,
                         result,
