@@ -166,6 +166,8 @@ pub enum ClientEvent {
 
 #[derive(Clone, Debug)]
 struct Pending {
+    /// The order it was first sent in (retries keep it).
+    seq: u64,
     input_id: String,
     input: Input,
 }
@@ -175,6 +177,9 @@ struct Pending {
 pub struct Client {
     cfg: ClientConfig,
     connected: bool,
+    /// What ended the current connection before its close came (a closing error frame, or
+    /// the idle timeout): the close then answers the same.
+    ended: Option<Action>,
     last_cursor: Option<Cursor>,
     last_bytes: Option<Instant>,
     pending: HashMap<String, Pending>,
@@ -195,6 +200,7 @@ impl Client {
         Client {
             cfg,
             connected: false,
+            ended: None,
             last_cursor: None,
             last_bytes: None,
             pending: HashMap::new(),
@@ -236,6 +242,7 @@ impl Client {
     pub fn connect(&mut self, now: Instant) {
         self.socket = true;
         self.connected = true;
+        self.ended = None;
         self.last_bytes = Some(now);
         let sub = ClientFrame::Subscribe(Subscribe {
             thread_id: self.cfg.thread_id.clone(),
@@ -251,6 +258,7 @@ impl Client {
     pub fn connect_sse(&mut self, now: Instant) -> (String, Option<String>) {
         self.socket = false;
         self.connected = true;
+        self.ended = None;
         self.last_bytes = Some(now);
         self.sse = SseFrameDecoder::new();
         let query = format!(
@@ -276,10 +284,11 @@ impl Client {
                 id
             }
         };
-        self.send_frame(input_id, input)
+        let seq = self.next_request + 1;
+        self.send_frame(seq, input_id, input)
     }
 
-    fn send_frame(&mut self, input_id: String, input: Input) -> String {
+    fn send_frame(&mut self, seq: u64, input_id: String, input: Input) -> String {
         self.next_request += 1;
         let request_id = format!("req-{}", self.next_request);
         let frame = ClientFrame::Input(InputFrame {
@@ -288,18 +297,24 @@ impl Client {
             ..InputFrame::default()
         });
         self.out.push_back(frame.to_json());
-        self.pending
-            .insert(request_id.clone(), Pending { input_id, input });
+        self.pending.insert(
+            request_id.clone(),
+            Pending {
+                seq,
+                input_id,
+                input,
+            },
+        );
         request_id
     }
 
-    /// Sends again every input that has no answer yet (after a reconnect): a new
-    /// `requestId`, the same `inputId`, so the host runs it once.
+    /// Sends again every input that has no answer yet (after a reconnect), in the order
+    /// they were first sent: a new `requestId`, the same `inputId`, so the host runs it once.
     pub fn retry_pending(&mut self) -> Vec<String> {
-        let mut p: Vec<(String, Pending)> = self.pending.drain().collect();
-        p.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut p: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
+        p.sort_by_key(|p| p.seq);
         p.into_iter()
-            .map(|(_, p)| self.send_frame(p.input_id, p.input))
+            .map(|p| self.send_frame(p.seq, p.input_id, p.input))
             .collect()
     }
 
@@ -376,6 +391,12 @@ impl Client {
                     ..
                 }))) = HarnessEvent::from_event(&ev.event)
                 {
+                    // Step 1 is partly ours: what we built from events (the cursors seen)
+                    // goes. The events after a gap are new, even when a host that lost its
+                    // memory hands out cursors we saw before it.
+                    self.seen.clear();
+                    self.seen_order.clear();
+                    self.remember(ev.cursor.clone());
                     // Step 3 is ours: store resumeAt. Step 2 on a socket: ask for the snapshot.
                     self.last_cursor = Some(resume_at.clone());
                     if self.socket {
@@ -437,6 +458,7 @@ impl Client {
                 };
                 if action != Action::Continue {
                     self.connected = false;
+                    self.ended = Some(action.clone());
                 }
                 self.events.push_back(ClientEvent::Error {
                     code: e.code,
@@ -461,9 +483,14 @@ impl Client {
 
     /// The connection closed (a WebSocket close code; `None` for an SSE or stdio end).
     /// Returns what to do, and reports it as [`ClientEvent::Closed`].
+    ///
+    /// When a closing `harness.error` frame or the idle timeout already ended the connection
+    /// (and reported what to do), the close returns that same action and reports nothing
+    /// new; so does a second close of the same connection. With no connection at all it is
+    /// [`Action::Continue`].
     pub fn handle_close(&mut self, _now: Instant, code: Option<u16>) -> Action {
         if !self.connected {
-            return Action::Continue;
+            return self.ended.clone().unwrap_or(Action::Continue);
         }
         self.connected = false;
         let from = self.last_cursor.clone();
@@ -473,6 +500,7 @@ impl Client {
             Some(close::SLOW_CONSUMER) | Some(close::FEED_ENDED) => Action::Resubscribe { from },
             _ => Action::Reconnect { from },
         };
+        self.ended = Some(action.clone());
         self.events.push_back(ClientEvent::Closed(action.clone()));
         action
     }
@@ -510,6 +538,7 @@ impl Client {
             let action = Action::Reconnect {
                 from: self.last_cursor.clone(),
             };
+            self.ended = Some(action.clone());
             self.events.push_back(ClientEvent::Closed(action));
         }
     }

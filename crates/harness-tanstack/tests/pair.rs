@@ -464,7 +464,8 @@ proptest! {
         }
     }
 
-    /// Random frames never panic the client, and it never delivers a cursor twice.
+    /// Random frames never panic the client, and it never delivers a cursor twice between
+    /// two gaps (a gap resets what was built from events: the events after it are new).
     #[test]
     fn random_frames_never_panic_the_client(frames in prop::collection::vec(prop_oneof![
         (0u8..6).prop_map(|c| format!(r#"{{"type":"harness.event","cursor":"{c}","threadId":"t","operationId":"o","event":{{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}}}}"#)),
@@ -483,10 +484,150 @@ proptest! {
             c.handle_frame(t, &f);
             c.handle_sse_bytes(t, f.as_bytes());
             while let Some(e) = c.poll_event() {
-                if let ClientEvent::Event(d) = e {
-                    prop_assert!(seen.insert(d.cursor.as_str().to_owned()));
+                match e {
+                    ClientEvent::Event(d) => prop_assert!(seen.insert(d.cursor.as_str().to_owned())),
+                    ClientEvent::Gap(_) => seen.clear(),
+                    _ => {}
                 }
             }
         }
     }
+}
+
+/// A memory host that restarted: the client's cursor is unknown to it, so the stream starts
+/// with `harness.gap` and the events after it reuse cursors the client saw before the
+/// restart. "When you get harness.gap … 1. Delete the state that you built from events."
+/// The events after the gap are new: the client must deliver them, not drop them as replays.
+#[test]
+fn after_a_gap_events_with_cursors_seen_before_it_are_delivered() {
+    let mut p = Pair::new(MemoryLog::default(), HostConfig::default());
+    p.connect();
+    for i in 0..6 {
+        p.emit("op-1", Event::text_content("m", format!("old {i}")));
+    }
+    assert_eq!(delivered_cursors(&p), ["1", "2", "3", "4", "5", "6"]);
+    p.disconnect();
+    // The host restarts with an empty memory; the thread gets three new events.
+    p.net = Net::new(Host::new(HostConfig::default(), MemoryLog::default()));
+    for i in 0..3 {
+        let now = p.net.now;
+        p.net
+            .host
+            .emit(
+                now,
+                "thread-1",
+                "op-9",
+                Event::text_content("m", format!("new {i}")),
+            )
+            .unwrap();
+    }
+    p.delivered.clear();
+    p.connect(); // from "6": a cursor this host never handed out
+    assert_eq!(p.gaps.len(), 1);
+    assert_eq!(p.gaps[0].0, "6");
+    let got: Vec<(String, String)> = p
+        .delivered
+        .iter()
+        .map(|(c, e)| match e {
+            Event::TextMessageContent(t) => (c.clone(), t.delta.clone()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("1".to_string(), "new 0".to_string()),
+            ("2".into(), "new 1".into()),
+            ("3".into(), "new 2".into())
+        ]
+    );
+    assert_eq!(p.client.last_cursor().map(|c| c.as_str()), Some("3"));
+}
+
+/// An error frame that ends the stream comes before the close itself. The close must still
+/// answer what to do (the action of the error and of its close code), not "continue": on
+/// SSE there is no close code at all, only the end of the body after the error.
+#[test]
+fn the_close_after_a_closing_error_still_says_what_to_do() {
+    let t = std::time::Instant::now();
+    for (code, close_code, want) in [
+        ("unauthorized", Some(close::UNAUTHORIZED), Action::SignIn),
+        ("forbidden", Some(close::FORBIDDEN), Action::Stop),
+        (
+            "unsupported_version",
+            Some(close::UNSUPPORTED_VERSION),
+            Action::Stop,
+        ),
+        // SSE: "it sends one error frame and closes the stream" — no close code.
+        ("unsupported_version", None, Action::Stop),
+        (
+            "slow_consumer",
+            Some(close::SLOW_CONSUMER),
+            Action::Resubscribe {
+                from: Some(Cursor::new("7")),
+            },
+        ),
+        (
+            "internal",
+            Some(close::FEED_ENDED),
+            Action::Resubscribe {
+                from: Some(Cursor::new("7")),
+            },
+        ),
+    ] {
+        let mut c = Client::resume(ClientConfig::new("t"), Cursor::new("7"));
+        c.connect(t);
+        c.handle_frame(
+            t,
+            &format!(
+                r#"{{"type":"harness.error","message":"m","code":"{code}","requestId":"up"}}"#
+            ),
+        );
+        assert_eq!(c.handle_close(t, close_code), want, "{code} {close_code:?}");
+        // A second close of the same connection says the same, and reports nothing new.
+        assert_eq!(c.handle_close(t, close_code), want, "{code} twice");
+        let closed: Vec<ClientEvent> = std::iter::from_fn(|| c.poll_event())
+            .filter(|e| matches!(e, ClientEvent::Closed(_)))
+            .collect();
+        assert!(closed.len() <= 1, "{code}: {closed:?}");
+    }
+    // The idle timeout already said "reconnect"; the close of the dead socket agrees.
+    let mut c = Client::resume(ClientConfig::new("t"), Cursor::new("7"));
+    c.connect(t);
+    c.handle_timeout(t + Duration::from_secs(60));
+    let want = Action::Reconnect {
+        from: Some(Cursor::new("7")),
+    };
+    assert_eq!(c.handle_close(t + Duration::from_secs(60), None), want);
+    // A new connection starts afresh: its own close is mapped from its own code.
+    c.connect(t);
+    assert_eq!(c.handle_close(t, Some(close::FORBIDDEN)), Action::Stop);
+}
+
+/// "The socket handles the frames of one connection in the order they came": inputs sent
+/// again after a reconnect must go in the order they were first sent, also past nine.
+#[test]
+fn retried_inputs_keep_their_order() {
+    let t = std::time::Instant::now();
+    let mut c = Client::new(ClientConfig::new("t"));
+    c.connect(t);
+    let _ = c.poll_transmit();
+    for i in 0..12 {
+        c.send_input(Input::prompt(&format!("m{i}")).with_input_id(format!("in-{i}")));
+    }
+    while c.poll_transmit().is_some() {}
+    c.handle_close(t, None);
+    c.connect(t);
+    let _ = c.poll_transmit();
+    c.retry_pending();
+    let order: Vec<String> = std::iter::from_fn(|| c.poll_transmit())
+        .map(|f| {
+            serde_json::from_str::<serde_json::Value>(&f).unwrap()["input"]["inputId"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let want: Vec<String> = (0..12).map(|i| format!("in-{i}")).collect();
+    assert_eq!(order, want);
 }
