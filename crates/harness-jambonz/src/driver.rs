@@ -83,6 +83,9 @@ pub struct ServeConfig {
     pub max_pending_frames: usize,
     /// The most history entries kept per call.
     pub max_history: usize,
+    /// The most turns whose agent runs at once (default 4). A turn started past it drops the
+    /// oldest running turn's future (the caller has moved on); nothing more is sent for it.
+    pub max_concurrent_turns: usize,
     /// Tool names sent as commands (`{type: "command", name, args}`) rather than
     /// `tool:call`: the agent hangs up by calling a `hangup` tool with `{reason}`. The tool
     /// result is `{ok}` from `command:result` (an error result when not ok).
@@ -99,6 +102,7 @@ impl Default for ServeConfig {
             route: None,
             max_pending_frames: 64,
             max_history: 200,
+            max_concurrent_turns: 4,
             command_tools: vec!["hangup".into()],
             harness: HarnessConfig::default(),
         }
@@ -575,6 +579,15 @@ where
                             {
                                 greet(&shared, turn_id, greeting, config.route.as_deref());
                                 continue;
+                            }
+                            while aborts.len() >= config.max_concurrent_turns.max(1) {
+                                let Some(oldest) = aborts.keys().min().copied() else {
+                                    break;
+                                };
+                                if let Some(h) = aborts.remove(&oldest) {
+                                    h.abort();
+                                }
+                                lock(&shared).waiters.retain(|_, (t, _, _)| *t != oldest);
                             }
                             let (handle, reg) = AbortHandle::new_pair();
                             aborts.insert(turn_id, handle);

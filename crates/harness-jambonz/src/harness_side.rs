@@ -62,12 +62,16 @@ use crate::turn_record::{TurnRecord, TurnRecordTooLarge};
 pub struct HarnessConfig {
     /// The largest text frame accepted, in bytes (default 1 MiB).
     pub max_frame_bytes: usize,
+    /// The most turns remembered (default 1024). Past it the oldest are forgotten: a reply
+    /// for a forgotten turn is refused as not started, so nothing is ever sent for it.
+    pub max_turns: usize,
 }
 
 impl Default for HarnessConfig {
     fn default() -> Self {
         HarnessConfig {
             max_frame_bytes: 1024 * 1024,
+            max_turns: 1024,
         }
     }
 }
@@ -365,14 +369,14 @@ impl HarnessCall {
                 if self.turns.contains_key(&id) {
                     return Err(FrameError::DuplicateTurn(id));
                 }
-                self.turns.insert(id, TurnState::Started);
+                self.remember_turn(id, TurnState::Started);
                 self.events.push_back(HarnessEvent::TurnStarted(t));
             }
             JambonzMessage::TurnCancel(c) => {
                 let id = c.turn_id.ok_or_else(|| FrameError::MissingTurnId {
                     kind: "turn:cancel".into(),
                 })?;
-                self.turns.insert(id, TurnState::Cancelled);
+                self.remember_turn(id, TurnState::Cancelled);
                 self.events.push_back(HarnessEvent::TurnCancelled(c));
             }
             JambonzMessage::SpeechStart(s) => self.events.push_back(HarnessEvent::SpeechStarted(s)),
@@ -421,6 +425,13 @@ impl HarnessCall {
             JambonzMessage::Unknown(u) => self.events.push_back(HarnessEvent::Unknown(u)),
         }
         Ok(())
+    }
+
+    fn remember_turn(&mut self, id: TurnId, state: TurnState) {
+        self.turns.insert(id, state);
+        while self.turns.len() > self.config.max_turns.max(1) {
+            self.turns.pop_first();
+        }
     }
 
     /// The next event for the app.

@@ -390,3 +390,58 @@ fn the_model_sees_the_trimmed_history() {
     assert_eq!(c.transcript.heard().last().copied(), Some("Bye."));
     let _ = SinkError::Cancelled;
 }
+
+struct Waits {
+    dropped: Arc<Mutex<Vec<String>>>,
+}
+
+struct NoteDrop(Arc<Mutex<Vec<String>>>, String);
+impl Drop for NoteDrop {
+    fn drop(&mut self) {
+        self.0.lock().unwrap().push(self.1.clone());
+    }
+}
+
+#[async_trait]
+impl Harness for Waits {
+    async fn describe(&self) -> Result<Descriptor, HarnessError> {
+        Ok(Descriptor::new("waits", "1"))
+    }
+    async fn run(&self, start: Start, _sink: &mut dyn EventSink) -> Result<(), HarnessError> {
+        let _n = NoteDrop(self.dropped.clone(), start.execution_id.clone());
+        futures::future::pending::<()>().await;
+        Ok(())
+    }
+}
+
+/// Turns that pile up (a peer starting turn after turn) never run without bound: past
+/// `max_concurrent_turns` the oldest turn's future is dropped.
+#[test]
+fn concurrent_turns_are_bounded() {
+    let dropped = Arc::new(Mutex::new(Vec::new()));
+    let mut script = Script::new();
+    for t in 101..=104 {
+        script = script.raw(json!({"type":"turn:start","call_sid":"CA1","turn_id":t,"input":{"type":"speech","text":"x"}}).to_string());
+    }
+    let mut cfg = ServeConfig::default();
+    cfg.max_concurrent_turns = 2;
+    let c = call(
+        &Waits {
+            dropped: dropped.clone(),
+        },
+        &ScriptedModel::new(),
+        script,
+        cfg,
+    );
+    let d = dropped.lock().unwrap().clone();
+    // 101 and 102 were dropped when 103 and 104 started; 103 and 104 when the call ended.
+    assert_eq!(
+        &d[..2],
+        [
+            "CA00000000000000000000000000000001:101",
+            "CA00000000000000000000000000000001:102"
+        ]
+    );
+    assert_eq!(d.len(), 4);
+    assert_eq!(c.report.unwrap().turns, 4);
+}

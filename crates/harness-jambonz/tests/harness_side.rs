@@ -713,3 +713,20 @@ fn decode_errors_are_typed() {
         Err(FrameError::Decode(DecodeError::NotAnObject(_)))
     ));
 }
+
+/// A peer that starts turn after turn never grows the call without bound.
+#[test]
+fn turns_are_bounded() {
+    let now = Instant::now();
+    let mut cfg = HarnessConfig::default();
+    cfg.max_turns = 8;
+    let mut c = HarnessCall::with_config(cfg);
+    c.handle_frame(now, START).unwrap();
+    for t in 1..=100 {
+        c.handle_frame(now, &turn(t)).unwrap();
+    }
+    assert!(c.is_turn_open(100));
+    assert!(c.is_turn_open(93));
+    assert!(!c.is_turn_open(92), "forgotten");
+    assert_eq!(c.start_reply(Some(1)), Err(ActionError::TurnNotStarted(1)));
+}
