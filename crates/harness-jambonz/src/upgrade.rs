@@ -1,6 +1,6 @@
 //! The WebSocket upgrade check: "jambonz opens a WebSocket to the harness URL for each call,
 //! with subprotocol harness.jambonz.org … When the agent has a secret, the upgrade request
-//! carries Authorization: Bearer <secret>. With none, there is no Authorization header. A
+//! carries `Authorization: Bearer <secret>`. With none, there is no Authorization header. A
 //! harness that requires one should refuse the upgrade with HTTP 401."
 //!
 //! ```
