@@ -108,6 +108,106 @@ fn every_malformed_config_is_rejected() {
     }
 }
 
+/// "Unknown fields are ignored for forward compatibility": a config the reference host
+/// (Go `encoding/json`) accepts must be accepted here too, whatever an unknown field holds:
+/// a lone UTF-16 surrogate escape (what JavaScript's `JSON.stringify` writes for half an
+/// emoji), a number too large for a float64, raw non-UTF-8 bytes in a string, or nesting up
+/// to Go's limit of 10000 levels. Past that limit Go rejects the config ("exceeded max
+/// depth"), and so does this, without exhausting the stack.
+#[test]
+fn unknown_fields_are_ignored_whatever_they_hold() {
+    let deep = |n: usize| {
+        let mut v = br#"{"other":"#.to_vec();
+        v.extend(std::iter::repeat_n(b'[', n));
+        v.extend(std::iter::repeat_n(b']', n));
+        v.push(b'}');
+        v
+    };
+    for cfg in [
+        br#"{"other":"\ud800"}"#.to_vec(),
+        br#"{"other":"\udc00\ud800x"}"#.to_vec(),
+        br#"{"other":1e400,"more":-0.5E-999}"#.to_vec(),
+        b"{\"other\":\"\xff\xfe\"}".to_vec(),
+        deep(200),
+        deep(9_999),
+    ] {
+        assert_eq!(
+            parse_system_prompt(&cfg),
+            Ok(None),
+            "{}",
+            String::from_utf8_lossy(&cfg)
+        );
+    }
+    // 9,999 arrays inside the top-level object are 10,000 levels; one more is too deep.
+    assert_eq!(
+        parse_system_prompt(&deep(10_000)),
+        Err(ConfigError::Malformed)
+    );
+    assert_eq!(
+        parse_system_prompt(&deep(1_000_000)),
+        Err(ConfigError::Malformed)
+    );
+}
+
+/// "Its string is used as decoded from JSON": as the reference host's Go decoder decodes it.
+/// A valid surrogate pair is one character; a lone surrogate escape, and each byte that is
+/// not UTF-8, become U+FFFD; an escaped key is the key it decodes to.
+#[test]
+fn a_system_prompt_decodes_as_go_decodes_it() {
+    let cases: &[(&[u8], &str)] = &[
+        (br#"{"system_prompt":"\ud83d\ude00"}"#, "\u{1F600}"),
+        (br#"{"system_prompt":"a\ud800b"}"#, "a\u{FFFD}b"),
+        (br#"{"system_prompt":"\ude00"}"#, "\u{FFFD}"),
+        (br#"{"system_prompt":"\ud83d\u0041"}"#, "\u{FFFD}A"),
+        (
+            br#"{"system_prompt":"\ud83d\ud83d\ude00"}"#,
+            "\u{FFFD}\u{1F600}",
+        ),
+        (b"{\"system_prompt\":\"x\xe2\x82y\"}", "x\u{FFFD}\u{FFFD}y"),
+        (
+            b"{\"system_prompt\":\"\xed\xa0\x80\"}",
+            "\u{FFFD}\u{FFFD}\u{FFFD}",
+        ),
+        (br#"{"system\u005fprompt":"escaped key"}"#, "escaped key"),
+        (
+            br#"{"system_prompt":"\/\"\\\b\f\n\r\t"}"#,
+            "/\"\\\u{8}\u{c}\n\r\t",
+        ),
+    ];
+    for (cfg, want) in cases {
+        assert_eq!(
+            parse_system_prompt(cfg),
+            Ok(Some((*want).to_owned())),
+            "{}",
+            String::from_utf8_lossy(cfg)
+        );
+    }
+    // And JSON that is not well formed stays malformed.
+    for cfg in [
+        &br#"{"system_prompt":"\ud80"}"#[..],
+        br#"{"system_prompt":"\x41"}"#,
+        br#"{"system_prompt":"\'"}"#,
+        b"{\"system_prompt\":\"tab\there\"}",
+        br#"{"a":01}"#,
+        br#"{"a":-}"#,
+        br#"{"a":1.}"#,
+        br#"{"a":1e}"#,
+        br#"{"a":tru}"#,
+        br#"{"a":[1,]}"#,
+        br#"{"a":1,}"#,
+        br#"{"a" 1}"#,
+        br#"{,}"#,
+        b"\xef\xbb\xbf{}",
+    ] {
+        assert_eq!(
+            parse_system_prompt(cfg),
+            Err(ConfigError::Malformed),
+            "{}",
+            String::from_utf8_lossy(cfg)
+        );
+    }
+}
+
 struct Chat {
     host: Controller,
     model: Arc<ScriptedModel>,

@@ -12,7 +12,7 @@ use common::*;
 use harness_core::event::{Event, EventBody};
 use harness_core::message::{JsonObject, Message, ModelRequest, Part, TextPart, ToolCall};
 use harness_sessions::controller::{Controller, ExecRequest};
-use harness_sessions::harnesses::parse_system_prompt;
+use harness_sessions::harnesses::{ConfigError, parse_system_prompt};
 use harness_sessions::input_hash::go_json;
 use harness_sessions::journal::{
     Durability, FileJournal, Journal, MemoryJournal, SessionMeta, verify_file_bytes,
@@ -172,5 +172,72 @@ proptest! {
         let v: serde_json::Value = serde_json::from_str(&s).unwrap();
         prop_assert_eq!(v["Messages"][0]["Parts"][0]["Text"]["Text"].as_str().unwrap(), text.as_str());
         prop_assert_eq!(v["Messages"][0]["Parts"][1]["Data"][key.as_str()].as_f64().unwrap(), num);
+    }
+}
+
+/// The chat config rules written with `serde_json`: right wherever `serde_json` reads the
+/// config (well-formed UTF-8 JSON, nesting under 128, finite numbers, no lone surrogates).
+fn system_prompt_by_serde(config: &[u8]) -> Option<Result<Option<String>, ConfigError>> {
+    let v: serde_json::Value = serde_json::from_slice(config).ok()?;
+    let serde_json::Value::Object(mut m) = v else {
+        return Some(Err(ConfigError::NotAnObject));
+    };
+    Some(match m.remove("system_prompt") {
+        None => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok((!s.is_empty()).then_some(s)),
+        Some(_) => Err(ConfigError::SystemPromptNotString),
+    })
+}
+
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::Value;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        "\\PC{0,12}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 32, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map(
+                prop_oneof!["\\PC{0,6}", Just("system_prompt".to_owned())],
+                inner,
+                0..4
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    /// `parse_system_prompt` agrees with a `serde_json` reading of every config `serde_json`
+    /// can read (random JSON values, pretty or compact, with random bytes around them), and
+    /// never panics on any other.
+    #[test]
+    fn chat_config_agrees_with_serde_json(
+        v in json_value(),
+        pretty in any::<bool>(),
+        before in prop::collection::vec(prop::sample::select(&b" \t\r\nx{}[],:\"0"[..]), 0..2),
+        after in prop::collection::vec(prop::sample::select(&b" \t\r\nx{}[],:\"0"[..]), 0..2),
+    ) {
+        let body = if pretty { serde_json::to_vec_pretty(&v) } else { serde_json::to_vec(&v) }.unwrap();
+        let config = [before, body, after].concat();
+        let ours = parse_system_prompt(&config);
+        match system_prompt_by_serde(&config) {
+            Some(theirs) => prop_assert_eq!(ours, theirs, "{}", String::from_utf8_lossy(&config)),
+            None => prop_assert!(ours.is_err() || config.is_empty(), "{}", String::from_utf8_lossy(&config)),
+        }
+    }
+
+    /// Any prompt the caller encodes as a JSON string comes back as that string.
+    #[test]
+    fn any_encoded_prompt_decodes_to_itself(prompt in "\\PC{0,40}|[\\x00-\\x1f\"\\\\/<>&\u{2028}]{0,10}") {
+        let config = serde_json::to_vec(&serde_json::json!({"system_prompt": prompt.clone(), "x": [1, {"y": null}]})).unwrap();
+        let want = (!prompt.is_empty()).then_some(prompt);
+        prop_assert_eq!(parse_system_prompt(&config), Ok(want));
     }
 }
