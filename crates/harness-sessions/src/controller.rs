@@ -325,6 +325,17 @@ struct Prepared {
     descriptor: Descriptor,
 }
 
+/// The seq after the head, or an error when the store's head is already at `u64::MAX`.
+pub(crate) fn next_seq(session: &str, head: &Head) -> Result<Seq, crate::journal::JournalError> {
+    head.seq
+        .checked_add(1)
+        .ok_or_else(|| crate::journal::JournalError::Corrupt {
+            session: session.to_owned(),
+            line: 0,
+            reason: "the head seq is u64::MAX: no seq left".into(),
+        })
+}
+
 fn to_i64(s: Seq) -> i64 {
     i64::try_from(s).unwrap_or(i64::MAX)
 }
@@ -479,7 +490,7 @@ impl Controller {
             Vec::new()
         };
         let head = self.journal.head(&req.session)?;
-        let execution_id = derive_id("execution", &req.session, head.seq + 1);
+        let execution_id = derive_id("execution", &req.session, head.seq.wrapping_add(1));
         let ctx = self.ctx(
             &req.session,
             &execution_id,
@@ -900,7 +911,7 @@ impl Controller {
                 request_seq: to_i64(pending.request_seq),
             }),
         };
-        let rec = Record::seal(ev, head.seq + 1, head.hash, fence)
+        let rec = Record::seal(ev, next_seq(session, &head)?, head.hash, fence)
             .map_err(|e| Error::InvalidExecutionLog(e.to_string()))?;
         self.journal
             .append(session, head.seq, fence, std::slice::from_ref(&rec))?;
@@ -948,7 +959,7 @@ impl Controller {
             actor: None,
             body: lifecycle(LifecycleKind::Fork, format!("parent@{at}")),
         };
-        let rec = Record::seal(ev, child_head.seq + 1, child_head.hash, fence)
+        let rec = Record::seal(ev, next_seq(child, &child_head)?, child_head.hash, fence)
             .map_err(|e| Error::InvalidExecutionLog(e.to_string()))?;
         self.journal
             .append(child, child_head.seq, fence, std::slice::from_ref(&rec))?;

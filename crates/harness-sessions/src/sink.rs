@@ -155,7 +155,8 @@ impl<'a> JournalSink<'a> {
             self.ctx.execution_id.clone()
         };
         let ev = self.envelope(&id, body);
-        let seq = self.head.seq + 1;
+        let seq = crate::controller::next_seq(self.ctx.session, &self.head)
+            .map_err(|e| self.fail(Failure::Journal(e)))?;
         let rec = Record::seal(ev, seq, self.head.hash, self.ctx.fence)
             .map_err(|e| self.fail(Failure::Diverged(e.to_string())))?;
         if let Err(e) = self.ctx.journal.append(
@@ -450,7 +451,11 @@ impl EventSink for JournalSink<'_> {
         }
         self.live_allowed("a model call")?;
         let input_hash = model_input_hash(&req);
-        let id = derive_id("model_call", &self.ctx.execution_id, self.head.seq + 1);
+        let id = derive_id(
+            "model_call",
+            &self.ctx.execution_id,
+            self.head.seq.wrapping_add(1),
+        );
         self.append_body(
             EventBody::ModelCall(ModelCall::journaled(&req, input_hash, id)),
             false,

@@ -999,3 +999,25 @@ fn an_empty_session_uid_is_refused_before_any_fence() {
     assert_eq!(h.journal.head("s").unwrap().fence, fence);
     assert_eq!(h.effects.count(), 0);
 }
+
+/// No panic on any input: a store whose head is already at `u64::MAX` (a hostile or broken
+/// journal) has no next seq. Exec, fork and the store's append report it; nothing panics.
+#[test]
+fn a_head_at_u64_max_is_an_error_not_an_overflow() {
+    let h = host(vec![Op::Model]);
+    block(h.host.exec(ExecRequest::text("s", "hi"))).unwrap();
+    let last = h.host.records("s").unwrap().pop().unwrap();
+    let forged =
+        harness_sessions::Record::seal(last.event.clone(), u64::MAX, last.prev_hash, last.fence)
+            .unwrap();
+    h.journal.tamper("s", last.seq, forged.clone()).unwrap();
+    assert_eq!(h.journal.head("s").unwrap().seq, u64::MAX);
+    let err = block(h.host.exec(ExecRequest::text("s", "again"))).unwrap_err();
+    assert!(matches!(err, Error::Journal(_)), "{err}");
+    // The fork copies the prefix up to that head; its FORK marker has no seq left.
+    let err = block(h.host.fork("s", u64::MAX, "c")).unwrap_err();
+    assert!(matches!(err, Error::Journal(_)), "{err}");
+    let f = h.journal.acquire_fence("s").unwrap();
+    let next = harness_sessions::Record::seal(last.event, 1, Some(forged.content_hash), f).unwrap();
+    assert!(h.journal.append("s", u64::MAX, f, &[next]).is_err());
+}

@@ -358,3 +358,51 @@ fn file_lines_are_json_with_the_canonical_event() {
     .unwrap();
     assert_eq!(h.to_string(), lines[3]["content_hash"]);
 }
+
+/// No panic on any input: a session file whose fence (on a fence line or on a record) is
+/// already `u64::MAX` leaves no fence to mint. Acquiring one is an error naming the journal,
+/// and the file is not extended; the memory store refuses the same way.
+#[test]
+fn an_exhausted_fence_is_an_error_not_an_overflow() {
+    let dir = tmpdir("fence-max");
+    let j = FileJournal::open(&dir).unwrap();
+    j.create("s", &meta()).unwrap();
+    j.create("t", &meta()).unwrap();
+    j.close("s");
+    j.close("t");
+    let mut s = fs::read(dir.join("s.journal")).unwrap();
+    s.extend_from_slice(b"{\"fence\":\"18446744073709551615\"}\n");
+    fs::write(dir.join("s.journal"), &s).unwrap();
+    // A record line carrying the maximum fence (its hash need not hold to be opened).
+    let r = Record::seal(event(0), 1, None, u64::MAX).unwrap();
+    let mut t = fs::read(dir.join("t.journal")).unwrap();
+    t.extend_from_slice(
+        format!(
+            "{{\"seq\":\"1\",\"prev_hash\":\"\",\"content_hash\":\"{}\",\"fence\":\"{}\",\"event\":{}}}\n",
+            r.content_hash,
+            u64::MAX,
+            r.canonical()
+        )
+        .as_bytes(),
+    );
+    fs::write(dir.join("t.journal"), &t).unwrap();
+    let j = FileJournal::open(&dir).unwrap();
+    for (session, bytes) in [("s", &s), ("t", &t)] {
+        assert_eq!(j.head(session).unwrap().fence, u64::MAX);
+        assert!(
+            matches!(j.acquire_fence(session), Err(JournalError::Corrupt { .. })),
+            "{session}"
+        );
+        assert_eq!(
+            &fs::read(dir.join(format!("{session}.journal"))).unwrap(),
+            bytes
+        );
+    }
+    // The memory store: a fork of a record written under the maximum fence.
+    let m = MemoryJournal::new();
+    m.create("p", &meta()).unwrap();
+    fill(&m, "p", 1);
+    m.tamper("p", 1, r).unwrap();
+    m.fork("p", 1, "c", &meta()).unwrap();
+    assert!(m.acquire_fence("c").is_err());
+}

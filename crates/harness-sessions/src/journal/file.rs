@@ -591,7 +591,10 @@ impl Journal for FileJournal {
     fn acquire_fence(&self, session: &str) -> Result<Fence, JournalError> {
         let mut open = self.lock()?;
         let sf = self.load(&mut open, session)?;
-        let f = sf.head.fence + 1;
+        let f =
+            sf.head.fence.checked_add(1).ok_or_else(|| {
+                corrupt(session, 0, "the stored fence is u64::MAX: no fence left")
+            })?;
         self.write_lines(sf, &fence_line(f))?;
         sf.head.fence = f;
         Ok(f)

@@ -105,7 +105,14 @@ impl Journal for MemoryJournal {
         let sess = s
             .get_mut(session)
             .ok_or_else(|| JournalError::NotFound(session.to_owned()))?;
-        sess.fence += 1;
+        sess.fence = sess
+            .fence
+            .checked_add(1)
+            .ok_or_else(|| JournalError::Corrupt {
+                session: session.to_owned(),
+                line: 0,
+                reason: "the stored fence is u64::MAX: no fence left".into(),
+            })?;
         Ok(sess.fence)
     }
 

@@ -260,7 +260,9 @@ pub(crate) fn check_append(
     let mut prev = head.hash;
     let mut seq = head.seq;
     for r in records {
-        seq += 1;
+        seq = seq.checked_add(1).ok_or_else(|| {
+            JournalError::BadRecords(format!("session {session} has no seq after {seq}"))
+        })?;
         if r.seq != seq {
             return Err(JournalError::BadRecords(format!(
                 "record seq {} where {seq} was expected",
