@@ -10,7 +10,13 @@ fuzz_target!(|data: &[u8]| {
     let mut task = TaskAccumulator::new();
     match Event::parse(text) {
         Ok(ev) => {
-            let _ = (ev.kind(), ev.missing_field(), ev.delta(), ev.text(), ev.to_value());
+            let _ = (
+                ev.kind(),
+                ev.missing_field(),
+                ev.delta(),
+                ev.text(),
+                ev.to_value(),
+            );
             task.add(&ev);
             task.add(&ev);
         }

@@ -7,7 +7,10 @@ use harness_uhp::{StreamDecoder, TaskAccumulator};
 use libfuzzer_sys::fuzz_target;
 
 fn run(chunks: &[&[u8]]) -> String {
-    let mut dec = StreamDecoder::with_config(SseConfig { max_line_bytes: 4096, max_event_bytes: 8192 });
+    let mut dec = StreamDecoder::with_config(SseConfig {
+        max_line_bytes: 4096,
+        max_event_bytes: 8192,
+    });
     let mut task = TaskAccumulator::new();
     let mut out = Vec::new();
     let mut drain = |dec: &mut StreamDecoder, task: &mut TaskAccumulator, out: &mut Vec<String>| loop {
@@ -32,7 +35,10 @@ fn run(chunks: &[&[u8]]) -> String {
     if let Err(f) = end {
         task.add_finding(&f);
     }
-    format!("{out:?}\n{}", serde_json::to_string(&task.summary()).unwrap_or_default())
+    format!(
+        "{out:?}\n{}",
+        serde_json::to_string(&task.summary()).unwrap_or_default()
+    )
 }
 
 fuzz_target!(|data: &[u8]| {

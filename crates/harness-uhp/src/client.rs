@@ -656,6 +656,7 @@ impl TaskClient {
             Phase::Body { buf, .. } => match serde_json::from_slice::<Response>(&buf) {
                 Ok(r) => {
                     self.acc.apply_response(&r);
+                    self.maybe_send_cancel(now);
                     if self.acc.is_terminal() {
                         self.finish();
                     } else {
