@@ -748,6 +748,21 @@ impl Controller {
     pub async fn resume(&self, session: &str) -> Result<Option<TurnOutcome>, Error> {
         let meta = self.journal.meta(session)?;
         let records = self.records(session)?;
+        // A v0.1.2 turn (records without execution ids) at the head is not re-driven: a
+        // legacy END or ERROR finished it (nothing to resume); otherwise resume fails
+        // without calling anything. A new Exec supersedes it.
+        let tail = records
+            .iter()
+            .rev()
+            .find(|r| !(r.event.execution_id.is_empty() && r.event.kind() == EventKind::Lifecycle));
+        if let Some(r) = tail
+            && r.event.execution_id.is_empty()
+        {
+            return match r.event.kind() {
+                EventKind::End | EventKind::Error => Ok(None),
+                _ => Err(Error::Legacy("resume")),
+            };
+        }
         let xs = Executions::split(&records);
         let Some(x) = xs.list.last() else {
             return Ok(None);

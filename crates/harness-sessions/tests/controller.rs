@@ -1021,3 +1021,68 @@ fn a_head_at_u64_max_is_an_error_not_an_overflow() {
     let next = harness_sessions::Record::seal(last.event, 1, Some(forged.content_hash), f).unwrap();
     assert!(h.journal.append("s", u64::MAX, f, &[next]).is_err());
 }
+
+/// Appends events as a v0.1.2 host wrote them: no execution ids, no start markers.
+fn append_legacy(journal: &MemoryJournal, session: &str, bodies: Vec<EventBody>) {
+    let fence = journal.acquire_fence(session).unwrap();
+    for body in bodies {
+        let head = journal.head(session).unwrap();
+        let r = harness_sessions::Record::seal(
+            harness_core::event::Event::new("", body),
+            head.seq + 1,
+            head.hash,
+            fence,
+        )
+        .unwrap();
+        journal.append(session, head.seq, fence, &[r]).unwrap();
+    }
+}
+
+/// Rule 1: "This applies to journals with execution IDs; a v0.1.2 journal without them is not
+/// re-driven, and Resume fails with “recorded completion missing” without calling the
+/// provider." and "A legacy END or ERROR finishes the turn, making Resume a no-op." An
+/// unfinished legacy turn is not "nothing to resume": resume refuses it (FAILED_PRECONDITION)
+/// without running anything or appending; a finished one is a no-op; a new Exec supersedes
+/// the unfinished legacy tail.
+#[test]
+fn resume_refuses_an_unfinished_legacy_turn_and_skips_a_finished_one() {
+    let h = host(vec![Op::Model]);
+    append_legacy(
+        &h.journal,
+        "s",
+        vec![
+            EventBody::Input(Message::user("old")),
+            EventBody::ModelCall(Default::default()),
+        ],
+    );
+    let head = h.journal.head("s").unwrap();
+    let err = block(h.host.resume("s")).unwrap_err();
+    assert!(matches!(err, Error::Legacy(_)), "{err}");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert_eq!(
+        h.journal.head("s").unwrap(),
+        head,
+        "nothing appended, no fence"
+    );
+    assert_eq!(
+        (h.model.calls(), h.harness.runs.load(Ordering::SeqCst)),
+        (0, 0)
+    );
+    // A legacy END finishes the turn: resume is a no-op.
+    append_legacy(
+        &h.journal,
+        "s",
+        vec![EventBody::End(harness_core::event::HarnessEnd::completed())],
+    );
+    assert!(block(h.host.resume("s")).unwrap().is_none());
+    // An unfinished legacy tail after that, then a new Exec supersedes it.
+    append_legacy(
+        &h.journal,
+        "s",
+        vec![EventBody::Input(Message::user("again"))],
+    );
+    assert!(matches!(block(h.host.resume("s")), Err(Error::Legacy(_))));
+    let turn = block(h.host.exec(ExecRequest::text("s", "new"))).unwrap();
+    assert_eq!(turn.status, TurnStatus::Completed);
+    assert!(block(h.host.resume("s")).unwrap().is_none());
+}
