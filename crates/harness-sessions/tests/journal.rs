@@ -406,3 +406,33 @@ fn an_exhausted_fence_is_an_error_not_an_overflow() {
     m.fork("p", 1, "c", &meta()).unwrap();
     assert!(m.acquire_fence("c").is_err());
 }
+
+/// Issue: a torn last record is "set aside, nothing before it is lost". Setting aside never
+/// destroys what an earlier recovery set aside: a second crash that tears the same offset
+/// (the recovered journal appends at the same place) keeps both torn tails.
+#[test]
+fn a_second_torn_tail_at_the_same_offset_keeps_the_first() {
+    let dir = tmpdir("torn-twice");
+    let path = dir.join("s.journal");
+    {
+        let j = FileJournal::open(&dir).unwrap();
+        j.create("s", &meta()).unwrap();
+        fill(&j, "s", 1);
+    }
+    let len = fs::metadata(&path).unwrap().len();
+    let mut saved = Vec::new();
+    for torn in [&b"{\"seq\":\"2\",\"prev"[..], b"{\"fence\":\"7"] {
+        let mut bytes = fs::read(&path).unwrap();
+        bytes.extend_from_slice(torn);
+        fs::write(&path, &bytes).unwrap();
+        let j = FileJournal::open(&dir).unwrap();
+        assert_eq!(j.head("s").unwrap().seq, 1);
+        let t = j.torn_tails();
+        assert_eq!((t.len(), t[0].offset), (1, len));
+        saved.push((t[0].saved_to.clone(), torn.to_vec()));
+    }
+    assert_ne!(saved[0].0, saved[1].0);
+    for (path, bytes) in saved {
+        assert_eq!(fs::read(&path).unwrap(), bytes, "{}", path.display());
+    }
+}

@@ -18,7 +18,8 @@
 //! ## Crash safety
 //!
 //! Each append is one `write` of whole lines. A crash can leave the last line incomplete
-//! (no `\n`); opening the session moves those bytes to `<session>.journal.torn-<offset>`,
+//! (no `\n`); opening the session moves those bytes to `<session>.journal.torn-<offset>`
+//! (`…torn-<offset>.<n>` if that name is taken: nothing set aside is overwritten),
 //! truncates the file to its last complete line, and reports a [`TornTail`]. Nothing before
 //! the torn line is touched. Sessions are created and forked by writing a temporary file and
 //! renaming it into place.
@@ -396,12 +397,23 @@ impl FileJournal {
         let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         if complete < bytes.len() {
             let offset = complete as u64;
-            let saved_to = self.dir.join(format!("{session}.journal.torn-{offset}"));
-            {
-                let mut t = File::create(&saved_to)?;
-                t.write_all(&bytes[complete..])?;
-                t.sync_data()?;
-            }
+            // Never overwrite what an earlier recovery set aside at the same offset.
+            let mut n = 0u32;
+            let (saved_to, mut t) = loop {
+                let name = match n {
+                    0 => format!("{session}.journal.torn-{offset}"),
+                    n => format!("{session}.journal.torn-{offset}.{n}"),
+                };
+                let p = self.dir.join(name);
+                match OpenOptions::new().write(true).create_new(true).open(&p) {
+                    Ok(f) => break (p, f),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+                    Err(e) => return Err(e.into()),
+                }
+            };
+            t.write_all(&bytes[complete..])?;
+            t.sync_data()?;
+            drop(t);
             file.set_len(offset)?;
             file.sync_data()?;
             if let Ok(mut torn) = self.torn.lock() {
