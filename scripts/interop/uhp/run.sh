@@ -13,7 +13,8 @@ fi
 "$here/.venv/bin/pip" install --quiet --disable-pip-version-check \
     "harnessclientprotocol==0.1.0" "unifiedharnessprotocol==0.1.0"
 
-(cd "$root" && cargo build --quiet --example uhp_inspect)
+(cd "$root" && cargo build --quiet --example uhp_inspect --example uhp_probe)
 exe="$root/target/debug/examples/uhp_inspect"
 
 "$here/.venv/bin/python" "$here/differential.py" "$exe" "$root/crates/harness-uhp/tests/fixtures/streams"
+"$here/.venv/bin/python" "$here/mechanics.py" "$root/target/debug/examples/uhp_probe" "$root/crates/harness-uhp/tests/fixtures/streams"
