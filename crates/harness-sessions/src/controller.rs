@@ -16,7 +16,7 @@ use harness_core::event::{
 use harness_core::message::{Message, ToolCall};
 use harness_core::model::Model;
 use harness_core::{
-    Descriptor, Harness, HarnessError, IdentityContext, Resumability, SinkError, Start, Timestamp,
+    Descriptor, Harness, HarnessError, IdentityContext, Resumability, Start, Timestamp,
 };
 
 use crate::capabilities::{RuntimeCapabilities, can_place};
@@ -605,11 +605,7 @@ impl Controller {
                 Ok(outcome(&sink, TurnStatus::Completed))
             }
             Err(error) => {
-                let code = match &error {
-                    HarnessError::Config(_) => 3,
-                    HarnessError::Sink(SinkError::Cancelled) => 1,
-                    _ => 2,
-                };
+                let code = crate::error::turn_failure_code(&error).grpc();
                 // Best effort: the ERROR is audit only.
                 let _ = sink.append_body(error_body(error.to_string(), code), false);
                 let _ = self.journal.sync(session);

@@ -1,6 +1,6 @@
 //! The controller's errors, each mapped to the gRPC status code agentsessions returns.
 
-use harness_core::HarnessError;
+use harness_core::{HarnessError, SinkError};
 
 use crate::journal::JournalError;
 use crate::record::Seq;
@@ -10,6 +10,8 @@ use crate::verify::VerifyError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Code {
+    /// `CANCELLED` (1): the turn was cancelled.
+    Cancelled,
     /// `INVALID_ARGUMENT` (3).
     InvalidArgument,
     /// `NOT_FOUND` (5).
@@ -30,6 +32,7 @@ impl Code {
     /// The numeric gRPC code.
     pub fn grpc(self) -> i32 {
         match self {
+            Code::Cancelled => 1,
             Code::Unknown => 2,
             Code::InvalidArgument => 3,
             Code::NotFound => 5,
@@ -133,7 +136,9 @@ pub enum Error {
         /// What differed.
         detail: String,
     },
-    /// The harness failed the turn; an ERROR record was written (best effort).
+    /// The harness failed the turn; an ERROR record was written (best effort). Its code is
+    /// `INVALID_ARGUMENT` for a rejected config, `CANCELLED` for a cancelled turn, else
+    /// `UNKNOWN`.
     #[error("execution {execution_id} failed: {error}")]
     TurnFailed {
         /// The execution.
@@ -165,6 +170,17 @@ pub enum Error {
     Verify(#[from] VerifyError),
 }
 
+/// The status of a turn the harness failed (also the code of its journaled ERROR): a rejected
+/// config is the caller's `INVALID_ARGUMENT`, a cancelled turn `CANCELLED`, anything else
+/// `UNKNOWN`.
+pub(crate) fn turn_failure_code(error: &HarnessError) -> Code {
+    match error {
+        HarnessError::Config(_) => Code::InvalidArgument,
+        HarnessError::Sink(SinkError::Cancelled) => Code::Cancelled,
+        _ => Code::Unknown,
+    }
+}
+
 impl Error {
     /// The gRPC status code agentsessions maps this error to.
     pub fn code(&self) -> Code {
@@ -182,7 +198,8 @@ impl Error {
             | Error::Legacy(_)
             | Error::Diverged { .. } => Code::FailedPrecondition,
             Error::NoPendingApproval(_) => Code::NotFound,
-            Error::TurnFailed { .. } | Error::Describe(_) => Code::Unknown,
+            Error::TurnFailed { error, .. } => turn_failure_code(error),
+            Error::Describe(_) => Code::Unknown,
             Error::Journal(JournalError::NotFound(_)) => Code::NotFound,
             Error::Journal(JournalError::AlreadyExists(_)) => Code::AlreadyExists,
             Error::Journal(JournalError::InvalidSession(_)) => Code::InvalidArgument,

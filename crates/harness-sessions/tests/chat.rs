@@ -255,6 +255,10 @@ fn a_rejected_config_fails_before_the_model_and_stays_failed() {
     let EventBody::Error(e) = &recs.last().unwrap().event.body else {
         panic!()
     };
+    // A rejected config is the caller's error: INVALID_ARGUMENT, in the returned error and in
+    // the journaled ERROR alike.
+    assert_eq!(err.code(), harness_sessions::Code::InvalidArgument);
+    assert_eq!(e.code, err.code().grpc());
     assert!(
         !e.description.contains("SECRET") && !e.description.contains("12345"),
         "{}",
