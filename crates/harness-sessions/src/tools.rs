@@ -37,8 +37,8 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -163,6 +163,9 @@ struct ReceiptLine {
 
 /// Receipts in an append-only JSON-lines file, fsynced on every put. A torn last line (a
 /// crash during a put) is ignored on load: that effect's receipt was not stored.
+///
+/// The file is read once, on first use; one `FileReceipts` per file and process (share it
+/// with an `Arc`), since an instance does not see receipts another one puts later.
 #[derive(Debug)]
 pub struct FileReceipts {
     path: PathBuf,
@@ -223,19 +226,36 @@ impl ReceiptStore for FileReceipts {
             let mut bytes =
                 serde_json::to_vec(&line).map_err(|e| JournalError::Io(e.to_string()))?;
             bytes.push(b'\n');
-            // A torn previous line would swallow this one: start on a fresh line.
             let mut f: File = OpenOptions::new()
                 .create(true)
+                .read(true)
                 .append(true)
                 .open(&self.path)?;
-            if f.metadata()?.len() > 0 {
-                let prefix_ok = fs::read(&self.path)?.last() == Some(&b'\n');
-                if !prefix_ok {
+            let len = f.metadata()?.len();
+            if len > 0 {
+                // A torn previous line would swallow this one: start on a fresh line.
+                let mut last = [0u8; 1];
+                f.seek(SeekFrom::Start(len - 1))?;
+                f.read_exact(&mut last)?;
+                if last != *b"\n" {
                     f.write_all(b"\n")?;
                 }
             }
             f.write_all(&bytes)?;
             f.sync_data()?;
+            if len == 0 {
+                // A new file: make its directory entry durable too.
+                if let Some(d) = self.path.parent().and_then(|d| {
+                    File::open(if d.as_os_str().is_empty() {
+                        Path::new(".")
+                    } else {
+                        d
+                    })
+                    .ok()
+                }) {
+                    let _ = d.sync_all();
+                }
+            }
             m.insert((session.to_owned(), key.to_owned()), result.clone());
             Ok(())
         })

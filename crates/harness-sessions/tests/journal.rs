@@ -436,3 +436,36 @@ fn a_second_torn_tail_at_the_same_offset_keeps_the_first() {
         assert_eq!(fs::read(&path).unwrap(), bytes, "{}", path.display());
     }
 }
+
+/// Rule 4: "Keep that receipt/dedup state durable across host restarts; an in-memory cache is
+/// insufficient." File receipts survive a restart; a receipt torn by a crash during its put
+/// is ignored (that effect's receipt was not stored) and does not swallow the next one;
+/// receipts are scoped by session uid, never by the key alone.
+#[test]
+fn file_receipts_survive_restarts_and_torn_puts() {
+    use harness_core::message::{JsonObject, ToolResult};
+    use harness_sessions::tools::{FileReceipts, ReceiptStore};
+    let dir = tmpdir("receipts");
+    let path = dir.join("receipts.jsonl");
+    let ok = |id: &str| ToolResult::ok(id, JsonObject::new());
+    {
+        let r = FileReceipts::new(&path);
+        r.put("s1", "k", &ok("first")).unwrap();
+        r.put("s2", "k", &ok("other session")).unwrap();
+    }
+    // A crash during the next put leaves half a line.
+    let mut bytes = fs::read(&path).unwrap();
+    bytes.extend_from_slice(br#"{"session":"s1","key":"k2","res"#);
+    fs::write(&path, &bytes).unwrap();
+    {
+        let r = FileReceipts::new(&path);
+        assert_eq!(r.get("s1", "k").unwrap(), Some(ok("first")));
+        assert_eq!(r.get("s2", "k").unwrap(), Some(ok("other session")));
+        assert_eq!(r.get("s1", "k2").unwrap(), None);
+        assert_eq!(r.get("s3", "k").unwrap(), None);
+        r.put("s1", "k2", &ok("after the tear")).unwrap();
+    }
+    let r = FileReceipts::new(&path);
+    assert_eq!(r.get("s1", "k2").unwrap(), Some(ok("after the tear")));
+    assert_eq!(r.get("s1", "k").unwrap(), Some(ok("first")));
+}
