@@ -897,6 +897,8 @@ impl Controller {
 
     /// Records a decision on a pending approval request (APPROVAL_RESULT). Resume then
     /// delivers it: a denial gives an `APPROVAL_DENIED` result and never runs the executor.
+    /// A request this session inherited from its fork parent cannot be decided here
+    /// ([`Error::InheritedToolIntent`]): resume would never deliver the decision.
     pub fn approve(
         &self,
         session: &str,
@@ -904,10 +906,27 @@ impl Controller {
         approved: bool,
         reason: &str,
     ) -> Result<Seq, Error> {
-        let pending = self
-            .pending_approval(session)?
+        let records = self.records(session)?;
+        let xs = Executions::split(&records);
+        let x = xs
+            .list
+            .last()
+            .filter(|x| !x.is_completed())
+            .ok_or_else(|| Error::NoPendingApproval(tool_call_id.to_owned()))?;
+        let pending = Self::pending_in(&records, x)
             .filter(|p| p.call.id == tool_call_id)
             .ok_or_else(|| Error::NoPendingApproval(tool_call_id.to_owned()))?;
+        // A gated call inherited from a fork parent is never re-driven under the child's
+        // uid, so a decision on it could not be delivered: refuse it before appending.
+        if let Some((id, seq)) = Self::inherited_intent(&records, x, xs.fork_seq)
+            && id == tool_call_id
+        {
+            return Err(Error::InheritedToolIntent {
+                execution_id: x.execution_id.clone(),
+                tool_call_id: id,
+                seq,
+            });
+        }
         let fence = self.journal.acquire_fence(session)?;
         let head = self.journal.head(session)?;
         let ev = Event {

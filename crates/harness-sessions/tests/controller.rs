@@ -1086,3 +1086,39 @@ fn resume_refuses_an_unfinished_legacy_turn_and_skips_a_finished_one() {
     assert_eq!(turn.status, TurnStatus::Completed);
     assert!(block(h.host.resume("s")).unwrap().is_none());
 }
+
+/// "unresolved inherited tool intents still cannot be resumed"; "Resume refuses an unfinished
+/// inherited execution if an inherited tool intent still lacks a matching result at the
+/// journal head, rather than re-driving the parent's effect under the child UID." A decision
+/// on a gated call the child inherited could never be delivered, so approve refuses it too
+/// (FAILED_PRECONDITION) and appends nothing; the parent's request is still decided in the
+/// parent, and the child can still supersede it with a new turn.
+#[test]
+fn an_inherited_approval_request_cannot_be_decided_in_the_child() {
+    let h = host(vec![Op::Gated]);
+    let turn = block(h.host.exec(ExecRequest::text("s", "delete it"))).unwrap();
+    assert!(matches!(turn.status, TurnStatus::Parked { .. }));
+    let at = h.journal.head("s").unwrap().seq;
+    block(h.host.fork("s", at, "c")).unwrap();
+    let pending = h.host.pending_approval("c").unwrap().unwrap();
+    let head = h.journal.head("c").unwrap();
+    for approved in [true, false] {
+        let err = h
+            .host
+            .approve("c", &pending.call.id, approved, "")
+            .unwrap_err();
+        assert!(matches!(err, Error::InheritedToolIntent { .. }), "{err}");
+        assert_eq!(err.code(), Code::FailedPrecondition);
+    }
+    assert_eq!(
+        h.journal.head("c").unwrap(),
+        head,
+        "nothing appended, no fence"
+    );
+    h.host.approve("s", &pending.call.id, false, "no").unwrap();
+    assert_eq!(
+        block(h.host.resume("s")).unwrap().unwrap().status,
+        TurnStatus::Completed
+    );
+    assert_eq!(h.effects.count(), 0);
+}
