@@ -13,34 +13,58 @@
 //! cargo run --example sessions -- --dir ./journal log --session UID
 //! ```
 //!
-//! `exec` options: `--harness echo|chat|counter` (default: the session's, `chat` for a new
-//! one), `--config JSON` (per-execution config, e.g. `{"system_prompt":"Be brief."}`),
-//! `--input TEXT` (repeatable), `--interrupt-after N` (simulate the process dying after N
-//! records of the turn reach the journal, to try `resume`). `verify` exits 1 and names the
-//! first record that does not hold. `counter` needs memory snapshots, which this
+//! Approvals: the `publish` harness answers, then asks to publish the answer with an
+//! approval-gated tool (REQUIRES_APPROVAL), which parks the turn. `approve` (or `deny`)
+//! records the decision and resumes the turn, as agentctl's approve and deny do:
+//!
+//! ```text
+//! cargo run --example sessions -- --dir ./journal exec --harness publish --input "What is a prime number?"
+//! cargo run --example sessions -- --dir ./journal pending --session UID
+//! cargo run --example sessions -- --dir ./journal approve --session UID --reason "looks right"
+//! ```
+//!
+//! The host's executor runs an approved `publish` by appending a line to
+//! `DIR/published.log`, deduplicated on (session uid, idempotency key) with receipts in
+//! `DIR/receipts.jsonl`, so a re-driven call after a crash never publishes twice, even
+//! across restarts of this tool.
+//!
+//! `exec` options: `--harness echo|chat|publish|counter` (default: the session's, `chat`
+//! for a new one), `--config JSON` (per-execution config, e.g. `{"system_prompt":"Be
+//! brief."}`), `--input TEXT` (repeatable), `--interrupt-after N` (simulate the process dying
+//! after N records of the turn reach the journal, to try `resume`). `verify` exits 1 and
+//! names the first record that does not hold. `counter` needs memory snapshots, which this
 //! filesystem-only tool cannot take: it is refused before anything is journaled.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::io::Write as _;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use harness_core::Timestamp;
+use async_trait::async_trait;
 use harness_core::event::EventBody;
-use harness_core::message::Message;
+use harness_core::message::{JsonObject, Mediation, Message, ModelRequest, ToolCall, ToolResult};
 use harness_core::model::ScriptedModel;
-use harness_sessions::controller::{Controller, ExecRequest, Observer, TurnStatus};
+use harness_core::{
+    Capabilities, Descriptor, EventSink, Harness, HarnessError, Resumability, Start, Timestamp,
+};
+use harness_sessions::controller::{Controller, ExecRequest, Observer, TurnOutcome, TurnStatus};
 use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness};
 use harness_sessions::journal::{FileJournal, Journal};
 use harness_sessions::testing::CrashAfter;
+use harness_sessions::tools::{DedupExecutor, FileReceipts, ToolError, executor_fn};
 use harness_sessions::{Error, Record};
 
-const USAGE: &str = "usage: sessions --dir DIR <exec|resume|replay|fork|verify|log|sessions> [options]
-  exec    [--session UID] [--harness echo|chat|counter] [--config JSON] --input TEXT... [--interrupt-after N]
-  resume  --session UID
-  replay  --session UID
-  fork    --session UID --at SEQ [--child UID]
-  verify  --session UID
-  log     --session UID
+const USAGE: &str = "usage: sessions --dir DIR <command> [options]
+  exec     [--session UID] [--harness echo|chat|publish|counter] [--config JSON] --input TEXT... [--interrupt-after N]
+  resume   --session UID
+  pending  --session UID
+  approve  --session UID [--reason TEXT]     (records the decision, then resumes the turn)
+  deny     --session UID [--reason TEXT]
+  replay   --session UID
+  fork     --session UID --at SEQ [--child UID]
+  verify   --session UID
+  log      --session UID
   sessions";
 
 /// The built-in model: canned answers for the README's questions, an echo otherwise.
@@ -69,11 +93,84 @@ impl Observer for Print {
     }
 }
 
-fn controller(journal: Arc<dyn Journal>) -> Controller {
+/// Answers with the model, then asks the host to publish the answer through an
+/// approval-gated tool and says what became of it. Stateless: every call is rebuilt from the
+/// inputs and the recorded completion, so replay and resume reproduce it exactly.
+struct PublishHarness;
+
+#[async_trait]
+impl Harness for PublishHarness {
+    async fn describe(&self) -> Result<Descriptor, HarnessError> {
+        Ok(Descriptor {
+            capabilities: Capabilities {
+                resumability: Resumability::StatelessReplay,
+                fork_safe: true,
+                ..Capabilities::default()
+            },
+            ..Descriptor::new("publish", "1")
+        })
+    }
+
+    async fn run(&self, start: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
+        let answer = sink
+            .model(ModelRequest::new(start.inputs.clone()).with_model("builtin"))
+            .await?
+            .message
+            .text();
+        let mut args = JsonObject::new();
+        args.insert("text".into(), answer.into());
+        // One publish per execution: its id and idempotency key come from the execution id.
+        let key = format!("{}-publish", start.execution_id);
+        let call = ToolCall::new(key.clone(), "publish", args)
+            .with_mediation(Mediation::RequiresApproval)
+            .with_idempotency_key(key);
+        // An undecided call parks the turn: propagate the error, as the spec says.
+        let result = sink.tool_call(call).await?;
+        let note = if result.is_error {
+            format!("\n[not published: {}]", result.error)
+        } else {
+            "\n[published]".to_owned()
+        };
+        sink.output(&note).await?;
+        Ok(())
+    }
+}
+
+/// The host's executor: `publish` appends its text to DIR/published.log, at most once per
+/// (session uid, idempotency key), with durable receipts in DIR/receipts.jsonl.
+fn executor(dir: &Path) -> Arc<dyn harness_sessions::tools::ToolExecutor> {
+    let log = dir.join("published.log");
+    let publish = executor_fn(move |scope, call: &ToolCall| {
+        let text = call.args.get("text").and_then(|v| v.as_str()).unwrap_or("");
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| ToolError(e.to_string()))?;
+        writeln!(
+            f,
+            "{} {}: {text:?}",
+            scope.session_uid, call.idempotency_key
+        )
+        .and_then(|()| f.sync_data())
+        .map_err(|e| ToolError(e.to_string()))?;
+        let mut out = JsonObject::new();
+        out.insert("published".into(), true.into());
+        Ok(ToolResult::ok(&call.id, out))
+    });
+    Arc::new(DedupExecutor::new(
+        publish,
+        FileReceipts::new(dir.join("receipts.jsonl")),
+    ))
+}
+
+fn controller(journal: Arc<dyn Journal>, dir: &Path) -> Controller {
     Controller::builder(journal)
         .model(Arc::new(builtin_model()))
+        .executor(executor(dir))
         .harness("chat", Arc::new(ChatHarness::new("builtin")))
         .harness("echo", Arc::new(EchoHarness))
+        .harness("publish", Arc::new(PublishHarness))
         .harness("counter", Arc::new(CounterHarness::new()))
         .default_harness("chat")
         .clock(Arc::new(|| {
@@ -93,6 +190,7 @@ struct Args {
     inputs: Vec<String>,
     at: Option<u64>,
     child: Option<String>,
+    reason: Option<String>,
     interrupt_after: Option<usize>,
 }
 
@@ -107,6 +205,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--config" => a.config = Some(value("--config")?),
             "--input" => a.inputs.push(value("--input")?),
             "--child" => a.child = Some(value("--child")?),
+            "--reason" => a.reason = Some(value("--reason")?),
             "--at" => a.at = Some(value("--at")?.parse().map_err(|_| "--at needs a number")?),
             "--interrupt-after" => {
                 a.interrupt_after = Some(
@@ -122,6 +221,29 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         }
     }
     Ok(a)
+}
+
+fn print_turn(turn: &TurnOutcome, done: &str) {
+    println!();
+    match &turn.status {
+        TurnStatus::Completed => println!(
+            "execution {} {done}: {} recorded effect(s) served, {} provider call(s), {} tool call(s) run, head at record {}",
+            turn.execution_id,
+            turn.served_effects,
+            turn.provider_calls,
+            turn.executor_calls,
+            turn.head_seq
+        ),
+        TurnStatus::Parked {
+            tool_call_id,
+            request_seq,
+        } => println!(
+            "execution {} parked: tool call {tool_call_id} awaits approval (request record {request_seq}); run `approve --session {s}` or `deny --session {s}`",
+            turn.execution_id,
+            s = turn.session
+        ),
+        other => println!("execution {}: {other:?}", turn.execution_id),
+    }
 }
 
 fn summary(r: &Record) -> String {
@@ -162,7 +284,7 @@ fn summary(r: &Record) -> String {
 async fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let dir = a.dir.clone().unwrap_or_else(|| "./journal".into());
     let journal: Arc<dyn Journal> = Arc::new(FileJournal::open(&dir)?);
-    let host = controller(journal.clone());
+    let host = controller(journal.clone(), Path::new(&dir));
     let session = || a.session.clone().ok_or("--session UID is required");
     match a.cmd.as_deref() {
         Some("exec") => {
@@ -184,20 +306,11 @@ async fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
                 req.config = c.clone().into_bytes();
             }
             let host = match a.interrupt_after {
-                Some(n) => controller(Arc::new(CrashAfter::new(journal, n))),
+                Some(n) => controller(Arc::new(CrashAfter::new(journal, n)), Path::new(&dir)),
                 None => host,
             };
             match host.exec(req).await {
-                Ok(turn) => {
-                    println!();
-                    match turn.status {
-                        TurnStatus::Completed => println!(
-                            "execution {} completed: {} provider call(s), head at record {}",
-                            turn.execution_id, turn.provider_calls, turn.head_seq
-                        ),
-                        other => println!("execution {}: {other:?}", turn.execution_id),
-                    }
-                }
+                Ok(turn) => print_turn(&turn, "completed"),
                 Err(Error::Journal(e)) if a.interrupt_after.is_some() => {
                     println!("\ninterrupted ({e}): run `resume --session {sid}`");
                 }
@@ -206,11 +319,39 @@ async fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         Some("resume") => match host.resume(&session()?).await? {
             None => println!("nothing to resume: the last turn completed"),
-            Some(turn) => println!(
-                "\nexecution {} resumed and completed: {} recorded effect(s) served, {} provider call(s)",
-                turn.execution_id, turn.served_effects, turn.provider_calls
+            Some(turn) => print_turn(&turn, "resumed and completed"),
+        },
+        Some("pending") => match host.pending_approval(&session()?)? {
+            None => println!("no approval pending"),
+            Some(p) => println!(
+                "execution {}: tool call {} ({}) awaits a decision (request record {}), args {}",
+                p.execution_id,
+                p.call.id,
+                p.call.tool,
+                p.request_seq,
+                serde_json::Value::Object(p.call.args.clone())
             ),
         },
+        Some(cmd @ ("approve" | "deny")) => {
+            // As agentctl: find the pending request, commit the decision, then resume.
+            let sid = session()?;
+            let pending = host
+                .pending_approval(&sid)?
+                .ok_or("no approval pending in this session")?;
+            let approved = cmd == "approve";
+            let reason = a.reason.clone().unwrap_or_default();
+            let seq = host.approve(&sid, &pending.call.id, approved, &reason)?;
+            println!(
+                "{} tool call {} ({}): decision is record {seq}",
+                if approved { "approved" } else { "denied" },
+                pending.call.id,
+                pending.call.tool
+            );
+            match host.resume(&sid).await? {
+                None => println!("nothing to resume"),
+                Some(turn) => print_turn(&turn, "resumed and completed"),
+            }
+        }
         Some("replay") => {
             let r = host.replay(&session()?).await?;
             println!(

@@ -29,6 +29,20 @@ sid="$("$tool" --dir "$out/cli" exec --input "What is a prime number?" | awk '/^
 "$tool" --dir "$out/cli" fork --session "$sid" --at 5 >/dev/null
 "$tool" --dir "$out/cli" replay --session "$sid"
 "$tool" --dir "$out/cli" verify --session "$sid"
+# An approval-gated turn: exec parks it, approve records the decision and resumes it.
+psid="$("$tool" --dir "$out/cli" exec --harness publish --input "What is a prime number?" | awk '/^session/{print $2}')"
+"$tool" --dir "$out/cli" approve --session "$psid" --reason "looks right" >/dev/null
+"$tool" --dir "$out/cli" replay --session "$psid"
+"$tool" --dir "$out/cli" verify --session "$psid"
+grep -q "$psid" "$out/cli/published.log"
+# verify exits non-zero and names the record when the chain does not hold.
+mkdir "$out/bad"
+sed 's/Give me three examples/Give me four examples/' "$out/cli/$sid.journal" >"$out/bad/$sid.journal"
+if "$tool" --dir "$out/bad" verify --session "$sid" 2>"$out/bad/err"; then
+    echo "verify accepted a changed journal" >&2
+    exit 1
+fi
+grep -q "record 7" "$out/bad/err"
 
 cp "$out"/cli/*.journal "$out/kinds/"
 .venv/bin/python check_journal.py "$out/kinds" "$root/crates/harness-sessions/tests/fixtures/agentsessions-golden.json"
