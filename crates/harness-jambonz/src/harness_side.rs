@@ -11,6 +11,8 @@
 //! - ids (`reply_id`, `call_id`, `command_id`) are made here, unique within the call;
 //! - a reply for a turn is refused before that turn's `turn:start`;
 //! - nothing more is sent for a cancelled turn: its chunks are dropped and the app is told;
+//!   frames made for it that still wait in `poll_transmit` when `turn:cancel` arrives are
+//!   dropped too (a `tool:call` dropped that way waits for no `tool:result`);
 //! - `interrupt` goes on a reply's first chunk only;
 //! - a turn record over 16 KB is refused (the reply stays open for a smaller one);
 //! - a `session:start` whose `protocol` is not 1 is answered by a close with code 4000 and a
@@ -224,6 +226,15 @@ enum Phase {
     Over,
 }
 
+/// A frame waiting in `poll_transmit`, with the turn it was made for.
+#[derive(Debug)]
+struct Outgoing {
+    turn_id: Option<TurnId>,
+    /// The `call_id` of a `tool:call`.
+    tool_call: Option<String>,
+    frame: Transmit,
+}
+
 #[derive(Clone, Debug)]
 struct OpenReply {
     turn_id: Option<TurnId>,
@@ -246,7 +257,7 @@ pub struct HarnessCall {
     next_command: u64,
     hung_up: bool,
     events: VecDeque<HarnessEvent>,
-    transmits: VecDeque<Transmit>,
+    transmits: VecDeque<Outgoing>,
 }
 
 impl Default for HarnessCall {
@@ -351,11 +362,15 @@ impl HarnessCall {
                         None => "none".to_owned(),
                     };
                     self.phase = Phase::Over;
-                    self.transmits.push_back(Transmit::Close {
-                        code: CLOSE_UNSUPPORTED_PROTOCOL,
-                        reason: format!(
-                            "unsupported protocol {said}: this harness speaks protocol {PROTOCOL_VERSION}"
-                        ),
+                    self.transmits.push_back(Outgoing {
+                        turn_id: None,
+                        tool_call: None,
+                        frame: Transmit::Close {
+                            code: CLOSE_UNSUPPORTED_PROTOCOL,
+                            reason: format!(
+                                "unsupported protocol {said}: this harness speaks protocol {PROTOCOL_VERSION}"
+                            ),
+                        },
                     });
                     self.events.push_back(HarnessEvent::UnsupportedProtocol {
                         protocol: s.protocol,
@@ -377,6 +392,7 @@ impl HarnessCall {
                     kind: "turn:cancel".into(),
                 })?;
                 self.remember_turn(id, TurnState::Cancelled);
+                self.drop_queued_for_turn(id);
                 self.events.push_back(HarnessEvent::TurnCancelled(c));
             }
             JambonzMessage::SpeechStart(s) => self.events.push_back(HarnessEvent::SpeechStarted(s)),
@@ -427,6 +443,29 @@ impl HarnessCall {
         Ok(())
     }
 
+    /// "Send nothing more for the turn": frames made for it that were not taken from
+    /// `poll_transmit` yet are never sent; a `tool:call` among them awaits no result.
+    fn drop_queued_for_turn(&mut self, id: TurnId) {
+        let tools = &mut self.tools;
+        self.transmits.retain(|o| {
+            if o.turn_id != Some(id) {
+                return true;
+            }
+            if let Some(call_id) = &o.tool_call {
+                tools.remove(call_id);
+            }
+            false
+        });
+    }
+
+    fn push_transmit(&mut self, turn_id: Option<TurnId>, msg: &HarnessMessage) {
+        self.transmits.push_back(Outgoing {
+            turn_id,
+            tool_call: None,
+            frame: Transmit::Text(msg.encode()),
+        });
+    }
+
     fn remember_turn(&mut self, id: TurnId, state: TurnState) {
         self.turns.insert(id, state);
         while self.turns.len() > self.config.max_turns.max(1) {
@@ -452,7 +491,7 @@ impl HarnessCall {
         if t.is_none() && self.transmits.capacity() > 0 {
             self.transmits = VecDeque::new();
         }
-        t
+        t.map(|o| o.frame)
     }
 
     /// How many frames wait in `poll_transmit`.
@@ -551,7 +590,7 @@ impl HarnessCall {
             interrupt,
             extra: Map::new(),
         });
-        self.transmits.push_back(Transmit::Text(msg.encode()));
+        self.push_transmit(turn_id, &msg);
         Ok(())
     }
 
@@ -589,7 +628,7 @@ impl HarnessCall {
             turn_record,
             extra: Map::new(),
         });
-        self.transmits.push_back(Transmit::Text(msg.encode()));
+        self.push_transmit(turn_id, &msg);
         Ok(())
     }
 
@@ -613,7 +652,11 @@ impl HarnessCall {
             args,
             extra: Map::new(),
         });
-        self.transmits.push_back(Transmit::Text(msg.encode()));
+        self.transmits.push_back(Outgoing {
+            turn_id: Some(turn_id),
+            tool_call: Some(id.clone()),
+            frame: Transmit::Text(msg.encode()),
+        });
         Ok(id)
     }
 
@@ -625,7 +668,7 @@ impl HarnessCall {
         let id = format!("c{}", self.next_command);
         self.commands.insert(id.clone(), command.name().to_owned());
         let msg = HarnessMessage::Command(command.into_message(id.clone()));
-        self.transmits.push_back(Transmit::Text(msg.encode()));
+        self.push_transmit(None, &msg);
         Ok(id)
     }
 

@@ -63,11 +63,13 @@
 //! call.handle_frame(now, r#"{"type":"turn:start","call_sid":"CA1","turn_id":2,"input":{"type":"speech","text":"When are you open"}}"#)?;
 //! let r = call.start_reply(Some(2))?;
 //! call.push_chunk(&r, "We're open ")?;
-//! call.handle_frame(now, r#"{"type":"turn:cancel","call_sid":"CA1","turn_id":2,"reason":"barge_in"}"#)?;
-//! // Nothing more goes out for a cancelled turn.
-//! assert_eq!(call.push_chunk(&r, "eight to six."), Err(ActionError::TurnCancelled(2)));
 //! let sent: Vec<Transmit> = std::iter::from_fn(|| call.poll_transmit()).collect();
-//! assert_eq!(sent.len(), 1);
+//! assert_eq!(sent.len(), 1); // the app writes it to the socket
+//! call.push_chunk(&r, "eight ")?; // queued, not yet taken
+//! call.handle_frame(now, r#"{"type":"turn:cancel","call_sid":"CA1","turn_id":2,"reason":"barge_in"}"#)?;
+//! // Nothing more goes out for a cancelled turn: not the queued chunk, not a new one.
+//! assert_eq!(call.push_chunk(&r, "to six."), Err(ActionError::TurnCancelled(2)));
+//! assert_eq!(call.poll_transmit(), None);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![forbid(unsafe_code)]
