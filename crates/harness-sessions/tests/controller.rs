@@ -1122,3 +1122,106 @@ fn an_inherited_approval_request_cannot_be_decided_in_the_child() {
     );
     assert_eq!(h.effects.count(), 0);
 }
+
+/// Records the `Start` of every run.
+struct Recorder(Arc<Mutex<Vec<harness_core::Start>>>);
+
+#[async_trait::async_trait]
+impl harness_core::Harness for Recorder {
+    async fn describe(&self) -> Result<harness_core::Descriptor, harness_core::HarnessError> {
+        Ok(harness_core::Descriptor::new("rec", "1"))
+    }
+    async fn run(
+        &self,
+        start: harness_core::Start,
+        sink: &mut dyn harness_core::EventSink,
+    ) -> Result<(), harness_core::HarnessError> {
+        self.0.lock().unwrap().push(start.clone());
+        sink.model(ModelRequest::new(start.inputs).with_model("m"))
+            .await?;
+        Ok(())
+    }
+}
+
+/// "Controller replay and interrupted recovery restore the original Start.Inputs from the
+/// journal"; config "the host always journals it before calling the harness and restores them
+/// verbatim for controller replay, interrupted-turn resume"; "ResumeFromSeq is journaled at
+/// the same boundary"; "The current execution's host-owned EXECUTION_START is excluded from
+/// History; prior executions' start markers remain in the exact history prefix";
+/// "Experimental markers lacking the count fail closed when reconstructed".
+#[test]
+fn resume_and_replay_rebuild_start_from_the_journal() {
+    let journal = Arc::new(MemoryJournal::new());
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let model = counting_model();
+    let build = |j: Arc<dyn Journal>| {
+        Controller::builder(j)
+            .model(model.clone())
+            .harness("rec", Arc::new(Recorder(starts.clone())))
+            .build()
+    };
+    let host = build(journal.clone());
+    host.create_session("s", None).unwrap();
+    block(host.exec(ExecRequest::text("s", "one"))).unwrap();
+    // Turn 2 dies after START, INPUT, INPUT, MODEL_CALL.
+    let mut req = ExecRequest::new("s", vec![Message::user("a"), Message::user("b")])
+        .with_config(b"\x01cfg".to_vec());
+    req.resume_from_seq = -7;
+    assert!(block(build(Arc::new(Crashing::new(journal.clone(), Some(4)))).exec(req)).is_err());
+    block(host.resume("s")).unwrap().unwrap();
+    block(host.replay("s")).unwrap();
+    let starts = starts.lock().unwrap().clone();
+    // exec 1, exec 2 (crashed), resume 2, replay 1, replay 2.
+    assert_eq!(starts.len(), 5);
+    for s in [&starts[1], &starts[2], &starts[4]] {
+        assert_eq!(s.inputs, vec![Message::user("a"), Message::user("b")]);
+        assert_eq!(
+            (s.config.as_slice(), s.resume_from_seq),
+            (&b"\x01cfg"[..], -7)
+        );
+        assert_eq!(s.execution_id, starts[1].execution_id);
+        // History: turn 1 whole (its start marker included), not turn 2's own marker.
+        let kinds: Vec<EventKind> = s.history.iter().map(|e| e.kind()).collect();
+        assert_eq!(kinds, vec![ExecutionStart, Input, ModelCall, Output, End]);
+    }
+    assert_eq!(starts[0].history, starts[3].history);
+    assert!(starts[3].history.is_empty());
+
+    // A start marker without an input count fails closed, on resume and on replay, without
+    // running the harness or calling the provider.
+    let j2 = Arc::new(MemoryJournal::new());
+    let host2 = build(j2.clone());
+    host2.create_session("t", None).unwrap();
+    let f = j2.acquire_fence("t").unwrap();
+    let marker = harness_core::event::ExecutionStart {
+        harness: "rec".into(),
+        harness_version: "1".into(),
+        input_count: None,
+        ..Default::default()
+    };
+    let r1 = harness_sessions::Record::seal(
+        harness_core::event::Event::new("x1", EventBody::ExecutionStart(marker)),
+        1,
+        None,
+        f,
+    )
+    .unwrap();
+    j2.append("t", 0, f, std::slice::from_ref(&r1)).unwrap();
+    let calls = model.calls();
+    let err = block(host2.resume("t")).unwrap_err();
+    assert!(matches!(err, Error::InvalidExecutionLog(_)), "{err}");
+    let end = harness_sessions::Record::seal(
+        harness_core::event::Event::new(
+            "x1",
+            EventBody::End(harness_core::event::HarnessEnd::completed()),
+        ),
+        2,
+        Some(r1.content_hash),
+        f,
+    )
+    .unwrap();
+    j2.append("t", 1, f, &[end]).unwrap();
+    let err = block(host2.replay("t")).unwrap_err();
+    assert!(matches!(err, Error::InvalidExecutionLog(_)), "{err}");
+    assert_eq!(model.calls(), calls);
+}
