@@ -7,6 +7,7 @@
 
 use harness_core::sse::{SseConfig, SseDecoder, SseError};
 
+use crate::accumulator::TaskAccumulator;
 use crate::event::Event;
 
 /// Something wrong with one message of the stream. The decoder stays usable: keep polling.
@@ -122,6 +123,18 @@ impl StreamDecoder {
     /// inside is discarded and reported. The decoder is then ready for a reconnection.
     pub fn finish(&mut self) -> Result<(), Finding> {
         self.sse.finish().map_err(Finding::from)
+    }
+
+    /// Feeds every complete event (and finding) to `task`: the whole run loop when the
+    /// events themselves are not needed.
+    pub fn drain_into(&mut self, task: &mut TaskAccumulator) {
+        loop {
+            match self.poll_event() {
+                Ok(Some(ev)) => task.add(&ev),
+                Ok(None) => return,
+                Err(finding) => task.add_finding(&finding),
+            }
+        }
     }
 
     /// The SSE last event ID: what to send as `Last-Event-ID` when reconnecting.

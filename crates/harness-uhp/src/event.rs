@@ -310,12 +310,12 @@ impl<'de: 'a, 'a> Visitor<'de> for Sink<'_, 'a> {
         // A repeated key: the last one wins, as in most JSON readers.
         while let Some(k) = m.next_key::<Key>()? {
             match k {
-                Key::Type => f.type_name = text(m.next_value()?),
+                Key::Type => f.type_name = Some(Text::of(raw, m.next_value::<StrCow<'a>>()?)),
                 Key::SequenceNumber => f.sequence_number = m.next_value()?,
-                Key::Delta => f.delta = text(m.next_value()?),
-                Key::ItemId => f.item_id = text(m.next_value()?),
-                Key::OutputIndex => f.output_index = m.next_value()?,
-                Key::ContentIndex => f.content_index = m.next_value()?,
+                Key::Delta => f.delta = Some(Text::of(raw, m.next_value::<StrCow<'a>>()?)),
+                Key::ItemId => f.item_id = Some(Text::of(raw, m.next_value::<StrCow<'a>>()?)),
+                Key::OutputIndex => f.output_index = Some(m.next_value::<u64>()?),
+                Key::ContentIndex => f.content_index = Some(m.next_value::<u64>()?),
                 Key::Response => f.response = m.next_value()?,
                 Key::Item => f.item = m.next_value()?,
                 Key::Part => f.part = m.next_value()?,

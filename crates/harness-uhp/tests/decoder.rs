@@ -310,3 +310,45 @@ fn event_type_names_round_trip() {
     );
     assert!(EventType::Failed.is_terminal() && !EventType::Error.is_terminal());
 }
+
+/// The schema types `delta`, `item_id` and the indices as string / integer: `null` there is a
+/// schema violation (a finding that keeps the number), while `param` may be null.
+#[test]
+fn null_where_the_schema_says_string() {
+    let body = concat!(
+        "data: {\"type\":\"response.output_text.delta\",\"sequence_number\":0,\"delta\":null}\n\n",
+        "data: {\"type\":\"error\",\"sequence_number\":1,\"code\":\"x\",\"message\":\"m\",\"param\":null}\n\n",
+    );
+    let r = run(body.as_bytes());
+    assert!(matches!(
+        &r.findings[..],
+        [Finding::InvalidEvent {
+            sequence_number: Some(0),
+            ..
+        }]
+    ));
+    assert_eq!(
+        r.events[0].kind(),
+        EventKind::Error {
+            code: Some("x"),
+            message: Some("m"),
+            param: None
+        }
+    );
+    assert_eq!(r.task.sequence().missing, vec![]);
+}
+
+/// `drain_into` is the whole run loop when only the task matters.
+#[test]
+fn drain_into_accumulates() {
+    let mut b = harness_uhp::builder::StreamBuilder::new("resp_1");
+    b.created().message(&["a", "b"], &[]).completed();
+    let mut dec = StreamDecoder::new();
+    let mut task = harness_uhp::TaskAccumulator::new();
+    dec.push(&b.to_sse());
+    dec.push(b"data: [DONE]\n\n");
+    dec.drain_into(&mut task);
+    assert_eq!(task.text(), "ab");
+    assert!(task.is_terminal());
+    assert_eq!(task.findings().len(), 1);
+}
