@@ -81,6 +81,12 @@ pub struct HostConfig {
     /// Frames (receipts, errors, pings) that may wait for a client that does not read;
     /// past this the client is a slow consumer. Default 1,024.
     pub max_queued_frames: usize,
+    /// Inputs that may wait behind the running turn of one thread; past this an input gets
+    /// a `rejected` receipt with reason `queue_full`. Default 1,000.
+    pub max_waiting_inputs: usize,
+    /// Status events `GET host-events` keeps for its readers (a reader behind them gets
+    /// `harness.gap` with reason `evicted`). Default 10,000.
+    pub max_host_events: usize,
 }
 
 impl Default for HostConfig {
@@ -92,6 +98,8 @@ impl Default for HostConfig {
             version: frame::PROTOCOL_VERSION,
             max_receipts: 10_000,
             max_queued_frames: 1024,
+            max_waiting_inputs: 1000,
+            max_host_events: 10_000,
         }
     }
 }
@@ -99,6 +107,22 @@ impl Default for HostConfig {
 /// A connection of the host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnId(pub u64);
+
+/// What a host holds, for metrics and to check that nothing grows without bound.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HostStats {
+    /// Threads with a session.
+    pub threads: usize,
+    /// Open connections (until [`Host::disconnect`]).
+    pub connections: usize,
+    /// Thread ids (and `host-events`) that at least one connection streams.
+    pub watched_threads: usize,
+    /// Inputs waiting behind a running turn, on every thread.
+    pub waiting_inputs: usize,
+    /// Frames (receipts, errors, pings) queued for connections, on every connection.
+    pub queued_frames: usize,
+}
 
 /// How a connection carries frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -262,7 +286,23 @@ struct Conn {
     last_write: Instant,
     /// Close after `out` is drained.
     close_after: Option<(u16, String)>,
+    /// The close code, once the host closed it (until [`Host::disconnect`]).
+    closed_code: Option<u16>,
+    /// When the host first woke it with no [`Host::poll_transmit`] since: a transport that
+    /// takes no bytes at all (a write that never completes) does not read either.
+    unpolled_since: Option<Instant>,
+    /// The key of [`Host::watchers`] it is in.
+    watching: Option<String>,
     next_request: u64,
+}
+
+impl Conn {
+    /// Notes that the host has something for it (a wake) at `now`.
+    fn woken(&mut self, now: Option<Instant>) {
+        if self.unpolled_since.is_none() {
+            self.unpolled_since = now;
+        }
+    }
 }
 
 /// The thread id under which `GET host-events` keeps its own log.
@@ -282,6 +322,8 @@ pub struct Host<L: EventLog> {
     next_conn: u64,
     next_op: u64,
     next_input: u64,
+    /// The latest `now` the application gave (time is passed in, never read).
+    last_now: Option<Instant>,
 }
 
 impl<L: EventLog> std::fmt::Debug for Host<L> {
@@ -295,17 +337,26 @@ impl<L: EventLog> std::fmt::Debug for Host<L> {
 
 impl<L: EventLog> Host<L> {
     /// A host over a log. Threads the log already has (a durable log after a restart) are
-    /// rebuilt from their records: their transcript, and ids that do not collide.
+    /// rebuilt from their records: their transcript, the run tree, the receipts of
+    /// idempotent inputs (so a retry after the restart runs nothing twice), and ids that do
+    /// not collide. What the restart cut off is closed in the log: a run that never ended
+    /// gets `RUN_ERROR` / `harness.operation.finished` / `harness.input.settled` with
+    /// `interrupted`, and an input that waited behind a turn gets `harness.input.settled`
+    /// with outcome `interrupted`.
     pub fn new(cfg: HostConfig, mut log: L) -> Self {
         let mut threads = HashMap::new();
         let mut next_op = 0u64;
         let mut next_input = 0u64;
         let num =
             |s: &str, prefix: &str| s.strip_prefix(prefix).and_then(|n| n.parse::<u64>().ok());
+        let max_receipts = cfg.max_receipts.max(1);
         for id in log.threads() {
             let mut t = Thread::default();
             // Runs that started and never ended: the host stopped during them.
             let mut open: Vec<(String, Option<String>)> = Vec::new();
+            // Inputs accepted and neither applied nor settled: they waited behind a turn.
+            let mut unapplied: Vec<String> = Vec::new();
+            let mut queued: HashSet<String> = HashSet::new();
             let (first, head) = (log.first_seq(&id), log.head_seq(&id));
             for seq in first..=head {
                 let Ok(Some(rec)) = log.get(&id, seq) else {
@@ -320,12 +371,44 @@ impl<L: EventLog> Host<L> {
                     }
                     Event::Custom(c) => match HarnessEvent::from_custom(&c.name, &c.value) {
                         Ok(HarnessEvent::InputAccepted(a)) => {
-                            next_input = next_input.max(num(&a.input_id, "in-").unwrap_or(0))
+                            next_input = next_input.max(num(&a.input_id, "in-").unwrap_or(0));
+                            let idempotent =
+                                matches!(a.op.as_str(), "prompt" | "command" | "agent" | "append");
+                            if idempotent {
+                                t.remember_receipt(
+                                    Receipt {
+                                        input_id: a.input_id.clone(),
+                                        status: ReceiptStatus::Accepted,
+                                        ..Receipt::default()
+                                    },
+                                    max_receipts,
+                                );
+                            }
+                            if a.op != "append" {
+                                unapplied.push(a.input_id);
+                            }
+                        }
+                        Ok(HarnessEvent::InputQueued(q)) => {
+                            if let Some(r) = t.receipts.get_mut(&q.input_id) {
+                                r.status = ReceiptStatus::Queued;
+                            }
+                            queued.insert(q.input_id);
                         }
                         Ok(HarnessEvent::InputApplied(a)) => {
                             if let Some(o) = open.iter_mut().find(|(op, _)| *op == a.operation_id) {
-                                o.1 = Some(a.input_id);
+                                o.1 = Some(a.input_id.clone());
                             }
+                            if let Some(r) = t.receipts.get_mut(&a.input_id) {
+                                // The receipt said what happened then: accepted with its
+                                // run, or queued (a queued input's receipt has no run).
+                                if !queued.contains(&a.input_id) {
+                                    r.operation_id = Some(a.operation_id.clone());
+                                }
+                            }
+                            unapplied.retain(|i| *i != a.input_id);
+                        }
+                        Ok(HarnessEvent::InputSettled(a)) => {
+                            unapplied.retain(|i| *i != a.input_id);
                         }
                         _ => {}
                     },
@@ -333,19 +416,33 @@ impl<L: EventLog> Host<L> {
                 }
                 t.observe(&ev);
             }
+            let mut closing: Vec<(String, Event)> = Vec::new();
             for (op, input_id) in open {
-                for ev in interrupted(&op, input_id) {
-                    if log.append(&id, &op, &ev).is_ok() {
-                        t.observe(&ev);
-                    }
+                closing.extend(
+                    interrupted(&op, input_id)
+                        .into_iter()
+                        .map(|e| (op.clone(), e)),
+                );
+            }
+            for input_id in unapplied {
+                let ev = HarnessEvent::InputSettled(catalog::InputSettled {
+                    input_id,
+                    outcome: InputOutcome::Interrupted,
+                    ..catalog::InputSettled::default()
+                });
+                closing.push(("session".to_owned(), ev.to_event()));
+            }
+            for (op, ev) in closing {
+                if log.append(&id, &op, &ev).is_ok() {
+                    t.observe(&ev);
                 }
             }
             threads.insert(id, t);
         }
         Host {
+            host_log: MemoryLog::new(cfg.max_host_events, 16 << 20),
             cfg,
             log,
-            host_log: MemoryLog::new(10_000, 16 << 20),
             threads,
             conns: HashMap::default(),
             watchers: HashMap::new(),
@@ -354,6 +451,7 @@ impl<L: EventLog> Host<L> {
             next_conn: 0,
             next_op,
             next_input,
+            last_now: None,
         }
     }
 
@@ -416,26 +514,60 @@ impl<L: EventLog> Host<L> {
                 blocked_since: None,
                 last_write: now,
                 close_after: None,
+                closed_code: None,
+                unpolled_since: None,
+                watching: None,
                 next_request: 0,
             },
         );
         id
     }
 
+    fn clock(&mut self, now: Instant) {
+        if self.last_now.is_none_or(|t| now > t) {
+            self.last_now = Some(now);
+        }
+    }
+
     fn watch(&mut self, thread: &str, id: ConnId) {
+        self.unwatch(id);
         self.watchers
             .entry(thread.to_owned())
             .or_default()
             .insert(id);
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.watching = Some(thread.to_owned());
+        }
+    }
+
+    /// Takes a connection out of the fan-out; a thread id no connection streams is forgotten.
+    fn unwatch(&mut self, id: ConnId) {
+        let Some(key) = self.conns.get_mut(&id).and_then(|c| c.watching.take()) else {
+            return;
+        };
+        if let Some(w) = self.watchers.get_mut(&key) {
+            w.remove(&id);
+            if w.is_empty() {
+                self.watchers.remove(&key);
+            }
+        }
     }
 
     fn wake(&mut self, id: ConnId) {
-        self.woken.insert(id);
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.woken(self.last_now);
+            self.woken.insert(id);
+        }
     }
 
     fn wake_thread(&mut self, thread: &str) {
         if let Some(w) = self.watchers.get(thread) {
-            self.woken.extend(w.iter().copied());
+            for id in w {
+                if let Some(c) = self.conns.get_mut(id) {
+                    c.woken(self.last_now);
+                    self.woken.insert(*id);
+                }
+            }
         }
     }
 
@@ -454,11 +586,13 @@ impl<L: EventLog> Host<L> {
                 );
                 c.out.push_back(render(c.transport, &f));
                 c.close_after = Some((close::SLOW_CONSUMER, "slow_consumer".into()));
+                c.woken(self.last_now);
                 self.woken.insert(id);
                 return;
             }
             let bytes = render(c.transport, frame);
             c.out.push_back(bytes);
+            c.woken(self.last_now);
             self.woken.insert(id);
         }
     }
@@ -467,6 +601,7 @@ impl<L: EventLog> Host<L> {
         if let Some(c) = self.conns.get_mut(&id) {
             if c.close_after.is_none() && !matches!(c.state, ConnState::Closed) {
                 c.close_after = Some((code, reason.to_owned()));
+                c.woken(self.last_now);
                 self.woken.insert(id);
             }
         }
@@ -491,6 +626,7 @@ impl<L: EventLog> Host<L> {
         user: Option<&str>,
         request_id: &str,
     ) -> Result<ConnId, HttpAnswer> {
+        self.clock(now);
         if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
             return Err(HttpAnswer::error(401, "unauthorized", request_id));
         }
@@ -515,9 +651,18 @@ impl<L: EventLog> Host<L> {
         );
         // "On SSE, send it as the `Last-Event-ID` header, or as `?from=`. When you send both, the header wins."
         let cursor = last_event_id.or(from).filter(|c| !c.is_empty());
-        let v = v.map(|s| s.trim().parse::<i64>().unwrap_or(-1));
-        self.subscribe(now, id, thread, cursor.map(Cursor::new), v, request_id);
+        if !self.speaks(v) {
+            self.unsupported(id, v.unwrap_or_default().trim(), request_id);
+            return Ok(id);
+        }
+        self.subscribe(now, id, thread, cursor.map(Cursor::new), None, request_id);
         Ok(id)
+    }
+
+    /// Whether the `v` of a query string is the host's version ("With no `v`, the server
+    /// uses its current version").
+    fn speaks(&self, v: Option<&str>) -> bool {
+        v.is_none_or(|v| v.trim().parse::<i64>().ok() == Some(self.cfg.version))
     }
 
     /// `GET host-events?v=`: status changes and session list changes, as SSE.
@@ -528,6 +673,7 @@ impl<L: EventLog> Host<L> {
         user: Option<&str>,
         request_id: &str,
     ) -> Result<ConnId, HttpAnswer> {
+        self.clock(now);
         if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
             return Err(HttpAnswer::error(401, "unauthorized", request_id));
         }
@@ -539,11 +685,9 @@ impl<L: EventLog> Host<L> {
             request_id,
             ConnState::HostEvents { pos },
         );
-        if let Some(v) = v.map(|s| s.trim().parse::<i64>().unwrap_or(-1)) {
-            if v != self.cfg.version {
-                self.unsupported(id, v, request_id);
-                return Ok(id);
-            }
+        if !self.speaks(v) {
+            self.unsupported(id, v.unwrap_or_default().trim(), request_id);
+            return Ok(id);
         }
         // "Its `harness.hello` frame has no `threadId`."
         let hello = HostFrame::Hello(Hello {
@@ -564,6 +708,7 @@ impl<L: EventLog> Host<L> {
         user: Option<&str>,
         request_id: &str,
     ) -> ConnId {
+        self.clock(now);
         let id = self.new_conn(
             now,
             transport,
@@ -587,7 +732,7 @@ impl<L: EventLog> Host<L> {
         id
     }
 
-    fn unsupported(&mut self, id: ConnId, v: i64, request_id: &str) {
+    fn unsupported(&mut self, id: ConnId, v: impl std::fmt::Display, request_id: &str) {
         let msg = format!(
             "Protocol version {v} is not supported. This host speaks version {}.",
             self.cfg.version
@@ -640,6 +785,7 @@ impl<L: EventLog> Host<L> {
 
     /// A frame from a socket or the stdio worker's stdin, in the order it came.
     pub fn handle_frame(&mut self, now: Instant, id: ConnId, text: &str) {
+        self.clock(now);
         let Some(c) = self.conns.get(&id) else { return };
         if matches!(c.state, ConnState::Closed) || c.close_after.is_some() {
             return;
@@ -682,9 +828,15 @@ impl<L: EventLog> Host<L> {
                 }
                 self.subscribe(now, id, &s.thread_id, s.from, s.v, &upgrade_id);
             }
-            _ if awaiting => {
-                // "…comes before `harness.subscribe`…" — invalid_frame, no close.
-                let rid = self.server_request_id(id);
+            other if awaiting => {
+                // "…comes before `harness.subscribe`…" — invalid_frame, no close. "it is the
+                // `requestId` of the frame that failed" when the frame has one.
+                let own = match &other {
+                    ClientFrame::Input(f) => f.request_id.clone(),
+                    ClientFrame::Unknown(u) => u.fields.get("requestId").and_then(Json::as_string),
+                    _ => None,
+                };
+                let rid = own.unwrap_or_else(|| self.server_request_id(id));
                 self.error(
                     id,
                     ErrorCode::InvalidFrame,
@@ -775,23 +927,40 @@ impl<L: EventLog> Host<L> {
 
     /// The connection went away (the socket closed, the HTTP body was dropped).
     pub fn disconnect(&mut self, id: ConnId) {
+        self.unwatch(id);
         self.conns.remove(&id);
-        for w in self.watchers.values_mut() {
-            w.remove(&id);
-        }
         self.woken.remove(&id);
+    }
+
+    /// The WebSocket close code of a connection the host closed (after
+    /// [`HostEvent::Close`]), until [`disconnect`](Self::disconnect).
+    pub fn close_code(&self, id: ConnId) -> Option<u16> {
+        self.conns.get(&id).and_then(|c| c.closed_code)
+    }
+
+    /// What the host holds right now.
+    pub fn stats(&self) -> HostStats {
+        HostStats {
+            threads: self.threads.len(),
+            connections: self.conns.len(),
+            watched_threads: self.watchers.len(),
+            waiting_inputs: self.threads.values().map(|t| t.waiting.len()).sum(),
+            queued_frames: self.conns.values().map(|c| c.out.len()).sum(),
+        }
     }
 
     /// Reports bytes that left for the client (written to the socket, or taken by the HTTP
     /// body). This is the back-pressure signal: unreported bytes count against
     /// `sseQueueBytes` / `socketBufferBytes`.
     pub fn sent(&mut self, now: Instant, id: ConnId, n: usize) {
+        self.clock(now);
         if let Some(c) = self.conns.get_mut(&id) {
             c.in_flight = c.in_flight.saturating_sub(n);
             if c.blocked_since.is_some() {
                 c.blocked_since = Some(now);
                 if c.in_flight < limit(&self.cfg.stream, c.transport) {
                     c.blocked_since = None;
+                    c.woken(Some(now));
                     self.woken.insert(id);
                 }
             }
@@ -806,7 +975,19 @@ impl<L: EventLog> Host<L> {
     /// The next bytes to send on a connection: a whole SSE event, WebSocket text frame or
     /// NDJSON line. `None`: nothing now (wait for a [`HostEvent::Wake`]).
     pub fn poll_transmit(&mut self, now: Instant, id: ConnId) -> Option<Bytes> {
+        self.clock(now);
+        let next = self.transmit(now, id);
+        if let Some(ConnState::Closed) = self.conns.get(&id).map(|c| &c.state) {
+            // It sends nothing more: out of the fan-out.
+            self.unwatch(id);
+        }
+        next
+    }
+
+    fn transmit(&mut self, now: Instant, id: ConnId) -> Option<Bytes> {
         let c = self.conns.get_mut(&id)?;
+        // The application asks for bytes: the transport takes them.
+        c.unpolled_since = None;
         let lim = limit(&self.cfg.stream, c.transport);
         // "Above this bufferedAmount, the server stops sending." (A closing connection
         // still gets its last frames: the error that says why.)
@@ -823,6 +1004,7 @@ impl<L: EventLog> Host<L> {
         }
         if let Some((code, reason)) = c.close_after.take() {
             c.state = ConnState::Closed;
+            c.closed_code = Some(code);
             self.events.push_back(HostEvent::Close {
                 conn: id,
                 code,
@@ -847,13 +1029,7 @@ impl<L: EventLog> Host<L> {
                     // continues from the first event that it has"
                     let resume = first.saturating_sub(1);
                     *pos = resume;
-                    let gap = HarnessEvent::Gap(catalog::Gap {
-                        from,
-                        resume_at: Cursor::new(resume.to_string()),
-                        reason: self.log.gap_reason(),
-                        ..catalog::Gap::default()
-                    });
-                    let rec = LogRecord::render(thread, resume, "session", &gap.to_event());
+                    let rec = gap_record(thread, from, resume, self.log.gap_reason());
                     Some(record_bytes(transport, &rec))
                 } else {
                     match self.log.get(thread, *pos + 1) {
@@ -871,49 +1047,81 @@ impl<L: EventLog> Host<L> {
                             );
                             c.out.push_back(render(transport, &f));
                             c.close_after = Some((close::FEED_ENDED, "internal".into()));
+                            c.woken(Some(now));
                             self.woken.insert(id);
                             None
                         }
                     }
                 }
             }
-            ConnState::HostEvents { pos } => match self.host_log.get(HOST_EVENTS, *pos + 1) {
-                Ok(Some(rec)) => {
-                    *pos = rec.seq;
+            ConnState::HostEvents { pos } => {
+                let first = self.host_log.first_seq(HOST_EVENTS);
+                if *pos + 1 < first {
+                    // A reader behind what the host still keeps: the same gap as on a
+                    // thread stream, then the first status event it has.
+                    let from = Cursor::new(pos.to_string());
+                    let resume = first - 1;
+                    *pos = resume;
+                    let rec = gap_record(HOST_EVENTS, from, resume, self.host_log.gap_reason());
                     Some(record_bytes(transport, &rec))
+                } else {
+                    match self.host_log.get(HOST_EVENTS, *pos + 1) {
+                        Ok(Some(rec)) => {
+                            *pos = rec.seq;
+                            Some(record_bytes(transport, &rec))
+                        }
+                        _ => None,
+                    }
                 }
-                _ => None,
-            },
+            }
             ConnState::Run {
                 thread,
                 operation_id,
                 pos,
             } => {
+                let first = self.log.first_seq(thread);
                 let mut found = None;
-                while let Ok(Some(rec)) = self.log.get(thread, *pos + 1) {
-                    *pos = rec.seq;
-                    if &*rec.operation_id == operation_id.as_str() {
-                        found = Some(rec);
-                        break;
+                // Plain AG-UI has no gap event: when the log no longer has events of the
+                // run that this reader did not get, or fails to read, the run's stream ends
+                // with RUN_ERROR rather than wait for events that will never come.
+                let mut lost =
+                    (*pos + 1 < first).then(|| self.log.gap_reason().as_str().to_owned());
+                while lost.is_none() {
+                    match self.log.get(thread, *pos + 1) {
+                        Ok(Some(rec)) => {
+                            *pos = rec.seq;
+                            if &*rec.operation_id == operation_id.as_str() {
+                                found = Some(rec);
+                                break;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(_) => lost = Some("internal".to_owned()),
                     }
                 }
-                match found {
-                    Some(rec) => {
-                        let ev = rec.event_json();
-                        let mut out = Vec::with_capacity(ev.len() + 8);
-                        out.extend_from_slice(b"data: ");
-                        out.extend_from_slice(&ev);
-                        out.extend_from_slice(b"\n\n");
-                        // The run ends with its RUN_FINISHED or RUN_ERROR: then the stream does.
-                        let terminal = ev.starts_with(b"{\"type\":\"RUN_FINISHED\"")
-                            || ev.starts_with(b"{\"type\":\"RUN_ERROR\"");
-                        if terminal {
-                            c.close_after = Some((1000, "run finished".into()));
-                            self.woken.insert(id);
-                        }
-                        Some(Bytes::from(out))
+                if let Some(code) = lost {
+                    let ev = Event::RunError(RunError {
+                        message: "The host no longer has the events of this run.".into(),
+                        code: Some(code),
+                        ..RunError::default()
+                    });
+                    c.close_after = Some((close::FEED_ENDED, "events lost".into()));
+                    c.woken(Some(now));
+                    self.woken.insert(id);
+                    Some(plain_sse(ev.to_json().as_bytes()))
+                } else if let Some(rec) = found {
+                    let ev = rec.event_json();
+                    // The run ends with its RUN_FINISHED or RUN_ERROR: then the stream does.
+                    let terminal = ev.starts_with(b"{\"type\":\"RUN_FINISHED\"")
+                        || ev.starts_with(b"{\"type\":\"RUN_ERROR\"");
+                    if terminal {
+                        c.close_after = Some((1000, "run finished".into()));
+                        c.woken(Some(now));
+                        self.woken.insert(id);
                     }
-                    None => None,
+                    Some(plain_sse(&ev))
+                } else {
+                    None
                 }
             }
             ConnState::AwaitSubscribe | ConnState::Closed => None,
@@ -927,6 +1135,7 @@ impl<L: EventLog> Host<L> {
 
     /// Heartbeats and slow consumers. Call at [`poll_timeout`](Self::poll_timeout).
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.clock(now);
         let cfg = self.cfg.stream;
         let mut pings = Vec::new();
         let mut slow = Vec::new();
@@ -936,11 +1145,19 @@ impl<L: EventLog> Host<L> {
             {
                 continue;
             }
-            if let Some(since) = c.blocked_since {
-                if now.saturating_duration_since(since) >= cfg.slow_consumer {
-                    slow.push(*id);
-                    continue;
-                }
+            // "If the client does not read for this long": bytes handed out and not taken
+            // (blocked over the limit), or woken and not asked for bytes at all.
+            let stuck = [
+                c.blocked_since,
+                c.unpolled_since.filter(|_| c.transport != Transport::Stdio),
+            ];
+            if stuck
+                .into_iter()
+                .flatten()
+                .any(|since| now.saturating_duration_since(since) >= cfg.slow_consumer)
+            {
+                slow.push(*id);
+                continue;
             }
             // "The stdio worker has no heartbeat"
             if c.transport != Transport::Stdio
@@ -970,6 +1187,7 @@ impl<L: EventLog> Host<L> {
             );
             if let Some(c) = self.conns.get_mut(&id) {
                 c.blocked_since = None;
+                c.unpolled_since = None;
             }
             self.close_conn(id, close::SLOW_CONSUMER, "slow_consumer");
         }
@@ -980,18 +1198,23 @@ impl<L: EventLog> Host<L> {
         let cfg = self.cfg.stream;
         self.conns
             .values()
-            .filter(|c| !matches!(c.state, ConnState::Closed | ConnState::AwaitSubscribe))
+            .filter(|c| {
+                !matches!(c.state, ConnState::Closed | ConnState::AwaitSubscribe)
+                    && c.close_after.is_none()
+            })
             .filter_map(|c| {
-                let ping = (c.transport != Transport::Stdio)
+                let socket = c.transport != Transport::Stdio;
+                let ping = socket
                     .then(|| c.last_write.checked_add(cfg.heartbeat))
                     .flatten();
                 let slow = c
                     .blocked_since
                     .and_then(|s| s.checked_add(cfg.slow_consumer));
-                match (ping, slow) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                }
+                let unpolled = c
+                    .unpolled_since
+                    .filter(|_| socket)
+                    .and_then(|s| s.checked_add(cfg.slow_consumer));
+                [ping, slow, unpolled].into_iter().flatten().min()
             })
             .min()
     }
@@ -1009,6 +1232,7 @@ impl<L: EventLog> Host<L> {
         request_id: &str,
         traceparent: Option<&str>,
     ) -> HttpAnswer {
+        self.clock(now);
         if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
             return HttpAnswer::error(401, "unauthorized", request_id);
         }
@@ -1041,6 +1265,7 @@ impl<L: EventLog> Host<L> {
         input: Input,
         traceparent: Option<&str>,
     ) -> Result<Receipt, HttpAnswer> {
+        self.clock(now);
         let tp = if input.is_message() {
             crate::http::traceparent(traceparent)
         } else {
@@ -1078,10 +1303,7 @@ impl<L: EventLog> Host<L> {
         let idempotent = input.is_idempotent();
         let input_id = match input.input_id() {
             Some(id) => id.to_owned(),
-            None => {
-                self.next_input += 1;
-                format!("in-{}", self.next_input)
-            }
+            None => self.new_input_id(thread_id),
         };
         let creates = matches!(
             input,
@@ -1096,12 +1318,7 @@ impl<L: EventLog> Host<L> {
                 return Ok(rejected(&input_id, reason_for_missing(&input)));
             }
             // "The first prompt also makes the thread."
-            let t = Thread {
-                owner: user.map(str::to_owned),
-                ..Thread::default()
-            };
-            self.threads.insert(thread_id.to_owned(), t);
-            self.host_status(thread_id, "idle");
+            self.make_thread(thread_id, user);
         }
         let receipt = match input {
             Input::Prompt(_) | Input::FollowUp(_) | Input::Steer(_) | Input::Agent(_) => {
@@ -1110,6 +1327,16 @@ impl<L: EventLog> Host<L> {
                         let r = rejected(&input_id, "unknown_agent");
                         return self.finish_input(now, thread_id, r, idempotent);
                     }
+                }
+                let full = self.threads.get(thread_id).is_some_and(|t| {
+                    (t.running.is_some() || !t.waiting.is_empty())
+                        && t.waiting.len() >= self.cfg.max_waiting_inputs.max(1)
+                });
+                if full {
+                    // No room to wait: a transient refusal, so its receipt is not kept for
+                    // idempotency (the same inputId may be sent again later).
+                    let r = rejected(&input_id, "queue_full");
+                    return self.finish_input(now, thread_id, r, false);
                 }
                 let message = input_message(&input);
                 self.log_harness(
@@ -1327,14 +1554,7 @@ impl<L: EventLog> Host<L> {
         if idempotent {
             let max = self.cfg.max_receipts.max(1);
             if let Some(t) = self.threads.get_mut(thread_id) {
-                if t.receipts.insert(r.input_id.clone(), r.clone()).is_none() {
-                    t.receipt_order.push_back(r.input_id.clone());
-                }
-                while t.receipt_order.len() > max {
-                    if let Some(old) = t.receipt_order.pop_front() {
-                        t.receipts.remove(&old);
-                    }
-                }
+                t.remember_receipt(r.clone(), max);
             }
         }
         Ok(r)
@@ -1352,6 +1572,77 @@ impl<L: EventLog> Host<L> {
             .map_err(|e| Refusal::Internal(e.to_string()))
     }
 
+    /// A new thread, owned by the user whose input made it. A socket that subscribed to
+    /// the thread id before, as another user, "cannot read the thread": 4403.
+    fn make_thread(&mut self, thread_id: &str, user: Option<&str>) {
+        let t = Thread {
+            owner: user.map(str::to_owned),
+            ..Thread::default()
+        };
+        let refused: Vec<ConnId> = self
+            .watchers
+            .get(thread_id)
+            .map(|w| {
+                w.iter()
+                    .copied()
+                    .filter(|id| {
+                        self.conns
+                            .get(id)
+                            .is_some_and(|c| !may_read(&self.cfg.access, &t, c.user.as_deref()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.threads.insert(thread_id.to_owned(), t);
+        for id in refused {
+            let rid = self
+                .conns
+                .get(&id)
+                .map(|c| c.request_id.clone())
+                .unwrap_or_default();
+            self.error(
+                id,
+                ErrorCode::Forbidden,
+                "You cannot read this thread.",
+                &rid,
+            );
+            self.close_conn(id, close::FORBIDDEN, "forbidden");
+            // It reads nothing more of this thread.
+            self.unwatch(id);
+        }
+        self.host_status(thread_id, "idle");
+    }
+
+    /// A host-made input id (`in-N`) that no input of the thread has.
+    fn new_input_id(&mut self, thread_id: &str) -> String {
+        loop {
+            self.next_input = self.next_input.wrapping_add(1);
+            let id = format!("in-{}", self.next_input);
+            if !self
+                .threads
+                .get(thread_id)
+                .is_some_and(|t| t.knows_input(&id))
+            {
+                return id;
+            }
+        }
+    }
+
+    /// A host-made run id (`op-N`) that no run of the thread has.
+    fn new_op_id(&mut self, thread_id: &str) -> String {
+        loop {
+            self.next_op = self.next_op.wrapping_add(1);
+            let id = format!("op-{}", self.next_op);
+            if !self
+                .threads
+                .get(thread_id)
+                .is_some_and(|t| t.knows_run(&id))
+            {
+                return id;
+            }
+        }
+    }
+
     fn start_turn(
         &mut self,
         now: Instant,
@@ -1360,8 +1651,7 @@ impl<L: EventLog> Host<L> {
         input: &Input,
         traceparent: Option<String>,
     ) -> Result<String, Refusal> {
-        self.next_op += 1;
-        let op = format!("op-{}", self.next_op);
+        let op = self.new_op_id(thread_id);
         let (kind, agent) = match input {
             Input::Agent(a) => (OperationKind::Agent, Some(a.agent.clone())),
             _ => (OperationKind::Chat, None),
@@ -1476,35 +1766,39 @@ impl<L: EventLog> Host<L> {
         request_id: &str,
         traceparent: Option<&str>,
     ) -> Result<ConnId, HttpAnswer> {
+        self.clock(now);
         if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
             return Err(HttpAnswer::error(401, "unauthorized", request_id));
+        }
+        if input.thread_id.is_empty() {
+            return Err(HttpAnswer::error(400, "threadId is required", request_id));
         }
         if let Some(t) = self.threads.get(&input.thread_id) {
             if !may_read(&self.cfg.access, t, user) {
                 return Err(HttpAnswer::error(403, "forbidden", request_id));
             }
-            if t.running.is_some() {
+            // A turn runs, or inputs wait for their turn: this run would cut in.
+            if t.running.is_some() || !t.waiting.is_empty() {
                 return Err(HttpAnswer::error(409, "conflict", request_id));
             }
         } else {
-            self.threads.insert(
-                input.thread_id.clone(),
-                Thread {
-                    owner: user.map(str::to_owned),
-                    ..Thread::default()
-                },
-            );
-            self.host_status(&input.thread_id, "idle");
+            self.make_thread(&input.thread_id, user);
         }
         let text = input.last_user_text().unwrap_or_default();
-        let op = if input.run_id.is_empty() || self.op_used(&input.thread_id, &input.run_id) {
-            self.next_op += 1;
-            format!("op-{}", self.next_op)
+        // The client's runId, unless the thread has a run by that id already (or it is the
+        // `session` operation of the thread's own events).
+        let taken = input.run_id.is_empty()
+            || input.run_id == "session"
+            || self
+                .threads
+                .get(&input.thread_id)
+                .is_some_and(|t| t.knows_run(&input.run_id));
+        let op = if taken {
+            self.new_op_id(&input.thread_id)
         } else {
             input.run_id.clone()
         };
-        self.next_input += 1;
-        let input_id = format!("in-{}", self.next_input);
+        let input_id = self.new_input_id(&input.thread_id);
         let pos = self.log.head_seq(&input.thread_id);
         let id = self.new_conn(
             now,
@@ -1550,10 +1844,18 @@ impl<L: EventLog> Host<L> {
         user: Option<&str>,
         request_id: &str,
     ) -> Result<ConnId, HttpAnswer> {
+        self.clock(now);
+        if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
+            return Err(HttpAnswer::error(401, "unauthorized", request_id));
+        }
         match self.threads.get(thread_id) {
             None => return Err(HttpAnswer::error(404, "not_found", request_id)),
             Some(t) if !may_read(&self.cfg.access, t, user) => {
                 return Err(HttpAnswer::error(403, "forbidden", request_id));
+            }
+            // A run the thread never had: no stream that waits for it forever.
+            Some(t) if !t.knows_run(run_id) => {
+                return Err(HttpAnswer::error(404, "not_found", request_id));
             }
             _ => {}
         }
@@ -1574,23 +1876,18 @@ impl<L: EventLog> Host<L> {
         Ok(id)
     }
 
-    fn op_used(&mut self, thread: &str, op: &str) -> bool {
-        let (first, head) = (self.log.first_seq(thread), self.log.head_seq(thread));
-        (first..=head)
-            .any(|s| matches!(self.log.get(thread, s), Ok(Some(r)) if &*r.operation_id == op))
-    }
-
     // ---- turn output -------------------------------------------------------------------
 
     /// Appends an event of a run to the thread's log and wakes its subscribers. Returns the
     /// event's cursor.
     pub fn emit(
         &mut self,
-        _now: Instant,
+        now: Instant,
         thread_id: &str,
         operation_id: &str,
         event: Event,
     ) -> Result<Cursor, HostError> {
+        self.clock(now);
         let rec = self.log.append(thread_id, operation_id, &event)?;
         {
             let t = self.threads.entry(thread_id.to_owned()).or_default();
@@ -1622,6 +1919,7 @@ impl<L: EventLog> Host<L> {
         operation_id: &str,
         outcome: TurnOutcome,
     ) -> Result<(), HostError> {
+        self.clock(now);
         let running = match self.threads.get_mut(thread_id) {
             Some(t)
                 if t.running.as_ref().map(|r| r.operation_id.as_str()) == Some(operation_id) =>
@@ -1916,6 +2214,27 @@ fn render(t: Transport, frame: &HostFrame) -> Bytes {
     }
 }
 
+/// One plain AG-UI SSE event (`POST run` / `GET run`): `data: <event>\n\n`, no `id:`.
+fn plain_sse(event_json: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(event_json.len() + 8);
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(event_json);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+/// The `harness.gap` record a reader behind the log gets: "`from` is the cursor that you
+/// sent. `resumeAt` is the cursor of this event. The stream continues after it."
+fn gap_record(thread: &str, from: Cursor, resume: u64, reason: catalog::GapReason) -> LogRecord {
+    let gap = HarnessEvent::Gap(catalog::Gap {
+        from,
+        resume_at: Cursor::new(resume.to_string()),
+        reason,
+        ..catalog::Gap::default()
+    });
+    LogRecord::render(thread, resume, "session", &gap.to_event())
+}
+
 fn record_bytes(t: Transport, rec: &LogRecord) -> Bytes {
     match t {
         Transport::Sse => rec.sse(),
@@ -1925,6 +2244,32 @@ fn record_bytes(t: Transport, rec: &LogRecord) -> Bytes {
 }
 
 impl Thread {
+    /// Keeps the receipt of an idempotent input; past `max`, the oldest is forgotten.
+    fn remember_receipt(&mut self, r: Receipt, max: usize) {
+        if !self.receipts.contains_key(&r.input_id) {
+            self.receipt_order.push_back(r.input_id.clone());
+        }
+        self.receipts.insert(r.input_id.clone(), r);
+        while self.receipt_order.len() > max {
+            if let Some(old) = self.receipt_order.pop_front() {
+                self.receipts.remove(&old);
+            }
+        }
+    }
+
+    /// Whether an input id names an input of this thread the host still knows.
+    fn knows_input(&self, id: &str) -> bool {
+        self.receipts.contains_key(id)
+            || self.pending.contains_key(id)
+            || self.waiting.iter().any(|w| w.input_id == id)
+            || self.running.as_ref().is_some_and(|r| r.input_id == id)
+    }
+
+    /// Whether a run id is taken in this thread.
+    fn knows_run(&self, id: &str) -> bool {
+        self.parents.contains_key(id) || self.running.as_ref().is_some_and(|r| r.operation_id == id)
+    }
+
     /// Keeps the transcript and the run tree up to date with an event of the thread.
     fn observe(&mut self, ev: &Event) {
         match ev {
@@ -2023,12 +2368,6 @@ impl WakeQueue {
     fn insert(&mut self, id: ConnId) {
         if self.set.insert(id) {
             self.queue.push_back(id);
-        }
-    }
-
-    fn extend(&mut self, ids: impl IntoIterator<Item = ConnId>) {
-        for id in ids {
-            self.insert(id);
         }
     }
 

@@ -1019,3 +1019,438 @@ fn idempotency_receipts_are_bounded() {
     // a-3 repeated within the window ran once; a-1 was forgotten (oldest of more than 2) and ran again.
     assert_eq!(texts, ["note a-1", "note a-2", "note a-3", "note a-1"]);
 }
+
+// ---- review: bounds, gaps on every stream, access, restarts -----------------------------
+
+fn sse_cfg(sse_queue_bytes: f64) -> HostConfig {
+    HostConfig {
+        stream: StreamOptions {
+            sse_queue_bytes: Some(sse_queue_bytes),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap(),
+        ..HostConfig::default()
+    }
+}
+
+/// `GET host-events` reads the host's own bounded log. A reader that fell behind what that
+/// log still has must not stall silently: like a thread stream ("the stream sends one
+/// CUSTOM event with the name harness.gap, and continues from the first event that it
+/// has"), it gets a gap with reason evicted, then the rest.
+#[test]
+fn a_host_events_reader_behind_evicted_status_events_gets_a_gap_then_the_rest() {
+    let cfg = HostConfig {
+        max_host_events: 4,
+        ..sse_cfg(1.0)
+    };
+    let mut n = Net::new(Host::new(cfg, MemoryLog::default()));
+    let h = n
+        .host
+        .open_host_events(n.now, Some("2"), None, "r")
+        .unwrap();
+    n.stalled.push(h);
+    n.pump();
+    // Five threads: ten status changes, more than the four the host keeps.
+    for i in 0..5 {
+        let body = format!(r#"{{"threadId":"t-{i}","input":{{"op":"prompt","message":"x"}}}}"#);
+        assert_eq!(
+            n.host
+                .control(n.now, None, body.as_bytes(), "r", None)
+                .status,
+            200
+        );
+    }
+    n.pump();
+    // The reader reads again.
+    n.stalled.clear();
+    let in_flight = n.host.in_flight(h);
+    n.host.sent(n.now, h, in_flight);
+    n.pump();
+    let frames = data_frames(&n.take(h));
+    assert_eq!(frames[0]["type"], "harness.hello");
+    let gap = &frames[1]["event"];
+    assert_eq!(gap["name"], "harness.gap", "{frames:?}");
+    assert_eq!(gap["value"]["from"], "0");
+    assert_eq!(gap["value"]["reason"], "evicted");
+    assert_eq!(gap["value"]["resumeAt"], frames[1]["cursor"]);
+    // Then the four status events the host still has, in order.
+    assert_eq!(frames.len(), 2 + 4, "{frames:?}");
+    let first: u64 = frames[2]["cursor"].as_str().unwrap().parse().unwrap();
+    assert_eq!(frames[1]["cursor"], (first - 1).to_string().as_str());
+}
+
+/// `POST run` streams one run's plain AG-UI events and "ends after its RUN_FINISHED or
+/// RUN_ERROR". When the log evicted events of the run before a slow reader got them, the
+/// stream must not hang forever waiting for events that are gone: it ends with RUN_ERROR
+/// (plain AG-UI has no gap event), code `evicted`.
+#[test]
+fn a_post_run_reader_behind_evicted_events_gets_run_error_and_the_end() {
+    let mut n = Net::new(Host::new(sse_cfg(1.0), MemoryLog::new(4, 1 << 20)));
+    let input: harness_tanstack::agui::RunAgentInput = serde_json::from_str(
+        r#"{"threadId":"t","runId":"r-1","messages":[{"id":"u","role":"user","content":"Hi"}]}"#,
+    )
+    .unwrap();
+    let c = n.host.run_agui(n.now, &input, None, "r", None).unwrap();
+    n.stalled.push(c);
+    n.pump();
+    let op = n.turns.remove(0).operation_id;
+    for i in 0..10 {
+        n.host
+            .emit(n.now, "t", &op, Event::text_content("m", format!("{i}")))
+            .unwrap();
+    }
+    n.host
+        .finish_turn(n.now, "t", &op, TurnOutcome::Completed)
+        .unwrap();
+    n.pump();
+    n.stalled.clear();
+    let in_flight = n.host.in_flight(c);
+    n.host.sent(n.now, c, in_flight);
+    n.pump();
+    let got = n.take(c);
+    let last = json(
+        got.last()
+            .unwrap()
+            .strip_prefix("data: ")
+            .unwrap()
+            .trim_end(),
+    );
+    assert_eq!(last["type"], "RUN_ERROR", "{got:?}");
+    assert_eq!(last["code"], "evicted");
+    assert!(n.closed(c).is_some());
+}
+
+/// Connections come and go; the host must not keep anything per thread id a connection
+/// once asked for (on an open host, any string is a thread id a client may subscribe to).
+#[test]
+fn subscriptions_leave_nothing_behind_after_their_connections_go() {
+    let mut n = net();
+    for i in 0..50 {
+        let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+        n.host.handle_frame(
+            n.now,
+            c,
+            &format!(r#"{{"type":"harness.subscribe","threadId":"no-such-{i}"}}"#),
+        );
+        let s = n
+            .host
+            .open_sse(
+                n.now,
+                Some(&format!("sse-{i}")),
+                None,
+                None,
+                None,
+                None,
+                "r",
+            )
+            .unwrap();
+        n.pump();
+        n.host.disconnect(c);
+        n.host.disconnect(s);
+    }
+    let stats = n.host.stats();
+    assert_eq!(stats.connections, 0);
+    assert_eq!(stats.watched_threads, 0);
+    assert_eq!(stats.threads, 0);
+}
+
+/// Inputs that wait behind a running turn are kept in memory until they run: a client that
+/// sends without end must get `rejected` receipts past a bound, not grow the host's memory.
+#[test]
+fn waiting_inputs_are_bounded_per_thread() {
+    let mut n = Net::new(Host::new(
+        HostConfig {
+            max_waiting_inputs: 3,
+            ..HostConfig::default()
+        },
+        MemoryLog::default(),
+    ));
+    n.host.control(n.now, None, PROMPT, "r", None);
+    let mut statuses = Vec::new();
+    for i in 0..5 {
+        let body =
+            format!(r#"{{"threadId":"thread-1","input":{{"op":"followUp","message":"f{i}"}}}}"#);
+        let a = json(&n.host.control(n.now, None, body.as_bytes(), "r", None).body);
+        statuses.push((
+            a["status"].as_str().unwrap().to_owned(),
+            a["reason"].clone(),
+        ));
+    }
+    assert_eq!(statuses[..3].iter().filter(|s| s.0 == "queued").count(), 3);
+    assert_eq!(statuses[3].0, "rejected");
+    assert_eq!(statuses[4].1, "queue_full");
+    let snap = json(&n.host.snapshot("thread-1", None, "r").body);
+    assert_eq!(snap["waitingInputs"].as_array().unwrap().len(), 3);
+}
+
+/// "On the socket and the stdio worker, it is the requestId of the frame that failed." An
+/// input sent before `harness.subscribe` has one: the invalid_frame error repeats it.
+#[test]
+fn a_frame_before_subscribe_gets_an_error_with_its_own_request_id() {
+    let mut n = net();
+    let c = n
+        .host
+        .connect(n.now, Transport::WebSocket, None, "upgrade-1");
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.input","requestId":"r-0","input":{"op":"prompt","message":"x"}}"#,
+    );
+    n.pump();
+    let e = json(&n.take(c)[0]);
+    assert_eq!(e["code"], "invalid_frame");
+    assert_eq!(e["requestId"], "r-0");
+    assert!(!n.host.has_thread("thread-1"));
+}
+
+/// `GET run` of a run the thread never had: no stream that waits forever, a 404.
+#[test]
+fn get_run_of_an_unknown_run_is_404() {
+    let mut n = net();
+    n.host.control(n.now, None, PROMPT, "r", None);
+    n.pump();
+    let op = n.turns[0].operation_id.clone();
+    assert_eq!(
+        n.host
+            .open_run(n.now, "thread-1", "no-such-run", None, "r")
+            .unwrap_err()
+            .status,
+        404
+    );
+    assert!(n.host.open_run(n.now, "thread-1", &op, None, "r").is_ok());
+}
+
+/// "4403 | The user cannot read the thread, or lost access." A socket may subscribe to a
+/// thread before its first input makes it. When another user's input then makes the thread
+/// (and owns it, `membersOnly()`), the early subscriber must not read that user's events.
+#[test]
+fn a_subscriber_waiting_for_a_thread_that_another_user_makes_is_closed_4403() {
+    let mut cfg = HostConfig::default();
+    cfg.access = AccessPolicy::MembersOnly;
+    let mut n = Net::new(Host::new(cfg, MemoryLog::default()));
+    let bob = n
+        .host
+        .connect(n.now, Transport::WebSocket, Some("bob"), "up-bob");
+    n.host.handle_frame(
+        n.now,
+        bob,
+        r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#,
+    );
+    let ann = n
+        .host
+        .connect(n.now, Transport::WebSocket, Some("ann"), "up-ann");
+    n.host.handle_frame(
+        n.now,
+        ann,
+        r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#,
+    );
+    n.pump();
+    n.take(bob);
+    n.take(ann);
+    n.host.control(n.now, Some("ann"), PROMPT, "r", None);
+    n.pump();
+    let got: Vec<Value> = n.take(bob).iter().map(|s| json(s)).collect();
+    assert!(got.iter().all(|f| f["type"] != "harness.event"), "{got:?}");
+    assert_eq!(got.last().unwrap()["code"], "forbidden");
+    assert_eq!(n.closed(bob), Some(close::FORBIDDEN));
+    // The owner goes on reading.
+    assert!(
+        n.take(ann)
+            .iter()
+            .any(|s| json(s)["type"] == "harness.event")
+    );
+    assert_eq!(n.closed(ann), None);
+}
+
+/// A durable host restarts while a turn runs and an input waits. "Give each input an
+/// inputId, and send the same id again after a lost answer. A prompt … with the same inputId
+/// runs once": the retry after the restart gets the same receipt and starts nothing. The
+/// waiting input settles (interrupted) instead of vanishing, and ids the host makes up
+/// after the restart neither collide with client-chosen ones nor overflow.
+#[test]
+fn a_durable_restart_keeps_idempotency_settles_waiting_inputs_and_makes_fresh_ids() {
+    let dir = std::env::temp_dir().join(format!("harness-tanstack-restart-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let prompt =
+        br#"{"threadId":"thread-1","input":{"op":"prompt","message":"Hello","inputId":"my-1"}}"#;
+    let first;
+    {
+        let mut n = Net::new(Host::new(
+            HostConfig::default(),
+            FileLog::open(&dir).unwrap(),
+        ));
+        first = json(&n.host.control(n.now, None, prompt, "r", None).body);
+        assert_eq!(first["status"], "accepted");
+        let q = json(
+            &n.host
+                .control(
+                    n.now,
+                    None,
+                    br#"{"threadId":"thread-1","input":{"op":"followUp","message":"later","inputId":"f-1"}}"#,
+                    "r",
+                    None,
+                )
+                .body,
+        );
+        assert_eq!(q["status"], "queued");
+        // A client-chosen inputId that looks like the host's own, at the top of u64.
+        let big = json(
+            &n.host
+                .control(
+                    n.now,
+                    None,
+                    br#"{"threadId":"thread-1","input":{"op":"append","message":"x","inputId":"in-18446744073709551615"}}"#,
+                    "r",
+                    None,
+                )
+                .body,
+        );
+        assert_eq!(big["status"], "accepted");
+        n.pump();
+        // The process dies here.
+    }
+    let mut n = Net::new(Host::new(
+        HostConfig::default(),
+        FileLog::open(&dir).unwrap(),
+    ));
+    let again = json(&n.host.control(n.now, None, prompt, "r", None).body);
+    assert_eq!(again, first);
+    n.pump();
+    assert!(
+        n.turns.is_empty(),
+        "the retried prompt ran again: {:?}",
+        n.turns
+    );
+    // The waiting followUp settled, as interrupted.
+    let c = n
+        .host
+        .open_sse(n.now, Some("thread-1"), None, None, None, None, "r")
+        .unwrap();
+    n.pump();
+    let frames = data_frames(&n.take(c));
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["event"]["name"] == "harness.input.settled"
+                && f["event"]["value"]["inputId"] == "f-1"
+                && f["event"]["value"]["outcome"] == "interrupted"),
+        "{frames:?}"
+    );
+    // New ids: no panic, no collision.
+    let fresh = json(
+        &n.host
+            .control(
+                n.now,
+                None,
+                br#"{"threadId":"thread-1","input":{"op":"prompt","message":"new"}}"#,
+                "r",
+                None,
+            )
+            .body,
+    );
+    assert_eq!(fresh["status"], "accepted");
+    assert_ne!(fresh["inputId"], "in-18446744073709551615");
+    assert_ne!(fresh["inputId"], "my-1");
+    assert_ne!(fresh["operationId"], first["operationId"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Ids the host makes up (`in-N`, `op-N`) must not collide, in one thread, with ids a client
+/// chose (an `inputId`, a `POST run` runId): a collision would answer one input with
+/// another's receipt, or give two runs one operationId.
+#[test]
+fn host_made_ids_do_not_collide_with_client_chosen_ones() {
+    let mut n = net();
+    // The client takes "in-1" for an append and "op-1" for a POST run.
+    let a = json(
+        &n.host
+            .control(
+                n.now,
+                None,
+                br#"{"threadId":"thread-1","input":{"op":"append","message":"x","inputId":"in-1"}}"#,
+                "r",
+                None,
+            )
+            .body,
+    );
+    let input: harness_tanstack::agui::RunAgentInput = serde_json::from_str(
+        r#"{"threadId":"thread-1","runId":"op-1","messages":[{"id":"u","role":"user","content":"Hi"}]}"#,
+    )
+    .unwrap();
+    n.host.run_agui(n.now, &input, None, "r", None).unwrap();
+    n.pump();
+    let run = n.turns.remove(0);
+    assert_eq!(run.operation_id, "op-1");
+    n.host
+        .finish_turn(n.now, "thread-1", "op-1", TurnOutcome::Completed)
+        .unwrap();
+    // The host's own ids for a prompt must be different ones.
+    let p = json(&n.host.control(n.now, None, PROMPT, "r", None).body);
+    assert_ne!(p["inputId"], "in-1");
+    assert_ne!(p["operationId"], "op-1");
+    // And the append's retry still gets the append's receipt.
+    let again = json(
+        &n.host
+            .control(
+                n.now,
+                None,
+                br#"{"threadId":"thread-1","input":{"op":"append","message":"x","inputId":"in-1"}}"#,
+                "r",
+                None,
+            )
+            .body,
+    );
+    assert_eq!(again, a);
+}
+
+/// A `v` that is not a number is not a version the host speaks: the message says what was
+/// sent, not a made-up number.
+#[test]
+fn a_non_numeric_version_is_named_as_sent() {
+    let mut n = net();
+    let s = n
+        .host
+        .open_sse(n.now, Some("thread-1"), Some("two"), None, None, None, "r")
+        .unwrap();
+    n.pump();
+    assert_eq!(
+        data_frames(&n.take(s))[0]["message"],
+        "Protocol version two is not supported. This host speaks version 2."
+    );
+}
+
+/// "If the client does not read for this long, the server sends slow_consumer and closes."
+/// Not reading also means the transport does not take the next bytes at all: the host woke
+/// the connection and nobody asked it for bytes (a socket write that never completes).
+#[test]
+fn a_connection_whose_writer_is_stuck_is_a_slow_consumer() {
+    let mut n = net();
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#,
+    );
+    n.pump();
+    n.take(c);
+    n.deaf.push(c);
+    let t0 = n.now;
+    n.host.control(n.now, None, PROMPT, "r", None);
+    n.pump();
+    n.advance(Duration::from_secs(29));
+    // The host knows when it must look again.
+    assert!(n.host.poll_timeout().unwrap() <= t0 + Duration::from_secs(30));
+    n.advance(Duration::from_secs(1));
+    n.deaf.clear();
+    // What is left to send: the heartbeat queued at 29 s, then the error; then the close.
+    let left: Vec<Value> = std::iter::from_fn(|| n.host.poll_transmit(n.now, c))
+        .map(|b| json(std::str::from_utf8(&b).unwrap()))
+        .collect();
+    assert_eq!(left.last().unwrap()["code"], "slow_consumer", "{left:?}");
+    assert!(left.iter().all(|f| f["type"] != "harness.event"));
+    assert_eq!(n.host.close_code(c), Some(close::SLOW_CONSUMER));
+    n.pump();
+    assert_eq!(n.closed(c), Some(close::SLOW_CONSUMER));
+    assert_eq!(n.host.close_code(c), None, "forgotten after disconnect");
+}

@@ -25,6 +25,8 @@ pub struct Net<L: EventLog> {
     pub cancels: Vec<String>,
     /// Connections whose reader does not read: bytes stay unacknowledged.
     pub stalled: Vec<ConnId>,
+    /// Connections whose writer is stuck: their wakes are ignored (no `poll_transmit`).
+    pub deaf: Vec<ConnId>,
 }
 
 impl<L: EventLog> Net<L> {
@@ -36,6 +38,7 @@ impl<L: EventLog> Net<L> {
             turns: Vec::new(),
             cancels: Vec::new(),
             stalled: Vec::new(),
+            deaf: Vec::new(),
         }
     }
 
@@ -44,6 +47,7 @@ impl<L: EventLog> Net<L> {
         let now = self.now;
         while let Some(ev) = self.host.poll_event() {
             match ev {
+                HostEvent::Wake(c) if self.deaf.contains(&c) => {}
                 HostEvent::Wake(c) => {
                     while let Some(b) = self.host.poll_transmit(now, c) {
                         if !self.stalled.contains(&c) {
