@@ -265,6 +265,46 @@ fn interrupt_cuts_off_what_plays() {
     );
 }
 
+/// "interrupt: true on its first chunk: whatever is playing is cut off": when what plays is
+/// a turn's reply still streaming, the harness did nothing wrong by finishing it. Its later
+/// chunks are not played (it was cut off), and its reply:done still answers the turn: no
+/// reply_done deadline, no harness_failure, the turn record is kept.
+#[test]
+fn a_reply_cut_off_by_an_interrupt_still_answers_its_turn() {
+    let mut r = Rig::new(Script::new().greeting());
+    r.chunk("r1", Some(1), "We're open eight to six on weekdays.");
+    r.until(1100);
+    r.send(json!({"type":"reply:chunk","reply_id":"u1","chunk":{"choices":[{"delta":{"content":"Sorry, correction."}}]},"interrupt":true}));
+    r.done("u1", None);
+    r.chunk("r1", Some(1), " And Saturdays.");
+    r.send(json!({"type":"reply:done","reply_id":"r1","turn_id":1,"turn_record":{"route":"chat"}}));
+    r.until(60_000);
+    let t = r.sim.transcript();
+    assert!(t.violations.is_empty(), "{:?}", t.violations);
+    let turn = t.turn(1).unwrap();
+    assert_eq!(turn.harness_error, None);
+    assert_eq!(turn.completion_reason, "completed");
+    assert_eq!(
+        turn.turn_record.as_ref().unwrap().route.as_deref(),
+        Some("chat")
+    );
+    assert_eq!(t.heard(), ["We're open eight", "Sorry, correction."]);
+    // A second reply:done for it is still a violation.
+    let mut r2 = Rig::new(Script::new().greeting());
+    r2.chunk("r1", Some(1), "We're open eight to six on weekdays.");
+    r2.until(500);
+    r2.send(json!({"type":"reply:chunk","reply_id":"u1","chunk":{"choices":[{"delta":{"content":"Now."}}]},"interrupt":true}));
+    r2.done("r1", Some(1));
+    r2.done("r1", Some(1));
+    assert_eq!(
+        r2.sim
+            .transcript()
+            .violations_of(ViolationKind::DeadReply)
+            .len(),
+        1
+    );
+}
+
 /// "A caller in mid-utterance is still never talked over."
 #[test]
 fn interrupt_never_talks_over_a_caller_mid_utterance() {

@@ -233,8 +233,11 @@ struct SimTurn {
 enum ReplyState {
     /// Refused (before its turn's start): later frames are ignored.
     Refused,
-    /// Dropped (replaced while held, its turn closed, cut off): later frames are ignored.
+    /// Dropped (replaced while held, its turn closed): later frames are ignored.
     Dead,
+    /// Cut off while playing (by the caller, an interrupting reply, a failure): later chunks
+    /// are not played, but its `reply:done` still answers its turn if that is open.
+    CutOff,
     Queued,
     Held,
     PendingInterrupt,
@@ -855,7 +858,7 @@ impl Simulator {
         // ok: pos is within 0..=chars by construction; the cast floors it.
         let (spoken, unspoken) = split_spoken(&r.text, p.pos as usize);
         let (spoken, unspoken) = (spoken.to_owned(), unspoken.to_owned());
-        r.state = ReplyState::Dead;
+        r.state = ReplyState::CutOff;
         r.text = String::new();
         let turn_id = r.turn_id;
         let at_ms = ms(r.started.unwrap_or(clock).saturating_duration_since(t0));
@@ -1230,6 +1233,10 @@ impl Simulator {
                 );
                 return;
             }
+            if r.state == ReplyState::CutOff {
+                // In flight when it was cut off: not played, not a fault.
+                return;
+            }
             r.text.push_str(&content);
             r.chars += content.chars().count();
             if interrupt {
@@ -1321,6 +1328,10 @@ impl Simulator {
         let Some(t) = self.turns.get_mut(&tid) else {
             return;
         };
+        if !matches!(t.status, TurnStatus::Open | TurnStatus::Answered) {
+            // Cancelled, failed or ended: a reply:done in flight changes nothing.
+            return;
+        }
         if t.status == TurnStatus::Open {
             t.status = TurnStatus::Answered;
             let summary = t.summary;
