@@ -553,9 +553,11 @@ impl EventSink for JournalSink<'_> {
 
     async fn report(&mut self, result: ToolResult) -> Result<(), SinkError> {
         self.check()?;
+        // The approval seqs and the receipt code (APPROVAL_DENIED, EXECUTOR_ERROR) are set by
+        // the host on its receipts only.
         if result.approval_request_seq != 0
             || result.approval_decision_seq != 0
-            || result.code == ToolResultCode::ApprovalDenied
+            || result.code != ToolResultCode::Unspecified
         {
             return Err(SinkError::Rejected(
                 "sink.report cannot carry approval request/decision or host receipt fields".into(),

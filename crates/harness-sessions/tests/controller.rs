@@ -1225,3 +1225,136 @@ fn resume_and_replay_rebuild_start_from_the_journal() {
     assert!(matches!(err, Error::InvalidExecutionLog(_)), "{err}");
     assert_eq!(model.calls(), calls);
 }
+
+/// What a harness does with the sink around an approval gate.
+#[derive(Clone, Copy, PartialEq)]
+enum GateCase {
+    /// Reports a result carrying host receipt fields (each variant in turn).
+    ForgeReceipts,
+    /// Catches the park and keeps using the sink, then returns Ok.
+    IgnorePark,
+    /// A memory-snapshot harness asks for a gated call.
+    MemorySnapshot,
+}
+
+struct Gate(GateCase);
+
+#[async_trait::async_trait]
+impl harness_core::Harness for Gate {
+    async fn describe(&self) -> Result<harness_core::Descriptor, harness_core::HarnessError> {
+        let mut d = harness_core::Descriptor::new("gate", "1");
+        if self.0 == GateCase::MemorySnapshot {
+            d.capabilities.resumability = Resumability::RequiresMemorySnapshot;
+        }
+        Ok(d)
+    }
+    async fn run(
+        &self,
+        start: harness_core::Start,
+        sink: &mut dyn harness_core::EventSink,
+    ) -> Result<(), harness_core::HarnessError> {
+        use harness_core::SinkError;
+        use harness_core::message::{JsonObject, ToolResult};
+        match self.0 {
+            GateCase::ForgeReceipts => {
+                let base = || ToolResult::error("own", "failed");
+                let mut a = base();
+                a.approval_request_seq = 3;
+                let mut b = base();
+                b.approval_decision_seq = 4;
+                for (i, r) in [
+                    a,
+                    b,
+                    base().with_code(ToolResultCode::ApprovalDenied),
+                    base().with_code(ToolResultCode::ExecutorError),
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    match sink.report(r).await {
+                        Err(SinkError::Rejected(_)) => {
+                            sink.output(&format!("rejected {i}|")).await?
+                        }
+                        other => panic!("{i}: {other:?}"),
+                    }
+                }
+                sink.report(base()).await?;
+            }
+            GateCase::IgnorePark => {
+                let call = call_for(&start.execution_id, 0, Mediation::RequiresApproval);
+                let parked = sink.tool_call(call).await;
+                assert!(matches!(parked, Err(SinkError::ApprovalParked { .. })));
+                // "stop Run and propagate it, with no END or later model/tool/sink operation"
+                assert!(sink.output("after the park").await.is_err());
+                assert!(sink.model(ModelRequest::new(vec![])).await.is_err());
+                assert!(sink.usage(Default::default()).await.is_err());
+                assert!(
+                    sink.report(ToolResult::ok("x", JsonObject::new()))
+                        .await
+                        .is_err()
+                );
+            }
+            GateCase::MemorySnapshot => {
+                let call = call_for(&start.execution_id, 0, Mediation::RequiresApproval);
+                match sink.tool_call(call).await {
+                    Err(SinkError::Rejected(_)) => sink.output("refused").await?,
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// "do not forge approval request/decision or host receipt fields with sink.Report"; "stop
+/// Run and propagate it, with no END or later model/tool/sink operation"; "REQUIRES_APPROVAL
+/// uses the same executor after a durable decision, for STATELESS_REPLAY only";
+/// "Memory-snapshot harnesses are refused before the effect".
+#[test]
+fn the_approval_gate_is_host_owned() {
+    let run = |case: GateCase| {
+        let journal = Arc::new(MemoryJournal::new());
+        let effects = Arc::new(Effects::default());
+        let host = Controller::builder(journal.clone())
+            .executor(dedup(&effects, &Arc::new(MemoryReceipts::default())))
+            .harness("gate", Arc::new(Gate(case)))
+            .runtime(RuntimeCapabilities {
+                memory_snapshot: true,
+                ..Default::default()
+            })
+            .build();
+        host.create_session("s", None).unwrap();
+        let turn = block(host.exec(ExecRequest::text("s", "go"))).unwrap();
+        assert_eq!(effects.count(), 0);
+        (turn, kinds(&host, "s"))
+    };
+    // Every host receipt field is refused on sink.report, before anything is recorded; a
+    // plain failed result is reported.
+    let (turn, k) = run(GateCase::ForgeReceipts);
+    assert_eq!(turn.output, "rejected 0|rejected 1|rejected 2|rejected 3|");
+    assert_eq!(
+        k,
+        vec![
+            ExecutionStart,
+            Input,
+            Output,
+            Output,
+            Output,
+            Output,
+            ToolResult,
+            End
+        ]
+    );
+    // A parked turn takes no further sink operation and records no END, whatever the
+    // harness returns.
+    let (turn, k) = run(GateCase::IgnorePark);
+    assert!(matches!(turn.status, TurnStatus::Parked { .. }), "{turn:?}");
+    assert_eq!(
+        k,
+        vec![ExecutionStart, Input, ToolCall, ApprovalRequest, Lifecycle]
+    );
+    // A memory-snapshot harness's gated call is refused before its intent is recorded.
+    let (turn, k) = run(GateCase::MemorySnapshot);
+    assert_eq!(turn.output, "refused");
+    assert_eq!(k, vec![ExecutionStart, Input, Output, End]);
+}
