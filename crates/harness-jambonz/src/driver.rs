@@ -8,7 +8,9 @@
 //!   [`Model`] given here) become `reply:chunk`s as they arrive, with back-pressure;
 //! - `sink.tool_call` becomes `tool:call` and waits for its `tool:result`;
 //! - `sink.model`, `sink.report` and `sink.usage` fill the turn record (`model_calls` with
-//!   `first_token_ms` and `ms`, `own_tools`, `steps`), sent on `reply:done`;
+//!   `first_token_ms` and `ms`, `own_tools`, `steps`), sent on `reply:done`; an `own_tools`
+//!   entry is named after the tool of the model's call whose id the reported result
+//!   carries (the result's id when no model call of the turn had it);
 //! - `turn:cancel` drops the turn's future; a sink call made after it fails with
 //!   [`SinkError::Cancelled`].
 //!
@@ -174,7 +176,14 @@ struct TurnSink<'a, C: ?Sized> {
     reply: Option<String>,
     record: TurnRecord,
     last_model_usage: Option<Usage>,
+    /// `(call id, tool name)` of the model's latest tool calls, so that a tool the harness
+    /// runs itself is recorded in `own_tools` by its name (a [`ToolResult`] carries only
+    /// the call id). Bounded by [`MAX_TOOL_NAMES`].
+    tool_names: Vec<(String, String)>,
 }
+
+/// The most model tool calls a turn remembers the names of.
+const MAX_TOOL_NAMES: usize = 64;
 
 impl<C: Clock + ?Sized> TurnSink<'_, C> {
     fn check(&self) -> Result<(), SinkError> {
@@ -327,6 +336,12 @@ impl<C: Clock + ?Sized> EventSink for TurnSink<'_, C> {
             entry.input_tokens = Some(r.usage.input_tokens);
             entry.output_tokens = Some(r.usage.output_tokens);
             self.last_model_usage = Some(r.usage.clone());
+            for call in r.message.tool_calls() {
+                if self.tool_names.len() == MAX_TOOL_NAMES {
+                    self.tool_names.remove(0);
+                }
+                self.tool_names.push((call.id.clone(), call.tool.clone()));
+            }
         }
         self.record.model_calls_mut().push(entry);
         Ok(response?)
@@ -377,8 +392,13 @@ impl<C: Clock + ?Sized> EventSink for TurnSink<'_, C> {
 
     async fn report(&mut self, result: ToolResult) -> Result<(), SinkError> {
         self.check()?;
+        // The tool's name, from the model's call with this id; else the id as given.
+        let name = match self.tool_names.iter().position(|(id, _)| *id == result.id) {
+            Some(i) => self.tool_names.remove(i).1,
+            None => result.id.clone(),
+        };
         self.record.own_tools_mut().push(OwnToolRecord {
-            name: Some(result.id.clone()),
+            name: Some(name),
             ok: Some(!result.is_error),
             ..Default::default()
         });
@@ -737,6 +757,7 @@ where
                 ..Default::default()
             },
             last_model_usage: None,
+            tool_names: Vec::new(),
         };
         let outcome = harness.run(start, &mut sink).await;
         (turn_id, sink.finish(outcome, error_reply.as_deref()))

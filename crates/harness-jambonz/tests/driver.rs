@@ -254,6 +254,68 @@ fn tool_call_steps_are_recorded() {
     assert_eq!(rec["model_calls"].as_array().unwrap().len(), 2);
 }
 
+/// An agent that runs the model's tool calls itself and reports them (`sink.report`).
+struct OwnTools;
+
+#[async_trait]
+impl Harness for OwnTools {
+    async fn describe(&self) -> Result<Descriptor, HarnessError> {
+        Ok(Descriptor::new("own-tools", "1"))
+    }
+    async fn run(&self, start: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
+        let resp = sink.model(ModelRequest::new(start.inputs.clone())).await?;
+        for call in resp.message.tool_calls() {
+            let mut out = serde_json::Map::new();
+            out.insert("plan".into(), "gold".into());
+            let result = if call.tool == "lookup_account" {
+                ToolResult::ok(&call.id, out)
+            } else {
+                ToolResult::error(&call.id, "no such tool")
+            };
+            sink.report(result).await?;
+        }
+        sink.output("Your plan is gold.").await?;
+        Ok(())
+    }
+}
+
+/// The turn record's `own_tools`: `[{ "name": "lookup_account", "ok": true, "ms": 220 }]`:
+/// the name is the tool's (learned from the model's tool call with the reported result's
+/// id), not the call id.
+#[test]
+fn own_tools_are_recorded_by_tool_name() {
+    let model = ScriptedModel::new().reply_with(Message {
+        role: harness_core::message::Role::Assistant,
+        parts: vec![
+            harness_core::message::Part::ToolCall(ToolCall::new(
+                "call_a",
+                "lookup_account",
+                serde_json::Map::new(),
+            )),
+            harness_core::message::Part::ToolCall(ToolCall::new(
+                "call_b",
+                "check_outage",
+                serde_json::Map::new(),
+            )),
+        ],
+    });
+    let c = call(
+        &OwnTools,
+        &model,
+        Script::new().greeting(),
+        ServeConfig::default(),
+    );
+    let rec = &sent(&c, "reply:done")[0]["turn_record"];
+    assert_eq!(
+        rec["own_tools"],
+        json!([
+            {"name": "lookup_account", "ok": true},
+            {"name": "check_outage", "ok": false}
+        ])
+    );
+    assert_eq!(c.transcript.heard(), ["Your plan is gold."]);
+}
+
 /// The SDK's `greeting`: "spoken when the call connects, without a model call".
 #[test]
 fn a_configured_greeting_needs_no_model_call() {
