@@ -54,7 +54,6 @@ pub type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
 struct Inner<L: EventLog> {
     host: Host<L>,
     wakers: HashMap<ConnId, Waker>,
-    closed: HashMap<ConnId, u16>,
     turns: VecDeque<HostEvent>,
     turn_waker: Option<Waker>,
     totals: HashMap<String, Usage>,
@@ -70,8 +69,8 @@ impl<L: EventLog> Inner<L> {
                         w.wake();
                     }
                 }
-                HostEvent::Close { conn, code, .. } => {
-                    self.closed.insert(conn, code);
+                // The host keeps the close code until the stream is dropped.
+                HostEvent::Close { conn, .. } => {
                     if let Some(w) = self.wakers.remove(&conn) {
                         w.wake();
                     }
@@ -115,7 +114,6 @@ impl<L: EventLog + 'static> Service<L> {
             inner: Arc::new(Mutex::new(Inner {
                 host,
                 wakers: HashMap::new(),
-                closed: HashMap::new(),
                 turns: VecDeque::new(),
                 turn_waker: None,
                 totals: HashMap::new(),
@@ -350,7 +348,7 @@ impl<L: EventLog + 'static> ConnStream<L> {
 
     /// The WebSocket close code, once the stream ended because the host closed it.
     pub fn close_code(&self) -> Option<u16> {
-        self.service.lock().closed.get(&self.id).copied()
+        self.service.lock().host.close_code(self.id)
     }
 }
 
@@ -376,7 +374,7 @@ impl<L: EventLog + 'static> Stream for ConnStream<L> {
                 self.unacked = b.len();
                 Poll::Ready(Some(b))
             }
-            None if g.closed.contains_key(&id) => {
+            None if g.host.close_code(id).is_some() => {
                 drop(g);
                 self.done = true;
                 Poll::Ready(None)
@@ -431,8 +429,10 @@ impl Tools {
     }
 }
 
-/// Runs the turns the host asks for, with `harness`, until the service is dropped by every
-/// other holder (it never returns on its own: spawn it).
+/// Runs the turns the host asks for, with `harness` (it never returns on its own: spawn it).
+///
+/// Run one per [`Service`]: the turns to start are a single queue with a single waiter, so
+/// a second loop on the same service would take turns from the first (or never wake).
 pub async fn run_turns<L, H>(
     service: Service<L>,
     harness: Arc<H>,

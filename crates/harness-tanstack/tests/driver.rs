@@ -296,3 +296,53 @@ fn post_run_streams_plain_agui_events_of_one_run() {
         .collect();
     assert_eq!(text, "You said: ping");
 }
+
+/// "If the client does not read for this long, the server sends slow_consumer and closes."
+/// Through the driver, a reader that stops reading stops polling its stream (the socket
+/// write does not complete): after `slowConsumerMs` the host closes it with 4408, the
+/// reader that comes back gets the error and the end, and nothing of it stays behind.
+#[test]
+fn a_stream_that_is_not_read_is_closed_4408_and_forgotten() {
+    let (svc, clock) = service();
+    let mut pool = LocalPool::new();
+    svc.control(
+        None,
+        br#"{"threadId":"thread-1","input":{"op":"prompt","message":"go"}}"#,
+        "r",
+        None,
+    );
+    let mut s = svc
+        .open_sse(Some("thread-1"), Some("2"), None, None, None, "r")
+        .unwrap();
+    let hello = pool.run_until(s.next()).unwrap();
+    assert!(String::from_utf8_lossy(&hello).contains("harness.hello"));
+    // The reader stops; the thread goes on.
+    svc.with_host(|h, now| {
+        for i in 0..3 {
+            h.emit(
+                now,
+                "thread-1",
+                "op-1",
+                Event::text_content("m", format!("{i}")),
+            )
+            .unwrap();
+        }
+    });
+    *clock.lock().unwrap() += Duration::from_secs(29);
+    svc.tick();
+    assert_eq!(s.close_code(), None);
+    *clock.lock().unwrap() += Duration::from_secs(1);
+    svc.tick();
+    let rest: Vec<String> = pool.run_until(
+        s.by_ref()
+            .map(|b| String::from_utf8(b.to_vec()).unwrap())
+            .collect(),
+    );
+    assert!(
+        rest.last().unwrap().contains(r#""code":"slow_consumer""#),
+        "{rest:?}"
+    );
+    assert_eq!(s.close_code(), Some(4408));
+    drop(s);
+    assert_eq!(svc.with_host(|h, _| h.stats().connections), 0);
+}
