@@ -13,19 +13,31 @@ mod jambonz_shared;
 
 #[tokio::main]
 async fn main() {
+    const USAGE: &str = "usage: jambonz_server [--addr 127.0.0.1:8080] [--secret S]";
+    let usage_error = |what: String| -> ! {
+        eprintln!("{what}; {USAGE}");
+        std::process::exit(2)
+    };
     let mut addr = "127.0.0.1:8080".to_owned();
     let mut secret = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--addr" => addr = args.next().expect("--addr ADDR"),
-            "--secret" => secret = Some(args.next().expect("--secret S")),
-            other => {
-                eprintln!(
-                    "unknown argument {other}; usage: jambonz_server [--addr 127.0.0.1:8080] [--secret S]"
-                );
-                std::process::exit(2);
+            "--addr" => {
+                addr = args
+                    .next()
+                    .unwrap_or_else(|| usage_error("--addr needs an address".into()))
             }
+            "--secret" => match args.next() {
+                // An empty secret would refuse every upgrade: say so instead.
+                Some(s) if !s.is_empty() => secret = Some(s),
+                _ => usage_error("--secret needs a non-empty secret".into()),
+            },
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return;
+            }
+            other => usage_error(format!("unknown argument {other}")),
         }
     }
     let listener = tokio::net::TcpListener::bind(&addr)
