@@ -351,7 +351,10 @@ impl<L: EventLog> Host<L> {
             |s: &str, prefix: &str| s.strip_prefix(prefix).and_then(|n| n.parse::<u64>().ok());
         let max_receipts = cfg.max_receipts.max(1);
         for id in log.threads() {
-            let mut t = Thread::default();
+            let mut t = Thread {
+                owner: log.owner(&id),
+                ..Thread::default()
+            };
             // Runs that started and never ended: the host stopped during them.
             let mut open: Vec<(String, Option<String>)> = Vec::new();
             // Inputs accepted and neither applied nor settled: they waited behind a turn.
@@ -1318,7 +1321,8 @@ impl<L: EventLog> Host<L> {
                 return Ok(rejected(&input_id, reason_for_missing(&input)));
             }
             // "The first prompt also makes the thread."
-            self.make_thread(thread_id, user);
+            self.make_thread(thread_id, user)
+                .map_err(|e| Refusal::Internal(e.to_string()))?;
         }
         let receipt = match input {
             Input::Prompt(_) | Input::FollowUp(_) | Input::Steer(_) | Input::Agent(_) => {
@@ -1572,9 +1576,13 @@ impl<L: EventLog> Host<L> {
             .map_err(|e| Refusal::Internal(e.to_string()))
     }
 
-    /// A new thread, owned by the user whose input made it. A socket that subscribed to
-    /// the thread id before, as another user, "cannot read the thread": 4403.
-    fn make_thread(&mut self, thread_id: &str, user: Option<&str>) {
+    /// A new thread, owned by the user whose input made it (kept in the log, so that a
+    /// durable host keeps it over a restart). A socket that subscribed to the thread id
+    /// before, as another user, "cannot read the thread": 4403.
+    fn make_thread(&mut self, thread_id: &str, user: Option<&str>) -> Result<(), LogError> {
+        if let Some(u) = user {
+            self.log.set_owner(thread_id, u)?;
+        }
         let t = Thread {
             owner: user.map(str::to_owned),
             ..Thread::default()
@@ -1611,6 +1619,7 @@ impl<L: EventLog> Host<L> {
             self.unwatch(id);
         }
         self.host_status(thread_id, "idle");
+        Ok(())
     }
 
     /// A host-made input id (`in-N`) that no input of the thread has.
@@ -1782,7 +1791,8 @@ impl<L: EventLog> Host<L> {
                 return Err(HttpAnswer::error(409, "conflict", request_id));
             }
         } else {
-            self.make_thread(&input.thread_id, user);
+            self.make_thread(&input.thread_id, user)
+                .map_err(|_| HttpAnswer::error(500, "internal", request_id))?;
         }
         let text = input.last_user_text().unwrap_or_default();
         // The client's runId, unless the thread has a run by that id already (or it is the

@@ -166,6 +166,19 @@ pub trait EventLog: Send {
 
     /// Whether cursors survive a restart of the host.
     fn is_durable(&self) -> bool;
+
+    /// Keeps the user who owns a thread (`membersOnly()`: the user whose input made it), so
+    /// that a durable log keeps access rules over a restart. The default keeps nothing.
+    fn set_owner(&mut self, thread_id: &str, owner: &str) -> Result<(), LogError> {
+        let _ = (thread_id, owner);
+        Ok(())
+    }
+
+    /// The owner [`set_owner`](Self::set_owner) kept, if any.
+    fn owner(&self, thread_id: &str) -> Option<String> {
+        let _ = thread_id;
+        None
+    }
 }
 
 #[derive(Debug, Default)]
@@ -302,15 +315,19 @@ struct FileThread {
 /// `harness.event` frame. Cursors survive a restart. [`truncate`](Self::truncate) drops the
 /// oldest records; a client behind them gets `harness.gap` with reason `truncated`.
 ///
-/// A truncated file starts with a marker line `{"truncatedBefore":N}`.
+/// A truncated file starts with a marker line `{"truncatedBefore":N}`. The owner of a thread
+/// (see [`EventLog::set_owner`]) is kept beside it, in a file of the same name ending in
+/// `.harness-owner`.
 #[derive(Debug)]
 pub struct FileLog {
     dir: PathBuf,
     cfg: FileLogConfig,
     threads: HashMap<String, FileThread>,
+    owners: HashMap<String, String>,
 }
 
 const SUFFIX: &str = ".harness-log";
+const OWNER_SUFFIX: &str = ".harness-owner";
 
 impl FileLog {
     /// Opens (or creates) the log in `dir`, reading what earlier runs wrote.
@@ -326,12 +343,18 @@ impl FileLog {
             dir: dir.clone(),
             cfg,
             threads: HashMap::new(),
+            owners: HashMap::new(),
         };
         for entry in fs::read_dir(&dir)? {
             let path = entry?.path();
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
             };
+            if let Some(thread_id) = name.strip_suffix(OWNER_SUFFIX).and_then(unhex) {
+                let owner = fs::read_to_string(&path)?;
+                log.owners.insert(thread_id, owner);
+                continue;
+            }
             let Some(hex) = name.strip_suffix(SUFFIX) else {
                 continue;
             };
@@ -565,6 +588,25 @@ impl EventLog for FileLog {
     fn is_durable(&self) -> bool {
         true
     }
+
+    fn set_owner(&mut self, thread_id: &str, owner: &str) -> Result<(), LogError> {
+        let path = self.dir.join(format!("{}{OWNER_SUFFIX}", hex(thread_id)));
+        let tmp = path.with_extension("owner-tmp");
+        {
+            let mut f = File::create(&tmp)?;
+            f.write_all(owner.as_bytes())?;
+            if self.cfg.sync {
+                f.sync_all()?;
+            }
+        }
+        fs::rename(&tmp, &path)?;
+        self.owners.insert(thread_id.to_owned(), owner.to_owned());
+        Ok(())
+    }
+
+    fn owner(&self, thread_id: &str) -> Option<String> {
+        self.owners.get(thread_id).cloned()
+    }
 }
 
 impl FileLog {
@@ -602,5 +644,11 @@ impl<L: EventLog + ?Sized> EventLog for Box<L> {
     }
     fn is_durable(&self) -> bool {
         (**self).is_durable()
+    }
+    fn set_owner(&mut self, thread_id: &str, owner: &str) -> Result<(), LogError> {
+        (**self).set_owner(thread_id, owner)
+    }
+    fn owner(&self, thread_id: &str) -> Option<String> {
+        (**self).owner(thread_id)
     }
 }

@@ -1454,3 +1454,47 @@ fn a_connection_whose_writer_is_stuck_is_a_slow_consumer() {
     assert_eq!(n.closed(c), Some(close::SLOW_CONSUMER));
     assert_eq!(n.host.close_code(c), None, "forgotten after disconnect");
 }
+
+/// `membersOnly()`: a thread belongs to the user who made it, and anyone else gets `403` /
+/// 4403. On a durable host that must hold after a restart too, or every signed-in user
+/// could read every thread once the host restarts.
+#[test]
+fn thread_owners_survive_a_durable_restart() {
+    let dir = std::env::temp_dir().join(format!("harness-tanstack-owner-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = HostConfig {
+        access: AccessPolicy::MembersOnly,
+        ..HostConfig::default()
+    };
+    {
+        let mut n = Net::new(Host::new(cfg.clone(), FileLog::open(&dir).unwrap()));
+        assert_eq!(
+            n.host.control(n.now, Some("ann"), PROMPT, "r", None).status,
+            200
+        );
+        n.pump();
+    }
+    let mut n = Net::new(Host::new(cfg, FileLog::open(&dir).unwrap()));
+    let open = |n: &mut Net<FileLog>, user: &str| {
+        n.host
+            .open_sse(
+                n.now,
+                Some("thread-1"),
+                Some("2"),
+                None,
+                None,
+                Some(user),
+                "r",
+            )
+            .map(|_| ())
+            .map_err(|a| a.status)
+    };
+    assert_eq!(open(&mut n, "bob"), Err(403));
+    assert_eq!(open(&mut n, "ann"), Ok(()));
+    assert_eq!(
+        n.host.control(n.now, Some("bob"), PROMPT, "r", None).status,
+        403
+    );
+    assert_eq!(n.host.snapshot("thread-1", Some("bob"), "r").status, 403);
+    let _ = std::fs::remove_dir_all(&dir);
+}
