@@ -24,7 +24,7 @@ use crate::error::Error;
 use crate::execution::{Execution, Executions};
 use crate::journal::{ForkOrigin, Journal, SessionMeta};
 use crate::record::{Fence, Head, Record, Seq};
-use crate::sink::{Failure, JournalSink, Mode, TurnCtx, derive_id, lifecycle};
+use crate::sink::{Failure, JournalSink, Mode, TurnCtx, derive_execution_id, lifecycle};
 use crate::tools::ToolExecutor;
 use crate::verify::Verified;
 
@@ -490,7 +490,14 @@ impl Controller {
             Vec::new()
         };
         let head = self.journal.head(&req.session)?;
-        let execution_id = derive_id("execution", &req.session, head.seq.wrapping_add(1));
+        let marker = ExecutionStart {
+            config: req.config.clone(),
+            resume_from_seq: req.resume_from_seq,
+            input_count: Some(i64::try_from(req.inputs.len()).unwrap_or(i64::MAX)),
+            harness: p.name.clone(),
+            harness_version: p.descriptor.version.clone(),
+        };
+        let execution_id = derive_execution_id(&req.session, &head, &marker, &req.inputs);
         let ctx = self.ctx(
             &req.session,
             &execution_id,
@@ -500,13 +507,6 @@ impl Controller {
             Mode::Recover,
         );
         let mut sink = JournalSink::new(ctx, Mode::Recover, &[], Vec::new(), head);
-        let marker = ExecutionStart {
-            config: req.config.clone(),
-            resume_from_seq: req.resume_from_seq,
-            input_count: Some(i64::try_from(req.inputs.len()).unwrap_or(i64::MAX)),
-            harness: p.name.clone(),
-            harness_version: p.descriptor.version.clone(),
-        };
         self.host_append(&mut sink, EventBody::ExecutionStart(marker))?;
         for m in &req.inputs {
             self.host_append(&mut sink, EventBody::Input(m.clone()))?;

@@ -9,7 +9,8 @@
 
 use async_trait::async_trait;
 use harness_core::event::{
-    ApprovalRequest, Event, EventBody, EventKind, Lifecycle, LifecycleKind, ModelCall,
+    ApprovalRequest, Event, EventBody, EventKind, ExecutionStart, Lifecycle, LifecycleKind,
+    ModelCall,
 };
 use harness_core::message::{
     Mediation, Message, ModelRequest, ModelResponse, ToolCall, ToolResult, ToolResultCode, Usage,
@@ -44,6 +45,31 @@ pub(crate) fn derive_id(kind: &str, scope: &str, seq: Seq) -> String {
     h.update(scope.as_bytes());
     h.update([0]);
     h.update(seq.to_be_bytes());
+    hex(&h.finalize()[..8])
+}
+
+/// The id of a new execution: 16 hex digits of SHA-256 over the session, the position of its
+/// start marker, the head it follows, and what it was invoked with (the marker and the
+/// inputs). Deterministic, so the same journal and the same invocation write the same
+/// records; and never shared by two different invocations of a session, even when a turn's
+/// records were lost (a power loss under a lazy fsync policy) while the executor's durable
+/// receipts, keyed by idempotency keys harnesses derive from this id, were not.
+pub(crate) fn derive_execution_id(
+    session: &str,
+    head: &Head,
+    marker: &ExecutionStart,
+    inputs: &[Message],
+) -> String {
+    let mut h = Sha256::new();
+    h.update(b"execution\0");
+    h.update(session.as_bytes());
+    h.update([0]);
+    h.update(head.seq.wrapping_add(1).to_be_bytes());
+    h.update(head.hash.map_or([0; 32], |c| c.0));
+    // Serializing these types cannot fail; an error would only weaken the id, not break it.
+    h.update(serde_json::to_vec(marker).unwrap_or_default());
+    h.update([0]);
+    h.update(serde_json::to_vec(inputs).unwrap_or_default());
     hex(&h.finalize()[..8])
 }
 

@@ -1358,3 +1358,37 @@ fn the_approval_gate_is_host_owned() {
     assert_eq!(turn.output, "refused");
     assert_eq!(k, vec![ExecutionStart, Input, Output, End]);
 }
+
+/// Rule 4: the executor "dedups on session UID plus idempotency key", and "If an effect
+/// succeeds but its journal result append fails, recovery must retrieve that session's
+/// original receipt rather than repeat the effect": a receipt answers a re-drive of *its*
+/// call. Harnesses derive keys from `Start::execution_id`, so an execution id must never
+/// name two different invocations of a session. When a turn's records are lost while the
+/// durable receipts are not (a power loss under `Durability::EveryTurn` loses the turn in
+/// flight), the next Exec at the same position with other inputs must get another id, so
+/// its effect runs instead of being answered with the lost turn's receipt.
+#[test]
+fn a_lost_turn_never_lends_its_receipts_to_another_invocation() {
+    let effects = Arc::new(Effects::default());
+    let receipts = Arc::new(MemoryReceipts::default());
+    let script = ScriptHarness::new(vec![Op::Tool]);
+    let build = |j: Arc<dyn Journal>| {
+        Controller::builder(j)
+            .executor(dedup(&effects, &receipts))
+            .harness("script", Arc::new(script.clone()))
+            .build()
+    };
+    // The journal as it was durable before the turn: the session, no records.
+    let durable = Arc::new(MemoryJournal::new());
+    build(durable.clone()).create_session("s", None).unwrap();
+    // The turn runs on a copy that is then lost (its records never reached the disk).
+    let volatile = Arc::new(MemoryJournal::new());
+    build(volatile.clone()).create_session("s", None).unwrap();
+    let lost = block(build(volatile.clone()).exec(ExecRequest::text("s", "send A"))).unwrap();
+    assert_eq!(effects.count(), 1);
+    // After the restart, another invocation at the same position.
+    let turn = block(build(durable.clone()).exec(ExecRequest::text("s", "send B"))).unwrap();
+    assert_ne!(turn.execution_id, lost.execution_id);
+    assert_eq!(turn.executor_calls, 1);
+    assert_eq!(effects.count(), 2, "the new call's effect ran");
+}

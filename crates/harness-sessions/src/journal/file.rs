@@ -54,8 +54,9 @@ pub enum Durability {
     /// Survives power loss at any point; slowest.
     EveryRecord,
     /// fsync when a turn ends (completed, failed or parked), at [`Journal::sync`]. A power
-    /// loss can lose the records of the turn in flight (which resume then re-drives, at
-    /// most one provider call and no deduplicated tool effect repeated). The default.
+    /// loss can lose the records of the turn in flight (never those of earlier turns): the
+    /// turn is gone, not interrupted, and its effects may have run (an executor with durable
+    /// receipts still answers a re-issued identical turn from them). The default.
     #[default]
     EveryTurn,
     /// Never fsync; the OS writes back when it likes. Survives process crashes only.
