@@ -22,7 +22,7 @@
 //! (`…torn-<offset>.<n>` if that name is taken: nothing set aside is overwritten),
 //! truncates the file to its last complete line, and reports a [`TornTail`]. Nothing before
 //! the torn line is touched. Sessions are created and forked by writing a temporary file and
-//! renaming it into place.
+//! linking it into place (never over an existing journal).
 //!
 //! ## Durability
 //!
@@ -233,7 +233,40 @@ struct SessionFile {
     dirty: bool,
 }
 
-/// The file journal. See the [module docs](self) for the format and guarantees.
+/// The file journal: one append-only file per session in a folder.
+///
+/// ## Format
+///
+/// `<dir>/<session>.journal`, one JSON object per line, each ending in `\n`:
+///
+/// ```text
+/// {"harness_rs_journal":1,"session":"s1","meta":{"harness":"echo"}}      header (line 1)
+/// {"fence":"1"}                                                           a writer's fence
+/// {"seq":"1","prev_hash":"","content_hash":"…","fence":"1","event":{…}}   a record
+/// ```
+///
+/// A record line's `event` is the event's RFC 8785 canonical JSON, the exact bytes its
+/// `content_hash` covers, and comes last so that `verify` hashes it in place without parsing
+/// it. A fence line is written whenever a writer acquires a fence; every record carries the
+/// fence of the last fence line before it, so `verify` also catches a changed fence.
+///
+/// ## Crash safety
+///
+/// Each append is one `write` of whole lines. A crash can leave the last line incomplete
+/// (no `\n`); opening the session moves those bytes to `<session>.journal.torn-<offset>`
+/// (`…torn-<offset>.<n>` if that name is taken: nothing set aside is overwritten),
+/// truncates the file to its last complete line, and reports a [`TornTail`]. Nothing before
+/// the torn line is touched. Sessions are created and forked by writing a temporary file and
+/// linking it into place (never over an existing journal).
+///
+/// ## Durability
+///
+/// Every append reaches the kernel before `append` returns, so a process crash loses
+/// nothing. What survives a power loss depends on [`Durability`]: by default the file is
+/// fsynced at the end of every turn.
+///
+/// An open session holds an exclusive lock on its file: a second writer (another process,
+/// or another `FileJournal` on the same folder) cannot open it until the first closes it.
 #[derive(Debug)]
 pub struct FileJournal {
     dir: PathBuf,
