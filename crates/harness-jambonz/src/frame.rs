@@ -132,7 +132,8 @@ pub enum HarnessMessage {
 }
 
 /// The `type` of a frame: from its first key when that is a plain `"type"` string (a scan
-/// of a few bytes), else from a serde pass over the frame.
+/// of a few bytes), else from a serde pass over the frame. When `type` is repeated, the
+/// first one decides (both ways agree); when it is not a string, there is no type.
 pub fn peek_type(text: &str) -> Result<Cow<'_, str>, DecodeError> {
     if let Some(t) = fast_peek(text.as_bytes()) {
         // ok: fast_peek returns byte offsets at ASCII quotes of valid UTF-8 text.
@@ -140,21 +141,109 @@ pub fn peek_type(text: &str) -> Result<Cow<'_, str>, DecodeError> {
             return Ok(Cow::Borrowed(s));
         }
     }
-    #[derive(serde::Deserialize)]
-    struct TypeOnly<'a> {
-        #[serde(rename = "type", borrow)]
-        kind: Option<Cow<'a, str>>,
+    match serde_json::from_str::<TypeOf<'_>>(text) {
+        Ok(TypeOf::Object(Some(k))) => Ok(k),
+        Ok(TypeOf::Object(None)) => Err(DecodeError::MissingType),
+        Ok(TypeOf::NotObject | TypeOf::Str(_)) => {
+            Err(DecodeError::NotAnObject("not an object".into()))
+        }
+        Err(e) => Err(DecodeError::NotAnObject(e.to_string())),
     }
-    match serde_json::from_str::<TypeOnly<'_>>(text) {
-        Ok(TypeOnly { kind: Some(k) }) => Ok(k),
-        Ok(TypeOnly { kind: None }) => Err(DecodeError::MissingType),
-        Err(e) => {
-            // Tell "not an object" from "type is not a string".
-            match serde_json::from_str::<Value>(text) {
-                Ok(Value::Object(_)) => Err(DecodeError::MissingType),
-                Ok(_) => Err(DecodeError::NotAnObject("not an object".into())),
-                Err(_) => Err(DecodeError::NotAnObject(e.to_string())),
+}
+
+/// A whole frame read for its `type` only: the first `type` key's value when it is a
+/// string, every other value skipped.
+enum TypeOf<'de> {
+    /// An object, with the first `type` when that is a string.
+    Object(Option<Cow<'de, str>>),
+    /// A string value (only asked for inside the object).
+    Str(Cow<'de, str>),
+    /// Any other value.
+    NotObject,
+}
+
+/// A value that is a string (borrowed when it has no escapes) or anything else (skipped).
+struct StrOrSkip<'de>(Option<Cow<'de, str>>);
+
+impl<'de> serde::Deserialize<'de> for StrOrSkip<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TypeVisitor(false)).map(|t| match t {
+            TypeOf::Str(s) => StrOrSkip(Some(s)),
+            TypeOf::Object(_) | TypeOf::NotObject => StrOrSkip(None),
+        })
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TypeOf<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TypeVisitor(true))
+    }
+}
+
+/// `top`: the frame itself (an object is searched for `type`); else a value (a string is
+/// kept, anything else skipped).
+struct TypeVisitor(bool);
+
+impl<'de> serde::de::Visitor<'de> for TypeVisitor {
+    type Value = TypeOf<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(self.string(Cow::Borrowed(v)))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(self.string(Cow::Owned(v.to_owned())))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(self.string(Cow::Owned(v)))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(TypeOf::NotObject)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(TypeOf::NotObject)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(TypeOf::NotObject)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(TypeOf::NotObject)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(TypeOf::NotObject)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(TypeOf::NotObject)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        if !self.0 {
+            while map
+                .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                .is_some()
+            {}
+            return Ok(TypeOf::NotObject);
+        }
+        let mut kind: Option<Option<Cow<'de, str>>> = None;
+        while let Some(key) = map.next_key::<crate::wire::Key<'de>>()? {
+            if &*key.0 == "type" && kind.is_none() {
+                kind = Some(map.next_value::<StrOrSkip<'de>>()?.0);
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
             }
+        }
+        Ok(TypeOf::Object(kind.flatten()))
+    }
+}
+
+impl TypeVisitor {
+    fn string(self, s: Cow<'_, str>) -> TypeOf<'_> {
+        if self.0 {
+            TypeOf::NotObject
+        } else {
+            TypeOf::Str(s)
         }
     }
 }

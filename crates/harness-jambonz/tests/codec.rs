@@ -239,6 +239,39 @@ fn the_type_is_found_wherever_it_is() {
     assert!(matches!(m, JambonzMessage::Transcript(t) if t.text == "hi" && t.is_final));
 }
 
+/// A repeated `type` key: the first one decides, whether or not it is the frame's first key
+/// (the fast path reads the first key only; the other path must agree with it, and must not
+/// call a frame that has a string `type` "without a string `type`").
+#[test]
+fn a_repeated_type_key_the_first_one_decides_wherever_it_is() {
+    for (frame, want) in [
+        (
+            r#"{"type":"transcript","text":"a","type":"turn:start"}"#,
+            "transcript",
+        ),
+        (
+            r#"{"turn_id":1,"type":"transcript","text":"a","type":"turn:start"}"#,
+            "transcript",
+        ),
+        (r#"{"turn_id":1,"type":"dtmf","type":"transcript"}"#, "dtmf"),
+    ] {
+        assert_eq!(peek_type(frame).unwrap(), want, "{frame}");
+        let m = JambonzMessage::decode(frame).unwrap();
+        assert_eq!(m.kind(), want, "{frame}");
+    }
+    // The first `type` is not a string: no string type, wherever a later one is.
+    for frame in [
+        r#"{"type":7,"type":"transcript"}"#,
+        r#"{"a":1,"type":[1,{"b":2}],"type":"transcript"}"#,
+    ] {
+        assert_eq!(peek_type(frame), Err(DecodeError::MissingType), "{frame}");
+    }
+    assert!(matches!(
+        peek_type(r#"{"a":1,"type":"x""#),
+        Err(DecodeError::NotAnObject(_))
+    ));
+}
+
 /// "Every field is optional, and anything else you add is kept as given."
 #[test]
 fn the_turn_record_keeps_everything_as_given() {
