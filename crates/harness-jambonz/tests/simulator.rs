@@ -726,3 +726,64 @@ fn absurd_configuration_never_panics() {
     r.until(10_000);
     assert!(!r.sim.is_ended());
 }
+
+/// A harness that floods the call with new ids (a new reply, tool call or command per
+/// frame) never makes the simulator hold them without bound: past `max_ids` the caller
+/// hangs up, and the flood is a violation.
+#[test]
+fn a_harness_flooding_new_ids_is_hung_up_on() {
+    let mut cfg = SimConfig::default();
+    cfg.max_ids = 50;
+    let mut r = Rig::with(cfg, Script::new().greeting(), |s| s);
+    for i in 0..40 {
+        // Refused (turn 9 has not started): still an id the call must remember.
+        r.chunk(&format!("x{i}"), Some(9), "no");
+    }
+    for i in 0..5 {
+        r.send(json!({"type":"tool:call","call_id":format!("t{i}"),"turn_id":1,"name":"nope","args":{}}));
+        r.send(json!({"type":"command","command_id":format!("c{i}"),"name":"play","args":{}}));
+    }
+    assert!(!r.sim.is_ended(), "50 ids are allowed");
+    r.chunk("x50", Some(1), "one too many");
+    assert!(r.sim.is_ended());
+    let t = r.sim.transcript();
+    assert_eq!(t.ended.as_ref().unwrap().0, "caller_hangup");
+    assert_eq!(t.violations_of(ViolationKind::TooManyIds).len(), 1);
+    assert_eq!(r.of("session:end").len(), 1);
+}
+
+/// The transcript keeps at most `MAX_VIOLATIONS` violations and counts the rest: a harness
+/// that keeps sending garbage (or keeps sending after the call ended) cannot grow it
+/// without bound.
+#[test]
+fn violations_are_bounded_and_counted() {
+    use harness_jambonz::simulator::MAX_VIOLATIONS;
+    let mut r = Rig::new(Script::new().greeting());
+    let n = MAX_VIOLATIONS + 500;
+    for _ in 0..n {
+        r.sim.handle_frame(r.now, "{not json");
+    }
+    let t = r.sim.transcript();
+    assert_eq!(t.violations.len(), MAX_VIOLATIONS);
+    assert_eq!(t.violations_dropped, 500);
+    assert!(t.to_string().contains("500 more violations"));
+}
+
+/// One reply's text is bounded (`max_reply_bytes`): what is past it is not kept (nor
+/// spoken), and that is a violation, recorded once.
+#[test]
+fn a_reply_is_bounded() {
+    let mut cfg = SimConfig::default();
+    cfg.max_reply_bytes = 20;
+    let mut r = Rig::with(cfg, Script::new().greeting(), |s| s);
+    r.chunk("r1", Some(1), "Héllo there, ");
+    for _ in 0..100 {
+        r.chunk("r1", Some(1), "and more ");
+    }
+    r.done("r1", Some(1));
+    r.until(30_000);
+    let t = r.sim.transcript();
+    assert_eq!(t.heard(), ["Héllo there, and mo"]);
+    assert_eq!(t.violations_of(ViolationKind::ReplyTooLong).len(), 1);
+    assert_eq!(t.turn(1).unwrap().completion_reason, "completed");
+}

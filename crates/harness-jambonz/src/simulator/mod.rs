@@ -147,6 +147,14 @@ pub struct SimConfig {
     pub max_call: Duration,
     /// The largest frame taken from the harness (default 1 MiB).
     pub max_frame_bytes: usize,
+    /// The most ids (`reply_id`, `call_id`, `command_id`) the harness may use in one call
+    /// (default 10,000), since each is remembered to check that it is unique. Past it the
+    /// caller hangs up (`session:end` reason `caller_hangup`) and the flood is a
+    /// [`ViolationKind::TooManyIds`].
+    pub max_ids: usize,
+    /// The most text kept of one reply, in bytes (default 64 KiB, over an hour of speech).
+    /// Text past it is neither kept nor spoken, a [`ViolationKind::ReplyTooLong`].
+    pub max_reply_bytes: usize,
 }
 
 impl Default for SimConfig {
@@ -167,6 +175,8 @@ impl Default for SimConfig {
             idle_hangup: Duration::from_secs(1),
             max_call: Duration::from_secs(600),
             max_frame_bytes: 1024 * 1024,
+            max_ids: 10_000,
+            max_reply_bytes: 64 * 1024,
         }
     }
 }
@@ -197,6 +207,10 @@ pub enum SimEvent {
 
 /// The most events held for [`Simulator::poll_event`]; older ones are dropped.
 pub const MAX_EVENTS: usize = 4096;
+
+/// The most violations kept in [`Transcript::violations`]; later ones are only counted
+/// ([`Transcript::violations_dropped`]) and reported as [`SimEvent::Violation`].
+pub const MAX_VIOLATIONS: usize = 1000;
 
 type ToolFn = Box<dyn Fn(&Map<String, Value>) -> Result<Value, String> + Send + Sync>;
 
@@ -250,6 +264,8 @@ struct SimReply {
     text: String,
     chars: usize,
     done: bool,
+    /// Text past `max_reply_bytes` was cut (and reported once).
+    truncated: bool,
     state: ReplyState,
     started: Option<Instant>,
 }
@@ -622,7 +638,11 @@ impl Simulator {
             kind,
             detail,
         };
-        self.transcript.violations.push(v.clone());
+        if self.transcript.violations.len() < MAX_VIOLATIONS {
+            self.transcript.violations.push(v.clone());
+        } else {
+            self.transcript.violations_dropped += 1;
+        }
         self.event(SimEvent::Violation(v));
     }
 
@@ -1237,14 +1257,23 @@ impl Simulator {
                 // In flight when it was cut off: not played, not a fault.
                 return;
             }
-            r.text.push_str(&content);
-            r.chars += content.chars().count();
+            let cut = append_bounded(r, &content, self.cfg.max_reply_bytes);
+            if cut {
+                let detail = format!(
+                    "reply {} over {} bytes: the rest is not spoken",
+                    c.reply_id, self.cfg.max_reply_bytes
+                );
+                self.violation(ViolationKind::ReplyTooLong, detail);
+            }
             if interrupt {
                 self.violation(
                     ViolationKind::InterruptNotFirst,
                     format!("interrupt on a later chunk of {}", c.reply_id),
                 );
             }
+            return;
+        }
+        if !self.id_room() {
             return;
         }
         if c.reply_id.is_empty() || !self.reply_ids.insert(c.reply_id.clone()) {
@@ -1309,18 +1338,39 @@ impl Simulator {
     }
 
     fn insert_reply(&mut self, id: &str, turn_id: Option<TurnId>, state: ReplyState, text: String) {
-        let chars = text.chars().count();
-        self.replies.insert(
-            id.to_owned(),
-            SimReply {
-                turn_id,
-                text,
-                chars,
-                done: false,
-                state,
-                started: None,
-            },
+        let mut r = SimReply {
+            turn_id,
+            text: String::new(),
+            chars: 0,
+            done: false,
+            truncated: false,
+            state,
+            started: None,
+        };
+        let cut = append_bounded(&mut r, &text, self.cfg.max_reply_bytes);
+        self.replies.insert(id.to_owned(), r);
+        if cut {
+            let detail = format!(
+                "reply {id} over {} bytes: the rest is not spoken",
+                self.cfg.max_reply_bytes
+            );
+            self.violation(ViolationKind::ReplyTooLong, detail);
+        }
+    }
+
+    /// Whether the harness may use one more id (one is about to be remembered). Past
+    /// `max_ids` the caller hangs up: nothing more is remembered.
+    fn id_room(&mut self) -> bool {
+        let used = self.reply_ids.len() + self.call_ids.len() + self.command_ids.len();
+        if used < self.cfg.max_ids {
+            return true;
+        }
+        self.violation(
+            ViolationKind::TooManyIds,
+            format!("more than {} ids in one call: hung up", self.cfg.max_ids),
         );
+        self.end_call(end_reason::CALLER_HANGUP);
+        false
     }
 
     fn answered(&mut self, turn_id: Option<TurnId>, record: Option<TurnRecord>) {
@@ -1370,6 +1420,9 @@ impl Simulator {
             return;
         }
         // A reply:done without chunks: an empty reply.
+        if !self.id_room() {
+            return;
+        }
         if d.reply_id.is_empty() || !self.reply_ids.insert(d.reply_id.clone()) {
             self.violation(
                 ViolationKind::DuplicateId,
@@ -1398,6 +1451,9 @@ impl Simulator {
 
     fn on_tool_call(&mut self, c: ToolCallMessage) {
         let t = self.clock;
+        if !self.id_room() {
+            return;
+        }
         if c.call_id.is_empty() || !self.call_ids.insert(c.call_id.clone()) {
             self.violation(
                 ViolationKind::DuplicateId,
@@ -1445,6 +1501,9 @@ impl Simulator {
     }
 
     fn on_command(&mut self, c: crate::command::CommandMessage) {
+        if !self.id_room() {
+            return;
+        }
         if c.command_id.is_empty() || !self.command_ids.insert(c.command_id.clone()) {
             self.violation(
                 ViolationKind::DuplicateId,
@@ -1463,6 +1522,24 @@ impl Simulator {
             self.end_call(end_reason::HARNESS_HANGUP);
         }
     }
+}
+
+/// Appends `text` to a reply, keeping at most `max` bytes of text (cut at a character
+/// boundary). Returns whether text was cut for the first time.
+fn append_bounded(r: &mut SimReply, text: &str, max: usize) -> bool {
+    let room = max.saturating_sub(r.text.len());
+    let mut take = text.len().min(room);
+    while !text.is_char_boundary(take) {
+        take -= 1;
+    }
+    let kept = &text[..take];
+    r.text.push_str(kept);
+    r.chars += kept.chars().count();
+    let first_cut = take < text.len() && !r.truncated;
+    if take < text.len() {
+        r.truncated = true;
+    }
+    first_cut
 }
 
 fn truncate(text: &str) -> String {

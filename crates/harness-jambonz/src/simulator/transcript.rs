@@ -115,6 +115,12 @@ pub enum ViolationKind {
     ToolCallsInChunk,
     /// A message type jambonz does not know: ignored.
     UnknownType,
+    /// More new ids in one call than [`SimConfig::max_ids`](super::SimConfig::max_ids):
+    /// the caller hung up.
+    TooManyIds,
+    /// A reply longer than [`SimConfig::max_reply_bytes`](super::SimConfig::max_reply_bytes):
+    /// the rest was not spoken.
+    ReplyTooLong,
 }
 
 /// Everything the simulated call recorded.
@@ -124,8 +130,11 @@ pub struct Transcript {
     pub lines: Vec<Line>,
     /// How each turn went, in turn order.
     pub turns: Vec<TurnSummary>,
-    /// What the harness did wrong or jambonz ignored.
+    /// What the harness did wrong or jambonz ignored: the first
+    /// [`MAX_VIOLATIONS`](super::MAX_VIOLATIONS).
     pub violations: Vec<Violation>,
+    /// Violations past [`MAX_VIOLATIONS`](super::MAX_VIOLATIONS), counted, not kept.
+    pub violations_dropped: u64,
     /// `session:end`'s reason and `duration_ms`, once the call ended.
     pub ended: Option<(String, u64)>,
     /// The close the harness sent, if it closed the socket.
@@ -197,6 +206,9 @@ impl fmt::Display for Transcript {
         }
         for v in &self.violations {
             writeln!(f, "{:>7} ms  violation {:?}: {}", v.at_ms, v.kind, v.detail)?;
+        }
+        if self.violations_dropped > 0 {
+            writeln!(f, "and {} more violations", self.violations_dropped)?;
         }
         if let Some((reason, ms)) = &self.ended {
             writeln!(f, "session:end {reason} after {ms} ms")?;
