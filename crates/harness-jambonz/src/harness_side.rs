@@ -44,7 +44,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use serde_json::{Map, Value};
@@ -64,7 +64,8 @@ use crate::turn_record::{TurnRecord, TurnRecordTooLarge};
 pub struct HarnessConfig {
     /// The largest text frame accepted, in bytes (default 1 MiB).
     pub max_frame_bytes: usize,
-    /// The most turns remembered (default 1024). Past it the oldest are forgotten: a reply
+    /// The most turns remembered (default 1024). Past it the longest remembered are
+    /// forgotten, with their open replies: a reply
     /// for a forgotten turn is refused as not started, so nothing is ever sent for it.
     pub max_turns: usize,
 }
@@ -248,7 +249,9 @@ pub struct HarnessCall {
     config: HarnessConfig,
     phase: Phase,
     call_sid: Option<String>,
-    turns: BTreeMap<TurnId, TurnState>,
+    turns: HashMap<TurnId, TurnState>,
+    /// Turn ids in the order they were first seen, oldest first (what is forgotten first).
+    turn_order: VecDeque<TurnId>,
     replies: HashMap<String, OpenReply>,
     tools: HashMap<String, (Option<TurnId>, String)>,
     commands: HashMap<String, String>,
@@ -278,7 +281,8 @@ impl HarnessCall {
             config,
             phase: Phase::AwaitingStart,
             call_sid: None,
-            turns: BTreeMap::new(),
+            turns: HashMap::new(),
+            turn_order: VecDeque::new(),
             replies: HashMap::new(),
             tools: HashMap::new(),
             commands: HashMap::new(),
@@ -467,9 +471,18 @@ impl HarnessCall {
     }
 
     fn remember_turn(&mut self, id: TurnId, state: TurnState) {
-        self.turns.insert(id, state);
+        if self.turns.insert(id, state).is_none() {
+            self.turn_order.push_back(id);
+        }
+        // The longest remembered go first, whatever their ids (a turn just seen is never
+        // the one forgotten), and their open replies with them: were the id started again,
+        // nothing opened for the old turn is sent.
         while self.turns.len() > self.config.max_turns.max(1) {
-            self.turns.pop_first();
+            let Some(old) = self.turn_order.pop_front() else {
+                break;
+            };
+            self.turns.remove(&old);
+            self.replies.retain(|_, r| r.turn_id != Some(old));
         }
     }
 

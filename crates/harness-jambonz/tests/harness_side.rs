@@ -802,3 +802,36 @@ fn turns_are_bounded() {
     assert!(!c.is_turn_open(92), "forgotten");
     assert_eq!(c.start_reply(Some(1)), Err(ActionError::TurnNotStarted(1)));
 }
+
+/// A turn forgotten past `max_turns` (the longest remembered, not the smallest id) takes
+/// its open replies with it: if jambonz ever
+/// started that turn id again, a reply opened before (perhaps for the cancelled turn) is
+/// not revived, so nothing is sent on it.
+#[test]
+fn a_forgotten_turn_takes_its_open_replies_with_it() {
+    let now = Instant::now();
+    let mut cfg = HarnessConfig::default();
+    cfg.max_turns = 2;
+    let mut c = HarnessCall::with_config(cfg);
+    c.handle_frame(now, START).unwrap();
+    c.handle_frame(now, &turn(1)).unwrap();
+    let r = c.start_reply(Some(1)).unwrap();
+    c.push_chunk(&r, "We're open").unwrap();
+    c.handle_frame(now, &cancel(1)).unwrap();
+    c.handle_frame(now, &turn(2)).unwrap();
+    c.handle_frame(now, &turn(3)).unwrap();
+    assert!(!c.is_turn_cancelled(1), "forgotten");
+    sent(&mut c);
+    // The same turn id again: a new turn (the turn just seen is not the one forgotten,
+    // whatever its id); the old reply stays dead.
+    c.handle_frame(now, &turn(1)).unwrap();
+    assert!(c.is_turn_open(1));
+    assert!(c.is_turn_open(3));
+    assert!(!c.is_turn_open(2), "the longest remembered is forgotten");
+    assert_eq!(
+        c.push_chunk(&r, " eight to six"),
+        Err(ActionError::UnknownReply(r.clone()))
+    );
+    assert_eq!(c.finish_reply(&r, None), Err(ActionError::UnknownReply(r)));
+    assert!(sent(&mut c).is_empty());
+}
