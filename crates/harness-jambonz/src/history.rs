@@ -3,6 +3,8 @@
 //! Replies are recorded as they are sent; after a `user_interruption` only what the caller
 //! heard (`spoken`) is kept of the interrupted reply, as the spec's minimal harness does
 //! ("keep only what the caller heard"). A reply of which nothing was heard is dropped.
+//! Text sent on an interrupted reply after its `user_interruption` (the reply streams on
+//! until its `turn:cancel` arrives) was not heard either, and is not added.
 //!
 //! ```
 //! use harness_jambonz::history::History;
@@ -55,7 +57,12 @@ pub enum Entry {
 pub struct History {
     entries: VecDeque<Entry>,
     max_entries: usize,
+    /// The latest interrupted replies: what is sent on them later is not heard.
+    interrupted: VecDeque<String>,
 }
+
+/// How many interrupted reply ids a [`History`] remembers.
+const MAX_INTERRUPTED: usize = 16;
 
 impl Default for History {
     fn default() -> Self {
@@ -74,6 +81,7 @@ impl History {
         History {
             entries: VecDeque::new(),
             max_entries: max_entries.max(1),
+            interrupted: VecDeque::new(),
         }
     }
 
@@ -92,8 +100,12 @@ impl History {
         });
     }
 
-    /// Records text sent on a reply (appended to the reply's entry).
+    /// Records text sent on a reply (appended to the reply's entry). Text for a reply
+    /// already interrupted is not heard, and not recorded.
     pub fn assistant_delta(&mut self, reply_id: &str, turn_id: Option<TurnId>, delta: &str) {
+        if self.interrupted.iter().any(|r| r == reply_id) {
+            return;
+        }
         for e in self.entries.iter_mut().rev() {
             if let Entry::Assistant {
                 reply_id: r, text, ..
@@ -113,11 +125,18 @@ impl History {
     }
 
     /// Applies a `user_interruption`: the reply keeps only what was spoken; a reply of which
-    /// nothing was heard is removed. Returns whether the reply was found.
+    /// nothing was heard is removed; text sent on it later is not recorded. Returns whether
+    /// the reply was found.
     pub fn interrupted(&mut self, ev: &UserInterruption) -> bool {
         let Some(reply_id) = ev.reply_id.as_deref() else {
             return false;
         };
+        if !self.interrupted.iter().any(|r| r == reply_id) {
+            if self.interrupted.len() == MAX_INTERRUPTED {
+                self.interrupted.pop_front();
+            }
+            self.interrupted.push_back(reply_id.to_owned());
+        }
         let pos = self
             .entries
             .iter()

@@ -507,3 +507,106 @@ fn concurrent_turns_are_bounded() {
     assert_eq!(d.len(), 4);
     assert_eq!(c.report.unwrap().turns, 4);
 }
+
+/// An agent whose turn 2 streams, then waits for the test to let it go on (a model stream
+/// that yields later), then streams more; turn 3 notes the history it was given.
+struct Gated {
+    gate: Mutex<Option<futures::channel::oneshot::Receiver<()>>>,
+    histories: Arc<Mutex<Vec<Vec<String>>>>,
+}
+
+#[async_trait]
+impl Harness for Gated {
+    async fn describe(&self) -> Result<Descriptor, HarnessError> {
+        Ok(Descriptor::new("gated", "1"))
+    }
+    async fn run(&self, start: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
+        let history: Vec<String> = start.history_messages().iter().map(Message::text).collect();
+        self.histories.lock().unwrap().push(history);
+        if start.inputs[0].text() == "When are you open" {
+            sink.output("We're open eight to six").await?;
+            let gate = self.gate.lock().unwrap().take();
+            if let Some(g) = gate {
+                let _ = g.await;
+            }
+            sink.output(" on weekdays.").await?;
+            futures::future::pending::<()>().await;
+        }
+        Ok(())
+    }
+}
+
+/// "keep only what the caller heard": text the turn streams after its `user_interruption`
+/// arrived (and before its `turn:cancel` did) was not heard either, so it never joins the
+/// history the next turn is given.
+#[test]
+fn text_streamed_between_user_interruption_and_turn_cancel_is_not_in_the_history() {
+    use futures::task::noop_waker;
+    use harness_jambonz::driver::{Incoming, serve};
+    use std::future::Future;
+    use std::task::{Context, Poll};
+
+    let (gate_tx, gate_rx) = futures::channel::oneshot::channel();
+    let histories = Arc::new(Mutex::new(Vec::new()));
+    let agent = Gated {
+        gate: Mutex::new(Some(gate_rx)),
+        histories: histories.clone(),
+    };
+    let model = ScriptedModel::new();
+    let (to_driver, incoming) = futures::channel::mpsc::unbounded::<Incoming>();
+    let (outgoing, mut sent) = futures::channel::mpsc::unbounded::<Transmit>();
+    let mut fut = Box::pin(serve(
+        &agent,
+        &model,
+        Instant::now,
+        incoming,
+        futures::SinkExt::sink_map_err(outgoing, |e| e.to_string()),
+        ServeConfig::default(),
+    ));
+    let waker = noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    let feed = |f: Value| {
+        to_driver
+            .unbounded_send(Incoming::Text(f.to_string()))
+            .unwrap()
+    };
+    let mut poll = || {
+        for _ in 0..10 {
+            assert!(matches!(fut.as_mut().poll(&mut cx), Poll::Pending));
+        }
+    };
+    feed(json!({"type":"session:start","call_sid":"CA1","protocol":1}));
+    feed(
+        json!({"type":"turn:start","call_sid":"CA1","turn_id":2,"input":{"type":"speech","text":"When are you open"}}),
+    );
+    poll();
+    feed(
+        json!({"type":"event","name":"user_interruption","call_sid":"CA1","turn_id":2,"reply_id":"r1","spoken":"We're open eight","unspoken":" to six"}),
+    );
+    poll();
+    // The model yields more text before jambonz's turn:cancel arrives.
+    gate_tx.send(()).unwrap();
+    poll();
+    feed(json!({"type":"turn:cancel","call_sid":"CA1","turn_id":2,"reason":"barge_in"}));
+    feed(
+        json!({"type":"turn:start","call_sid":"CA1","turn_id":3,"input":{"type":"speech","text":"Thanks"}}),
+    );
+    poll();
+    let mut chunks = Vec::new();
+    while let Ok(Transmit::Text(t)) = sent.try_recv() {
+        if t.contains("reply:chunk") && t.contains(r#""turn_id":2"#) {
+            chunks.push(t);
+        }
+    }
+    assert_eq!(
+        chunks.len(),
+        2,
+        "both chunks went out while turn 2 was open"
+    );
+    let h = histories.lock().unwrap();
+    assert_eq!(
+        h[1],
+        ["When are you open", "We're open eight"],
+        "turn 3's history holds only what was heard"
+    );
+}

@@ -483,6 +483,11 @@ fn history_keeps_only_what_the_caller_heard() {
             "Hello?"
         ]
     );
+    // The interrupted replies stream on until their turn:cancel: that was not heard.
+    h.assistant_delta("r2", Some(2), " And Saturdays.");
+    h.assistant_delta("r3", None, " Hello?");
+    let again: Vec<String> = h.messages().iter().map(|m| m.text()).collect();
+    assert_eq!(again, texts);
     let j = h.journal("CA1");
     assert_eq!(j.len(), 5);
     assert_eq!(j[3].execution_id, "CA1:2");
