@@ -226,3 +226,164 @@ fn crash_after_each_record_on_files_with_a_torn_tail() {
         let _ = fs::remove_dir_all(&dir);
     }
 }
+
+/// Recovery can itself be cut: the process dies again after each record a resume appends.
+/// Every cut costs at most one extra provider call, and no tool effect ever repeats.
+#[test]
+fn a_crash_during_recovery_is_recovered_too() {
+    let base = baseline();
+    for first in 2..base.records {
+        for second in 0..base.records - first {
+            let journal = Arc::new(MemoryJournal::new());
+            let model = counting_model();
+            let effects = Arc::new(Effects::default());
+            let receipts = Arc::new(MemoryReceipts::default());
+            let exec: Arc<dyn ToolExecutor> = dedup(&effects, &receipts);
+            let on = |budget: Option<usize>| {
+                controller(
+                    Arc::new(Crashing::new(journal.clone(), budget)),
+                    &model,
+                    exec.clone(),
+                )
+            };
+            on(None).create_session("s", None).unwrap();
+            assert!(block(on(Some(first)).exec(ExecRequest::text("s", "go"))).is_err());
+            let len = journal.read("s", 1, None).unwrap().len();
+            // The recovery dies after `second` more records (0: before any record).
+            let _ = block(on(Some(second)).resume("s"));
+            let host = on(None);
+            if journal.read("s", 1, None).unwrap().len() < base.records {
+                let turn = block(host.resume("s"))
+                    .unwrap_or_else(|e| panic!("{first}/{second}: {e}"))
+                    .unwrap();
+                assert_eq!(turn.status, TurnStatus::Completed);
+            }
+            let recs = host.records("s").unwrap();
+            assert!(
+                model.calls() <= base.provider_calls + 2,
+                "{first}/{second} (after {len} records): {} provider calls",
+                model.calls()
+            );
+            let mut keys = effects.keys();
+            assert_eq!(keys.len(), base.effects, "{first}/{second}: effects");
+            keys.sort();
+            keys.dedup();
+            assert_eq!(
+                keys.len(),
+                base.effects,
+                "{first}/{second}: an effect repeated"
+            );
+            assert_eq!(outputs(&recs), base.outputs, "{first}/{second}");
+            assert!(host.verify("s").is_ok());
+            assert_eq!(block(host.replay("s")).unwrap().executions, 1);
+        }
+    }
+}
+
+/// A stateless harness that asks the model, then runs an approval-gated tool, then asks the
+/// model again.
+fn gated_script() -> Vec<Op> {
+    vec![Op::Model, Op::Gated, Op::Model]
+}
+
+/// Record-before-effect on the approval path: the turn is cut after each record it appends,
+/// whether before the park, in the approval decision's resume, or in between; recovery
+/// (resume, approve when a decision is pending, resume) completes it with the executor run
+/// exactly once, after the recorded decision, and at most one extra provider call.
+#[test]
+fn a_crash_anywhere_on_the_approval_path_is_recovered() {
+    let gated = |j: Arc<dyn Journal>, model: &Arc<harness_core::model::ScriptedModel>, e| {
+        Controller::builder(j)
+            .model(model.clone())
+            .executor(e)
+            .harness("script", Arc::new(ScriptHarness::new(gated_script())))
+            .build()
+    };
+    // Uncut: START INPUT MODEL_CALL OUTPUT TOOL_CALL APPROVAL_REQUEST SUSPEND | decision |
+    // RESUME TOOL_RESULT MODEL_CALL OUTPUT END.
+    let total_before_park = 7;
+    let total_after_decision = 5;
+    for (phase, cuts) in [
+        ("exec", total_before_park),
+        ("resume", total_after_decision),
+    ] {
+        for n in 0..cuts {
+            let journal = Arc::new(MemoryJournal::new());
+            let model = counting_model();
+            let effects = Arc::new(Effects::default());
+            let receipts = Arc::new(MemoryReceipts::default());
+            let exec: Arc<dyn ToolExecutor> = dedup(&effects, &receipts);
+            let on = |budget: Option<usize>| {
+                gated(
+                    Arc::new(Crashing::new(journal.clone(), budget)),
+                    &model,
+                    exec.clone(),
+                )
+            };
+            let host = on(None);
+            host.create_session("s", None).unwrap();
+            let exec_budget = if phase == "exec" { Some(n) } else { None };
+            let _ = block(on(exec_budget).exec(ExecRequest::text("s", "go")));
+            if phase == "resume" {
+                let p = host.pending_approval("s").unwrap().unwrap();
+                let decision = host.approve("s", &p.call.id, true, "").unwrap();
+                assert!(effects.count() == 0, "no effect before the decision");
+                let _ = block(on(Some(n)).resume("s"));
+                // The effect only ever ran after its decision was journaled.
+                assert!(journal.head("s").unwrap().seq >= decision);
+            }
+            // Recover the way an operator would.
+            for _ in 0..4 {
+                match block(host.resume("s")) {
+                    Ok(Some(t)) if t.status == TurnStatus::Completed => break,
+                    Ok(Some(_)) | Err(Error::ApprovalPending { .. }) => {
+                        let p = host.pending_approval("s").unwrap().unwrap();
+                        host.approve("s", &p.call.id, true, "").unwrap();
+                    }
+                    // Nothing committed: the turn is run again.
+                    Ok(None) if host.records("s").unwrap().is_empty() => {
+                        match block(host.exec(ExecRequest::text("s", "go"))) {
+                            Ok(t) => assert!(matches!(t.status, TurnStatus::Parked { .. })),
+                            Err(e) => panic!("{phase} cut after {n}: {e}"),
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(Error::InvalidExecutionLog(_)) => {
+                        block(host.exec(ExecRequest::text("s", "go"))).unwrap();
+                    }
+                    Err(e) => panic!("{phase} cut after {n}: {e}"),
+                }
+            }
+            let recs = host.records("s").unwrap();
+            assert_eq!(
+                recs.iter()
+                    .filter(|r| r.event.kind() == EventKind::End)
+                    .count(),
+                1,
+                "{phase} cut after {n}: completed once"
+            );
+            assert_eq!(
+                effects.count(),
+                1,
+                "{phase} cut after {n}: executor effects"
+            );
+            assert!(
+                model.calls() <= 3,
+                "{phase} cut after {n}: {} calls",
+                model.calls()
+            );
+            // Every receipt follows its decision.
+            let decision = recs
+                .iter()
+                .position(|r| r.event.kind() == EventKind::ApprovalResult)
+                .unwrap();
+            let receipt = recs
+                .iter()
+                .position(|r| r.event.kind() == EventKind::ToolResult)
+                .unwrap();
+            assert!(decision < receipt, "{phase} cut after {n}");
+            assert!(host.verify("s").is_ok());
+            assert_eq!(block(host.replay("s")).unwrap().executions, 1);
+        }
+    }
+}
