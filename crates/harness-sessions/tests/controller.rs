@@ -1392,3 +1392,18 @@ fn a_lost_turn_never_lends_its_receipts_to_another_invocation() {
     assert_eq!(turn.executor_calls, 1);
     assert_eq!(effects.count(), 2, "the new call's effect ran");
 }
+
+/// A host runs turns of many sessions concurrently on a multi-threaded executor: the
+/// controller is shared across threads and its futures can move between them. (A compile-time
+/// check: this test fails to build if that stops being true.)
+#[test]
+fn the_controller_and_its_futures_are_send() {
+    fn send<T: Send>(_: &T) {}
+    fn shared<T: Send + Sync>() {}
+    shared::<Controller>();
+    let host = Controller::builder(Arc::new(MemoryJournal::new())).build();
+    send(&host.exec(ExecRequest::text("s", "x")));
+    send(&host.resume("s"));
+    send(&host.replay("s"));
+    send(&host.fork("s", 0, "c"));
+}
