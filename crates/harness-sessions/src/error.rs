@@ -20,7 +20,8 @@ pub enum Code {
     AlreadyExists,
     /// `FAILED_PRECONDITION` (9).
     FailedPrecondition,
-    /// `ABORTED` (10): a concurrent writer (fence or head conflict).
+    /// `ABORTED` (10): a concurrent writer (fence or head conflict, or the session is held
+    /// by another writer).
     Aborted,
     /// `INTERNAL` (13).
     Internal,
@@ -203,9 +204,9 @@ impl Error {
             Error::Journal(JournalError::NotFound(_)) => Code::NotFound,
             Error::Journal(JournalError::AlreadyExists(_)) => Code::AlreadyExists,
             Error::Journal(JournalError::InvalidSession(_)) => Code::InvalidArgument,
-            Error::Journal(JournalError::Fenced { .. } | JournalError::Conflict { .. }) => {
-                Code::Aborted
-            }
+            Error::Journal(
+                JournalError::Fenced { .. } | JournalError::Conflict { .. } | JournalError::Busy(_),
+            ) => Code::Aborted,
             Error::Journal(_) | Error::Verify(_) => Code::Internal,
         }
     }

@@ -308,7 +308,13 @@ fn file_sessions_are_single_writer() {
     a.create("s", &meta()).unwrap();
     a.head("s").unwrap();
     let b = FileJournal::open(&dir).unwrap();
-    assert!(matches!(b.head("s"), Err(JournalError::Io(_))));
+    // Another writer holds it: a typed, retryable conflict (ABORTED), not an i/o failure.
+    let err = b.head("s").unwrap_err();
+    assert_eq!(err, JournalError::Busy("s".into()));
+    assert_eq!(
+        harness_sessions::Error::from(err).code(),
+        harness_sessions::Code::Aborted
+    );
     a.close("s");
     assert_eq!(b.head("s").unwrap().seq, 0);
 }

@@ -420,9 +420,7 @@ impl FileJournal {
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(JournalError::Io(format!(
-                    "session {session} is open by another writer"
-                )));
+                return Err(JournalError::Busy(session.to_owned()));
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
         }

@@ -83,6 +83,10 @@ pub enum JournalError {
         /// The journal's last seq.
         actual: Seq,
     },
+    /// Another writer (another process, or another journal value on the same storage) holds
+    /// the session: retry once it is done.
+    #[error("session {0} is open by another writer")]
+    Busy(String),
     /// The records handed to `append` do not continue the chain (wrong seq, prev_hash or
     /// fence).
     #[error("records do not continue the chain: {0}")]
