@@ -283,8 +283,28 @@ fn summary(r: &Record) -> String {
 
 async fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let dir = a.dir.clone().unwrap_or_else(|| "./journal".into());
-    let journal: Arc<dyn Journal> = Arc::new(FileJournal::open(&dir)?);
-    let host = controller(journal.clone(), Path::new(&dir));
+    let files = Arc::new(FileJournal::open(&dir)?);
+    let journal: Arc<dyn Journal> = files.clone();
+    let result = command(&a, &dir, journal).await;
+    // Opening a session sets a torn last record (a crash mid-write) aside: say so.
+    for t in files.torn_tails() {
+        eprintln!(
+            "note: session {}: set aside a torn last record ({} bytes at offset {}) in {}",
+            t.session,
+            t.len,
+            t.offset,
+            t.saved_to.display()
+        );
+    }
+    result
+}
+
+async fn command(
+    a: &Args,
+    dir: &str,
+    journal: Arc<dyn Journal>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let host = controller(journal.clone(), Path::new(dir));
     let session = || a.session.clone().ok_or("--session UID is required");
     match a.cmd.as_deref() {
         Some("exec") => {
@@ -306,7 +326,7 @@ async fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
                 req.config = c.clone().into_bytes();
             }
             let host = match a.interrupt_after {
-                Some(n) => controller(Arc::new(CrashAfter::new(journal, n)), Path::new(&dir)),
+                Some(n) => controller(Arc::new(CrashAfter::new(journal, n)), Path::new(dir)),
                 None => host,
             };
             match host.exec(req).await {
