@@ -267,11 +267,18 @@ impl ControllerBuilder {
             runtime: self.runtime,
             clock: self.clock,
             observer: self.observer,
+            guards: Guards::default(),
         }
     }
 }
 
 /// The host side of agentsessions: runs harness turns against a journal.
+///
+/// Exec and resume of one session run one at a time (the host's per-session guard); turns
+/// of different sessions run concurrently. Writers elsewhere (another host on the same
+/// journal) are kept out by the journal's fence and compare-and-set instead. As the spec
+/// warns of its serialized operations, re-entry deadlocks: a harness must not exec or
+/// resume its own session from inside its turn.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -304,6 +311,30 @@ pub struct Controller {
     runtime: RuntimeCapabilities,
     clock: Arc<dyn Clock>,
     observer: Option<Arc<dyn Observer>>,
+    /// The per-session guard that serializes exec and resume of a session on this host.
+    guards: Guards,
+}
+
+type Guards = std::sync::Mutex<HashMap<String, Arc<futures::lock::Mutex<()>>>>;
+
+/// Holds a session's guard; releasing it forgets the session's lock once nobody waits on it.
+struct SessionGuard<'a> {
+    guards: &'a Guards,
+    session: String,
+    held: Option<futures::lock::OwnedMutexGuard<()>>,
+}
+
+impl Drop for SessionGuard<'_> {
+    fn drop(&mut self) {
+        self.held.take();
+        if let Ok(mut map) = self.guards.lock()
+            && map
+                .get(&self.session)
+                .is_some_and(|m| Arc::strong_count(m) == 1)
+        {
+            map.remove(&self.session);
+        }
+    }
 }
 
 impl std::fmt::Debug for Controller {
@@ -392,6 +423,23 @@ impl Controller {
         Ok(self.journal.verify(session)?)
     }
 
+    /// Waits for the session's guard: exec and resume of one session run one at a time on
+    /// this host (as the spec's per-session guard serializes Exec, Suspend and Resume), so a
+    /// cut MODEL_CALL is re-driven once, not once per racing resume.
+    async fn guard(&self, session: &str) -> SessionGuard<'_> {
+        let lock = match self.guards.lock() {
+            Ok(mut map) => Arc::clone(map.entry(session.to_owned()).or_default()),
+            // A poisoned map (a panic elsewhere while it was held): fence and CAS still keep
+            // the journal single-writer.
+            Err(_) => Arc::default(),
+        };
+        SessionGuard {
+            guards: &self.guards,
+            session: session.to_owned(),
+            held: Some(lock.lock_owned().await),
+        }
+    }
+
     async fn prepare(&self, name: &str) -> Result<Prepared, Error> {
         let harness = self
             .registry
@@ -475,6 +523,7 @@ impl Controller {
         if req.session.is_empty() {
             return Err(Error::MissingSessionUid);
         }
+        let _guard = self.guard(&req.session).await;
         let meta = self.journal.meta(&req.session)?;
         let name = req.harness.clone().unwrap_or(meta.harness);
         let p = self.prepare(&name).await?;
@@ -742,6 +791,7 @@ impl Controller {
     /// original key (same session only), delivers a recorded approval decision, then
     /// finishes the turn. `Ok(None)` when there is nothing to resume.
     pub async fn resume(&self, session: &str) -> Result<Option<TurnOutcome>, Error> {
+        let _guard = self.guard(session).await;
         let meta = self.journal.meta(session)?;
         let records = self.records(session)?;
         // A v0.1.2 turn (records without execution ids) at the head is not re-driven: a
@@ -1014,5 +1064,26 @@ impl Controller {
                 _ => None,
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::MemoryJournal;
+
+    /// The per-session guards do not accumulate: a released guard nobody waits on is
+    /// forgotten.
+    #[test]
+    fn session_guards_are_forgotten_once_released() {
+        let host = Controller::builder(Arc::new(MemoryJournal::new())).build();
+        futures::executor::block_on(async {
+            let a = host.guard("a").await;
+            let b = host.guard("b").await;
+            assert_eq!(host.guards.lock().map(|m| m.len()).unwrap_or(0), 2);
+            drop(a);
+            drop(b);
+        });
+        assert_eq!(host.guards.lock().map(|m| m.len()).unwrap_or(99), 0);
     }
 }

@@ -1407,3 +1407,70 @@ fn the_controller_and_its_futures_are_send() {
     send(&host.replay("s"));
     send(&host.fork("s", 0, "c"));
 }
+
+/// A provider that is pending once before it answers, so concurrent turns interleave.
+struct Slow(Arc<ScriptedModel>);
+
+#[async_trait::async_trait]
+impl harness_core::model::Model for Slow {
+    fn stream<'a>(&'a self, req: &'a ModelRequest) -> harness_core::model::ModelStream<'a> {
+        let mut yielded = false;
+        let pause = futures::stream::poll_fn(move |cx| {
+            if yielded {
+                std::task::Poll::Ready(None)
+            } else {
+                yielded = true;
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            }
+        });
+        Box::pin(futures::StreamExt::chain(pause, self.0.stream(req)))
+    }
+}
+
+/// Rule 1: "a cut during a model call costs at most one extra provider call. That bound
+/// holds within one host, where the placement layer's per-session guard serializes Exec,
+/// Suspend and Resume". Two resumes of the same interrupted turn racing on one host must not
+/// both re-drive its MODEL_CALL: the second waits for the first, then finds nothing to resume.
+#[test]
+fn concurrent_resumes_on_one_host_call_the_provider_once() {
+    let journal = Arc::new(MemoryJournal::new());
+    let model = counting_model();
+    let build = |j: Arc<dyn Journal>| {
+        Controller::builder(j)
+            .model(Arc::new(Slow(model.clone())))
+            .harness("script", Arc::new(ScriptHarness::new(vec![Op::Model])))
+            .build()
+    };
+    build(journal.clone()).create_session("s", None).unwrap();
+    // START, INPUT, MODEL_CALL reach the journal; the completion does not.
+    assert!(
+        block(
+            build(Arc::new(Crashing::new(journal.clone(), Some(3))))
+                .exec(ExecRequest::text("s", "go"))
+        )
+        .is_err()
+    );
+    let calls = model.calls();
+    let host = build(journal.clone());
+    let (a, b) = block(futures::future::join(host.resume("s"), host.resume("s")));
+    let done: Vec<_> = [a, b]
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    assert_eq!(done.iter().filter(|t| t.is_some()).count(), 1, "{done:?}");
+    assert_eq!(model.calls(), calls + 1, "one provider call for one cut");
+    assert_eq!(
+        kinds(&host, "s"),
+        vec![ExecutionStart, Input, ModelCall, Output, End]
+    );
+    // Concurrent execs on one session run one after the other, both complete.
+    let (a, b) = block(futures::future::join(
+        host.exec(ExecRequest::text("s", "a")),
+        host.exec(ExecRequest::text("s", "b")),
+    ));
+    assert_eq!(a.unwrap().status, TurnStatus::Completed);
+    assert_eq!(b.unwrap().status, TurnStatus::Completed);
+    assert!(host.verify("s").is_ok());
+    assert_eq!(block(host.replay("s")).unwrap().executions, 3);
+}
