@@ -606,7 +606,8 @@ impl Controller {
         match sink.failure.clone() {
             Some(Failure::Journal(e)) => {
                 // Nothing more can be recorded under this fence: the turn stays interrupted
-                // and resume picks it up.
+                // and resume picks it up. Make what was recorded durable (best effort).
+                let _ = self.journal.sync(session);
                 return Err(Error::Journal(e));
             }
             Some(Failure::Diverged(detail)) => {

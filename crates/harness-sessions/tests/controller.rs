@@ -1474,3 +1474,125 @@ fn concurrent_resumes_on_one_host_call_the_provider_once() {
     assert!(host.verify("s").is_ok());
     assert_eq!(block(host.replay("s")).unwrap().executions, 3);
 }
+
+/// Logs the writes a controller makes to its journal.
+struct Logged<J> {
+    inner: J,
+    log: Mutex<Vec<&'static str>>,
+}
+
+impl<J: Journal> Journal for Logged<J> {
+    fn create(
+        &self,
+        s: &str,
+        m: &harness_sessions::journal::SessionMeta,
+    ) -> Result<(), harness_sessions::JournalError> {
+        self.inner.create(s, m)
+    }
+    fn meta(
+        &self,
+        s: &str,
+    ) -> Result<harness_sessions::journal::SessionMeta, harness_sessions::JournalError> {
+        self.inner.meta(s)
+    }
+    fn sessions(&self) -> Result<Vec<String>, harness_sessions::JournalError> {
+        self.inner.sessions()
+    }
+    fn head(
+        &self,
+        s: &str,
+    ) -> Result<harness_sessions::record::Head, harness_sessions::JournalError> {
+        self.inner.head(s)
+    }
+    fn acquire_fence(&self, s: &str) -> Result<u64, harness_sessions::JournalError> {
+        self.log.lock().unwrap().push("fence");
+        self.inner.acquire_fence(s)
+    }
+    fn append(
+        &self,
+        s: &str,
+        e: u64,
+        f: u64,
+        r: &[harness_sessions::Record],
+    ) -> Result<(), harness_sessions::JournalError> {
+        self.log.lock().unwrap().push("append");
+        self.inner.append(s, e, f, r)
+    }
+    fn read(
+        &self,
+        s: &str,
+        from: u64,
+        to: Option<u64>,
+    ) -> Result<Vec<harness_sessions::Record>, harness_sessions::JournalError> {
+        self.inner.read(s, from, to)
+    }
+    fn fork(
+        &self,
+        p: &str,
+        at: u64,
+        c: &str,
+        m: &harness_sessions::journal::SessionMeta,
+    ) -> Result<(), harness_sessions::JournalError> {
+        self.log.lock().unwrap().push("fork");
+        self.inner.fork(p, at, c, m)
+    }
+    fn sync(&self, s: &str) -> Result<(), harness_sessions::JournalError> {
+        self.log.lock().unwrap().push("sync");
+        self.inner.sync(s)
+    }
+}
+
+/// Issue: "durability policy explicit (fsync per turn by default, configurable)": the
+/// controller ends every operation that wrote records with the journal's durability point
+/// (`Journal::sync`, where the file journal fsyncs by default), whatever the outcome:
+/// completed, failed, parked, approved, forked, or cut short by a journal failure.
+#[test]
+fn every_operation_that_writes_ends_at_a_durability_point() {
+    let mem = Arc::new(MemoryJournal::new());
+    let model = Arc::new(
+        ScriptedModel::new()
+            .reply("one")
+            .fail(ModelError::Provider("down".into()))
+            .otherwise(|_| Ok(Message::assistant("ok"))),
+    );
+    let effects = Arc::new(Effects::default());
+    let run = |budget: Option<usize>, op: &dyn Fn(&Controller)| {
+        let logged = Arc::new(Logged {
+            inner: Crashing::new(mem.clone(), budget),
+            log: Mutex::new(Vec::new()),
+        });
+        let host = Controller::builder(logged.clone())
+            .model(model.clone())
+            .executor(dedup(&effects, &Arc::new(MemoryReceipts::default())))
+            .harness("script", Arc::new(ScriptHarness::new(vec![Op::Model])))
+            .harness("gated", Arc::new(ScriptHarness::new(vec![Op::Gated])))
+            .build();
+        op(&host);
+        let log = logged.log.lock().unwrap().clone();
+        assert!(log.contains(&"append"), "{log:?}");
+        assert_eq!(log.last(), Some(&"sync"), "{log:?}");
+    };
+    run(None, &|h| {
+        h.create_session("s", Some("script")).unwrap();
+        block(h.exec(ExecRequest::text("s", "completed"))).unwrap();
+    });
+    run(None, &|h| {
+        assert!(block(h.exec(ExecRequest::text("s", "failed"))).is_err());
+    });
+    run(None, &|h| {
+        block(h.resume("s")).unwrap().unwrap();
+    });
+    run(Some(3), &|h| {
+        assert!(block(h.exec(ExecRequest::text("s", "cut"))).is_err());
+    });
+    run(None, &|h| {
+        let t = block(h.exec(ExecRequest::text("s", "parked").with_harness("gated"))).unwrap();
+        assert!(matches!(t.status, TurnStatus::Parked { .. }));
+    });
+    run(None, &|h| {
+        h.approve("s", "call-0", true, "").unwrap();
+    });
+    run(None, &|h| {
+        block(h.fork("s", 3, "c")).unwrap();
+    });
+}
