@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
-use harness_core::event::{Event, EventBody};
+use harness_core::event::{Event, EventBody, EventKind};
 use harness_core::message::{JsonObject, Message, ModelRequest, Part, TextPart, ToolCall};
-use harness_sessions::controller::{Controller, ExecRequest};
+use harness_sessions::controller::{Controller, ExecRequest, TurnStatus};
 use harness_sessions::harnesses::{ConfigError, parse_system_prompt};
 use harness_sessions::input_hash::go_json;
 use harness_sessions::journal::{
@@ -39,6 +39,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => Just(Op::Model),
         2 => "\\PC{0,10}".prop_map(Op::Output),
         2 => Just(Op::Tool),
+        1 => Just(Op::Gated),
         1 => Just(Op::Report),
         1 => (0u64..10_000).prop_map(Op::Usage),
     ]
@@ -61,8 +62,17 @@ fn run_all(
         .harness("script", Arc::new(ScriptHarness::new(ops.to_vec())))
         .build();
     host.create_session("s", None).unwrap();
-    for i in inputs {
-        block(host.exec(ExecRequest::text("s", i.clone()))).unwrap();
+    for (n, i) in inputs.iter().enumerate() {
+        let mut turn = block(host.exec(ExecRequest::text("s", i.clone()))).unwrap();
+        // Approval-gated calls park the turn: decide (approve, then deny, alternately) and
+        // resume until it completes.
+        let mut k = n;
+        while let TurnStatus::Parked { tool_call_id, .. } = &turn.status {
+            host.approve("s", tool_call_id, k % 2 == 0, "decided")
+                .unwrap();
+            k += 1;
+            turn = block(host.resume("s")).unwrap().unwrap();
+        }
     }
     (host, model, effects)
 }
@@ -71,7 +81,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(40))]
 
     /// Issue: "proptest over random agent scripts (model calls, tool calls, outputs): replay
-    /// of any recorded journal is byte-identical and calls the provider zero times" (I1, I5).
+    /// of any recorded journal is byte-identical and calls the provider zero times" (I1, I5);
+    /// the scripts include approval-gated calls, approved or denied, then resumed.
     #[test]
     fn replay_of_any_script_is_byte_identical(
         ops in prop::collection::vec(op(), 0..7),
@@ -84,9 +95,19 @@ proptest! {
         prop_assert_eq!(rep.executions, inputs.len());
         prop_assert_eq!(rep.provider_calls, 0);
         prop_assert_eq!((model.calls(), effects.count()), (calls, fx));
-        // Every effect record and every END was reproduced (START and INPUTs are the host's).
+        // Every effect record and every END was reproduced (START, INPUTs and the session's
+        // SUSPEND/RESUME lifecycle records are the host's).
         let records = host.records("s").unwrap();
-        prop_assert_eq!(rep.records_reproduced, records.len() - 2 * inputs.len());
+        let host_owned = records
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.event.kind(),
+                    EventKind::ExecutionStart | EventKind::Input | EventKind::Lifecycle
+                )
+            })
+            .count();
+        prop_assert_eq!(rep.records_reproduced, records.len() - host_owned);
         prop_assert!(host.verify("s").is_ok());
 
         // The same turns on the file journal write byte-identical records (same hashes), and
