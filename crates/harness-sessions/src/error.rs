@@ -25,6 +25,9 @@ pub enum Code {
     Aborted,
     /// `INTERNAL` (13).
     Internal,
+    /// `UNAVAILABLE` (14): the harness did not answer Describe; nothing was journaled, so
+    /// the call is safe to retry.
+    Unavailable,
     /// `UNKNOWN` (2): the harness failed.
     Unknown,
 }
@@ -41,6 +44,7 @@ impl Code {
             Code::FailedPrecondition => 9,
             Code::Aborted => 10,
             Code::Internal => 13,
+            Code::Unavailable => 14,
         }
     }
 }
@@ -147,7 +151,8 @@ pub enum Error {
         /// What the harness returned.
         error: HarnessError,
     },
-    /// The harness's `describe` failed.
+    /// The harness's `describe` failed: it is unavailable (`UNAVAILABLE`). Nothing was
+    /// journaled, so the call is safe to retry.
     #[error("describe failed: {0}")]
     Describe(HarnessError),
     /// A journal written without execution ids (agentsessions v0.1.2) where this operation
@@ -200,7 +205,7 @@ impl Error {
             | Error::Diverged { .. } => Code::FailedPrecondition,
             Error::NoPendingApproval(_) => Code::NotFound,
             Error::TurnFailed { error, .. } => turn_failure_code(error),
-            Error::Describe(_) => Code::Unknown,
+            Error::Describe(_) => Code::Unavailable,
             Error::Journal(JournalError::NotFound(_)) => Code::NotFound,
             Error::Journal(JournalError::AlreadyExists(_)) => Code::AlreadyExists,
             Error::Journal(JournalError::InvalidSession(_)) => Code::InvalidArgument,

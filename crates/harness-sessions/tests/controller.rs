@@ -1596,3 +1596,45 @@ fn every_operation_that_writes_ends_at_a_durability_point() {
         block(h.fork("s", 3, "c")).unwrap();
     });
 }
+
+/// A harness that cannot describe itself (a remote one that does not answer).
+struct Silent;
+
+#[async_trait::async_trait]
+impl harness_core::Harness for Silent {
+    async fn describe(&self) -> Result<harness_core::Descriptor, harness_core::HarnessError> {
+        Err(harness_core::HarnessError::failed("connection refused"))
+    }
+    async fn run(
+        &self,
+        _: harness_core::Start,
+        _: &mut dyn harness_core::EventSink,
+    ) -> Result<(), harness_core::HarnessError> {
+        panic!("never run")
+    }
+}
+
+/// "If nothing answers at the address when an exec, resume, or fork is admitted (the
+/// connection is refused, or the harness has not answered Describe ...), the call fails with
+/// UNAVAILABLE and nothing is journaled, so it is safe to retry".
+#[test]
+fn a_harness_that_does_not_describe_itself_is_unavailable_and_nothing_is_journaled() {
+    let journal = Arc::new(MemoryJournal::new());
+    let host = Controller::builder(journal.clone())
+        .harness("silent", Arc::new(Silent))
+        .build();
+    host.create_session("s", None).unwrap();
+    let head = journal.head("s").unwrap();
+    let err = block(host.exec(ExecRequest::text("s", "hi"))).unwrap_err();
+    assert!(matches!(err, Error::Describe(_)), "{err}");
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(err.code().grpc(), 14);
+    let err = block(host.fork("s", 0, "c")).unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(
+        journal.head("s").unwrap(),
+        head,
+        "nothing journaled, no fence"
+    );
+    assert!(journal.meta("c").is_err(), "no child created");
+}
