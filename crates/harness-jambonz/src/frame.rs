@@ -288,6 +288,24 @@ fn parse<'a, T: serde::Deserialize<'a>>(kind: &str, text: &'a str) -> Result<T, 
     })
 }
 
+/// A strict message jambonz sends: parsed straight into its struct; when a field has
+/// another shape, read again field by field, the odd ones kept as given ("Ignore … fields
+/// you do not recognize"), so that a `turn:cancel` or `turn:start` is never lost for a
+/// field it does not need.
+fn parse_or_keep<'a, T: serde::Deserialize<'a>>(
+    kind: &str,
+    text: &'a str,
+    lenient: impl FnOnce(Map<String, Value>) -> T,
+) -> Result<T, DecodeError> {
+    match parse(kind, text) {
+        Ok(t) => Ok(t),
+        Err(e) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(m)) => Ok(lenient(m)),
+            _ => Err(e),
+        },
+    }
+}
+
 fn parse_object(text: &str) -> Result<Map<String, Value>, DecodeError> {
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(m)) => Ok(m),
@@ -306,7 +324,10 @@ fn unknown(kind: &str, text: &str) -> Result<UnknownMessage, DecodeError> {
 }
 
 impl JambonzMessage {
-    /// Decodes a text frame. Unknown types and fields are kept, never an error.
+    /// Decodes a text frame. Unknown types and fields are kept, never an error; so is a
+    /// known field whose value has another shape (kept in the message's `extra`, the typed
+    /// field left unset). Only a frame that is not a JSON object with a string `type`, or
+    /// an `event` without a string `name`, is an error.
     ///
     /// ```
     /// use harness_jambonz::frame::JambonzMessage;
@@ -322,10 +343,26 @@ impl JambonzMessage {
     pub fn decode(text: &str) -> Result<Self, DecodeError> {
         let kind = peek_type(text)?;
         Ok(match &*kind {
-            kind::TRANSCRIPT => JambonzMessage::Transcript(parse(&kind, text)?),
-            kind::TURN_START => JambonzMessage::TurnStart(parse(&kind, text)?),
-            kind::SPEECH_START => JambonzMessage::SpeechStart(parse(&kind, text)?),
-            kind::TURN_CANCEL => JambonzMessage::TurnCancel(parse(&kind, text)?),
+            kind::TRANSCRIPT => JambonzMessage::Transcript(parse_or_keep(
+                &kind,
+                text,
+                Transcript::from_fields_lenient,
+            )?),
+            kind::TURN_START => JambonzMessage::TurnStart(parse_or_keep(
+                &kind,
+                text,
+                TurnStart::from_fields_lenient_with_input,
+            )?),
+            kind::SPEECH_START => JambonzMessage::SpeechStart(parse_or_keep(
+                &kind,
+                text,
+                SpeechStart::from_fields_lenient,
+            )?),
+            kind::TURN_CANCEL => JambonzMessage::TurnCancel(parse_or_keep(
+                &kind,
+                text,
+                TurnCancel::from_fields_lenient,
+            )?),
             kind::TOOL_RESULT => JambonzMessage::ToolResult(parse(&kind, text)?),
             kind::COMMAND_RESULT => JambonzMessage::CommandResult(parse(&kind, text)?),
             kind::SESSION_START => JambonzMessage::SessionStart(parse(&kind, text)?),

@@ -41,6 +41,28 @@ wire_struct! {
     }
 }
 
+impl TurnStart {
+    /// [`from_fields_lenient`](Self::from_fields_lenient), with the `input` object read
+    /// leniently too (its odd fields kept in the input's `extra`).
+    pub(crate) fn from_fields_lenient_with_input(
+        mut fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Self {
+        let input = match fields.remove("input") {
+            Some(serde_json::Value::Object(m)) => Some(TurnInput::from_fields_lenient(m)),
+            Some(other) => {
+                fields.insert("input".into(), other);
+                None
+            }
+            None => None,
+        };
+        let mut t = TurnStart::from_fields_lenient(fields);
+        if let Some(input) = input {
+            t.input = input;
+        }
+        t
+    }
+}
+
 /// What kind of input started a turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]

@@ -118,6 +118,40 @@ macro_rules! wire_struct {
             }
         }
 
+        impl $name {
+            /// Reads the struct from an object's fields whatever their shapes: a known field
+            /// whose value does not have the typed shape is kept in `extra`, as given (what
+            /// `lenient` structs always do; the fallback of strict ones).
+            #[allow(dead_code)]
+            pub(crate) fn from_fields_lenient(
+                fields: ::serde_json::Map<String, ::serde_json::Value>,
+            ) -> Self {
+                let mut out = $name::default();
+                for (k, v) in fields {
+                    let key: &str = &k;
+                    match key {
+                        $(
+                            $wire => match <$ty as ::serde::Deserialize>::deserialize(&v) {
+                                Ok(t) => {
+                                    out.$field = t;
+                                    out.extra.remove($wire);
+                                }
+                                Err(_) => {
+                                    out.$field = ::std::default::Default::default();
+                                    out.extra.insert(k, v);
+                                }
+                            },
+                        )*
+                        $( $skip => {} )*
+                        _ => {
+                            out.extra.insert(k, v);
+                        }
+                    }
+                }
+                out
+            }
+        }
+
         impl ::serde::Serialize for $name {
             fn serialize<S: ::serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 use ::serde::ser::SerializeMap;

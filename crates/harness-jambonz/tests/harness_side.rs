@@ -12,6 +12,7 @@ use harness_jambonz::harness_side::{
     ActionError, FrameError, HarnessCall, HarnessConfig, HarnessEvent, Transmit,
 };
 use harness_jambonz::history::History;
+use harness_jambonz::turn::InputKind;
 use harness_jambonz::turn_record::TurnRecord;
 use harness_jambonz::upgrade::{SUBPROTOCOL, check_upgrade};
 use proptest::prelude::*;
@@ -96,16 +97,15 @@ fn frames_before_session_start_and_malformed_json_change_nothing() {
     c.handle_frame(now, START).unwrap();
     c.handle_frame(now, &turn(1)).unwrap();
     drain_events(&mut c);
-    for bad in [
-        "{",
-        "null",
-        "[]",
-        r#"{"no":"type"}"#,
-        r#"{"type":"turn:start","turn_id":"x"}"#,
-    ] {
+    for bad in ["{", "null", "[]", r#"{"no":"type"}"#] {
         let e = c.handle_frame(now, bad).unwrap_err();
         assert!(matches!(e, FrameError::Decode(_)), "{bad}: {e:?}");
     }
+    // A turn id that is not a number: no turn to start.
+    assert!(matches!(
+        c.handle_frame(now, r#"{"type":"turn:start","turn_id":"x"}"#),
+        Err(FrameError::MissingTurnId { .. })
+    ));
     // "There are no binary frames."
     assert_eq!(c.handle_binary(now), Err(FrameError::Binary));
     assert_eq!(
@@ -300,6 +300,65 @@ fn frames_still_queued_when_their_turn_is_cancelled_are_not_sent() {
         &json!({"type":"tool:result","call_id":t4,"result":{}}).to_string(),
     )
     .unwrap();
+}
+
+/// "Ignore message types and fields you do not recognize. New ones are added without
+/// changing the protocol version." A turn:cancel or turn:start whose other fields have a
+/// shape this version does not expect still cancels or starts its turn (the odd fields are
+/// kept as given): a dropped turn:cancel would let the harness talk on for a cancelled turn.
+#[test]
+fn turn_messages_with_fields_of_another_shape_still_count() {
+    let (mut c, now) = started();
+    c.handle_frame(now, &turn(2)).unwrap();
+    let r = c.start_reply(Some(2)).unwrap();
+    c.push_chunk(&r, "We're open").unwrap();
+    drain_events(&mut c);
+    c.handle_frame(
+        now,
+        r#"{"type":"turn:cancel","call_sid":"CA1","turn_id":2,"reason":{"code":"barge_in","confidence":0.9}}"#,
+    )
+    .unwrap();
+    let evs = drain_events(&mut c);
+    let [HarnessEvent::TurnCancelled(tc)] = &evs[..] else {
+        panic!("{evs:?}")
+    };
+    assert_eq!(tc.turn_id, Some(2));
+    assert_eq!(
+        tc.extra["reason"],
+        json!({"code":"barge_in","confidence":0.9})
+    );
+    assert_eq!(
+        c.push_chunk(&r, " eight"),
+        Err(ActionError::TurnCancelled(2))
+    );
+    assert!(sent(&mut c).is_empty(), "the queued chunk is dropped too");
+
+    c.handle_frame(
+        now,
+        r#"{"type":"turn:start","call_sid":"CA1","turn_id":3,"input":{"type":"speech","text":{"alternatives":["hi"]}}}"#,
+    )
+    .unwrap();
+    let evs = drain_events(&mut c);
+    let [HarnessEvent::TurnStarted(ts)] = &evs[..] else {
+        panic!("{evs:?}")
+    };
+    assert_eq!(ts.turn_id, Some(3));
+    assert_eq!(ts.input.kind(), InputKind::Speech);
+    assert_eq!(ts.input.text, None);
+    assert_eq!(ts.input.extra["text"], json!({"alternatives":["hi"]}));
+    assert!(c.start_reply(Some(3)).is_ok());
+
+    for f in [
+        r#"{"type":"speech:start","turn_id":4,"channel":{"a":1},"call_sid":7}"#,
+        r#"{"type":"transcript","turn_id":4,"text":null,"final":"yes"}"#,
+    ] {
+        c.handle_frame(now, f).unwrap();
+    }
+    let evs = drain_events(&mut c);
+    assert!(matches!(&evs[0], HarnessEvent::SpeechStarted(s) if s.turn_id == Some(4)));
+    assert!(
+        matches!(&evs[1], HarnessEvent::Transcript(t) if t.turn_id == Some(4) && t.text.is_empty() && t.extra["final"] == "yes")
+    );
 }
 
 /// "Up to 16 KB": a larger turn record is refused and the reply stays open.
