@@ -86,7 +86,8 @@ pub struct ServeConfig {
     /// The most history entries kept per call.
     pub max_history: usize,
     /// The most turns whose agent runs at once (default 4). A turn started past it drops the
-    /// oldest running turn's future (the caller has moved on); nothing more is sent for it.
+    /// future of the turn running longest (the caller has moved on); nothing more is sent
+    /// for it.
     pub max_concurrent_turns: usize,
     /// Tool names sent as commands (`{type: "command", name, args}`) rather than
     /// `tool:call`: the agent hangs up by calling a `hangup` tool with `{reason}`. The tool
@@ -497,7 +498,10 @@ where
     }));
     let mut incoming = incoming.fuse();
     let mut turns: FuturesUnordered<TurnFuture<'_>> = FuturesUnordered::new();
-    let mut aborts: HashMap<TurnId, AbortHandle> = HashMap::new();
+    // Running turns: the order they started in (to drop the longest running first) and
+    // the handle that drops their future.
+    let mut aborts: HashMap<TurnId, (u64, AbortHandle)> = HashMap::new();
+    let mut turns_started = 0u64;
     let mut report = CallReport::default();
     let mut over = false;
     let error_reply = config.error_reply.clone();
@@ -524,7 +528,7 @@ where
             w.wake();
         }
         if over {
-            for (_, h) in aborts.drain() {
+            for (_, (_, h)) in aborts.drain() {
                 h.abort();
             }
             lock(&shared).waiters.clear();
@@ -601,16 +605,21 @@ where
                                 continue;
                             }
                             while aborts.len() >= config.max_concurrent_turns.max(1) {
-                                let Some(oldest) = aborts.keys().min().copied() else {
+                                let Some(oldest) = aborts
+                                    .iter()
+                                    .min_by_key(|(_, (seq, _))| *seq)
+                                    .map(|(id, _)| *id)
+                                else {
                                     break;
                                 };
-                                if let Some(h) = aborts.remove(&oldest) {
+                                if let Some((_, h)) = aborts.remove(&oldest) {
                                     h.abort();
                                 }
                                 lock(&shared).waiters.retain(|_, (t, _, _)| *t != oldest);
                             }
                             let (handle, reg) = AbortHandle::new_pair();
-                            aborts.insert(turn_id, handle);
+                            turns_started += 1;
+                            aborts.insert(turn_id, (turns_started, handle));
                             let fut = run_turn(
                                 harness,
                                 model,
@@ -626,7 +635,7 @@ where
                         HarnessEvent::TurnCancelled(c) => {
                             if let Some(id) = c.turn_id {
                                 report.cancelled += 1;
-                                if let Some(h) = aborts.remove(&id) {
+                                if let Some((_, h)) = aborts.remove(&id) {
                                     h.abort();
                                 }
                                 if aborts.is_empty() {
@@ -667,7 +676,7 @@ where
             }
         }
         if over {
-            for (_, h) in aborts.drain() {
+            for (_, (_, h)) in aborts.drain() {
                 h.abort();
             }
             lock(&shared).waiters.clear();

@@ -610,3 +610,26 @@ fn text_streamed_between_user_interruption_and_turn_cancel_is_not_in_the_history
         "turn 3's history holds only what was heard"
     );
 }
+
+/// Past `max_concurrent_turns` the turn running longest is dropped, whatever the ids (a
+/// turn just started is never the one dropped).
+#[test]
+fn the_longest_running_turn_is_dropped_first() {
+    let dropped = Arc::new(Mutex::new(Vec::new()));
+    let mut script = Script::new();
+    for t in [109, 103, 105] {
+        script = script.raw(json!({"type":"turn:start","call_sid":"CA1","turn_id":t,"input":{"type":"speech","text":"x"}}).to_string());
+    }
+    let mut cfg = ServeConfig::default();
+    cfg.max_concurrent_turns = 2;
+    call(
+        &Waits {
+            dropped: dropped.clone(),
+        },
+        &ScriptedModel::new(),
+        script,
+        cfg,
+    );
+    let d = dropped.lock().unwrap().clone();
+    assert_eq!(d[0], "CA00000000000000000000000000000001:109");
+}
