@@ -316,6 +316,9 @@ pub fn check(t: &Transcript) -> Result<(), String> {
     for v in &t.violations {
         problems.push(format!("violation {:?}: {}", v.kind, v.detail));
     }
+    if t.violations_dropped > 0 {
+        problems.push(format!("and {} more violations", t.violations_dropped));
+    }
     for turn in &t.turns {
         if !matches!(
             turn.completion_reason.as_str(),

@@ -127,6 +127,7 @@ impl<D> EarlyStart<D> {
     }
 
     /// `turn:start` with the turn's text: the matching draft, or redo. All drafts go.
+    #[must_use = "the drafts are taken: a matching one is only in the verdict"]
     pub fn turn_started(&mut self, turn_id: TurnId, text: &str) -> Verdict<D> {
         let drafts = std::mem::take(&mut self.drafts);
         let current = self.turn.take() == Some(turn_id);
