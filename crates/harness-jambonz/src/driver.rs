@@ -561,7 +561,7 @@ where
                     aborts = HashMap::new();
                 }
                 if outcome == TurnOutcome::Failed {
-                    report.failed += 1;
+                    report.failed = report.failed.saturating_add(1);
                 }
             }
             Next::Turn(Err(Aborted)) => {}
@@ -597,7 +597,7 @@ where
                         }
                         HarnessEvent::TurnStarted(t) => {
                             let Some(turn_id) = t.turn_id else { continue };
-                            report.turns += 1;
+                            report.turns = report.turns.saturating_add(1);
                             if let (InputKind::Greeting, Some(greeting)) =
                                 (t.input.kind(), &config.greeting)
                             {
@@ -634,7 +634,7 @@ where
                         }
                         HarnessEvent::TurnCancelled(c) => {
                             if let Some(id) = c.turn_id {
-                                report.cancelled += 1;
+                                report.cancelled = report.cancelled.saturating_add(1);
                                 if let Some((_, h)) = aborts.remove(&id) {
                                     h.abort();
                                 }

@@ -595,7 +595,7 @@ impl HarnessCall {
             return Err(ActionError::InterruptNotFirst);
         }
         let interrupt = (reply.chunks == 0 && (reply.interrupt || interrupt)).then_some(true);
-        reply.chunks += 1;
+        reply.chunks = reply.chunks.saturating_add(1);
         let msg = HarnessMessage::ReplyChunk(ReplyChunk {
             reply_id: reply_id.to_owned(),
             turn_id,
