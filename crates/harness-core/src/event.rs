@@ -69,6 +69,9 @@ pub enum EventKind {
     /// The first record of an execution: its config, cursor, input count and harness.
     #[serde(rename = "EVENT_EXECUTION_START")]
     ExecutionStart,
+    /// A kind this version does not know (its name is in [`EventBody::Unknown`]).
+    #[serde(other, rename = "EVENT_KIND_UNSPECIFIED")]
+    Unknown,
 }
 
 impl EventKind {
@@ -87,6 +90,7 @@ impl EventKind {
             EventKind::End => "END",
             EventKind::Error => "ERROR",
             EventKind::ExecutionStart => "EXECUTION_START",
+            EventKind::Unknown => "UNKNOWN",
         }
     }
 }
@@ -324,6 +328,15 @@ pub enum EventBody {
     Error(ErrorInfo),
     /// `EXECUTION_START`.
     ExecutionStart(ExecutionStart),
+    /// An event of a kind this version does not know, kept rather than dropped so that a
+    /// journal written by a newer peer stays readable and re-serializes unchanged.
+    Unknown {
+        /// The kind's wire name, e.g. `EVENT_SNAPSHOT`.
+        kind: String,
+        /// Every member of the event but the envelope's (`execution_id`, `ts`,
+        /// `schema_version`, `kind`, `actor`), as JSON.
+        fields: serde_json::Map<String, serde_json::Value>,
+    },
 }
 
 impl EventBody {
@@ -342,6 +355,7 @@ impl EventBody {
             EventBody::End(_) => EventKind::End,
             EventBody::Error(_) => EventKind::Error,
             EventBody::ExecutionStart(_) => EventKind::ExecutionStart,
+            EventBody::Unknown { .. } => EventKind::Unknown,
         }
     }
 }
@@ -386,138 +400,228 @@ impl Event {
     }
 }
 
-/// The proto3-JSON shape of an Event: every oneof member as an optional field.
-#[derive(Deserialize, Default)]
-struct EventWire {
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    execution_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    ts: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "is_zero_i32")]
-    schema_version: i32,
-    kind: Option<EventKind>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    message: Option<Message>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    model: Option<ModelCall>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    tool: Option<ToolCall>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    result: Option<ToolResult>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    approval: Option<ApprovalRequest>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    approval_result: Option<ApprovalResult>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    usage: Option<Usage>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    lifecycle: Option<Lifecycle>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    end: Option<HarnessEnd>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    error: Option<ErrorInfo>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    execution_start: Option<ExecutionStart>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    actor: Option<IdentityRef>,
-}
-
-/// The serializing twin of [`EventWire`], borrowing the body instead of cloning it.
-#[derive(Serialize, Default)]
-struct EventWireRef<'a> {
-    #[serde(skip_serializing_if = "str::is_empty")]
-    execution_id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ts: Option<Timestamp>,
-    #[serde(skip_serializing_if = "is_zero_i32")]
-    schema_version: i32,
-    kind: Option<EventKind>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<&'a Message>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    model: Option<&'a ModelCall>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool: Option<&'a ToolCall>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    result: Option<&'a ToolResult>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    approval: Option<&'a ApprovalRequest>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    approval_result: Option<&'a ApprovalResult>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    usage: Option<&'a Usage>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lifecycle: Option<&'a Lifecycle>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    end: Option<&'a HarnessEnd>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a ErrorInfo>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    execution_start: Option<&'a ExecutionStart>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    actor: Option<&'a IdentityRef>,
-}
-
 impl Serialize for Event {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut w = EventWireRef {
-            execution_id: &self.execution_id,
-            ts: self.timestamp,
-            schema_version: self.schema_version,
-            kind: Some(self.kind()),
-            actor: self.actor.as_ref(),
-            ..EventWireRef::default()
-        };
-        match &self.body {
-            EventBody::Input(m) | EventBody::Output(m) => w.message = Some(m),
-            EventBody::ModelCall(b) => w.model = Some(b),
-            EventBody::ToolCall(b) => w.tool = Some(b),
-            EventBody::ToolResult(b) => w.result = Some(b),
-            EventBody::ApprovalRequest(b) => w.approval = Some(b),
-            EventBody::ApprovalResult(b) => w.approval_result = Some(b),
-            EventBody::Usage(b) => w.usage = Some(b),
-            EventBody::Lifecycle(b) => w.lifecycle = Some(b),
-            EventBody::End(b) => w.end = Some(b),
-            EventBody::Error(b) => w.error = Some(b),
-            EventBody::ExecutionStart(b) => w.execution_start = Some(b),
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        if !self.execution_id.is_empty() {
+            m.serialize_entry("execution_id", &self.execution_id)?;
         }
-        w.serialize(s)
+        if let Some(ts) = &self.timestamp {
+            m.serialize_entry("ts", ts)?;
+        }
+        if self.schema_version != 0 {
+            m.serialize_entry("schema_version", &self.schema_version)?;
+        }
+        match &self.body {
+            EventBody::Unknown { kind, fields } => {
+                m.serialize_entry("kind", kind)?;
+                for (k, v) in fields {
+                    m.serialize_entry(k, v)?;
+                }
+            }
+            body => {
+                m.serialize_entry("kind", &body.kind())?;
+                match body {
+                    EventBody::Input(b) | EventBody::Output(b) => {
+                        m.serialize_entry("message", b)?
+                    }
+                    EventBody::ModelCall(b) => m.serialize_entry("model", b)?,
+                    EventBody::ToolCall(b) => m.serialize_entry("tool", b)?,
+                    EventBody::ToolResult(b) => m.serialize_entry("result", b)?,
+                    EventBody::ApprovalRequest(b) => m.serialize_entry("approval", b)?,
+                    EventBody::ApprovalResult(b) => m.serialize_entry("approval_result", b)?,
+                    EventBody::Usage(b) => m.serialize_entry("usage", b)?,
+                    EventBody::Lifecycle(b) => m.serialize_entry("lifecycle", b)?,
+                    EventBody::End(b) => m.serialize_entry("end", b)?,
+                    EventBody::Error(b) => m.serialize_entry("error", b)?,
+                    EventBody::ExecutionStart(b) => m.serialize_entry("execution_start", b)?,
+                    EventBody::Unknown { .. } => {}
+                }
+            }
+        }
+        if let Some(actor) = &self.actor {
+            m.serialize_entry("actor", actor)?;
+        }
+        m.end()
+    }
+}
+
+/// The fields of an Event as they are read: every oneof member as an optional slot, and
+/// the keys this version does not know, kept for an event of an unknown kind.
+#[derive(Default)]
+struct EventFields {
+    execution_id: String,
+    ts: Option<Timestamp>,
+    schema_version: i32,
+    kind: Option<String>,
+    message: Option<Message>,
+    model: Option<ModelCall>,
+    tool: Option<ToolCall>,
+    result: Option<ToolResult>,
+    approval: Option<ApprovalRequest>,
+    approval_result: Option<ApprovalResult>,
+    usage: Option<Usage>,
+    lifecycle: Option<Lifecycle>,
+    end: Option<HarnessEnd>,
+    error: Option<ErrorInfo>,
+    execution_start: Option<ExecutionStart>,
+    actor: Option<IdentityRef>,
+    unknown: serde_json::Map<String, serde_json::Value>,
+}
+
+/// An enum member as proto3-JSON allows it: its name, or its number.
+struct KindName(String);
+
+impl<'de> Deserialize<'de> for KindName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = KindName;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an EventKind name or number")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<KindName, E> {
+                Ok(KindName(v.to_owned()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<KindName, E> {
+                const NAMES: [&str; 13] = [
+                    "EVENT_KIND_UNSPECIFIED",
+                    "EVENT_INPUT",
+                    "EVENT_MODEL_CALL",
+                    "EVENT_OUTPUT",
+                    "EVENT_TOOL_CALL",
+                    "EVENT_TOOL_RESULT",
+                    "EVENT_APPROVAL_REQUEST",
+                    "EVENT_APPROVAL_RESULT",
+                    "EVENT_USAGE",
+                    "EVENT_LIFECYCLE",
+                    "EVENT_END",
+                    "EVENT_ERROR",
+                    "EVENT_EXECUTION_START",
+                ];
+                Ok(KindName(
+                    match usize::try_from(v).ok().and_then(|i| NAMES.get(i)) {
+                        Some(name) => (*name).to_owned(),
+                        None => v.to_string(),
+                    },
+                ))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<KindName, E> {
+                match u64::try_from(v) {
+                    Ok(u) => self.visit_u64(u),
+                    Err(_) => Ok(KindName(v.to_string())),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+struct EventVisitor;
+
+impl<'de> serde::de::Visitor<'de> for EventVisitor {
+    type Value = Event;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an agentsessions Event as proto3-JSON")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Event, A::Error> {
+        use serde::de::Error as _;
+        let mut f = EventFields::default();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            // A null member is an unset member (proto3-JSON).
+            match &*key {
+                "execution_id" => {
+                    f.execution_id = map.next_value::<Option<_>>()?.unwrap_or_default()
+                }
+                "ts" => f.ts = map.next_value()?,
+                "schema_version" => {
+                    f.schema_version = map.next_value::<Option<_>>()?.unwrap_or_default()
+                }
+                "kind" => f.kind = map.next_value::<Option<KindName>>()?.map(|k| k.0),
+                "message" => f.message = map.next_value()?,
+                "model" => f.model = map.next_value()?,
+                "tool" => f.tool = map.next_value()?,
+                "result" => f.result = map.next_value()?,
+                "approval" => f.approval = map.next_value()?,
+                "approval_result" => f.approval_result = map.next_value()?,
+                "usage" => f.usage = map.next_value()?,
+                "lifecycle" => f.lifecycle = map.next_value()?,
+                "end" => f.end = map.next_value()?,
+                "error" => f.error = map.next_value()?,
+                "execution_start" => f.execution_start = map.next_value()?,
+                "actor" => f.actor = map.next_value()?,
+                _ => {
+                    let v: serde_json::Value = map.next_value()?;
+                    f.unknown.insert(key.into_owned(), v);
+                }
+            }
+        }
+        let kind = f
+            .kind
+            .ok_or_else(|| A::Error::custom("event without a kind"))?;
+        let body = match kind.as_str() {
+            "EVENT_INPUT" => EventBody::Input(f.message.unwrap_or_default()),
+            "EVENT_OUTPUT" => EventBody::Output(f.message.unwrap_or_default()),
+            "EVENT_MODEL_CALL" => EventBody::ModelCall(f.model.unwrap_or_default()),
+            "EVENT_TOOL_CALL" => EventBody::ToolCall(f.tool.unwrap_or_default()),
+            "EVENT_TOOL_RESULT" => EventBody::ToolResult(f.result.unwrap_or_default()),
+            "EVENT_APPROVAL_REQUEST" => EventBody::ApprovalRequest(f.approval.unwrap_or_default()),
+            "EVENT_APPROVAL_RESULT" => {
+                EventBody::ApprovalResult(f.approval_result.unwrap_or_default())
+            }
+            "EVENT_USAGE" => EventBody::Usage(f.usage.unwrap_or_default()),
+            "EVENT_LIFECYCLE" => EventBody::Lifecycle(f.lifecycle.unwrap_or_default()),
+            "EVENT_END" => EventBody::End(f.end.unwrap_or_default()),
+            "EVENT_ERROR" => EventBody::Error(f.error.unwrap_or_default()),
+            "EVENT_EXECUTION_START" => {
+                EventBody::ExecutionStart(f.execution_start.unwrap_or_default())
+            }
+            _ => {
+                // A kind this version does not know: keep every member but the envelope's,
+                // so the event re-serializes as it came (and hashes the same).
+                let mut fields = f.unknown;
+                let known = [
+                    ("message", f.message.map(serde_json::to_value)),
+                    ("model", f.model.map(serde_json::to_value)),
+                    ("tool", f.tool.map(serde_json::to_value)),
+                    ("result", f.result.map(serde_json::to_value)),
+                    ("approval", f.approval.map(serde_json::to_value)),
+                    (
+                        "approval_result",
+                        f.approval_result.map(serde_json::to_value),
+                    ),
+                    ("usage", f.usage.map(serde_json::to_value)),
+                    ("lifecycle", f.lifecycle.map(serde_json::to_value)),
+                    ("end", f.end.map(serde_json::to_value)),
+                    ("error", f.error.map(serde_json::to_value)),
+                    (
+                        "execution_start",
+                        f.execution_start.map(serde_json::to_value),
+                    ),
+                ];
+                for (name, v) in known {
+                    if let Some(v) = v {
+                        fields.insert(name.to_owned(), v.map_err(A::Error::custom)?);
+                    }
+                }
+                EventBody::Unknown { kind, fields }
+            }
+        };
+        Ok(Event {
+            execution_id: f.execution_id,
+            timestamp: f.ts,
+            schema_version: f.schema_version,
+            actor: f.actor,
+            body,
+        })
     }
 }
 
 impl<'de> Deserialize<'de> for Event {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::Error as _;
-        let w = EventWire::deserialize(d)?;
-        let kind = w
-            .kind
-            .ok_or_else(|| D::Error::custom("event without a kind"))?;
-        let body = match kind {
-            EventKind::Input => EventBody::Input(w.message.unwrap_or_default()),
-            EventKind::Output => EventBody::Output(w.message.unwrap_or_default()),
-            EventKind::ModelCall => EventBody::ModelCall(w.model.unwrap_or_default()),
-            EventKind::ToolCall => EventBody::ToolCall(w.tool.unwrap_or_default()),
-            EventKind::ToolResult => EventBody::ToolResult(w.result.unwrap_or_default()),
-            EventKind::ApprovalRequest => {
-                EventBody::ApprovalRequest(w.approval.unwrap_or_default())
-            }
-            EventKind::ApprovalResult => {
-                EventBody::ApprovalResult(w.approval_result.unwrap_or_default())
-            }
-            EventKind::Usage => EventBody::Usage(w.usage.unwrap_or_default()),
-            EventKind::Lifecycle => EventBody::Lifecycle(w.lifecycle.unwrap_or_default()),
-            EventKind::End => EventBody::End(w.end.unwrap_or_default()),
-            EventKind::Error => EventBody::Error(w.error.unwrap_or_default()),
-            EventKind::ExecutionStart => {
-                EventBody::ExecutionStart(w.execution_start.unwrap_or_default())
-            }
-        };
-        Ok(Event {
-            execution_id: w.execution_id,
-            timestamp: w.ts,
-            schema_version: w.schema_version,
-            actor: w.actor,
-            body,
-        })
+        d.deserialize_map(EventVisitor)
     }
 }

@@ -351,3 +351,50 @@ fn descriptors_and_starts_serialize() {
     let back: Start = serde_json::from_str(&serde_json::to_string(&start).unwrap()).unwrap();
     assert_eq!(back, start);
 }
+
+// DESIGN principle 4, "Unknown is kept, not dropped": an event of a kind this version does
+// not know decodes, and re-serializes to the same JSON (so it hashes the same).
+#[test]
+fn events_of_unknown_kinds_are_kept_and_reserialize_unchanged() {
+    use harness_core::event::EventKind;
+    let raw = json!({
+        "execution_id": "e1",
+        "ts": "2023-11-14T22:13:20Z",
+        "schema_version": 1,
+        "kind": "EVENT_SNAPSHOT",
+        "snapshot": {"uri": "s3://x", "bytes": "12"},
+        "message": {"role": "assistant", "parts": [{"text": {"text": "kept"}}]},
+        "actor": {"principal": "agent://a"}
+    });
+    let ev: Event = serde_json::from_value(raw.clone()).unwrap();
+    assert_eq!(ev.kind(), EventKind::Unknown);
+    match &ev.body {
+        EventBody::Unknown { kind, fields } => {
+            assert_eq!(kind, "EVENT_SNAPSHOT");
+            assert_eq!(fields["snapshot"]["uri"], "s3://x");
+            assert_eq!(fields["message"]["parts"][0]["text"]["text"], "kept");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(ev.execution_id, "e1");
+    assert_eq!(serde_json::to_value(&ev).unwrap(), raw);
+}
+
+// proto3-JSON readers accept an enum by number and treat null as unset.
+#[test]
+fn event_kinds_by_number_and_null_members_are_read() {
+    let ev: Event = serde_json::from_value(json!({
+        "execution_id": null,
+        "kind": 3,
+        "message": {"role": "assistant", "parts": [{"text": {"text": "hi"}}]},
+        "actor": null
+    }))
+    .unwrap();
+    assert_eq!(ev.body, EventBody::Output(Message::assistant("hi")));
+    assert_eq!(ev.execution_id, "");
+    assert!(
+        serde_json::from_value::<Event>(json!({"message": {}})).is_err(),
+        "no kind"
+    );
+    assert!(serde_json::from_value::<Event>(json!([1])).is_err());
+}

@@ -82,6 +82,9 @@ impl Executions {
                     });
                     continue;
                 }
+                // A kind this version does not know is kept in the journal (and verified)
+                // but is neither an input nor an effect: replay passes over it.
+                EventBody::Unknown { .. } => continue,
                 EventBody::Lifecycle(l) => {
                     if l.kind == LifecycleKind::Fork {
                         out.fork_seq = r.seq;

@@ -1638,3 +1638,35 @@ fn a_harness_that_does_not_describe_itself_is_unavailable_and_nothing_is_journal
     );
     assert!(journal.meta("c").is_err(), "no child created");
 }
+
+/// DESIGN principle 4 ("Unknown is kept, not dropped"): a record of an event kind this
+/// version does not know (say, one a newer agentsessions wrote) keeps the journal readable,
+/// verifiable and replayable; it is passed over, never dropped or rewritten.
+#[test]
+fn a_record_of_an_unknown_kind_is_kept_and_passed_over() {
+    use harness_sessions::record::Record;
+    let h = host(vec![Op::Model]);
+    block(h.host.exec(ExecRequest::text("s", "one"))).unwrap();
+    let unknown: harness_core::event::Event = serde_json::from_value(serde_json::json!({
+        "kind": "EVENT_SNAPSHOT",
+        "schema_version": 1,
+        "snapshot": {"uri": "s3://bucket/snap", "size": "42"}
+    }))
+    .unwrap();
+    let head = h.journal.head("s").unwrap();
+    let fence = h.journal.acquire_fence("s").unwrap();
+    let rec = Record::seal(unknown, head.seq + 1, head.hash, fence).unwrap();
+    h.journal.append("s", head.seq, fence, &[rec]).unwrap();
+    block(h.host.exec(ExecRequest::text("s", "two"))).unwrap();
+
+    let records = h.host.records("s").unwrap();
+    let kept = &records[usize::try_from(head.seq).unwrap()];
+    assert_eq!(kept.event.kind(), EventKind::Unknown);
+    assert!(kept.canonical().contains("s3://bucket/snap"));
+    h.host.verify("s").unwrap();
+    let calls = h.model.calls();
+    let rep = block(h.host.replay("s")).unwrap();
+    assert_eq!(rep.executions, 2);
+    assert_eq!(rep.provider_calls, 0);
+    assert_eq!(h.model.calls(), calls);
+}
