@@ -787,3 +787,41 @@ fn a_reply_is_bounded() {
     assert_eq!(t.violations_of(ViolationKind::ReplyTooLong).len(), 1);
     assert_eq!(t.turn(1).unwrap().completion_reason, "completed");
 }
+
+/// Long ids and long details do not make the bound on ids a bound on nothing: an id over
+/// `MAX_ID_BYTES` is refused (a violation, the frame ignored, nothing kept), and what a
+/// violation keeps of the frame is short.
+#[test]
+fn long_ids_are_refused_and_violations_stay_small() {
+    use harness_jambonz::simulator::MAX_ID_BYTES;
+    let mut r = Rig::new(Script::new().greeting());
+    let long = "r".repeat(100_000);
+    r.chunk(&long, Some(1), "Hi.");
+    r.send(json!({"type":"tool:call","call_id":long,"turn_id":1,"name":"get_hours","args":{}}));
+    r.send(json!({"type":"command","command_id":long,"name":"hangup","args":{}}));
+    assert!(
+        !r.sim.is_ended(),
+        "a hangup with a refused id is not carried out"
+    );
+    assert!(r.of("tool:result").is_empty() && r.of("command:result").is_empty());
+    r.chunk(&"r".repeat(MAX_ID_BYTES), Some(1), "Hello.");
+    r.done(&"r".repeat(MAX_ID_BYTES), Some(1));
+    r.until(5_000);
+    let t = r.sim.transcript();
+    assert_eq!(t.heard(), ["Hello."]);
+    assert_eq!(t.violations.len(), 3, "{:?}", t.violations);
+    for v in &t.violations {
+        assert_eq!(v.kind, ViolationKind::Malformed);
+        assert!(v.detail.len() <= 300, "{}", v.detail.len());
+    }
+    // Any violation's detail is bounded, whatever it quotes.
+    r.sim
+        .handle_frame(r.now, &format!("{{\"type\":\"{}\"}}", "x".repeat(100_000)));
+    assert!(
+        r.sim
+            .transcript()
+            .violations
+            .iter()
+            .all(|v| v.detail.len() <= 300)
+    );
+}

@@ -152,7 +152,8 @@ pub struct SimConfig {
     /// caller hangs up (`session:end` reason `caller_hangup`) and the flood is a
     /// [`ViolationKind::TooManyIds`].
     pub max_ids: usize,
-    /// The most text kept of one reply, in bytes (default 64 KiB, over an hour of speech).
+    /// The most text kept of one reply, in bytes (default 16 KiB: at 15 characters a
+    /// second, longer than the default `max_call` can speak).
     /// Text past it is neither kept nor spoken, a [`ViolationKind::ReplyTooLong`].
     pub max_reply_bytes: usize,
 }
@@ -176,7 +177,7 @@ impl Default for SimConfig {
             max_call: Duration::from_secs(600),
             max_frame_bytes: 1024 * 1024,
             max_ids: 10_000,
-            max_reply_bytes: 64 * 1024,
+            max_reply_bytes: 16 * 1024,
         }
     }
 }
@@ -207,6 +208,14 @@ pub enum SimEvent {
 
 /// The most events held for [`Simulator::poll_event`]; older ones are dropped.
 pub const MAX_EVENTS: usize = 4096;
+
+/// The longest id (`reply_id`, `call_id`, `command_id`) taken from the harness, in bytes:
+/// a frame with a longer one is a [`ViolationKind::Malformed`] and is ignored (ids are
+/// remembered for the whole call).
+pub const MAX_ID_BYTES: usize = 256;
+
+/// The most bytes of a violation's detail kept (it may quote the harness's frame).
+pub const MAX_DETAIL_BYTES: usize = 256;
 
 /// The most violations kept in [`Transcript::violations`]; later ones are only counted
 /// ([`Transcript::violations_dropped`]) and reported as [`SimEvent::Violation`].
@@ -632,7 +641,15 @@ impl Simulator {
         self.events.push_back(e);
     }
 
-    fn violation(&mut self, kind: ViolationKind, detail: String) {
+    fn violation(&mut self, kind: ViolationKind, mut detail: String) {
+        if detail.len() > MAX_DETAIL_BYTES {
+            let mut end = MAX_DETAIL_BYTES;
+            while !detail.is_char_boundary(end) {
+                end -= 1;
+            }
+            detail.truncate(end);
+            detail.push('…');
+        }
         let v = Violation {
             at_ms: self.at_ms(self.clock),
             kind,
@@ -1232,7 +1249,25 @@ impl Simulator {
         }
     }
 
+    /// Whether an id is over [`MAX_ID_BYTES`] (then the frame is a violation, ignored).
+    fn id_too_long(&mut self, what: &str, id: &str) -> bool {
+        if id.len() <= MAX_ID_BYTES {
+            return false;
+        }
+        self.violation(
+            ViolationKind::Malformed,
+            format!(
+                "{what} of {} bytes, over the {MAX_ID_BYTES}-byte limit: ignored",
+                id.len()
+            ),
+        );
+        true
+    }
+
     fn on_chunk(&mut self, c: ReplyChunk) {
+        if self.id_too_long("reply_id", &c.reply_id) {
+            return;
+        }
         if c.chunk.has_tool_calls() {
             self.violation(
                 ViolationKind::ToolCallsInChunk,
@@ -1397,6 +1432,9 @@ impl Simulator {
     }
 
     fn on_done(&mut self, d: ReplyDone) {
+        if self.id_too_long("reply_id", &d.reply_id) {
+            return;
+        }
         if let Some(r) = &d.turn_record {
             if let Err(e) = r.check_size() {
                 self.violation(ViolationKind::TurnRecordTooLarge, e.to_string());
@@ -1450,6 +1488,9 @@ impl Simulator {
     }
 
     fn on_tool_call(&mut self, c: ToolCallMessage) {
+        if self.id_too_long("call_id", &c.call_id) {
+            return;
+        }
         let t = self.clock;
         if !self.id_room() {
             return;
@@ -1501,6 +1542,9 @@ impl Simulator {
     }
 
     fn on_command(&mut self, c: crate::command::CommandMessage) {
+        if self.id_too_long("command_id", &c.command_id) {
+            return;
+        }
         if !self.id_room() {
             return;
         }
