@@ -111,7 +111,9 @@ pub enum HarnessEvent {
     SpeechStarted(SpeechStart),
     /// `transcript`: recognized speech, partial or final.
     Transcript(Transcript),
-    /// `turn:cancel`: nothing more will be sent for the turn.
+    /// `turn:cancel`: nothing more will be sent for the turn (what was made for it and not
+    /// yet taken from `poll_transmit` is dropped; a `tool:call` dropped that way gets no
+    /// result).
     TurnCancelled(TurnCancel),
     /// `user_interruption`: the caller heard only `spoken` of the reply.
     Interrupted(UserInterruption),
@@ -497,7 +499,8 @@ impl HarnessCall {
         ev
     }
 
-    /// The next frame to send, in order.
+    /// The next frame to send, in order. Frames made for a turn that `turn:cancel` reached
+    /// before they were taken from here are never returned.
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         let t = self.transmits.pop_front();
