@@ -825,3 +825,45 @@ fn long_ids_are_refused_and_violations_stay_small() {
             .all(|v| v.detail.len() <= 300)
     );
 }
+
+/// The whole call: "turn:start … tool:call … tool:result … reply:chunk": the turn's first
+/// chunk naturally follows the agent's tool, which jambonz itself runs. The time jambonz
+/// spends running it is not the harness's delay: the first-chunk deadline does not count
+/// it (the turn's latency, what the caller waited, still does).
+#[test]
+fn the_first_chunk_deadline_does_not_count_the_time_jambonz_runs_a_tool() {
+    let mut cfg = SimConfig::default();
+    cfg.deadlines.first_chunk = Some(Duration::from_secs(2));
+    let mut r = Rig::with(cfg.clone(), Script::new().greeting(), |s| {
+        s.with_slow_tool("get_hours", Duration::from_secs(3), |_| {
+            Ok(json!({"weekdays": "8am to 6pm"}))
+        })
+    });
+    r.send(json!({"type":"tool:call","call_id":"t1","turn_id":1,"name":"get_hours","args":{}}));
+    r.until(3000);
+    assert_eq!(r.of("tool:result").len(), 1);
+    r.until(3100);
+    r.chunk("r1", Some(1), "We're open eight to six.");
+    r.done("r1", Some(1));
+    r.until(10_000);
+    let t = r.sim.transcript();
+    assert!(t.violations.is_empty(), "{:?}", t.violations);
+    let turn = t.turn(1).unwrap();
+    assert_eq!(turn.harness_error, None);
+    assert_eq!(turn.completion_reason, "completed");
+    assert_eq!(turn.first_chunk_ms, Some(3100));
+
+    // The harness's own time still counts: 1.5 s before the tool, 0.6 s after it.
+    let mut r = Rig::with(cfg, Script::new().greeting(), |s| {
+        s.with_slow_tool("get_hours", Duration::from_secs(3), |_| Ok(json!({})))
+    });
+    r.until(1500);
+    r.send(json!({"type":"tool:call","call_id":"t1","turn_id":1,"name":"get_hours","args":{}}));
+    r.until(4999);
+    assert_eq!(r.sim.transcript().turn(1).unwrap().harness_error, None);
+    r.until(5001);
+    assert_eq!(
+        r.sim.transcript().turn(1).unwrap().harness_error.as_deref(),
+        Some("first_chunk_timeout")
+    );
+}

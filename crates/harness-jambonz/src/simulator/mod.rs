@@ -94,7 +94,8 @@ use crate::turn_record::TurnRecord;
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Deadlines {
-    /// From `turn:start` to the turn's first `reply:chunk` (default 5 s).
+    /// From `turn:start` to the turn's first `reply:chunk` (default 5 s), not counting the
+    /// time jambonz spends running the turn's tools (`tool:call` to `tool:result`).
     pub first_chunk: Option<Duration>,
     /// From `turn:start` to the turn's `reply:done` (default 30 s).
     pub reply_done: Option<Duration>,
@@ -250,6 +251,11 @@ struct SimTurn {
     status: TurnStatus,
     first_chunk: Option<Instant>,
     summary: usize,
+    /// Tool calls of the turn that jambonz is running, and since when one has been.
+    tools_running: usize,
+    tools_since: Instant,
+    /// Time jambonz spent running the turn's tools: not counted by the first-chunk deadline.
+    tool_time: Duration,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -741,8 +747,16 @@ impl Simulator {
             if turn.status != TurnStatus::Open {
                 continue;
             }
-            if let (None, Some(d)) = (turn.first_chunk, self.cfg.deadlines.first_chunk) {
-                consider(later(turn.started, d), Timer::FirstChunk(*id));
+            if let (None, Some(d), 0) = (
+                turn.first_chunk,
+                self.cfg.deadlines.first_chunk,
+                turn.tools_running,
+            ) {
+                // Paused while jambonz runs one of the turn's tools.
+                consider(
+                    later(later(turn.started, turn.tool_time), d),
+                    Timer::FirstChunk(*id),
+                );
             }
             if let Some(d) = self.cfg.deadlines.reply_done {
                 consider(later(turn.started, d), Timer::ReplyDone(*id));
@@ -1005,6 +1019,9 @@ impl Simulator {
                 started: self.clock,
                 status: TurnStatus::Open,
                 first_chunk: None,
+                tools_running: 0,
+                tools_since: self.clock,
+                tool_time: Duration::ZERO,
                 summary,
             },
         );
@@ -1151,7 +1168,29 @@ impl Simulator {
         }
     }
 
+    /// A tool of the turn starts (`true`) or ends running.
+    fn tool_running(&mut self, turn_id: Option<TurnId>, running: bool) {
+        let now = self.clock;
+        let Some(t) = turn_id.and_then(|id| self.turns.get_mut(&id)) else {
+            return;
+        };
+        if running {
+            if t.tools_running == 0 {
+                t.tools_since = now;
+            }
+            t.tools_running += 1;
+        } else if t.tools_running > 0 {
+            t.tools_running -= 1;
+            if t.tools_running == 0 {
+                t.tool_time = t
+                    .tool_time
+                    .saturating_add(now.saturating_duration_since(t.tools_since));
+            }
+        }
+    }
+
     fn tool_answer(&mut self, run: ToolRun) {
+        self.tool_running(run.turn_id, false);
         let timed_out = run.deadline.is_some_and(|d| d < run.due);
         let msg = if timed_out {
             ToolResultMessage::error(&run.call_id, "tool timed out")
@@ -1520,6 +1559,7 @@ impl Simulator {
                 Some(tool) => {
                     let due = later(t, tool.latency);
                     let result = (tool.run)(&c.args);
+                    self.tool_running(c.turn_id, true);
                     self.tool_runs.push(ToolRun {
                         due,
                         deadline: self.cfg.deadlines.tool_result.map(|d| later(t, d)),
