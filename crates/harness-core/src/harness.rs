@@ -107,9 +107,10 @@ pub struct Start {
     #[serde(default, with = "crate::proto_json::bytes")]
     pub config: Vec<u8>,
     /// The replay context on the stateless path: earlier events of the session. Empty after
-    /// a memory restore; a memory-snapshot harness never reads it (I4).
+    /// a memory restore; a memory-snapshot harness never reads it (I4). Dereferences to
+    /// `&[Event]`; cheap to clone (the events are shared).
     #[serde(default)]
-    pub history: Vec<Event>,
+    pub history: History,
     /// This turn's inputs.
     #[serde(default)]
     pub inputs: Vec<Message>,
@@ -142,6 +143,104 @@ impl Start {
                 _ => None,
             })
             .collect()
+    }
+}
+
+/// The events a turn gets as [`Start::history`]: a shared, read-only prefix of a session's
+/// events.
+///
+/// Every turn of a long session sees the whole session before it, so drivers hand out views
+/// of one shared list instead of copying it per turn: replaying a session of T turns stays
+/// linear in T. It dereferences to `&[Event]`, so `history.iter()`, `history.len()` and
+/// `&history[..]` work as on a slice.
+///
+/// ```
+/// use std::sync::Arc;
+/// use harness_core::History;
+/// use harness_core::event::{Event, EventBody};
+/// use harness_core::message::Message;
+///
+/// let all = Arc::new(vec![
+///     Event::new("x1", EventBody::Input(Message::user("hi"))),
+///     Event::new("x1", EventBody::Output(Message::assistant("hello"))),
+///     Event::new("x2", EventBody::Input(Message::user("again"))),
+/// ]);
+/// let before_x2 = History::prefix(Arc::clone(&all), 2); // no copy
+/// assert_eq!(before_x2.len(), 2);
+/// let owned: History = vec![Event::new("x1", EventBody::Input(Message::user("hi")))].into();
+/// assert_eq!(owned[0], before_x2[0]);
+/// ```
+#[derive(Clone, Default)]
+pub struct History {
+    events: std::sync::Arc<Vec<Event>>,
+    len: usize,
+}
+
+impl History {
+    /// The first `len` events of a shared list (all of them when `len` is larger).
+    pub fn prefix(events: std::sync::Arc<Vec<Event>>, len: usize) -> Self {
+        let len = len.min(events.len());
+        History { events, len }
+    }
+
+    /// The events, as a slice.
+    pub fn as_slice(&self) -> &[Event] {
+        &self.events[..self.len]
+    }
+}
+
+impl std::ops::Deref for History {
+    type Target = [Event];
+    fn deref(&self) -> &[Event] {
+        self.as_slice()
+    }
+}
+
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}
+
+impl PartialEq for History {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl From<Vec<Event>> for History {
+    fn from(events: Vec<Event>) -> Self {
+        let len = events.len();
+        History {
+            events: std::sync::Arc::new(events),
+            len,
+        }
+    }
+}
+
+impl FromIterator<Event> for History {
+    fn from_iter<I: IntoIterator<Item = Event>>(iter: I) -> Self {
+        iter.into_iter().collect::<Vec<_>>().into()
+    }
+}
+
+impl<'a> IntoIterator for &'a History {
+    type Item = &'a Event;
+    type IntoIter = std::slice::Iter<'a, Event>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+impl Serialize for History {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.as_slice().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for History {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::<Event>::deserialize(d).map(History::from)
     }
 }
 

@@ -54,7 +54,7 @@ pub mod testing;
 
 pub use cursor::Cursor;
 pub use harness::{
-    Capabilities, Descriptor, EventSink, Harness, HarnessError, IdentityContext, Resumability,
-    SinkError, Start,
+    Capabilities, Descriptor, EventSink, Harness, HarnessError, History, IdentityContext,
+    Resumability, SinkError, Start,
 };
 pub use proto_json::{Timestamp, TimestampError};

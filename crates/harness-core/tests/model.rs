@@ -252,7 +252,8 @@ fn tool_loop_agent_runs_tools_through_the_host_with_keys() {
     start.history = vec![
         Event::new("x0", EventBody::Input(Message::user("hello"))),
         Event::new("x0", EventBody::Output(Message::assistant("hi"))),
-    ];
+    ]
+    .into();
     block_on(agent.run(start, &mut sink)).unwrap();
     assert_eq!(model.calls(), 3);
     let calls = sink.tool_calls();

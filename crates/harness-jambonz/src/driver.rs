@@ -747,7 +747,7 @@ where
             execution_id: format!("{call_sid}:{turn_id}"),
             session_uid: call_sid.clone(),
             config: serde_json::to_vec(&t.input).unwrap_or_default(),
-            history: s.history.journal(&call_sid),
+            history: s.history.journal(&call_sid).into(),
             inputs: vec![Message::user(text.clone())],
             ..Default::default()
         };

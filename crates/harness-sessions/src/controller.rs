@@ -16,7 +16,7 @@ use harness_core::event::{
 use harness_core::message::{Message, ToolCall};
 use harness_core::model::Model;
 use harness_core::{
-    Descriptor, Harness, HarnessError, IdentityContext, Resumability, Start, Timestamp,
+    Descriptor, Harness, HarnessError, History, IdentityContext, Resumability, Start, Timestamp,
 };
 
 use crate::capabilities::{RuntimeCapabilities, can_place};
@@ -529,14 +529,14 @@ impl Controller {
         let p = self.prepare(&name).await?;
         let fence = self.journal.acquire_fence(&req.session)?;
         let stateless = p.descriptor.capabilities.resumability == Resumability::StatelessReplay;
-        let history: Vec<Event> = if stateless {
+        let history: History = if stateless {
             self.records(&req.session)?
                 .into_iter()
                 .map(|r| r.event)
                 .collect()
         } else {
             // A memory-snapshot harness holds its state in RAM and never reads History (I4).
-            Vec::new()
+            History::default()
         };
         let head = self.journal.head(&req.session)?;
         let marker = ExecutionStart {
@@ -667,19 +667,28 @@ impl Controller {
         }
     }
 
-    fn start_of(&self, session: &str, records: &[Record], x: &Execution, stateless: bool) -> Start {
+    /// The events of `records`, shared by every turn's [`History`] (a prefix view each: no
+    /// per-turn copy, so replaying T turns stays linear in T).
+    fn events_of(records: &[Record]) -> Arc<Vec<Event>> {
+        Arc::new(records.iter().map(|r| r.event.clone()).collect())
+    }
+
+    fn start_of(
+        &self,
+        session: &str,
+        events: &Arc<Vec<Event>>,
+        x: &Execution,
+        stateless: bool,
+    ) -> Start {
         Start {
             execution_id: x.execution_id.clone(),
             session_uid: session.to_owned(),
             config: x.marker.config.clone(),
             // The exact prefix before this execution's start marker (prior markers included).
             history: if stateless {
-                records[..x.start_index]
-                    .iter()
-                    .map(|r| r.event.clone())
-                    .collect()
+                History::prefix(Arc::clone(events), x.start_index)
             } else {
-                Vec::new()
+                History::default()
             },
             inputs: x.inputs.clone(),
             identity: IdentityContext::default(),
@@ -735,6 +744,7 @@ impl Controller {
             skipped: xs.list.len() - completed.len(),
             ..ReplayReport::default()
         };
+        let events = Self::events_of(&records);
         for (x, p) in completed.iter().zip(prepared) {
             let head = Head {
                 seq: records.last().map_or(0, |r| r.seq),
@@ -743,7 +753,7 @@ impl Controller {
             };
             let ctx = self.ctx(session, &x.execution_id, 0, &p.descriptor, 0, Mode::Replay);
             let mut sink = JournalSink::new(ctx, Mode::Replay, &records, x.effects.clone(), head);
-            let start = self.start_of(session, &records, x, true);
+            let start = self.start_of(session, &events, x, true);
             let result = p.harness.run(start, &mut sink).await;
             report.provider_calls += sink.stats.provider_calls;
             report.executor_calls += sink.stats.executor_calls;
@@ -864,7 +874,7 @@ impl Controller {
             sink.append_body(lifecycle(LifecycleKind::Resume, ""), true)
                 .map_err(|_| self.sink_error(&sink))?;
         }
-        let start = self.start_of(session, &records, x, true);
+        let start = self.start_of(session, &Self::events_of(&records), x, true);
         let result = p.harness.run(start, &mut sink).await;
         self.finish(session, &x.execution_id, sink, result)
             .map(Some)
