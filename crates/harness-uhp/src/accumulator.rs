@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::decoder::Finding;
 use crate::error::ErrorObject;
-use crate::event::{Event, EventType};
+use crate::event::{Event, EventType, excerpt};
 use crate::response::{
     Annotation, ContainerFileCitation, ContentPart, FunctionCall, OutputItem, Response,
     ResponseStatus,
@@ -273,6 +273,8 @@ pub struct TaskAccumulator {
     reasoning: Parts,
     calls: BTreeMap<u64, CallState>,
     item_index: HashMap<String, u64>,
+    /// Items placed by id alone (no `output_index`): the next slot after [`BY_ID`].
+    by_id: u64,
     annotations: BTreeMap<(u64, u64, u64), Annotation>,
     error_event: Option<ErrorObject>,
     findings: Vec<ProtocolFinding>,
@@ -285,8 +287,12 @@ impl Default for TaskAccumulator {
     }
 }
 
-/// The bucket for events that name neither an output index nor a known item.
+/// The bucket for events that name neither an output index nor an item.
 const NO_INDEX: u64 = u64::MAX;
+
+/// The first slot of the items known by their `item_id` only (no `output_index`): after
+/// every real index, in order of first sight.
+const BY_ID: u64 = 1 << 63;
 
 impl TaskAccumulator {
     /// An accumulator for a stream that starts at `sequence_number` 0.
@@ -302,6 +308,7 @@ impl TaskAccumulator {
             reasoning: Parts::default(),
             calls: BTreeMap::new(),
             item_index: HashMap::new(),
+            by_id: 0,
             annotations: BTreeMap::new(),
             error_event: None,
             findings: Vec::new(),
@@ -344,12 +351,12 @@ impl TaskAccumulator {
         if self.terminal.is_some() {
             let f = if ev.is_terminal() {
                 ProtocolFinding::SecondTerminal {
-                    event_type: ev.type_name().to_owned(),
+                    event_type: excerpt(ev.type_name()),
                     sequence_number: seq,
                 }
             } else {
                 ProtocolFinding::AfterTerminal {
-                    event_type: ev.type_name().to_owned(),
+                    event_type: excerpt(ev.type_name()),
                     sequence_number: seq,
                 }
             };
@@ -357,20 +364,23 @@ impl TaskAccumulator {
             return;
         }
         match arrival {
-            Arrival::Duplicate => return, // a replay: its content was counted once already
+            // A replay: its content was counted once already. Not for a terminal event: no
+            // terminal was applied yet, so this one reuses another event's number (reported
+            // as a duplicate) and, being authoritative, still ends the task.
+            Arrival::Duplicate if !ev.is_terminal() => return,
             Arrival::Unnumbered => self.find(ProtocolFinding::Unnumbered {
-                event_type: ev.type_name().to_owned(),
+                event_type: excerpt(ev.type_name()),
             }),
             _ => {}
         }
         if first && !self.resumed && ev.event_type() != EventType::Created {
             self.find(ProtocolFinding::FirstEventNotCreated {
-                event_type: ev.type_name().to_owned(),
+                event_type: excerpt(ev.type_name()),
             });
         }
         if let Some(field) = ev.missing_field() {
             self.find(ProtocolFinding::MissingField {
-                event_type: ev.type_name().to_owned(),
+                event_type: excerpt(ev.type_name()),
                 field,
             });
             return;
@@ -378,10 +388,24 @@ impl TaskAccumulator {
         self.apply(ev, seq);
     }
 
-    fn output_index(&self, ev: &Event) -> u64 {
-        ev.output_index()
-            .or_else(|| ev.item_id().and_then(|id| self.item_index.get(id).copied()))
-            .unwrap_or(NO_INDEX)
+    fn output_index(&mut self, ev: &Event) -> u64 {
+        match (ev.output_index(), ev.item_id()) {
+            (Some(oi), _) => oi,
+            (None, Some(id)) => self.slot_of(id),
+            (None, None) => NO_INDEX,
+        }
+    }
+
+    /// The output index of the item `id`, as first learned; an item never placed by an
+    /// `output_index` gets its own slot after all real ones.
+    fn slot_of(&mut self, id: &str) -> u64 {
+        if let Some(oi) = self.item_index.get(id) {
+            return *oi;
+        }
+        let oi = BY_ID.saturating_add(self.by_id).min(NO_INDEX - 1);
+        self.by_id = self.by_id.saturating_add(1);
+        self.item_index.insert(id.to_owned(), oi);
+        oi
     }
 
     fn apply(&mut self, ev: &Event, seq: Option<u64>) {
@@ -478,14 +502,17 @@ impl TaskAccumulator {
     }
 
     fn item(&mut self, output_index: Option<u64>, item: &OutputItem, done: bool) {
-        let oi = output_index
-            .or_else(|| item.id().and_then(|id| self.item_index.get(id).copied()))
-            .unwrap_or(NO_INDEX);
-        if let Some(id) = item.id() {
-            if !self.item_index.contains_key(id) {
-                self.item_index.insert(id.to_owned(), oi);
+        let oi = match (output_index, item.id()) {
+            (Some(oi), Some(id)) => {
+                if !self.item_index.contains_key(id) {
+                    self.item_index.insert(id.to_owned(), oi);
+                }
+                oi
             }
-        }
+            (Some(oi), None) => oi,
+            (None, Some(id)) => self.slot_of(id),
+            (None, None) => NO_INDEX,
+        };
         match item {
             OutputItem::FunctionCall(c) => {
                 let call = self.calls.entry(oi).or_default();
@@ -528,7 +555,7 @@ impl TaskAccumulator {
             if status == ResponseStatus::InProgress {
                 self.find(ProtocolFinding::TerminalStatusNotTerminal {
                     event_type: t.wire_name().unwrap_or_default().to_owned(),
-                    status: status.to_string(),
+                    status: excerpt(status.as_str()),
                 });
                 status = match t {
                     EventType::Completed => ResponseStatus::Completed,
@@ -558,8 +585,8 @@ impl TaskAccumulator {
         if let Some(t) = &self.terminal {
             if t.response.status != r.status {
                 let f = ProtocolFinding::StoredResponseDisagrees {
-                    stream: self.status.to_string(),
-                    stored: r.status.to_string(),
+                    stream: excerpt(self.status.as_str()),
+                    stored: excerpt(r.status.as_str()),
                 };
                 self.find(f);
             }

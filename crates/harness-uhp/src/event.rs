@@ -524,7 +524,7 @@ pub enum EventKind<'a> {
     },
 }
 
-/// The longest excerpt of a bad payload a [`Finding`] keeps.
+/// The longest excerpt of a payload (or of a message quoting it) a finding keeps.
 const EXCERPT: usize = 256;
 
 pub(crate) fn excerpt(data: &str) -> String {
@@ -573,7 +573,7 @@ impl Event {
             Ok(v) => v,
             Err(e) => {
                 return Err(Finding::NotJson {
-                    error: e.to_string(),
+                    error: excerpt(&e.to_string()),
                     data: excerpt(&data),
                 });
             }
@@ -621,10 +621,10 @@ impl Event {
             },
         )
         .err()
-        .map(|e| e.to_string())
+        .map(|e| excerpt(&e.to_string()))
         .unwrap_or_default();
         Err(Finding::InvalidEvent {
-            event_type: ty.to_owned(),
+            event_type: excerpt(ty),
             sequence_number,
             error,
         })

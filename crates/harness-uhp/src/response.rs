@@ -320,8 +320,10 @@ pub struct Reasoning {
     /// `rs_…`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// The summary parts (`summary_text`), in order.
-    #[serde(default)]
+    /// The summary parts (`summary_text`), in order. The schema does not require a summary
+    /// entry to carry `type`; one without it is read as a `summary_text` (and written back
+    /// with that type).
+    #[serde(default, deserialize_with = "summary_parts")]
     pub summary: Vec<ContentPart>,
     /// The item's status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -329,6 +331,26 @@ pub struct Reasoning {
     /// Fields this version does not define.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// A reasoning summary entry: a [`ContentPart`], or a `summary_text` when it has no `type`.
+struct SummaryPart(ContentPart);
+
+impl<'de> Tagged<'de> for SummaryPart {
+    const EXPECTING: &'static str = "a summary part object";
+    fn from_rest<D: serde::Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
+        ContentPart::from_rest(tag, rest).map(SummaryPart)
+    }
+    fn untagged(fields: Map<String, Value>) -> Result<Self, serde_json::Error> {
+        SummaryText::deserialize(Value::Object(fields))
+            .map(|t| SummaryPart(ContentPart::SummaryText(t)))
+    }
+}
+tagged_deserialize!(SummaryPart);
+
+fn summary_parts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ContentPart>, D::Error> {
+    let parts = Vec::<SummaryPart>::deserialize(d)?;
+    Ok(parts.into_iter().map(|p| p.0).collect())
 }
 
 /// A `function_call` item: a tool the agent invoked.

@@ -21,6 +21,13 @@ pub(crate) trait Tagged<'de>: Sized {
 
     /// Decodes the value of type `tag` from the object's other fields (`type` removed).
     fn from_rest<D: Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error>;
+
+    /// Decodes an object that has no `type` at all: an error, unless the schema gives the
+    /// type a default shape there.
+    fn untagged(fields: Map<String, Value>) -> Result<Self, serde_json::Error> {
+        let _ = fields;
+        Err(de::Error::missing_field("type"))
+    }
 }
 
 /// A string that borrows from the input when it can.
@@ -66,7 +73,7 @@ impl<'de, T: Tagged<'de>> Visitor<'de> for TaggedVisitor<T> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<T, A::Error> {
         let Some(first) = map.next_key::<StrCow<'de>>()? else {
-            return Err(de::Error::missing_field("type"));
+            return T::untagged(Map::new()).map_err(de::Error::custom);
         };
         if first.0 == "type" {
             let tag: StrCow<'de> = map.next_value()?;
@@ -82,7 +89,7 @@ impl<'de, T: Tagged<'de>> Visitor<'de> for TaggedVisitor<T> {
         let tag = match obj.remove("type") {
             Some(Value::String(s)) => s,
             Some(_) => return Err(de::Error::custom("`type` is not a string")),
-            None => return Err(de::Error::missing_field("type")),
+            None => return T::untagged(obj).map_err(de::Error::custom),
         };
         T::from_rest(&tag, Value::Object(obj)).map_err(de::Error::custom)
     }

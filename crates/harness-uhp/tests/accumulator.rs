@@ -472,3 +472,152 @@ fn last_sequence_number_for_resumption() {
     let r2 = run_chunked(&sse(&[created(0), delta(1, "a"), delta(2, "b")]), &[3]);
     assert_eq!(r2.task.summary(), r.task.summary());
 }
+
+/// [spec] "TaskAccumulator treats the terminal event as authoritative"; [S] "exactly one
+/// terminal event, and it is last". A terminal event that reuses an earlier event's number
+/// is a numbering fault (reported as a duplicate), not a replay of that earlier event: its
+/// content was never counted, so it still ends the task. (It used to be dropped as a replay,
+/// leaving a finished task `in_progress` forever.)
+#[test]
+fn a_terminal_event_with_a_reused_number_still_ends_the_task() {
+    let r = run(&sse(&[
+        created(0),
+        delta(1, "a"),
+        terminal("response.completed", 1, "completed", "a!"),
+    ]));
+    assert!(r.task.is_terminal());
+    assert_eq!(r.task.status(), &ResponseStatus::Completed);
+    assert_eq!(r.task.text(), "a!");
+    assert_eq!(r.task.sequence().duplicates, vec![1]);
+    assert!(!r.task.sequence().ok);
+    // A true replay of the terminal event itself is still a second terminal event.
+    let t = terminal("response.failed", 2, "failed", "");
+    let r = run(&sse(&[created(0), delta(1, "a"), t.clone(), t]));
+    assert_eq!(r.task.status(), &ResponseStatus::Failed);
+    assert!(matches!(
+        r.task.findings(),
+        [ProtocolFinding::SecondTerminal { .. }]
+    ));
+}
+
+/// Memory bounds: findings are kept (up to `MAX_FINDINGS`), so what each keeps of the
+/// peer's bytes is bounded too. An event type, a status or a decoder message that repeats
+/// a megabyte of the payload is cut to an excerpt: 1024 such findings cannot pin a
+/// gigabyte of a hostile stream.
+#[test]
+fn findings_keep_bounded_excerpts_of_the_payload() {
+    let big = "x".repeat(1 << 20);
+    let mut resp = response("completed", "ok");
+    resp["status"] = json!(big.clone());
+    let mut unnumbered = json!({"type": big.clone()});
+    unnumbered["note"] = json!(1);
+    let r = run(&sse(&[
+        json!({"type": big.clone(), "sequence_number": 0}), // first event not `created`
+        unnumbered,
+        json!({"type": "response.completed", "sequence_number": 2, "response": resp}),
+        json!({"type": big.clone(), "sequence_number": 3}), // after the terminal event
+        // A known type with a megabyte where an integer belongs: the decoder's message.
+        json!({"type": "response.output_text.delta", "sequence_number": 4,
+               "output_index": big.clone(), "delta": "d"}),
+    ]));
+    assert_eq!(r.task.status().as_str(), big); // the task itself keeps what it was told
+    let kinds: Vec<_> = r
+        .task
+        .findings()
+        .iter()
+        .map(std::mem::discriminant)
+        .collect();
+    assert!(kinds.len() >= 4, "{:?}", r.task.findings());
+    for f in r.task.findings() {
+        let shown = f.to_string();
+        assert!(shown.len() < 2048, "a finding of {} bytes", shown.len());
+        assert!(format!("{f:?}").len() < 2048);
+    }
+    for f in &r.findings {
+        assert!(
+            f.to_string().len() < 2048,
+            "a decoder finding of {} bytes",
+            f.to_string().len()
+        );
+    }
+}
+
+/// The schema's reasoning item: `summary: {type: array, items: {type: object,
+/// additionalProperties: true}}` — a summary entry need not carry `type` (unlike a
+/// `ContentPart`). A terminal response with such an entry is valid and must end the task,
+/// its text counted as reasoning; it used to fail to decode, losing the terminal event.
+#[test]
+fn a_summary_entry_without_a_type_is_valid() {
+    let mut resp = response("completed", "ok");
+    resp["output"].as_array_mut().unwrap().insert(
+        0,
+        json!({"type": "reasoning", "id": "rs_1", "summary": [{"text": "why"}, {"type": "summary_text", "text": " so"}]}),
+    );
+    let r = run(&sse(&[
+        created(0),
+        json!({"type": "response.completed", "sequence_number": 1, "response": resp.clone()}),
+    ]));
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
+    assert!(r.task.is_terminal());
+    assert_eq!(r.task.reasoning(), "why so");
+    assert_eq!(r.task.text(), "ok");
+    // The same object as a stored response.
+    let stored: harness_uhp::Response = serde_json::from_value(resp).unwrap();
+    assert_eq!(stored.reasoning_text(), "why so");
+    // An output item or a content part still needs its `type`.
+    let mut bad = response("completed", "ok");
+    bad["output"][0]["content"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("type");
+    assert!(serde_json::from_value::<harness_uhp::Response>(bad).is_err());
+}
+
+/// The schema requires only `type` and `sequence_number` of an event: `output_index` may be
+/// absent, and then `item_id` names the item. Two tool calls and two messages streamed that
+/// way stay two of each (they used to share one slot: the second call overwrote the first,
+/// and the first message's `output_text.done` froze the slot, losing the second message).
+#[test]
+fn items_without_output_index_are_told_apart_by_item_id() {
+    let ev = |v: serde_json::Value| v;
+    let mut events = vec![created(0)];
+    let mut n = 0u64;
+    let mut next = || {
+        n += 1;
+        n
+    };
+    for (id, call, args) in [
+        ("fc_1", "call_1", ["{\"a\":", "1}"]),
+        ("fc_2", "call_2", ["{\"b\":", "2}"]),
+    ] {
+        events.push(ev(json!({"type": "response.output_item.added", "sequence_number": next(),
+            "item": {"id": id, "type": "function_call", "call_id": call, "name": "t", "arguments": ""}})));
+        for a in args {
+            events.push(ev(json!({"type": "response.function_call_arguments.delta",
+                "sequence_number": next(), "item_id": id, "delta": a})));
+        }
+    }
+    for (id, text) in [("msg_1", "First. "), ("msg_2", "Second.")] {
+        events.push(ev(
+            json!({"type": "response.output_item.added", "sequence_number": next(),
+            "item": {"id": id, "type": "message", "role": "assistant", "content": []}}),
+        ));
+        events.push(ev(
+            json!({"type": "response.output_text.delta", "sequence_number": next(),
+            "item_id": id, "content_index": 0, "delta": text}),
+        ));
+        events.push(ev(
+            json!({"type": "response.output_text.done", "sequence_number": next(),
+            "item_id": id, "content_index": 0, "text": text}),
+        ));
+    }
+    let r = run(&sse(&events));
+    assert!(r.findings.is_empty() && r.task.sequence().ok);
+    let calls = r.task.tool_calls();
+    let got: Vec<_> = calls
+        .iter()
+        .map(|c| (c.call_id.as_str(), c.arguments.as_str()))
+        .collect();
+    assert_eq!(got, [("call_1", "{\"a\":1}"), ("call_2", "{\"b\":2}")]);
+    assert_eq!(r.task.text(), "First. Second.");
+}
