@@ -108,7 +108,9 @@ pub enum RetryClass {
 /// - `harness_unavailable` (503), `preview_failed` (502) → backoff;
 /// - `preview_unavailable` (501) and every other defined code → never;
 /// - type `server_error` → backoff; `rate_limit_error` → after `Retry-After`; other types →
-///   never (a failed task, `harness_error`, is retried only by the client's own judgment);
+///   never (a failed task, `harness_error`, is retried only by the client's own judgment) —
+///   each only with a status the type covers (or none): `server_error` with 501 is not in
+///   the table's "server_error (500, 502, 503, 504)" row, and the status decides;
 /// - status 500, 502, 503, 504 → backoff (not 501); 429 → after `Retry-After`.
 pub fn retry_class(
     code: Option<&str>,
@@ -126,10 +128,13 @@ pub fn retry_class(
             _ => {} // a vendor code: the type and status decide
         }
     }
-    match error_type {
-        Some("server_error") => return RetryClass::Backoff,
-        Some("rate_limit_error") => return RetryClass::AfterRetryAfter,
-        Some(t) if crate::error::error_type_statuses(t).is_some() => return RetryClass::Never,
+    // A type decides when the status is absent or one the type covers; a status the type
+    // does not cover (`server_error` with 501) leaves the decision to the status.
+    let covers = |statuses: &[u16]| status.is_none_or(|s| statuses.contains(&s));
+    match error_type.and_then(|t| Some((t, crate::error::error_type_statuses(t)?))) {
+        Some(("server_error", st)) if covers(st) => return RetryClass::Backoff,
+        Some(("rate_limit_error", st)) if covers(st) => return RetryClass::AfterRetryAfter,
+        Some((_, st)) if covers(st) => return RetryClass::Never,
         _ => {}
     }
     match status {
@@ -239,11 +244,17 @@ impl Backoff {
             let max = self.max_server_delay.as_secs_f64();
             return Duration::try_from_secs_f64(s.clamp(0.0, max)).unwrap_or(self.max_server_delay);
         }
-        let cap = self.cap.as_secs_f64();
-        let ceiling = (self.base.as_secs_f64() * 2f64.powi(attempt.min(1024) as i32)).min(cap);
+        let (base, cap) = (self.base.as_secs_f64(), self.cap.as_secs_f64());
+        // 2^1024 is infinite; 0 · ∞ would be NaN, so a zero base is handled first.
+        let ceiling = if base == 0.0 {
+            0.0
+        } else {
+            (base * 2f64.powi(attempt.min(1024) as i32)).min(cap)
+        };
         let u = rng.unit();
         let u = if (0.0..1.0).contains(&u) { u } else { 0.0 };
-        Duration::try_from_secs_f64(ceiling * u).unwrap_or(Duration::ZERO)
+        // Past Duration::MAX only when the cap is within an ulp of it: the cap, then.
+        Duration::try_from_secs_f64(ceiling * u).unwrap_or(self.cap)
     }
 }
 
@@ -328,6 +339,9 @@ pub enum GiveUpReason {
     AttemptsExhausted,
     /// The next attempt would start after the deadline.
     DeadlinePassed,
+    /// The delay asked for (within [`Backoff::max_server_delay`]) ends later than an
+    /// [`Instant`] can express: there is no time at which to retry.
+    DelayTooLong,
 }
 
 /// The retry policy of one task: one idempotency key for all its attempts, a budget of
@@ -431,7 +445,9 @@ impl RetryPolicy {
         let delay = self
             .backoff
             .delay(attempt, failure.server_delay_secs(), &mut self.rng);
-        let at = now.checked_add(delay).unwrap_or(now);
+        let Some(at) = now.checked_add(delay) else {
+            return Decision::GiveUp(GiveUpReason::DelayTooLong);
+        };
         match self.deadline {
             Some(d) if at > d => Decision::GiveUp(GiveUpReason::DeadlinePassed),
             _ => Decision::RetryAt(at),

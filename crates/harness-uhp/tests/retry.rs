@@ -139,6 +139,16 @@ fn the_retry_table() {
         (None, None, Some(505), Never),
         (None, None, Some(429), AfterRetryAfter),
         (None, None, Some(409), Never),
+        // "server_error (500,502,503,504) yes": the row names its statuses; a server_error
+        // answered with 501 (not implemented) is not in it, whatever its code.
+        (
+            Some("acme_not_built"),
+            Some("server_error"),
+            Some(501),
+            Never,
+        ),
+        (None, Some("server_error"), Some(501), Never),
+        (None, Some("server_error"), Some(503), Backoff),
         (None, None, None, Never),
     ];
     for (code, ty, status, want) in cases {
@@ -182,6 +192,26 @@ fn backoff_with_full_jitter_and_clamping() {
     assert_eq!(b.delay(3, None, &mut fixed), Duration::from_secs(2));
     let mut broken = || 7.0; // a source outside [0, 1) cannot stretch the delay
     assert_eq!(b.delay(3, None, &mut broken), Duration::ZERO);
+
+    // A zero base means no wait, at every attempt (0 · 2^n is 0, not NaN read as the cap).
+    let none = Backoff {
+        base: Duration::ZERO,
+        ..Backoff::default()
+    };
+    for attempt in [0, 3, 1023, 1024, 5000, u32::MAX] {
+        assert_eq!(
+            none.delay(attempt, None, &mut fixed),
+            Duration::ZERO,
+            "{attempt}"
+        );
+    }
+    // The largest cap: the ceiling is reached, never wrapped to zero.
+    let huge = Backoff {
+        cap: Duration::MAX,
+        ..Backoff::default()
+    };
+    let mut almost_one = || 0.999_999_999_999;
+    assert!(huge.delay(u32::MAX, None, &mut almost_one) > Duration::from_secs(1 << 62));
 }
 
 /// RFC 9110 Retry-After: delay-seconds or an HTTP-date.
@@ -281,6 +311,23 @@ fn retry_policy() {
     assert_eq!(
         p.on_failure(now, &late),
         Decision::GiveUp(GiveUpReason::DeadlinePassed)
+    );
+    // "Retry-After always wins", clamped to max_server_delay; when even that cannot be
+    // represented as an instant (max_server_delay = Duration::MAX, Retry-After saturated),
+    // the answer is never "retry now".
+    let mut p = RetryPolicy::new().with_backoff(Backoff {
+        max_server_delay: Duration::MAX,
+        ..Backoff::default()
+    });
+    let forever = Failure::Http {
+        status: 429,
+        error: None,
+        retry_after: RetryAfter::parse("99999999999999999999999")
+            .map(|r| r.delay_from(SystemTime::UNIX_EPOCH)),
+    };
+    assert_eq!(
+        p.on_failure(now, &forever),
+        Decision::GiveUp(GiveUpReason::DelayTooLong)
     );
     // A transport failure (no answer) is retried: with the key, safely.
     assert!(matches!(
