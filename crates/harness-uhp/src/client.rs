@@ -217,11 +217,20 @@ pub mod requests {
         )
     }
 
-    /// `GET /v1/responses/{id}`: the stored response, the source of truth.
+    fn require_id(response_id: &str) -> Result<(), RequestError> {
+        if response_id.is_empty() {
+            return Err(RequestError::Invalid("empty response id".to_owned()));
+        }
+        Ok(())
+    }
+
+    /// `GET /v1/responses/{id}`: the stored response, the source of truth. The id is
+    /// escaped as one path segment ([`endpoints::segment`]); an empty id is an error.
     pub fn retrieve(
         cfg: &ClientConfig,
         response_id: &str,
     ) -> Result<http::Request<Vec<u8>>, RequestError> {
+        require_id(response_id)?;
         done(
             base(cfg, Method::GET, &endpoints::response(response_id))
                 .header(ACCEPT, "application/json"),
@@ -230,11 +239,12 @@ pub mod requests {
     }
 
     /// `POST /v1/responses/{id}/cancel` (idempotent; cancelling a finished task changes
-    /// nothing).
+    /// nothing). The id is escaped as in [`retrieve`].
     pub fn cancel(
         cfg: &ClientConfig,
         response_id: &str,
     ) -> Result<http::Request<Vec<u8>>, RequestError> {
+        require_id(response_id)?;
         done(
             base(cfg, Method::POST, &endpoints::response_cancel(response_id))
                 .header(ACCEPT, "application/json"),
@@ -328,6 +338,10 @@ pub enum TaskEvent {
         /// Failed attempts so far.
         failures: u32,
     },
+    /// The cancel request could not be delivered: the server refused it for good, or the
+    /// retries ran out. The task goes on (its stream or stored response still ends it);
+    /// call [`TaskClient::cancel`] again to try anew.
+    CancelFailed(TaskError),
     /// The task reached a terminal state; see [`TaskClient::accumulator`].
     Finished,
     /// The task could not be finished.
@@ -355,6 +369,20 @@ struct Inflight {
     kind: RequestKind,
     phase: Phase,
 }
+
+/// The cancel request in flight (it runs beside the create or retrieve).
+#[derive(Debug)]
+struct CancelInflight {
+    id: RequestId,
+    /// The answer's status, once its head arrived.
+    status: Option<u16>,
+    retry_after: Option<Duration>,
+    /// The start of an error answer's body (its envelope).
+    buf: Vec<u8>,
+}
+
+/// The most of a cancel's error answer kept to read its envelope.
+const MAX_CANCEL_ERROR_BODY: usize = 64 << 10;
 
 /// One task, sans-IO: create (streamed), follow, recover, finish.
 ///
@@ -403,8 +431,12 @@ pub struct TaskClient {
     decoder: StreamDecoder,
     next_id: u64,
     inflight: Option<Inflight>,
-    cancel_inflight: Option<RequestId>,
+    cancel_inflight: Option<CancelInflight>,
     cancel_wanted: bool,
+    /// Retries of the cancel request (its own budget; the key is not used).
+    cancel_policy: RetryPolicy,
+    /// When to send the cancel again after a failure.
+    cancel_timer: Option<Instant>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<TaskEvent>,
     /// When to send `retry` (a retry after a failure, or the next poll of the stored response).
@@ -435,6 +467,8 @@ impl TaskClient {
             inflight: None,
             cancel_inflight: None,
             cancel_wanted: false,
+            cancel_policy: RetryPolicy::new(),
+            cancel_timer: None,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             timer: None,
@@ -445,23 +479,31 @@ impl TaskClient {
         }
     }
 
-    /// Starts the task: queues the streaming create request.
+    /// Starts the task: queues the streaming create request. Only the first call does
+    /// anything: retries are the client's own (see [`TaskEvent::Retrying`]).
     pub fn start(&mut self, now: Instant) {
         let _ = now; // part of every input method's shape; nothing is timed before the answer
-        if self.inflight.is_none() && !self.finished && !self.failed {
+        if self.creates_sent == 0 && self.inflight.is_none() && !self.finished && !self.failed {
             self.send(RequestKind::Create);
         }
     }
 
     /// Asks the server to stop the task (`POST /v1/responses/{id}/cancel`). Sent as soon as
-    /// the response id is known. The stream then ends with the task `cancelled`.
+    /// the response id is known; sent again after a dropped connection or a retryable
+    /// answer (the endpoint is idempotent), and [`TaskEvent::CancelFailed`] when it cannot
+    /// be delivered. The stream then ends with the task `cancelled`.
     pub fn cancel(&mut self, now: Instant) {
         self.cancel_wanted = true;
         self.maybe_send_cancel(now);
     }
 
     fn maybe_send_cancel(&mut self, _now: Instant) {
-        if !self.cancel_wanted || self.cancel_inflight.is_some() || self.finished || self.failed {
+        if !self.cancel_wanted
+            || self.cancel_inflight.is_some()
+            || self.cancel_timer.is_some()
+            || self.finished
+            || self.failed
+        {
             return;
         }
         let Some(id) = self.acc.response_id().map(str::to_owned) else {
@@ -471,7 +513,12 @@ impl TaskClient {
         match requests::cancel(&self.cfg, &id) {
             Ok(request) => {
                 let rid = self.new_id();
-                self.cancel_inflight = Some(rid);
+                self.cancel_inflight = Some(CancelInflight {
+                    id: rid,
+                    status: None,
+                    retry_after: None,
+                    buf: Vec::new(),
+                });
                 self.transmits.push_back(Transmit {
                     id: rid,
                     kind: RequestKind::Cancel,
@@ -490,14 +537,21 @@ impl TaskClient {
     fn send(&mut self, kind: RequestKind) {
         let built = match kind {
             RequestKind::Create => {
-                self.creates_sent += 1;
+                self.creates_sent = self.creates_sent.saturating_add(1);
                 requests::stream(&self.cfg, &self.body, self.policy.idempotency_key())
             }
-            RequestKind::Retrieve | RequestKind::Cancel => {
+            RequestKind::Retrieve => {
                 let Some(id) = self.acc.response_id().map(str::to_owned) else {
+                    // No id to read back: the create again, with the same key, returns the
+                    // first request's task.
                     return self.send(RequestKind::Create);
                 };
                 requests::retrieve(&self.cfg, &id)
+            }
+            // The cancel runs beside the other requests, with its own timer.
+            RequestKind::Cancel => {
+                self.cancel_wanted = true;
+                return;
             }
         };
         match built {
@@ -519,6 +573,7 @@ impl TaskClient {
             self.failed = true;
             self.inflight = None;
             self.timer = None;
+            self.cancel_timer = None;
             self.inactivity = None;
             self.events.push_back(TaskEvent::Failed(e));
         }
@@ -529,6 +584,7 @@ impl TaskClient {
             self.finished = true;
             self.inflight = None;
             self.timer = None;
+            self.cancel_timer = None;
             self.inactivity = None;
             self.events.push_back(TaskEvent::Finished);
         }
@@ -538,10 +594,45 @@ impl TaskClient {
         self.inflight.as_mut().filter(|i| i.id == id)
     }
 
+    fn current_cancel(&mut self, id: RequestId) -> Option<&mut CancelInflight> {
+        self.cancel_inflight.as_mut().filter(|c| c.id == id)
+    }
+
+    /// The cancel request failed: send it again later, or tell the application.
+    fn on_cancel_failure(&mut self, now: Instant, failure: Failure) {
+        if self.finished || self.failed {
+            return; // nothing left to cancel
+        }
+        match self.cancel_policy.on_failure(now, &failure) {
+            Decision::RetryAt(at) => {
+                self.cancel_wanted = true;
+                self.cancel_timer = Some(at);
+                self.events.push_back(TaskEvent::Retrying {
+                    kind: RequestKind::Cancel,
+                    at,
+                    failures: self.cancel_policy.failures(),
+                });
+            }
+            Decision::GiveUp(reason) => {
+                self.events
+                    .push_back(TaskEvent::CancelFailed(match failure {
+                        Failure::Http { status, error, .. } => TaskError::Http {
+                            status,
+                            error,
+                            reason,
+                        },
+                        Failure::Transport => TaskError::Transport { reason },
+                    }));
+            }
+        }
+    }
+
     /// The status and headers of the answer to request `id` arrived.
     pub fn handle_head(&mut self, now: Instant, id: RequestId, status: u16, headers: &HeaderMap) {
-        if self.cancel_inflight == Some(id) {
-            return; // the cancel's answer is read in handle_data / handle_end
+        if let Some(c) = self.current_cancel(id) {
+            c.status = Some(status);
+            c.retry_after = retry_after(headers);
+            return;
         }
         let max = self.cfg.max_body_bytes;
         let inactivity = self.cfg.inactivity_timeout;
@@ -573,8 +664,14 @@ impl TaskClient {
 
     /// Body bytes of the answer to request `id`.
     pub fn handle_data(&mut self, now: Instant, id: RequestId, bytes: &[u8]) {
-        if self.cancel_inflight == Some(id) {
-            return; // the cancel's outcome arrives on the stream (or the stored response)
+        if let Some(c) = self.current_cancel(id) {
+            // A success's body is not needed (the outcome arrives on the stream, or in the
+            // stored response); an error's start is kept for its envelope.
+            if c.status.is_some_and(|s| !(200..300).contains(&s)) {
+                let room = MAX_CANCEL_ERROR_BODY.saturating_sub(c.buf.len());
+                c.buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            }
+            return;
         }
         let max = self.cfg.max_body_bytes;
         let inactivity = self.cfg.inactivity_timeout;
@@ -620,8 +717,19 @@ impl TaskClient {
 
     /// The answer to request `id` ended normally.
     pub fn handle_end(&mut self, now: Instant, id: RequestId) {
-        if self.cancel_inflight == Some(id) {
-            self.cancel_inflight = None;
+        if let Some(c) = self.cancel_inflight.take_if(|c| c.id == id) {
+            match c.status {
+                Some(200..=299) => {}
+                Some(status) => self.on_cancel_failure(
+                    now,
+                    Failure::Http {
+                        status,
+                        error: ErrorEnvelope::parse(&c.buf).map(|e| e.error),
+                        retry_after: c.retry_after,
+                    },
+                ),
+                None => self.on_cancel_failure(now, Failure::Transport),
+            }
             return;
         }
         let Some(inflight) = self.inflight.take_if(|i| i.id == id) else {
@@ -673,8 +781,8 @@ impl TaskClient {
 
     /// The connection of request `id` failed (refused, reset, timed out, dropped mid-body).
     pub fn handle_transport_error(&mut self, now: Instant, id: RequestId) {
-        if self.cancel_inflight == Some(id) {
-            self.cancel_inflight = None;
+        if self.cancel_inflight.take_if(|c| c.id == id).is_some() {
+            self.on_cancel_failure(now, Failure::Transport);
             return;
         }
         let Some(inflight) = self.inflight.take_if(|i| i.id == id) else {
@@ -750,6 +858,10 @@ impl TaskClient {
                 self.send(kind);
             }
         }
+        if self.cancel_timer.is_some_and(|at| now >= at) {
+            self.cancel_timer = None;
+            self.maybe_send_cancel(now);
+        }
     }
 
     /// The next request to send.
@@ -764,10 +876,10 @@ impl TaskClient {
 
     /// When to call [`handle_timeout`](Self::handle_timeout).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match (self.timer.map(|t| t.0), self.inactivity) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.timer.map(|t| t.0), self.inactivity, self.cancel_timer]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The task as accumulated so far.

@@ -142,8 +142,44 @@ impl Discovery {
     }
 }
 
-/// Endpoint paths. Ids are inserted as given (they are opaque and URL-safe by construction).
+/// Endpoint paths. Ids are opaque strings chosen by the server: each is inserted as one path
+/// segment, escaped (RFC 3986 §3.3) — anything but unreserved characters is percent-encoded
+/// and a `.` or `..` id is written `%2E` / `%2E%2E` — so no id can reach another endpoint.
+/// The protocol's own ids (`resp_…`, `hsess…`) are unreserved and appear unchanged.
 pub mod endpoints {
+    use std::borrow::Cow;
+    use std::fmt::Write;
+
+    /// `id` as one path segment (see the module's documentation).
+    ///
+    /// ```
+    /// use harness_uhp::protocol::endpoints::segment;
+    /// assert_eq!(segment("resp_7f3a"), "resp_7f3a");
+    /// assert_eq!(segment("a/../b"), "a%2F..%2Fb");
+    /// assert_eq!(segment(".."), "%2E%2E");
+    /// ```
+    pub fn segment(id: &str) -> Cow<'_, str> {
+        // A segment of dots only is a dot-segment (`.`, `..`): its dots are escaped too.
+        let dots = !id.is_empty() && id.bytes().all(|b| b == b'.');
+        let keep = |b: u8| match b {
+            b'.' => !dots,
+            b'-' | b'_' | b'~' => true,
+            _ => b.is_ascii_alphanumeric(),
+        };
+        if id.bytes().all(keep) {
+            return Cow::Borrowed(id);
+        }
+        let mut out = String::with_capacity(id.len().saturating_mul(3));
+        for b in id.bytes() {
+            if keep(b) {
+                out.push(char::from(b));
+            } else {
+                let _ = write!(out, "%{b:02X}"); // ok: writing to a String cannot fail
+            }
+        }
+        Cow::Owned(out)
+    }
+
     /// `GET /v1/uhp`: the discovery document.
     pub const DISCOVERY: &str = "/v1/uhp";
     /// `GET /v1/harnesses`.
@@ -159,63 +195,71 @@ pub mod endpoints {
 
     /// `/v1/harnesses/{id}`.
     pub fn harness(id: &str) -> String {
-        format!("/v1/harnesses/{id}")
+        format!("/v1/harnesses/{}", segment(id))
     }
     /// `/v1/harnesses/{id}/models`.
     pub fn harness_models(id: &str) -> String {
-        format!("/v1/harnesses/{id}/models")
+        format!("/v1/harnesses/{}/models", segment(id))
     }
     /// `/v1/harnesses/{id}/events`: the live SSE feed of a harness.
     pub fn harness_events(id: &str) -> String {
-        format!("/v1/harnesses/{id}/events")
+        format!("/v1/harnesses/{}/events", segment(id))
     }
     /// `/v1/responses/{id}`: read a task back (GET, the source of truth) or delete it.
     pub fn response(id: &str) -> String {
-        format!("/v1/responses/{id}")
+        format!("/v1/responses/{}", segment(id))
     }
     /// `/v1/responses/{id}/input_items`.
     pub fn response_input_items(id: &str) -> String {
-        format!("/v1/responses/{id}/input_items")
+        format!("/v1/responses/{}/input_items", segment(id))
     }
     /// `/v1/responses/{id}/cancel`.
     pub fn response_cancel(id: &str) -> String {
-        format!("/v1/responses/{id}/cancel")
+        format!("/v1/responses/{}/cancel", segment(id))
     }
     /// `/v1/sessions/{id}`.
     pub fn session(id: &str) -> String {
-        format!("/v1/sessions/{id}")
+        format!("/v1/sessions/{}", segment(id))
     }
     /// `/v1/sessions/{id}/turns`.
     pub fn session_turns(id: &str) -> String {
-        format!("/v1/sessions/{id}/turns")
+        format!("/v1/sessions/{}/turns", segment(id))
     }
     /// `/v1/sessions/{id}/files`.
     pub fn session_files(id: &str) -> String {
-        format!("/v1/sessions/{id}/files")
+        format!("/v1/sessions/{}/files", segment(id))
     }
     /// `/v1/sessions/{id}/files/archive`.
     pub fn session_files_archive(id: &str) -> String {
-        format!("/v1/sessions/{id}/files/archive")
+        format!("/v1/sessions/{}/files/archive", segment(id))
     }
     /// `/v1/sessions/{id}/cancel`.
     pub fn session_cancel(id: &str) -> String {
-        format!("/v1/sessions/{id}/cancel")
+        format!("/v1/sessions/{}/cancel", segment(id))
     }
     /// `/v1/sessions/{id}/share`.
     pub fn session_share(id: &str) -> String {
-        format!("/v1/sessions/{id}/share")
+        format!("/v1/sessions/{}/share", segment(id))
     }
     /// `/v1/traces/{id}`: delete a session (alias of `DELETE /v1/sessions/{id}`).
     pub fn session_delete(id: &str) -> String {
-        format!("/v1/traces/{id}")
+        format!("/v1/traces/{}", segment(id))
     }
     /// `/v1/containers/{cid}/files/{fid}/content`: download an artifact.
     pub fn file_content(container_id: &str, file_id: &str) -> String {
-        format!("/v1/containers/{container_id}/files/{file_id}/content")
+        format!(
+            "/v1/containers/{}/files/{}/content",
+            segment(container_id),
+            segment(file_id)
+        )
     }
     /// `/v1/containers/{cid}/files/{fid}/pdf`.
     pub fn file_pdf(container_id: &str, file_id: &str) -> String {
-        format!("/v1/containers/{container_id}/files/{file_id}/pdf")
+        format!(
+            "/v1/containers/{}/files/{}/pdf",
+            segment(container_id),
+            segment(file_id)
+        )
     }
 }
 

@@ -439,3 +439,163 @@ fn body_limit() {
         [TaskEvent::Failed(TaskError::BadBody(_))]
     ));
 }
+
+/// A `response.created` carrying this id, as SSE.
+fn created_with_id(id: &str) -> Vec<u8> {
+    let ev = json!({"type": "response.created", "sequence_number": 0,
+        "response": {"id": id, "object": "response", "status": "in_progress", "output": []}});
+    format!("data: {ev}\n\n").into_bytes()
+}
+
+/// Ids are opaque strings chosen by the server; in a path they are one segment (RFC 3986
+/// §3.3), so `/`, `?`, `#` and dot-segments in an id are escaped: an id cannot steer a
+/// cancel (`POST /v1/responses/{id}/cancel`) to another endpoint, such as
+/// `/v1/sessions/{id}/cancel`, which cancels a whole session.
+#[test]
+fn ids_are_escaped_as_one_path_segment() {
+    let cfg = ClientConfig::new("http://h");
+    let hostile = "resp_1/../../sessions/hsess1";
+    let r = requests::cancel(&cfg, hostile).unwrap();
+    assert_eq!(
+        r.uri().path(),
+        "/v1/responses/resp_1%2F..%2F..%2Fsessions%2Fhsess1/cancel"
+    );
+    let r = requests::retrieve(&cfg, "resp_1?x=1#f").unwrap();
+    assert_eq!(r.uri().path(), "/v1/responses/resp_1%3Fx%3D1%23f");
+    assert_eq!(r.uri().query(), None);
+    let r = requests::retrieve(&cfg, "..").unwrap();
+    assert_eq!(r.uri().path(), "/v1/responses/%2E%2E");
+    let r = requests::retrieve(&cfg, "resp_7f3a-._~").unwrap();
+    assert_eq!(r.uri().path(), "/v1/responses/resp_7f3a-._~"); // unreserved: as is
+    let r = requests::retrieve(&cfg, "resp_é 1").unwrap();
+    assert_eq!(r.uri().path(), "/v1/responses/resp_%C3%A9%201");
+    assert!(requests::retrieve(&cfg, "").is_err()); // no id is not `GET /v1/responses/`
+
+    // The same in the task client, with the id the stream announced.
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    c.handle_head(now, t.id, 200, &sse_head());
+    c.handle_data(now, t.id, &created_with_id(hostile));
+    c.cancel(now);
+    let cancel = c.poll_transmit().unwrap();
+    assert_eq!(
+        cancel.request.uri().path(),
+        "/api/v1/responses/resp_1%2F..%2F..%2Fsessions%2Fhsess1/cancel"
+    );
+}
+
+/// The cancel endpoint "Idempotent. Cancelling an already-terminal task succeeds and changes
+/// nothing — a client retrying a cancel after a dropped connection must not be punished for
+/// having succeeded" (OpenAPI). So a cancel whose connection drops, or that meets a server
+/// error, is sent again (backoff); one the server refuses for good is reported, not
+/// swallowed: the application asked for a stop and must learn it did not happen.
+#[test]
+fn a_failed_cancel_is_retried_then_reported() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    c.handle_head(now, t.id, 200, &sse_head());
+    c.handle_data(now, t.id, &created_with_id("resp_1"));
+    events(&mut c);
+    c.cancel(now);
+    let cancel = c.poll_transmit().unwrap();
+    c.handle_transport_error(now, cancel.id);
+    let at = match events(&mut c).as_slice() {
+        [
+            TaskEvent::Retrying {
+                kind: RequestKind::Cancel,
+                at,
+                ..
+            },
+        ] => *at,
+        e => panic!("{e:?}"),
+    };
+    assert!(c.poll_timeout().unwrap() <= at);
+    c.handle_timeout(at);
+    let again = c.poll_transmit().unwrap();
+    assert_eq!(again.kind, RequestKind::Cancel);
+    assert_eq!(again.request.method(), http::Method::POST);
+    assert_eq!(
+        again.request.uri().path(),
+        "/api/v1/responses/resp_1/cancel"
+    );
+
+    // A 503 is retried too; a 404 is final and reported.
+    let env = json!({"error": {"type": "server_error", "code": "harness_unavailable", "message": "down", "param": null}});
+    answer_json(&mut c, at, &again, 503, &json_head(), &env);
+    let at2 = match events(&mut c).as_slice() {
+        [
+            TaskEvent::Retrying {
+                kind: RequestKind::Cancel,
+                at,
+                ..
+            },
+        ] => *at,
+        e => panic!("{e:?}"),
+    };
+    c.handle_timeout(at2);
+    let third = c.poll_transmit().unwrap();
+    let gone = json!({"error": {"type": "invalid_request_error", "code": "response_not_found", "message": "gone", "param": null}});
+    answer_json(&mut c, at2, &third, 404, &json_head(), &gone);
+    match events(&mut c).as_slice() {
+        [
+            TaskEvent::CancelFailed(TaskError::Http {
+                status: 404,
+                error: Some(e),
+                reason: GiveUpReason::NotRetryable,
+            }),
+        ] => assert_eq!(e.code.as_deref(), Some("response_not_found")),
+        e => panic!("{e:?}"),
+    }
+    // The task itself goes on: its stream is still open.
+    assert!(!c.is_failed() && !c.is_finished());
+    assert!(c.poll_transmit().is_none());
+
+    // A successful cancel answer ends the cancel; the stream then ends the task.
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    c.handle_head(now, t.id, 200, &sse_head());
+    c.handle_data(now, t.id, &created_with_id("resp_1"));
+    c.cancel(now);
+    let cancel = c.poll_transmit().unwrap();
+    let mut r = server().response().clone();
+    r.status = ResponseStatus::InProgress;
+    answer_json(
+        &mut c,
+        now,
+        &cancel,
+        200,
+        &json_head(),
+        &serde_json::to_value(&r).unwrap(),
+    );
+    assert!(
+        events(&mut c)
+            .iter()
+            .all(|e| matches!(e, TaskEvent::Event(_)))
+    );
+    assert!(c.poll_transmit().is_none());
+}
+
+/// `start` is the one way in: calling it again (a retry already scheduled, or a stream open)
+/// sends nothing — the backoff the policy chose is not cut short by a second create.
+#[test]
+fn start_twice_sends_one_create() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    assert!(c.poll_transmit().is_none());
+    c.handle_transport_error(now, t.id); // a retry is scheduled
+    let at = c.poll_timeout().unwrap();
+    c.start(now);
+    assert!(c.poll_transmit().is_none());
+    assert_eq!(c.creates_sent(), 1);
+    c.handle_timeout(at);
+    assert_eq!(c.poll_transmit().unwrap().kind, RequestKind::Create);
+    assert_eq!(c.creates_sent(), 2);
+}
