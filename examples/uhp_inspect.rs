@@ -11,16 +11,27 @@
 //! Keys: status (`in_progress` until a terminal event), terminal, text, reasoning,
 //! tool_calls, annotations, error, sequence {ok, missing, duplicates, out_of_order,
 //! unnumbered}, findings, events (as received).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::Read;
 
-use harness_uhp::{StreamDecoder, TaskAccumulator};
-use serde_json::{Value, json};
+use harness_uhp::{StreamDecoder, TaskAccumulator, TaskSummary};
+use serde_json::Value;
 
-fn usage() -> ! {
-    eprintln!("usage: uhp_inspect [--chunk whole|N|random:SEED] [--no-events] [FILE|-]");
+const USAGE: &str = "usage: uhp_inspect [--chunk whole|N|random:SEED] [--no-events] [FILE|-]";
+
+fn usage_error(why: &str) -> ! {
+    eprintln!("uhp_inspect: {why}\n{USAGE}");
     std::process::exit(2);
+}
+
+/// What is printed: the summary's keys in their order (status first), then the events.
+#[derive(serde::Serialize)]
+struct Output {
+    #[serde(flatten)]
+    summary: TaskSummary,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events: Option<Vec<Value>>,
+    events_seen: u64,
 }
 
 fn main() {
@@ -30,34 +41,51 @@ fn main() {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--chunk" => chunk = args.next().unwrap_or_else(|| usage()),
+            "--chunk" => {
+                chunk = args
+                    .next()
+                    .unwrap_or_else(|| usage_error("--chunk needs a value"))
+            }
             "--no-events" => with_events = false,
-            "-h" | "--help" => usage(),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return;
+            }
+            "-" => file = Some(a),
+            _ if a.starts_with('-') => usage_error(&format!("unknown option {a}")),
             _ if file.is_none() => file = Some(a),
-            _ => usage(),
+            _ => usage_error("one input at most"),
         }
     }
-    let mut body = Vec::new();
-    match file.as_deref() {
-        None | Some("-") => {
-            std::io::stdin().read_to_end(&mut body).expect("read stdin");
-        }
-        Some(path) => body = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}")),
-    }
-
     // How the bytes are pushed; the answer must not depend on it.
-    let sizes: Box<dyn FnMut() -> usize> = match chunk.as_str() {
+    let mut sizes: Box<dyn FnMut() -> usize> = match chunk.as_str() {
         "whole" => Box::new(|| usize::MAX),
         s if s.starts_with("random:") => {
-            let mut rng = fastrand::Rng::with_seed(s[7..].parse().unwrap_or_else(|_| usage()));
+            let seed = s[7..]
+                .parse()
+                .unwrap_or_else(|_| usage_error(&format!("bad seed in --chunk {s}")));
+            let mut rng = fastrand::Rng::with_seed(seed);
             Box::new(move || rng.usize(1..=4096))
         }
-        s => {
-            let n: usize = s.parse().unwrap_or_else(|_| usage());
-            Box::new(move || n.max(1))
-        }
+        s => match s.parse::<usize>() {
+            Ok(n) if n > 0 => Box::new(move || n),
+            _ => usage_error(&format!(
+                "--chunk {s}: expected whole, a size ≥ 1 or random:SEED"
+            )),
+        },
     };
-    let mut sizes = sizes;
+
+    // The body is read as it arrives (a live `curl -sN` works), never all at once.
+    let mut input: Box<dyn Read> = match file.as_deref() {
+        None | Some("-") => Box::new(std::io::stdin().lock()),
+        Some(path) => match std::fs::File::open(path) {
+            Ok(f) => Box::new(f),
+            Err(e) => {
+                eprintln!("uhp_inspect: {path}: {e}");
+                std::process::exit(1);
+            }
+        },
+    };
 
     let mut dec = StreamDecoder::new();
     let mut task = TaskAccumulator::new();
@@ -74,12 +102,24 @@ fn main() {
             Err(finding) => task.add_finding(&finding),
         }
     };
-    let mut rest = &body[..];
-    while !rest.is_empty() {
-        let n = sizes().min(rest.len());
-        dec.push(&rest[..n]);
-        rest = &rest[n..];
-        drain(&mut dec, &mut task);
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let got = match input.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                eprintln!("uhp_inspect: read error: {e}");
+                std::process::exit(1);
+            }
+        };
+        let mut rest = &buf[..got];
+        while !rest.is_empty() {
+            let n = sizes().min(rest.len());
+            dec.push(&rest[..n]);
+            rest = &rest[n..];
+            drain(&mut dec, &mut task);
+        }
     }
     let end = dec.finish();
     drain(&mut dec, &mut task); // complete events finish() found come before its report
@@ -87,10 +127,16 @@ fn main() {
         task.add_finding(&f);
     }
 
-    let mut out = serde_json::to_value(task.summary()).unwrap();
-    if with_events {
-        out["events"] = Value::Array(events);
+    let out = Output {
+        summary: task.summary(),
+        events: with_events.then_some(events),
+        events_seen: task.events_seen(),
+    };
+    match serde_json::to_string_pretty(&out) {
+        Ok(json) => println!("{json}"),
+        Err(e) => {
+            eprintln!("uhp_inspect: {e}");
+            std::process::exit(1);
+        }
     }
-    out["events_seen"] = json!(task.events_seen());
-    println!("{}", serde_json::to_string_pretty(&out).unwrap());
 }
