@@ -90,10 +90,10 @@ impl<'de> Deserialize<'de> for ResponseStatus {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Response {
     /// `resp_…`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub id: String,
     /// Always `response`.
-    #[serde(default = "response_object")]
+    #[serde(default = "response_object", deserialize_with = "object_or_response")]
     pub object: String,
     /// Unix seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -113,7 +113,7 @@ pub struct Response {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// The output items, in order.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub output: Vec<OutputItem>,
     /// Whether the server stores the response.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -131,6 +131,22 @@ pub struct Response {
 
 fn response_object() -> String {
     "response".to_owned()
+}
+
+/// A field whose `null` reads as its empty value. The schema has no `null` there (a string,
+/// an array), but a client must not lose a whole response — a terminal event — over one:
+/// the Python peer reads them as empty too. Applied to the response model's strings and
+/// lists; the event's own fields (`delta`, `item_id`, the indices) stay strict.
+fn nullable<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+fn object_or_response<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_else(response_object))
 }
 
 impl Response {
@@ -307,7 +323,7 @@ pub struct Message {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
     /// The parts, in order.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub content: Vec<ContentPart>,
     /// Fields this version does not define.
     #[serde(flatten)]
@@ -349,7 +365,7 @@ impl<'de> Tagged<'de> for SummaryPart {
 tagged_deserialize!(SummaryPart);
 
 fn summary_parts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ContentPart>, D::Error> {
-    let parts = Vec::<SummaryPart>::deserialize(d)?;
+    let parts = Option::<Vec<SummaryPart>>::deserialize(d)?.unwrap_or_default();
     Ok(parts.into_iter().map(|p| p.0).collect())
 }
 
@@ -360,13 +376,13 @@ pub struct FunctionCall {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// `call_…`: pairs the call with its `function_call_output`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub call_id: String,
     /// The tool's name.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub name: String,
     /// The arguments, a JSON document as a string.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub arguments: String,
     /// The item's status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -383,7 +399,7 @@ pub struct FunctionCallOutput {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// The `call_id` of the call this answers.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub call_id: String,
     /// The tool's output.
     #[serde(default)]
@@ -452,10 +468,10 @@ impl Serialize for ContentPart {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct OutputText {
     /// The text.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub text: String,
     /// Its annotations (artifact citations).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub annotations: Vec<Annotation>,
     /// Fields this version does not define.
     #[serde(flatten)]
@@ -466,7 +482,7 @@ pub struct OutputText {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SummaryText {
     /// The text.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub text: String,
     /// Fields this version does not define.
     #[serde(flatten)]
@@ -531,13 +547,13 @@ impl Serialize for Annotation {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ContainerFileCitation {
     /// `cntr_…`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub container_id: String,
     /// `file_…`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub file_id: String,
     /// The file's name.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub filename: String,
     /// `/v1/containers/{container_id}/files/{file_id}/content`, absolute.
     #[serde(default, skip_serializing_if = "Option::is_none")]

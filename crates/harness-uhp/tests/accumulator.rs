@@ -621,3 +621,38 @@ fn items_without_output_index_are_told_apart_by_item_id() {
     assert_eq!(got, [("call_1", "{\"a\":1}"), ("call_2", "{\"b\":2}")]);
     assert_eq!(r.task.text(), "First. Second.");
 }
+
+/// [spec] "it will produce correct text from the terminal event alone": a terminal response
+/// that writes `null` where the schema has an empty string or list (`output`, `content`,
+/// `annotations`, `text`, a call's `call_id`/`name`/`arguments`, a citation's ids, `id`,
+/// `object`, `summary`) still ends the task — `null` reads as the empty value, as the Python
+/// peer reads it. (It used to fail the whole `response.completed`, and the task never ended.)
+#[test]
+fn nulls_in_the_terminal_response_read_as_empty() {
+    let resp = json!({"id": null, "object": null, "created_at": 1, "status": "completed", "model": "m",
+        "output": [
+            {"type": "reasoning", "id": "rs_1", "summary": null},
+            {"type": "function_call", "id": "fc_1", "call_id": null, "name": null, "arguments": null},
+            {"type": "function_call_output", "id": "fco_1", "call_id": null, "output": null},
+            {"type": "message", "id": "msg_0", "role": "assistant", "content": null},
+            {"type": "message", "id": "msg_1", "role": "assistant", "content": [
+                {"type": "output_text", "text": null, "annotations": null},
+                {"type": "output_text", "text": "ok", "annotations": [
+                    {"type": "container_file_citation", "container_id": null, "file_id": "file_1",
+                     "filename": null, "download_url": null}]}]}]});
+    let r = run(&sse(&[
+        created(0),
+        json!({"type": "response.completed", "sequence_number": 1, "response": resp.clone()}),
+    ]));
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
+    assert!(r.task.is_terminal());
+    assert_eq!(r.task.status(), &ResponseStatus::Completed);
+    assert_eq!(r.task.text(), "ok");
+    assert_eq!(r.task.tool_calls().len(), 1);
+    assert_eq!(r.task.artifacts()[0].file_id, "file_1");
+    let mut empty = resp;
+    empty["output"] = json!(null);
+    let stored: harness_uhp::Response = serde_json::from_value(empty).unwrap();
+    assert!(stored.output.is_empty() && stored.id.is_empty());
+    assert_eq!(stored.object, "response");
+}
