@@ -22,7 +22,14 @@ fn answer(q: &Value) -> Value {
     let s = |k: &str| q.get(k).and_then(Value::as_str);
     match s("op").unwrap_or("") {
         "is_retryable" => {
-            let status = q.get("status").and_then(Value::as_u64).map(|n| n as u16);
+            let status = match q.get("status") {
+                None | Some(Value::Null) => None,
+                // An HTTP status is three digits: 66039 is not 503 wrapped around.
+                Some(v) => match v.as_u64().and_then(|n| u16::try_from(n).ok()) {
+                    Some(n) if (100..=999).contains(&n) => Some(n),
+                    _ => return json!({"error": format!("status {v} is not an HTTP status")}),
+                },
+            };
             json!(is_retryable(s("code"), s("type"), status))
         }
         "check_discovery" => match serde_json::from_value::<Discovery>(q["doc"].clone()) {
@@ -82,7 +89,11 @@ fn main() {
         if line.trim().is_empty() {
             continue;
         }
-        let q: Value = serde_json::from_str(&line).expect("one JSON object per line");
-        writeln!(out, "{}", answer(&q)).expect("stdout");
+        // One answer per question line, even for a line that is not JSON.
+        let a = match serde_json::from_str::<Value>(&line) {
+            Ok(q) => answer(&q),
+            Err(e) => json!({"error": format!("not a JSON question: {e}")}),
+        };
+        writeln!(out, "{a}").expect("stdout");
     }
 }
