@@ -1,5 +1,5 @@
-//! Chapter: harness-uhp. A task stream with a lost delta, a replayed one and a stray event
-//! after the end; the retry table; and a dropped stream recovered from the stored response,
+//! Chapter: harness-uhp. A task stream with a lost delta, a replayed one, a stray event
+//! after the end and a `[DONE]` sentinel; the retry table; and a dropped stream recovered from the stored response,
 //! all sans-IO. (`cargo run --example uhp_recover` does the last part over real HTTP.)
 
 use std::time::{Duration, Instant, SystemTime};
@@ -24,7 +24,7 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
     stray["sequence_number"] = serde_json::json!(server.events().len());
     stray["delta"] = serde_json::json!(" STRAY");
     events.push(stray);
-    let wire: Vec<u8> = events
+    let mut wire: Vec<u8> = events
         .iter()
         .flat_map(StreamBuilder::sse_event)
         .flat_map(|b| {
@@ -35,16 +35,27 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
         })
         .collect();
+    wire.extend_from_slice(b"data: [DONE]\r\n\r\n"); // an OpenAI-style sentinel, not UHP
 
     let mut dec = StreamDecoder::new();
     let mut task = TaskAccumulator::new();
     for chunk in wire.chunks(5) {
         dec.push(chunk);
-        while let Some(ev) = dec.poll_event()? {
-            task.add(&ev);
+        loop {
+            match dec.poll_event() {
+                Ok(Some(ev)) => task.add(&ev),
+                Ok(None) => break,
+                // A message that is not an event is reported; the stream goes on.
+                Err(finding) => task.add_finding(&finding),
+            }
         }
     }
-    dec.finish()?;
+    // The end of the body can complete an event (a held CR) or cut one short (reported).
+    let end = dec.finish();
+    dec.drain_into(&mut task);
+    if let Err(cut) = end {
+        task.add_finding(&cut);
+    }
     let seq = task.sequence();
     println!("  {} events in 5-byte pushes, CRLF", task.events_seen());
     println!(
