@@ -695,7 +695,8 @@ impl TaskAccumulator {
         self.seq.report()
     }
 
-    /// The highest `sequence_number` seen: what to send as `Last-Event-ID` to resume.
+    /// The highest `sequence_number` seen (or the resume point of a resumed stream that has
+    /// delivered nothing yet): what to send as `Last-Event-ID` to resume.
     pub fn last_sequence_number(&self) -> Option<u64> {
         self.seq.last_seen()
     }

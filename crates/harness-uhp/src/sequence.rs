@@ -134,10 +134,12 @@ impl SequenceCheck {
         self.next
     }
 
-    /// The highest valid number seen, if any: what to send as `Last-Event-ID`.
+    /// What to send as `Last-Event-ID`: the highest valid number seen, or, for a resumed
+    /// stream that has delivered nothing yet, the number it was resumed after. `None` only
+    /// for a stream from 0 that has delivered no number.
     pub fn last_seen(&self) -> Option<u64> {
-        // ok: next - 1 is a number that was recorded, so it fits in u64.
-        (self.next > self.start).then(|| (self.next - 1) as u64)
+        // ok: next - 1 is a recorded number or the resume point, so it fits in u64.
+        (self.next > 0).then(|| (self.next - 1) as u64)
     }
 
     /// Events recorded (numbered or not).

@@ -656,3 +656,21 @@ fn nulls_in_the_terminal_response_read_as_empty() {
     assert!(stored.output.is_empty() && stored.id.is_empty());
     assert_eq!(stored.object, "response");
 }
+
+/// A resumed stream that has delivered nothing yet still resumes from where it was: the
+/// `Last-Event-ID` to send after a second drop is the first resume point, not nothing
+/// (which would make the server replay the whole stream from 0).
+#[test]
+fn a_resumed_stream_keeps_its_resume_point_for_the_next_resume() {
+    let task = TaskAccumulator::resumed_after(41);
+    assert_eq!(task.last_sequence_number(), Some(41));
+    assert_eq!(SequenceCheck::resumed_after(41).last_seen(), Some(41));
+    assert_eq!(
+        SequenceCheck::resumed_after(u64::MAX).last_seen(),
+        Some(u64::MAX)
+    );
+    assert_eq!(TaskAccumulator::new().last_sequence_number(), None);
+    let mut task = TaskAccumulator::resumed_after(41);
+    task.add(&harness_uhp::Event::parse(delta(42, "x").to_string()).unwrap());
+    assert_eq!(task.last_sequence_number(), Some(42));
+}
