@@ -282,7 +282,11 @@ struct Conn {
     out: VecDeque<Bytes>,
     /// Bytes handed out and not yet reported sent.
     in_flight: usize,
-    blocked_since: Option<Instant>,
+    /// Over the buffer limit: nothing is handed out until [`Host::sent`] brings it under.
+    blocked: bool,
+    /// Since when bytes handed out wait to be taken with no progress ([`Host::sent`] of
+    /// some bytes starts the count again): the client does not read.
+    stalled_since: Option<Instant>,
     last_write: Instant,
     /// Close after `out` is drained.
     close_after: Option<(u16, String)>,
@@ -297,6 +301,15 @@ struct Conn {
 }
 
 impl Conn {
+    /// Hands bytes out to the transport.
+    fn hand_out(&mut self, b: &Bytes, now: Instant) {
+        if self.in_flight == 0 {
+            self.stalled_since = Some(now);
+        }
+        self.in_flight += b.len();
+        self.last_write = now;
+    }
+
     /// Notes that the host has something for it (a wake) at `now`.
     fn woken(&mut self, now: Option<Instant>) {
         if self.unpolled_since.is_none() {
@@ -514,7 +527,8 @@ impl<L: EventLog> Host<L> {
                 state,
                 out: VecDeque::new(),
                 in_flight: 0,
-                blocked_since: None,
+                blocked: false,
+                stalled_since: None,
                 last_write: now,
                 close_after: None,
                 closed_code: None,
@@ -959,13 +973,16 @@ impl<L: EventLog> Host<L> {
         self.clock(now);
         if let Some(c) = self.conns.get_mut(&id) {
             c.in_flight = c.in_flight.saturating_sub(n);
-            if c.blocked_since.is_some() {
-                c.blocked_since = Some(now);
-                if c.in_flight < limit(&self.cfg.stream, c.transport) {
-                    c.blocked_since = None;
-                    c.woken(Some(now));
-                    self.woken.insert(id);
-                }
+            if c.in_flight == 0 {
+                c.stalled_since = None;
+            } else if n > 0 {
+                // Progress: the client reads, slowly or not.
+                c.stalled_since = Some(now);
+            }
+            if c.blocked && c.in_flight < limit(&self.cfg.stream, c.transport) {
+                c.blocked = false;
+                c.woken(Some(now));
+                self.woken.insert(id);
             }
         }
     }
@@ -995,14 +1012,11 @@ impl<L: EventLog> Host<L> {
         // "Above this bufferedAmount, the server stops sending." (A closing connection
         // still gets its last frames: the error that says why.)
         if c.in_flight >= lim && c.close_after.is_none() {
-            if c.blocked_since.is_none() {
-                c.blocked_since = Some(now);
-            }
+            c.blocked = true;
             return None;
         }
         if let Some(b) = c.out.pop_front() {
-            c.in_flight += b.len();
-            c.last_write = now;
+            c.hand_out(&b, now);
             return Some(b);
         }
         if let Some((code, reason)) = c.close_after.take() {
@@ -1130,8 +1144,7 @@ impl<L: EventLog> Host<L> {
             ConnState::AwaitSubscribe | ConnState::Closed => None,
         };
         if let Some(b) = &next {
-            c.in_flight += b.len();
-            c.last_write = now;
+            c.hand_out(b, now);
         }
         next
     }
@@ -1149,15 +1162,14 @@ impl<L: EventLog> Host<L> {
                 continue;
             }
             // "If the client does not read for this long": bytes handed out and not taken
-            // (blocked over the limit), or woken and not asked for bytes at all.
-            let stuck = [
-                c.blocked_since,
-                c.unpolled_since.filter(|_| c.transport != Transport::Stdio),
-            ];
-            if stuck
-                .into_iter()
-                .flatten()
-                .any(|since| now.saturating_duration_since(since) >= cfg.slow_consumer)
+            // (with no progress), or woken and not asked for bytes at all. "The stdio
+            // worker … does not use these values."
+            let stuck = [c.stalled_since, c.unpolled_since];
+            if c.transport != Transport::Stdio
+                && stuck
+                    .into_iter()
+                    .flatten()
+                    .any(|since| now.saturating_duration_since(since) >= cfg.slow_consumer)
             {
                 slow.push(*id);
                 continue;
@@ -1189,7 +1201,7 @@ impl<L: EventLog> Host<L> {
                 &rid,
             );
             if let Some(c) = self.conns.get_mut(&id) {
-                c.blocked_since = None;
+                c.stalled_since = None;
                 c.unpolled_since = None;
             }
             self.close_conn(id, close::SLOW_CONSUMER, "slow_consumer");
@@ -1210,14 +1222,13 @@ impl<L: EventLog> Host<L> {
                 let ping = socket
                     .then(|| c.last_write.checked_add(cfg.heartbeat))
                     .flatten();
-                let slow = c
-                    .blocked_since
-                    .and_then(|s| s.checked_add(cfg.slow_consumer));
-                let unpolled = c
-                    .unpolled_since
+                let slow = [c.stalled_since, c.unpolled_since]
+                    .into_iter()
+                    .flatten()
                     .filter(|_| socket)
-                    .and_then(|s| s.checked_add(cfg.slow_consumer));
-                [ping, slow, unpolled].into_iter().flatten().min()
+                    .filter_map(|s| s.checked_add(cfg.slow_consumer))
+                    .min();
+                [ping, slow].into_iter().flatten().min()
             })
             .min()
     }

@@ -56,6 +56,27 @@ fn read_all(pool: &mut LocalPool, svc: &Service<MemoryLog>) -> Vec<Value> {
     out
 }
 
+/// What a stream gives without waiting (a stream that would wait forever does not hang the
+/// test), as text; `<end>` marks that the stream ended.
+fn drain<S: futures::Stream<Item = bytes::Bytes> + Unpin>(
+    pool: &mut LocalPool,
+    s: &mut S,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    loop {
+        let mut next = Box::pin(s.next());
+        match pool.run_until(async { futures::poll!(&mut next) }) {
+            std::task::Poll::Ready(Some(b)) => out.push(String::from_utf8(b.to_vec()).unwrap()),
+            std::task::Poll::Ready(None) => {
+                out.push("<end>".into());
+                break;
+            }
+            std::task::Poll::Pending => break,
+        }
+    }
+    out
+}
+
 fn names(frames: &[Value]) -> Vec<String> {
     frames[1..]
         .iter()
@@ -333,16 +354,41 @@ fn a_stream_that_is_not_read_is_closed_4408_and_forgotten() {
     assert_eq!(s.close_code(), None);
     *clock.lock().unwrap() += Duration::from_secs(1);
     svc.tick();
-    let rest: Vec<String> = pool.run_until(
-        s.by_ref()
-            .map(|b| String::from_utf8(b.to_vec()).unwrap())
-            .collect(),
-    );
+    let rest = drain(&mut pool, &mut s);
+    assert_eq!(rest.last().map(String::as_str), Some("<end>"), "{rest:?}");
     assert!(
-        rest.last().unwrap().contains(r#""code":"slow_consumer""#),
+        rest[rest.len() - 2].contains(r#""code":"slow_consumer""#),
         "{rest:?}"
     );
     assert_eq!(s.close_code(), Some(4408));
     drop(s);
     assert_eq!(svc.with_host(|h, _| h.stats().connections), 0);
+}
+
+/// The reader took one frame and never came back for the next (its write of that frame
+/// never completed), and nothing new happened on the thread: after `slowConsumerMs` the
+/// host closes the stream with 4408 all the same.
+#[test]
+fn a_frame_whose_write_never_completes_makes_a_slow_consumer() {
+    let (svc, clock) = service();
+    let mut pool = LocalPool::new();
+    svc.control(
+        None,
+        br#"{"threadId":"thread-1","input":{"op":"prompt","message":"go"}}"#,
+        "r",
+        None,
+    );
+    let mut s = svc
+        .open_sse(Some("thread-1"), Some("2"), None, None, None, "r")
+        .unwrap();
+    let _hello = pool.run_until(s.next()).unwrap();
+    *clock.lock().unwrap() += Duration::from_secs(30);
+    svc.tick();
+    let rest = drain(&mut pool, &mut s);
+    assert_eq!(rest.last().map(String::as_str), Some("<end>"), "{rest:?}");
+    assert!(
+        rest[rest.len() - 2].contains(r#""code":"slow_consumer""#),
+        "{rest:?}"
+    );
+    assert_eq!(s.close_code(), Some(4408));
 }

@@ -1498,3 +1498,49 @@ fn thread_owners_survive_a_durable_restart() {
     assert_eq!(n.host.snapshot("thread-1", Some("bob"), "r").status, 403);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// "If the client does not read for this long, the server sends slow_consumer and closes."
+/// Not reading does not need megabytes: bytes handed out and not taken by the client for
+/// `slowConsumerMs` (under the buffer limit too) is a client that does not read.
+#[test]
+fn bytes_not_taken_for_slow_consumer_ms_close_4408_even_under_the_buffer_limit() {
+    let mut n = net();
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    n.stalled.push(c);
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#,
+    );
+    n.host.control(n.now, None, PROMPT, "r", None);
+    n.pump();
+    assert!(n.host.in_flight(c) > 0 && n.host.in_flight(c) < 8 << 20);
+    n.advance(Duration::from_secs(29));
+    assert_eq!(n.closed(c), None);
+    // Progress (the client took some bytes) starts the count again.
+    n.host.sent(n.now, c, 1);
+    n.advance(Duration::from_secs(29));
+    assert_eq!(n.closed(c), None);
+    n.advance(Duration::from_secs(1));
+    assert_eq!(json(n.take(c).last().unwrap())["code"], "slow_consumer");
+    assert_eq!(n.closed(c), Some(close::SLOW_CONSUMER));
+}
+
+/// A client that reads everything is never a slow consumer, however long it stays idle.
+#[test]
+fn an_idle_client_that_reads_is_never_a_slow_consumer() {
+    let mut n = net();
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#,
+    );
+    n.host.control(n.now, None, PROMPT, "r", None);
+    n.pump();
+    for _ in 0..30 {
+        n.advance(Duration::from_secs(7));
+    }
+    assert_eq!(n.closed(c), None);
+    assert_eq!(n.host.in_flight(c), 0);
+}
