@@ -865,11 +865,13 @@ impl TaskClient {
     }
 
     /// The next request to send.
+    #[must_use = "a polled request is gone from the queue: send it"]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.transmits.pop_front()
     }
 
     /// The next event for the application.
+    #[must_use = "a polled event is gone from the queue"]
     pub fn poll_event(&mut self) -> Option<TaskEvent> {
         self.events.pop_front()
     }

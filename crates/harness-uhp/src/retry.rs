@@ -81,6 +81,7 @@ impl std::fmt::Display for IdempotencyKey {
 
 /// A fresh idempotency key with the default prefix, `uhp-<uuid v4>`. Attach it to every
 /// attempt of the same task.
+#[must_use]
 pub fn idempotency_key() -> IdempotencyKey {
     IdempotencyKey::generate("uhp")
 }
@@ -322,6 +323,7 @@ impl Failure {
 
 /// What to do after a failed attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
 pub enum Decision {
     /// Send the same request again (same idempotency key) at this time.
     RetryAt(Instant),
@@ -433,6 +435,7 @@ impl RetryPolicy {
     }
 
     /// Records a failed attempt at `now` and says when to retry, or to give up.
+    #[must_use = "the failure is recorded; the decision says when to send the request again"]
     pub fn on_failure(&mut self, now: Instant, failure: &Failure) -> Decision {
         let attempt = self.failures;
         self.failures = self.failures.saturating_add(1);
