@@ -35,7 +35,8 @@ pub struct ClientConfig {
     pub version: Option<String>,
     /// The bearer token, if the server wants one.
     pub token: Option<String>,
-    /// How long a stream may stay silent before it is considered lost. Servers send a
+    /// How long a connection may stay silent — a stream between its bytes, a request
+    /// awaiting its answer's head or body — before it is considered lost. Servers send a
     /// keep-alive at least every 30 s; the default is 75 s. There is no total timeout.
     pub inactivity_timeout: Duration,
     /// How often to read a stored response again while it is still `in_progress`.
@@ -484,7 +485,7 @@ impl TaskClient {
     pub fn start(&mut self, now: Instant) {
         let _ = now; // part of every input method's shape; nothing is timed before the answer
         if self.creates_sent == 0 && self.inflight.is_none() && !self.finished && !self.failed {
-            self.send(RequestKind::Create);
+            self.send(now, RequestKind::Create);
         }
     }
 
@@ -534,7 +535,8 @@ impl TaskClient {
         RequestId(self.next_id)
     }
 
-    fn send(&mut self, kind: RequestKind) {
+    /// Queues a request; its answer is awaited for at most the inactivity timeout.
+    fn send(&mut self, now: Instant, kind: RequestKind) {
         let built = match kind {
             RequestKind::Create => {
                 self.creates_sent = self.creates_sent.saturating_add(1);
@@ -544,7 +546,7 @@ impl TaskClient {
                 let Some(id) = self.acc.response_id().map(str::to_owned) else {
                     // No id to read back: the create again, with the same key, returns the
                     // first request's task.
-                    return self.send(RequestKind::Create);
+                    return self.send(now, RequestKind::Create);
                 };
                 requests::retrieve(&self.cfg, &id)
             }
@@ -563,6 +565,7 @@ impl TaskClient {
                     phase: Phase::Sent,
                 });
                 self.transmits.push_back(Transmit { id, kind, request });
+                self.inactivity = now.checked_add(self.cfg.inactivity_timeout);
             }
             Err(e) => self.fail(TaskError::Request(e)),
         }
@@ -652,7 +655,6 @@ impl TaskClient {
         });
         if failure.is_none() && is_stream && inflight.kind == RequestKind::Create {
             inflight.phase = Phase::Stream;
-            self.inactivity = now.checked_add(inactivity);
         } else {
             inflight.phase = Phase::Body {
                 status,
@@ -660,6 +662,7 @@ impl TaskClient {
                 buf: Vec::with_capacity(max.min(64 << 10)),
             };
         }
+        self.inactivity = now.checked_add(inactivity);
     }
 
     /// Body bytes of the answer to request `id`.
@@ -689,6 +692,7 @@ impl TaskClient {
                     self.fail(TaskError::BadBody(format!("body larger than {max} bytes")));
                 } else {
                     buf.extend_from_slice(bytes);
+                    self.inactivity = now.checked_add(inactivity);
                 }
             }
             Phase::Sent => {}
@@ -735,6 +739,7 @@ impl TaskClient {
         let Some(inflight) = self.inflight.take_if(|i| i.id == id) else {
             return;
         };
+        self.inactivity = None; // the answer is complete; a request sent next sets its own
         match inflight.phase {
             Phase::Sent => self.on_failure(now, inflight.kind, Failure::Transport),
             Phase::Stream => {
@@ -788,6 +793,7 @@ impl TaskClient {
         let Some(inflight) = self.inflight.take_if(|i| i.id == id) else {
             return;
         };
+        self.inactivity = None;
         match inflight.phase {
             Phase::Stream => {
                 let _ = self.decoder.finish(); // the partial event is gone with the connection
@@ -807,7 +813,7 @@ impl TaskClient {
         match self.acc.response_id().map(str::to_owned) {
             Some(response_id) => {
                 self.events.push_back(TaskEvent::StreamLost { response_id });
-                self.send(RequestKind::Retrieve);
+                self.send(now, RequestKind::Retrieve);
             }
             // No `response.created` seen: the create is retried with the same key, and the
             // server answers with the first request's task instead of running a second one.
@@ -836,26 +842,30 @@ impl TaskClient {
         }
     }
 
-    /// Time passed: sends a scheduled retry or poll, or gives up on a silent stream.
+    /// Time passed: sends a scheduled retry or poll, or gives up on a silent connection — a
+    /// stream (the stored response is fetched), or a request whose answer does not come (a
+    /// transport failure: retried by the table, the create with the same key). Drop the
+    /// abandoned connection; its late bytes are ignored.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if let Some(at) = self.inactivity {
-            if now >= at {
-                if let Some(i) = self.inflight.take() {
-                    if matches!(i.phase, Phase::Stream) {
+        if self.inactivity.is_some_and(|at| now >= at) {
+            self.inactivity = None;
+            if let Some(i) = self.inflight.take() {
+                match i.phase {
+                    Phase::Stream => {
                         let _ = self.decoder.finish();
                         self.drain_stream(now);
                         self.stream_lost(now);
-                    } else {
-                        self.inflight = Some(i);
+                    }
+                    Phase::Sent | Phase::Body { .. } => {
+                        self.on_failure(now, i.kind, Failure::Transport);
                     }
                 }
-                self.inactivity = None;
             }
         }
         if let Some((at, kind)) = self.timer {
             if now >= at && self.inflight.is_none() {
                 self.timer = None;
-                self.send(kind);
+                self.send(now, kind);
             }
         }
         if self.cancel_timer.is_some_and(|at| now >= at) {

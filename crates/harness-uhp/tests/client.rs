@@ -599,3 +599,66 @@ fn start_twice_sends_one_create() {
     assert_eq!(c.poll_transmit().unwrap().kind, RequestKind::Create);
     assert_eq!(c.creates_sent(), 2);
 }
+
+/// [S] "clients use an inactivity timeout, not a total timeout": the timeout covers the whole
+/// connection, including the wait for the answer's head. A create (or a read of the stored
+/// response) that the server accepts and never answers used to wait forever; it is now a
+/// transport failure after the inactivity timeout, retried with the same key.
+#[test]
+fn a_request_never_answered_times_out() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t1 = c.poll_transmit().unwrap();
+    let limit = now + Duration::from_secs(75);
+    assert_eq!(c.poll_timeout(), Some(limit));
+    c.handle_timeout(limit - Duration::from_millis(1));
+    assert!(events(&mut c).is_empty());
+    c.handle_timeout(limit);
+    let at = match events(&mut c).as_slice() {
+        [
+            TaskEvent::Retrying {
+                kind: RequestKind::Create,
+                at,
+                failures: 1,
+            },
+        ] => *at,
+        e => panic!("{e:?}"),
+    };
+    c.handle_timeout(at);
+    let t2 = c.poll_transmit().unwrap();
+    assert_eq!(
+        t2.request.headers()["idempotency-key"],
+        t1.request.headers()["idempotency-key"]
+    );
+    // The abandoned request's late answer is ignored.
+    c.handle_head(at, t1.id, 200, &sse_head());
+    c.handle_data(at, t1.id, &server().to_sse());
+    assert!(!c.is_finished());
+    // An answered request's timeout is over: only the retry timer (none here) remains.
+    c.handle_head(at, t2.id, 200, &json_head());
+    c.handle_data(at, t2.id, &serde_json::to_vec(server().response()).unwrap());
+    c.handle_end(at, t2.id);
+    assert!(c.is_finished());
+    assert_eq!(c.poll_timeout(), None);
+
+    // The same for the read of the stored response.
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    c.handle_head(now, t.id, 200, &sse_head());
+    c.handle_data(now, t.id, &created_with_id("resp_1"));
+    c.handle_end(now, t.id);
+    let get = c.poll_transmit().unwrap();
+    assert_eq!(get.kind, RequestKind::Retrieve);
+    assert_eq!(c.poll_timeout(), Some(now + Duration::from_secs(75)));
+    c.handle_timeout(now + Duration::from_secs(75));
+    assert!(events(&mut c).iter().any(|e| matches!(
+        e,
+        TaskEvent::Retrying {
+            kind: RequestKind::Retrieve,
+            ..
+        }
+    )));
+    assert_eq!(c.creates_sent(), 1);
+}
