@@ -37,7 +37,9 @@ pub struct ClientConfig {
     pub token: Option<String>,
     /// How long a connection may stay silent — a stream between its bytes, a request
     /// awaiting its answer's head or body — before it is considered lost. Servers send a
-    /// keep-alive at least every 30 s; the default is 75 s. There is no total timeout.
+    /// keep-alive at least every 30 s; the default is 75 s. There is no total timeout, and a
+    /// repeated create waits for its head as long as it takes (the server holds a repeated
+    /// key's answer until the first request's task has a result).
     pub inactivity_timeout: Duration,
     /// How often to read a stored response again while it is still `in_progress`.
     pub poll_interval: Duration,
@@ -565,7 +567,13 @@ impl TaskClient {
                     phase: Phase::Sent,
                 });
                 self.transmits.push_back(Transmit { id, kind, request });
-                self.inactivity = now.checked_add(self.cfg.inactivity_timeout);
+                // A repeated key's answer may wait for the first request ("if first still
+                // running server MUST wait and return its result"): no head timeout then.
+                self.inactivity = if kind == RequestKind::Create && self.creates_sent > 1 {
+                    None
+                } else {
+                    now.checked_add(self.cfg.inactivity_timeout)
+                };
             }
             Err(e) => self.fail(TaskError::Request(e)),
         }

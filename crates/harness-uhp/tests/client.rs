@@ -631,6 +631,10 @@ fn a_request_never_answered_times_out() {
         t2.request.headers()["idempotency-key"],
         t1.request.headers()["idempotency-key"]
     );
+    // [S] "Repeated key ⇒ first request's result …; if first still running server MUST
+    // wait and return its result": the repeated create's head may take the whole task, so
+    // it has no head timeout.
+    assert_eq!(c.poll_timeout(), None);
     // The abandoned request's late answer is ignored.
     c.handle_head(at, t1.id, 200, &sse_head());
     c.handle_data(at, t1.id, &server().to_sse());
