@@ -5,7 +5,11 @@
 //!
 //! ```text
 //! cargo run --example tanstack_host -- --addr 127.0.0.1:8080 [--token T] [--memory] [--log-dir DIR]
+//!     [--heartbeat-ms N] [--sse-queue-bytes N] [--socket-buffer-bytes N] [--slow-consumer-ms N]
 //! ```
+//!
+//! The stream values are the spec's (`heartbeatMs`, …): a value that is not a finite number
+//! above 0 stops the host at the start, with an error that names the field.
 //!
 //! Routes, under `/api/harness/`: `GET events` (SSE), `POST control`, `GET snapshot`,
 //! `GET transcript`, `GET capabilities`, `GET host-events` (SSE), `POST run` / `GET run`
@@ -29,8 +33,9 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ws::{CloseFrame, Message as WsMessage, WebSocket, WebSocketUpgrade};
-use axum::extract::{Query, State};
+use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::StreamExt;
@@ -41,7 +46,7 @@ use harness_core::model::{Model, ModelEvent, ModelStream, ScriptedModel};
 use harness_tanstack::agui::RunAgentInput;
 use harness_tanstack::driver::{ConnStream, Service, Tools, run_turns};
 use harness_tanstack::host::{AccessPolicy, Host, HostConfig, Transport};
-use harness_tanstack::http::{HttpAnswer, request_id};
+use harness_tanstack::http::{HttpAnswer, StreamOptions, request_id};
 use harness_tanstack::log::{EventLog, FileLog, MemoryLog};
 
 type Log = Box<dyn EventLog>;
@@ -50,6 +55,9 @@ type Log = Box<dyn EventLog>;
 struct App {
     svc: Service<Log>,
     token: Option<String>,
+    /// `slowConsumerMs`: a socket write that does not complete for this long is a client
+    /// that does not read (the host closes it 4408; the socket goes too).
+    slow_consumer: Duration,
 }
 
 impl App {
@@ -68,8 +76,23 @@ impl App {
     }
 }
 
+/// The request id (`with_request_id` already put a safe one in the header).
 fn rid(headers: &HeaderMap) -> String {
     request_id(headers.get("x-request-id").and_then(|v| v.to_str().ok()))
+}
+
+/// "Every HTTP answer of the handler sends the id back in the X-Request-Id header": the
+/// client's id when it is a short safe id, else a new UUID, on every answer (the WebSocket
+/// upgrade, a wrong method and a bad query string included).
+async fn with_request_id(mut req: Request, next: Next) -> Response {
+    let id = rid(req.headers());
+    let Ok(v) = HeaderValue::from_str(&id) else {
+        return next.run(req).await;
+    };
+    req.headers_mut().insert("x-request-id", v.clone());
+    let mut res = next.run(req).await;
+    res.headers_mut().entry("x-request-id").or_insert(v);
+    res
 }
 
 fn json_answer(a: HttpAnswer) -> Response {
@@ -196,6 +219,7 @@ async fn socket(
 async fn serve_socket(app: App, mut socket: WebSocket, user: Option<String>, rid: String) {
     let conn = app.svc.connect(Transport::WebSocket, user.as_deref(), &rid);
     let mut out = conn.stream();
+    let slow = app.slow_consumer;
     loop {
         tokio::select! {
             msg = socket.recv() => match msg {
@@ -207,8 +231,18 @@ async fn serve_socket(app: App, mut socket: WebSocket, user: Option<String>, rid
             item = out.next() => match item {
                 Some(b) => {
                     let text = String::from_utf8_lossy(&b).into_owned();
-                    if socket.send(WsMessage::Text(text.into())).await.is_err() {
-                        break;
+                    // A client that does not read: the write does not complete and the stream
+                    // is not polled, so the host gives the connection up (4408). Queue the
+                    // close behind what waits (a client that reads again gets it, and
+                    // subscribes again from its last cursor); drop a client that does not.
+                    match tokio::time::timeout(slow, socket.send(WsMessage::Text(text.into()))).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => break,
+                        Err(_) => {
+                            let close = CloseFrame { code: 4408, reason: "slow_consumer".into() };
+                            let _ = tokio::time::timeout(slow, socket.send(WsMessage::Close(Some(close)))).await;
+                            break;
+                        }
                     }
                 }
                 None => {
@@ -288,38 +322,109 @@ fn demo_model() -> ScriptedModel {
         })
 }
 
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
+const USAGE: &str = "usage: tanstack_host [--addr HOST:PORT] [--token T] [--memory] [--log-dir DIR] \
+[--heartbeat-ms N] [--sse-queue-bytes N] [--socket-buffer-bytes N] [--slow-consumer-ms N]";
+
+/// The command line, strictly: an unknown flag, a flag without its value or a value that is
+/// not a number stops the host (a `--token` that silently fell off would open the host).
+#[derive(Default)]
+struct Args {
+    addr: Option<String>,
+    token: Option<String>,
+    memory: bool,
+    log_dir: Option<String>,
+    stream: StreamOptions,
+}
+
+fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
+    const WITH_VALUE: [&str; 7] = [
+        "--addr",
+        "--token",
+        "--log-dir",
+        "--heartbeat-ms",
+        "--sse-queue-bytes",
+        "--socket-buffer-bytes",
+        "--slow-consumer-ms",
+    ];
+    let mut a = Args::default();
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--memory" => {
+                a.memory = true;
+                continue;
+            }
+            "--help" | "-h" => return Err(String::new()),
+            f if !WITH_VALUE.contains(&f) => return Err(format!("unknown argument {flag:?}")),
+            _ => {}
+        }
+        let value = it
+            .next()
+            .filter(|v| !v.is_empty() && !v.starts_with("--"))
+            .ok_or_else(|| format!("{flag} needs a value"))?;
+        let num = |field: &str| {
+            value.parse::<f64>().map_err(|_| {
+                format!("stream.{field} must be a finite number above 0, got {value:?}")
+            })
+        };
+        match flag.as_str() {
+            "--addr" => a.addr = Some(value),
+            "--token" => a.token = Some(value),
+            "--log-dir" => a.log_dir = Some(value),
+            "--heartbeat-ms" => a.stream.heartbeat_ms = Some(num("heartbeatMs")?),
+            "--sse-queue-bytes" => a.stream.sse_queue_bytes = Some(num("sseQueueBytes")?),
+            "--socket-buffer-bytes" => {
+                a.stream.socket_buffer_bytes = Some(num("socketBufferBytes")?)
+            }
+            _ => a.stream.slow_consumer_ms = Some(num("slowConsumerMs")?),
+        }
+    }
+    Ok(a)
+}
+
+fn exit_with(message: impl std::fmt::Display, code: i32) -> ! {
+    eprintln!("tanstack_host: {message}");
+    std::process::exit(code)
 }
 
 #[tokio::main]
 async fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let addr = arg(&args, "--addr").unwrap_or_else(|| "127.0.0.1:8080".into());
-    let token = arg(&args, "--token");
-    let log: Log = if args.iter().any(|a| a == "--memory") {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return;
+        }
+        Err(e) => exit_with(format!("{e}\n{USAGE}"), 2),
+    };
+    // "createHarnessHandler and handleHarnessSocket throw at the start, and the error
+    // names the field."
+    let stream = args.stream.validate().unwrap_or_else(|e| exit_with(e, 2));
+    let addr = args.addr.unwrap_or_else(|| "127.0.0.1:8080".into());
+    let token = args.token;
+    let log: Log = if args.memory {
         Box::new(MemoryLog::default())
     } else {
         // The durable file log is the embedded default: cursors survive a restart.
-        let dir = arg(&args, "--log-dir")
+        let dir = args
+            .log_dir
             .map(Into::into)
             .unwrap_or_else(|| std::env::temp_dir().join("harness-tanstack-host"));
-        Box::new(FileLog::open(&dir).expect("open the event log"))
+        match FileLog::open(&dir) {
+            Ok(l) => Box::new(l),
+            Err(e) => exit_with(
+                format!("cannot open the event log in {}: {e}", dir.display()),
+                1,
+            ),
+        }
     };
-    let mut cfg = HostConfig::default();
+    let mut cfg = HostConfig {
+        stream,
+        ..HostConfig::default()
+    };
     if token.is_some() {
         cfg.access = AccessPolicy::MembersOnly;
     }
-    if let Some(ms) = arg(&args, "--heartbeat-ms") {
-        let opts = harness_tanstack::http::StreamOptions {
-            heartbeat_ms: ms.parse().ok(),
-            ..Default::default()
-        };
-        cfg.stream = opts.validate().expect("stream values");
-    }
+    let slow_consumer = cfg.stream.slow_consumer;
     let svc = Service::new(Host::new(cfg, log), Arc::new(Instant::now));
 
     let agent = ToolLoopAgent::new("acme/assistant")
@@ -344,7 +449,11 @@ async fn main() {
         }
     });
 
-    let app = App { svc, token };
+    let app = App {
+        svc,
+        token,
+        slow_consumer,
+    };
     let router = Router::new()
         .route("/api/harness/events", get(events))
         .route("/api/harness/host-events", get(host_events))
@@ -354,8 +463,11 @@ async fn main() {
         .route("/api/harness/capabilities", get(capabilities))
         .route("/api/harness/run", post(run_post).get(run_get))
         .route("/api/harness/socket", get(socket))
-        .with_state(app);
-    let listener = tokio::net::TcpListener::bind(&addr).await.expect("bind");
+        .with_state(app)
+        .layer(middleware::from_fn(with_request_id));
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .unwrap_or_else(|e| exit_with(format!("cannot listen on {addr}: {e}"), 1));
     println!(
         "tanstack host on http://{}/api/harness/",
         listener.local_addr().expect("addr")

@@ -45,6 +45,9 @@ async fn main() {
     loop {
         tokio::select! {
             line = lines.next_line(), if stdin_open => match line {
+                // "one JSON object per line": a blank line is no frame (as in the NDJSON
+                // decoder of harness-core).
+                Ok(Some(l)) if l.trim().is_empty() => {}
                 Ok(Some(l)) => conn.handle_text(&l),
                 _ => stdin_open = false,
             },

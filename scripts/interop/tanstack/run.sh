@@ -2,7 +2,8 @@
 # Interop of harness-tanstack against the real AG-UI libraries and real clients:
 # the Python ag-ui-protocol models and @ag-ui/core zod schemas validate every event of a
 # scripted session; a Node client reads our SSE and WebSocket and resumes exactly once;
-# the @ag-ui/client HttpAgent runs a turn against POST run. Exits non-zero on any mismatch.
+# the @ag-ui/client HttpAgent runs a turn against POST run; readers that stop reading are
+# slow consumers and lose nothing. Exits non-zero on any mismatch.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
@@ -73,4 +74,31 @@ status=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$base/api/harness/contr
   -d '{"threadId":"thread-1","input":{"op":"prompt","message":"Hello"}}')
 [ "$status" = 401 ] || { echo "FAIL: no token gave $status, not 401"; exit 1; }
 echo "ok: no token: 401"
+# "Every HTTP answer of the handler sends the id back in the X-Request-Id header."
+for req in "-X GET $base/api/harness/control" "$base/api/harness/run?threadId=thread-1&runId=none" \
+    "-H Connection:Upgrade -H Upgrade:websocket -H Sec-WebSocket-Version:13 -H Sec-WebSocket-Key:dGhlIHNhbXBsZSBub25jZQ== $base/api/harness/socket?token=my-token"; do
+    # shellcheck disable=SC2086
+    answer=$(curl -s -i --max-time 1 -H 'authorization: Bearer my-token' -H 'x-request-id: rid-7' $req || true)
+    if ! grep -qi '^x-request-id: rid-7' <<< "$answer"; then
+        echo "FAIL: no X-Request-Id on the answer to $req"; exit 1
+    fi
+done
+echo "ok: X-Request-Id echoed on a wrong method, a 404 and the WebSocket upgrade"
+# A flag that lost its value must not start an open host.
+if "$root/target/debug/examples/tanstack_host" --addr "127.0.0.1:0" --token 2> /dev/null; then
+    echo "FAIL: --token without a value started a host"; exit 1
+fi
+echo "ok: --token without a value stops the host"
+
+# Slow consumers over a real network: a reader that stops gets slow_consumer (SSE) or the
+# close 4408 (WebSocket), and loses no event when it resumes from its last cursor.
+port3=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$root/target/debug/examples/tanstack_host" --addr "127.0.0.1:$port3" --memory --slow-consumer-ms 3000 > "${TMPDIR:-/tmp}/tanstack-interop-host3.log" 2>&1 &
+host3_pid=$!
+trap 'kill $host_pid $host2_pid $host3_pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+    curl -fsS "http://127.0.0.1:$port3/api/harness/capabilities" > /dev/null 2>&1 && break
+    sleep 0.1
+done
+node slow.mjs "http://127.0.0.1:$port3" 3000
 echo "tanstack interop: all passed"
