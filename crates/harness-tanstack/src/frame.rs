@@ -327,6 +327,28 @@ impl Input {
         )
     }
 
+    /// Why the input has a bad shape, if it does: the `message` of `prompt`, `steer`,
+    /// `followUp`, `append` and `agentMessage` is text, a message object or its parts, never
+    /// `null`, a number or a boolean. (`POST control` answers `400`, the socket
+    /// `invalid_frame`.)
+    pub fn shape_error(&self) -> Option<String> {
+        let m = match self {
+            Input::Prompt(p) => &p.message,
+            Input::Steer(p) => &p.message,
+            Input::FollowUp(p) => &p.message,
+            Input::Append(p) => &p.message,
+            Input::AgentMessage(p) => &p.message,
+            _ => return None,
+        };
+        (!(m.is_string() || m.is_object() || m.is_array())).then(|| {
+            format!(
+                "input.message of {} must be text, a message object or its parts, got {}",
+                self.op(),
+                m.get().chars().take(32).collect::<String>()
+            )
+        })
+    }
+
     /// The text of the message of a message input (a string, or the text of a message object's
     /// `content` / `parts`).
     pub fn message_text(&self) -> Option<String> {
@@ -501,10 +523,19 @@ impl ClientFrame {
     /// Reads a frame. On error, the frame's `requestId` is recovered when it has one, so
     /// the `invalid_frame` error can repeat it.
     pub fn from_json(text: &str) -> Result<ClientFrame, FrameError> {
-        serde_json::from_str(text).map_err(|e| FrameError {
+        let frame: ClientFrame = serde_json::from_str(text).map_err(|e| FrameError {
             message: e.to_string(),
             request_id: request_id_of(text),
-        })
+        })?;
+        if let ClientFrame::Input(f) = &frame {
+            if let Some(message) = f.input.shape_error() {
+                return Err(FrameError {
+                    message,
+                    request_id: f.request_id.clone(),
+                });
+            }
+        }
+        Ok(frame)
     }
 
     /// Compact JSON.

@@ -1258,6 +1258,9 @@ impl<L: EventLog> Host<L> {
         if req.thread_id.is_empty() {
             return HttpAnswer::error(400, "threadId is required", request_id);
         }
+        if let Some(e) = req.input.shape_error() {
+            return HttpAnswer::error(400, &e, request_id);
+        }
         let tp = if req.input.is_message() {
             crate::http::traceparent(traceparent)
         } else {
@@ -1280,6 +1283,9 @@ impl<L: EventLog> Host<L> {
         traceparent: Option<&str>,
     ) -> Result<Receipt, HttpAnswer> {
         self.clock(now);
+        if let Some(e) = input.shape_error() {
+            return Err(HttpAnswer::error(400, &e, ""));
+        }
         let tp = if input.is_message() {
             crate::http::traceparent(traceparent)
         } else {

@@ -1544,3 +1544,53 @@ fn an_idle_client_that_reads_is_never_a_slow_consumer() {
     assert_eq!(n.closed(c), None);
     assert_eq!(n.host.in_flight(c), 0);
 }
+
+/// "`400`: `{ error }`. The input has a bad shape" (and on the socket, `invalid_frame` for
+/// "a bad `input`"): the message of a message input is text, a message object or its
+/// parts; `null`, a number or a boolean is no message, and must not run a turn.
+#[test]
+fn a_message_that_is_not_text_an_object_or_parts_is_a_bad_shape() {
+    let mut n = net();
+    for bad in ["null", "1", "true"] {
+        for op in ["prompt", "steer", "followUp", "append"] {
+            let body =
+                format!(r#"{{"threadId":"thread-1","input":{{"op":"{op}","message":{bad}}}}}"#);
+            let a = n.host.control(n.now, None, body.as_bytes(), "r", None);
+            assert_eq!(a.status, 400, "{op} {bad}: {}", a.body);
+            assert!(json(&a.body)["error"].as_str().unwrap().contains("message"));
+        }
+    }
+    assert!(!n.host.has_thread("thread-1"));
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#,
+    );
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.input","requestId":"r-9","input":{"op":"prompt","message":null}}"#,
+    );
+    n.pump();
+    let got: Vec<Value> = n.take(c).iter().map(|s| json(s)).collect();
+    assert_eq!(got[1]["code"], "invalid_frame");
+    assert_eq!(got[1]["requestId"], "r-9");
+    assert!(n.turns.is_empty());
+    // Text, a message object and parts are messages.
+    for good in [
+        r#""hi""#,
+        r#"{"role":"user","content":"hi"}"#,
+        r#"[{"type":"text","text":"hi"}]"#,
+    ] {
+        let body =
+            format!(r#"{{"threadId":"thread-2","input":{{"op":"append","message":{good}}}}}"#);
+        assert_eq!(
+            n.host
+                .control(n.now, None, body.as_bytes(), "r", None)
+                .status,
+            200,
+            "{good}"
+        );
+    }
+}
