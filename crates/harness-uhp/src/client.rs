@@ -539,6 +539,12 @@ impl TaskClient {
 
     /// Queues a request; its answer is awaited for at most the inactivity timeout.
     fn send(&mut self, now: Instant, kind: RequestKind) {
+        // Once the task's id is known it exists on the server: it is read back, never
+        // created again.
+        let kind = match kind {
+            RequestKind::Create if self.acc.response_id().is_some() => RequestKind::Retrieve,
+            k => k,
+        };
         let built = match kind {
             RequestKind::Create => {
                 self.creates_sent = self.creates_sent.saturating_add(1);
@@ -647,8 +653,8 @@ impl TaskClient {
         }
         let max = self.cfg.max_body_bytes;
         let inactivity = self.cfg.inactivity_timeout;
-        let Some(inflight) = self.current(id) else {
-            return;
+        let Some(inflight) = self.current(id).filter(|i| matches!(i.phase, Phase::Sent)) else {
+            return; // not ours, or a second head for one answer
         };
         let is_stream = headers
             .get(CONTENT_TYPE)
@@ -721,10 +727,10 @@ impl TaskClient {
                 }
             }
         }
-        self.maybe_send_cancel(now);
         if self.acc.is_terminal() {
             self.finish();
         }
+        self.maybe_send_cancel(now); // not for a task that just ended
     }
 
     /// The answer to request `id` ended normally.
@@ -777,10 +783,10 @@ impl TaskClient {
             Phase::Body { buf, .. } => match serde_json::from_slice::<Response>(&buf) {
                 Ok(r) => {
                     self.acc.apply_response(&r);
-                    self.maybe_send_cancel(now);
                     if self.acc.is_terminal() {
                         self.finish();
                     } else {
+                        self.maybe_send_cancel(now);
                         // Still running: read it again later (never re-create it).
                         self.timer = now
                             .checked_add(self.cfg.poll_interval)
