@@ -9,8 +9,9 @@
 //! ```
 //!
 //! Keys: status (`in_progress` until a terminal event), terminal, text, reasoning,
-//! tool_calls, annotations, error, sequence {ok, missing, duplicates, out_of_order,
-//! unnumbered}, findings, events (as received).
+//! tool_calls, annotations, error, sequence {ok, missing, duplicates, duplicate_count,
+//! out_of_order, out_of_order_count, unnumbered}, findings, events (as received),
+//! events_seen.
 
 use std::io::Read;
 

@@ -751,8 +751,12 @@ pub struct SequenceSummary {
     pub missing: Vec<serde_json::Value>,
     /// [`SequenceReport::duplicates`].
     pub duplicates: Vec<u64>,
+    /// [`SequenceReport::duplicate_count`].
+    pub duplicate_count: u64,
     /// [`SequenceReport::out_of_order`].
     pub out_of_order: Vec<u64>,
+    /// [`SequenceReport::out_of_order_count`].
+    pub out_of_order_count: u64,
     /// [`SequenceReport::unnumbered`].
     pub unnumbered: u64,
 }
@@ -771,7 +775,9 @@ impl From<&SequenceReport> for SequenceSummary {
             ok: r.ok,
             missing,
             duplicates: r.duplicates.clone(),
+            duplicate_count: r.duplicate_count,
             out_of_order: r.out_of_order.clone(),
+            out_of_order_count: r.out_of_order_count,
             unnumbered: r.unnumbered,
         }
     }

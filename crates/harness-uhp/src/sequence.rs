@@ -8,6 +8,10 @@
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
+/// How many duplicate (and, separately, out-of-order) numbers a report lists; past this
+/// they are only counted, so a stream replayed without end takes no memory per replay.
+pub const MAX_LISTED: usize = 1024;
+
 /// How one event's number relates to the ones before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arrival {
@@ -34,9 +38,19 @@ pub struct SequenceCheck {
     /// Gaps still open: start → end (inclusive).
     gaps: BTreeMap<u64, u64>,
     duplicates: Vec<u64>,
+    duplicate_count: u64,
     out_of_order: Vec<u64>,
+    out_of_order_count: u64,
     unnumbered: u64,
     events: u64,
+}
+
+/// Lists `n` while there is room, and counts it either way.
+fn note(list: &mut Vec<u64>, count: &mut u64, n: u64) {
+    if list.len() < MAX_LISTED {
+        list.push(n);
+    }
+    *count = count.saturating_add(1);
 }
 
 /// The result of the check.
@@ -48,10 +62,16 @@ pub struct SequenceReport {
     /// The numbers that never arrived, as inclusive ranges in order. Only numbers below the
     /// highest one seen can be known missing: a truncated stream's tail is not reported.
     pub missing: Vec<RangeInclusive<u64>>,
-    /// Numbers that arrived more than once (one entry per extra arrival), in arrival order.
+    /// Numbers that arrived more than once (one entry per extra arrival), in arrival order:
+    /// the first [`MAX_LISTED`].
     pub duplicates: Vec<u64>,
-    /// Numbers that arrived after a higher one (late, but not duplicates), in arrival order.
+    /// How many extra arrivals there were in all.
+    pub duplicate_count: u64,
+    /// Numbers that arrived after a higher one (late, but not duplicates), in arrival order:
+    /// the first [`MAX_LISTED`].
     pub out_of_order: Vec<u64>,
+    /// How many late arrivals there were in all.
+    pub out_of_order_count: u64,
     /// Events without a valid `sequence_number`.
     pub unnumbered: u64,
     /// The first number the stream was checked from.
@@ -119,11 +139,11 @@ impl SequenceCheck {
                 if n < e {
                     self.gaps.insert(n + 1, e);
                 }
-                self.out_of_order.push(n);
+                note(&mut self.out_of_order, &mut self.out_of_order_count, n);
                 Arrival::Late
             }
             _ => {
-                self.duplicates.push(n);
+                note(&mut self.duplicates, &mut self.duplicate_count, n);
                 Arrival::Duplicate
             }
         }
@@ -152,12 +172,14 @@ impl SequenceCheck {
         let missing: Vec<_> = self.gaps.iter().map(|(s, e)| *s..=*e).collect();
         SequenceReport {
             ok: missing.is_empty()
-                && self.duplicates.is_empty()
-                && self.out_of_order.is_empty()
+                && self.duplicate_count == 0
+                && self.out_of_order_count == 0
                 && self.unnumbered == 0,
             missing,
             duplicates: self.duplicates.clone(),
+            duplicate_count: self.duplicate_count,
             out_of_order: self.out_of_order.clone(),
+            out_of_order_count: self.out_of_order_count,
             unnumbered: self.unnumbered,
             start: u64::try_from(self.start).unwrap_or(u64::MAX),
         }

@@ -674,3 +674,32 @@ fn a_resumed_stream_keeps_its_resume_point_for_the_next_resume() {
     task.add(&harness_uhp::Event::parse(delta(42, "x").to_string()).unwrap());
     assert_eq!(task.last_sequence_number(), Some(42));
 }
+
+/// Memory bounds: a replaying proxy can send the same event forever. The replays add no
+/// content, so they must not add memory either: the duplicate and out-of-order numbers are
+/// listed up to `MAX_LISTED` each and counted beyond, and the check stays exact (`ok` is
+/// false, the counts are right).
+#[test]
+fn replays_are_counted_not_hoarded() {
+    use harness_uhp::sequence::MAX_LISTED;
+    let mut s = SequenceCheck::new();
+    s.record(Some(0));
+    s.record(Some(3));
+    for _ in 0..100_000 {
+        s.record(Some(0));
+    }
+    for n in [2, 1] {
+        s.record(Some(n));
+    }
+    let r = s.report();
+    assert_eq!(r.duplicates.len(), MAX_LISTED);
+    assert_eq!(r.duplicate_count, 100_000);
+    assert_eq!(
+        (r.out_of_order.clone(), r.out_of_order_count),
+        (vec![2, 1], 2)
+    );
+    assert!(!r.ok && r.missing.is_empty());
+    let summary = harness_uhp::SequenceSummary::from(&r);
+    assert_eq!(summary.duplicates.len(), MAX_LISTED);
+    assert_eq!(summary.duplicate_count, 100_000);
+}
