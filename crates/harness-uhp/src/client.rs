@@ -659,7 +659,8 @@ impl TaskClient {
         let is_stream = headers
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+            .and_then(|v| v.trim_start().get(..17))
+            .is_some_and(|v| v.eq_ignore_ascii_case("text/event-stream")); // RFC 9110 §8.3.1
         let failure = (!(200..300).contains(&status)).then(|| {
             Box::new(Failure::Http {
                 status,

@@ -834,3 +834,18 @@ fn a_second_head_for_one_answer_is_ignored() {
     assert_eq!(next.kind, RequestKind::Retrieve);
     assert_eq!(c.creates_sent(), 1);
 }
+
+/// Media types are case-insensitive (RFC 9110 §8.3.1): `Text/Event-Stream; charset=UTF-8`
+/// is the stream, not a JSON body that fails to parse (which failed the task).
+#[test]
+fn the_stream_media_type_is_case_insensitive() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    let h = headers(&[("content-type", "Text/Event-Stream; charset=UTF-8")]);
+    c.handle_head(now, t.id, 200, &h);
+    c.handle_data(now, t.id, &server().to_sse());
+    assert!(c.is_finished() && !c.is_failed());
+    assert_eq!(c.accumulator().text(), "Hello");
+}
