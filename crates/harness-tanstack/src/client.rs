@@ -544,6 +544,7 @@ impl Client {
     }
 
     /// When to call [`handle_timeout`](Self::handle_timeout).
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.connected {
             self.last_bytes
@@ -554,11 +555,13 @@ impl Client {
     }
 
     /// The next thing to tell the application.
+    #[must_use = "a dropped event is never seen by the application"]
     pub fn poll_event(&mut self) -> Option<ClientEvent> {
         self.events.pop_front()
     }
 
     /// The next frame to send (socket and stdio).
+    #[must_use = "a dropped frame never reaches the host"]
     pub fn poll_transmit(&mut self) -> Option<String> {
         self.out.pop_front()
     }

@@ -499,6 +499,7 @@ impl<L: EventLog> Host<L> {
     }
 
     /// The next thing the application must do.
+    #[must_use = "a dropped event is a turn never run or a connection never woken"]
     pub fn poll_event(&mut self) -> Option<HostEvent> {
         if let Some(e) = self.events.pop_front() {
             return Some(e);
@@ -994,6 +995,7 @@ impl<L: EventLog> Host<L> {
 
     /// The next bytes to send on a connection: a whole SSE event, WebSocket text frame or
     /// NDJSON line. `None`: nothing now (wait for a [`HostEvent::Wake`]).
+    #[must_use = "the bytes are the connection's: dropped, the client never gets them"]
     pub fn poll_transmit(&mut self, now: Instant, id: ConnId) -> Option<Bytes> {
         self.clock(now);
         let next = self.transmit(now, id);
@@ -1209,6 +1211,7 @@ impl<L: EventLog> Host<L> {
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must be called next.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let cfg = self.cfg.stream;
         self.conns
