@@ -830,6 +830,12 @@ impl<L: EventLog> Host<L> {
                     self.error(id, ErrorCode::InvalidFrame, "already subscribed", &rid);
                     return;
                 }
+                if s.thread_id.is_empty() {
+                    // No thread to read ("threadId is missing"): a bad frame, no close.
+                    let rid = self.server_request_id(id);
+                    self.error(id, ErrorCode::InvalidFrame, "threadId is required", &rid);
+                    return;
+                }
                 let user = self.conns.get(&id).and_then(|c| c.user.clone());
                 if let Some(t) = self.threads.get(&s.thread_id) {
                     if !may_read(&self.cfg.access, t, user.as_deref()) {
@@ -1286,6 +1292,9 @@ impl<L: EventLog> Host<L> {
         traceparent: Option<&str>,
     ) -> Result<Receipt, HttpAnswer> {
         self.clock(now);
+        if thread_id.is_empty() {
+            return Err(HttpAnswer::error(400, "threadId is required", ""));
+        }
         if let Some(e) = input.shape_error() {
             return Err(HttpAnswer::error(400, &e, ""));
         }

@@ -1594,3 +1594,51 @@ fn a_message_that_is_not_text_an_object_or_parts_is_a_bad_shape() {
         );
     }
 }
+
+/// "`400`: … `threadId` is missing": an empty thread id is no thread, on every way in (the
+/// socket's subscribe is an `invalid_frame` that does not close).
+#[test]
+fn an_empty_thread_id_is_refused_everywhere() {
+    let mut n = net();
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.subscribe","threadId":"","v":2}"#,
+    );
+    n.pump();
+    let e = json(&n.take(c)[0]);
+    assert_eq!(e["code"], "invalid_frame");
+    assert_eq!(n.closed(c), None);
+    // Still waiting for a real subscribe: an input is refused, and makes no thread "".
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.input","requestId":"r","input":{"op":"prompt","message":"x"}}"#,
+    );
+    n.pump();
+    assert_eq!(json(&n.take(c)[0])["code"], "invalid_frame");
+    assert!(!n.host.has_thread(""));
+    let typed = n.host.input(
+        n.now,
+        "",
+        None,
+        harness_tanstack::frame::Input::prompt("x"),
+        None,
+    );
+    assert_eq!(typed.unwrap_err().status, 400);
+    assert_eq!(
+        n.host
+            .control(
+                n.now,
+                None,
+                br#"{"threadId":"","input":{"op":"prompt","message":"x"}}"#,
+                "r",
+                None
+            )
+            .status,
+        400
+    );
+    assert!(!n.host.has_thread(""));
+    assert_eq!(n.host.stats().threads, 0);
+}
