@@ -81,6 +81,9 @@ pub struct HostConfig {
     /// Frames (receipts, errors, pings) that may wait for a client that does not read;
     /// past this the client is a slow consumer. Default 1,024.
     pub max_queued_frames: usize,
+    /// Bytes those frames may hold (a frame that comes to an empty queue always fits);
+    /// past this the client is a slow consumer. Default 16 MiB.
+    pub max_queued_bytes: usize,
     /// Inputs that may wait behind the running turn of one thread; past this an input gets
     /// a `rejected` receipt with reason `queue_full`. Default 1,000.
     pub max_waiting_inputs: usize,
@@ -98,6 +101,7 @@ impl Default for HostConfig {
             version: frame::PROTOCOL_VERSION,
             max_receipts: 10_000,
             max_queued_frames: 1024,
+            max_queued_bytes: 16 << 20,
             max_waiting_inputs: 1000,
             max_host_events: 10_000,
         }
@@ -122,6 +126,8 @@ pub struct HostStats {
     pub waiting_inputs: usize,
     /// Frames (receipts, errors, pings) queued for connections, on every connection.
     pub queued_frames: usize,
+    /// The bytes of those frames.
+    pub queued_bytes: usize,
 }
 
 /// How a connection carries frames.
@@ -280,6 +286,8 @@ struct Conn {
     state: ConnState,
     /// Frames that go before the log (hello, receipts, errors, pings).
     out: VecDeque<Bytes>,
+    /// The bytes in `out`.
+    out_bytes: usize,
     /// Bytes handed out and not yet reported sent.
     in_flight: usize,
     /// Over the buffer limit: nothing is handed out until [`Host::sent`] brings it under.
@@ -301,6 +309,17 @@ struct Conn {
 }
 
 impl Conn {
+    fn push_out(&mut self, b: Bytes) {
+        self.out_bytes += b.len();
+        self.out.push_back(b);
+    }
+
+    fn pop_out(&mut self) -> Option<Bytes> {
+        let b = self.out.pop_front()?;
+        self.out_bytes = self.out_bytes.saturating_sub(b.len());
+        Some(b)
+    }
+
     /// Hands bytes out to the transport.
     fn hand_out(&mut self, b: &Bytes, now: Instant) {
         if self.in_flight == 0 {
@@ -527,6 +546,7 @@ impl<L: EventLog> Host<L> {
                 request_id: request_id.to_owned(),
                 state,
                 out: VecDeque::new(),
+                out_bytes: 0,
                 in_flight: 0,
                 blocked: false,
                 stalled_since: None,
@@ -591,25 +611,28 @@ impl<L: EventLog> Host<L> {
 
     fn queue(&mut self, id: ConnId, frame: &HostFrame) {
         let max = self.cfg.max_queued_frames.max(1);
+        let max_bytes = self.cfg.max_queued_bytes;
         if let Some(c) = self.conns.get_mut(&id) {
             if c.close_after.is_some() && !matches!(frame, HostFrame::Error(_)) {
                 return;
             }
-            if c.out.len() >= max && c.close_after.is_none() {
+            let bytes = render(c.transport, frame);
+            let full = c.out.len() >= max
+                || (!c.out.is_empty() && c.out_bytes.saturating_add(bytes.len()) > max_bytes);
+            if full && c.close_after.is_none() {
                 // A client that sends and never reads: a slow consumer.
                 let f = HostFrame::error(
                     ErrorCode::SlowConsumer,
                     "The client read too slowly.",
                     c.request_id.clone(),
                 );
-                c.out.push_back(render(c.transport, &f));
+                c.push_out(render(c.transport, &f));
                 c.close_after = Some((close::SLOW_CONSUMER, "slow_consumer".into()));
                 c.woken(self.last_now);
                 self.woken.insert(id);
                 return;
             }
-            let bytes = render(c.transport, frame);
-            c.out.push_back(bytes);
+            c.push_out(bytes);
             c.woken(self.last_now);
             self.woken.insert(id);
         }
@@ -970,6 +993,7 @@ impl<L: EventLog> Host<L> {
             watched_threads: self.watchers.len(),
             waiting_inputs: self.threads.values().map(|t| t.waiting.len()).sum(),
             queued_frames: self.conns.values().map(|c| c.out.len()).sum(),
+            queued_bytes: self.conns.values().map(|c| c.out_bytes).sum(),
         }
     }
 
@@ -1023,7 +1047,7 @@ impl<L: EventLog> Host<L> {
             c.blocked = true;
             return None;
         }
-        if let Some(b) = c.out.pop_front() {
+        if let Some(b) = c.pop_out() {
             c.hand_out(&b, now);
             return Some(b);
         }
@@ -1070,7 +1094,7 @@ impl<L: EventLog> Host<L> {
                                 e.to_string(),
                                 c.request_id.clone(),
                             );
-                            c.out.push_back(render(transport, &f));
+                            c.push_out(render(transport, &f));
                             c.close_after = Some((close::FEED_ENDED, "internal".into()));
                             c.woken(Some(now));
                             self.woken.insert(id);

@@ -1642,3 +1642,43 @@ fn an_empty_thread_id_is_refused_everywhere() {
     assert!(!n.host.has_thread(""));
     assert_eq!(n.host.stats().threads, 0);
 }
+
+/// Frames that wait for a client that does not read are bounded in bytes too, not only in
+/// number: a client that asks again and again for a large snapshot and reads nothing is a
+/// slow consumer long before the host holds gigabytes for it.
+#[test]
+fn queued_frames_are_bounded_in_bytes() {
+    let cfg = HostConfig {
+        max_queued_bytes: 20_000,
+        stream: StreamOptions {
+            socket_buffer_bytes: Some(1.0),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap(),
+        ..HostConfig::default()
+    };
+    let mut n = Net::new(Host::new(cfg, MemoryLog::default()));
+    n.host.control(n.now, None, PROMPT, "r", None);
+    let big = "x".repeat(5_000);
+    let body =
+        format!(r#"{{"threadId":"thread-1","input":{{"op":"followUp","message":"{big}"}}}}"#);
+    n.host.control(n.now, None, body.as_bytes(), "r", None);
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    n.stalled.push(c);
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#,
+    );
+    for _ in 0..50 {
+        n.host
+            .handle_frame(n.now, c, r#"{"type":"harness.snapshot"}"#);
+    }
+    n.pump();
+    assert_eq!(n.closed(c), Some(close::SLOW_CONSUMER));
+    let got = n.take(c);
+    let bytes: usize = got.iter().map(String::len).sum();
+    assert!(bytes < 20_000 + 6_000, "{bytes} bytes queued");
+    assert_eq!(json(got.last().unwrap())["code"], "slow_consumer");
+}
