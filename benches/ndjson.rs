@@ -1,6 +1,7 @@
 //! NDJSON (stdio transport) throughput on a 64 MiB stream of `harness.event` frames, in the
 //! same run as its limits: a bare memchr newline count (framing) and serde_json's own
-//! `StreamDeserializer` over the whole buffer (parsing).
+//! `StreamDeserializer` over the whole buffer (parsing), and the usual std-only reader
+//! (`BufRead::split` and a parse per line) as the peer.
 //!
 //! ```text
 //! cargo bench --bench ndjson
@@ -55,6 +56,22 @@ fn parse_ignored(stream: &[u8], chunk: usize) -> usize {
     n
 }
 
+/// The usual std-only reader: `BufRead::split(b'\n')` (a `Vec` per line) and a parse per line.
+fn std_bufread_split(stream: &[u8], chunk: usize) -> usize {
+    use std::io::BufRead;
+    let reader = std::io::BufReader::with_capacity(chunk, stream);
+    let mut n = 0;
+    for line in reader.split(b'\n') {
+        let line = line.unwrap();
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let _: IgnoredAny = serde_json::from_slice(&line).unwrap();
+        n += 1;
+    }
+    n
+}
+
 fn parse_typed(stream: &[u8], chunk: usize) -> usize {
     let mut dec = NdjsonDecoder::new();
     let mut n = 0;
@@ -72,6 +89,7 @@ fn bench(c: &mut Criterion) {
     let stream = streams::realistic_ndjson(64 << 20);
     let frames = memchr::memchr_iter(b'\n', &stream).count();
     assert_eq!(parse_ignored(&stream, 4096), frames);
+    assert_eq!(std_bufread_split(&stream, 4096), frames);
     assert_eq!(
         serde_json::Deserializer::from_slice(&stream)
             .into_iter::<IgnoredAny>()
@@ -107,6 +125,11 @@ fn bench(c: &mut Criterion) {
             BenchmarkId::new("harness_core_NdjsonDecoder_IgnoredAny", label),
             &chunk,
             |b, &chunk| b.iter(|| parse_ignored(black_box(&stream), chunk)),
+        );
+        g.bench_with_input(
+            BenchmarkId::new("std_BufRead_split_IgnoredAny", label),
+            &chunk,
+            |b, &chunk| b.iter(|| std_bufread_split(black_box(&stream), chunk)),
         );
         g.bench_with_input(
             BenchmarkId::new("harness_core_NdjsonDecoder_typed_frame", label),
