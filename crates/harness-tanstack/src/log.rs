@@ -306,14 +306,22 @@ struct FileThread {
     first: u64,
     /// Byte offset and length of each retained record's line (without its LF).
     offsets: Vec<(u64, u32)>,
-    /// End of file.
+    /// End of file: the end of the last whole record.
     end: u64,
+    /// The file may hold bytes past `end`: an append failed and so did cutting the file
+    /// back. The next write cuts them first (and fails when it cannot).
+    torn: bool,
     cache: VecDeque<LogRecord>,
 }
 
 /// A durable log: one append-only NDJSON file per thread in a folder, each line a
 /// `harness.event` frame. Cursors survive a restart. [`truncate`](Self::truncate) drops the
 /// oldest records; a client behind them gets `harness.gap` with reason `truncated`.
+///
+/// An append is all or nothing: when its write fails part way (a full disk, a short
+/// write, a failed `fsync`), the file is cut back to its length before it, the record gets
+/// no sequence number, and the next append takes that number. A crash in the middle of a
+/// write leaves a torn last line, which the next [`open`](Self::open) drops.
 ///
 /// A truncated file starts with a marker line `{"truncatedBefore":N}`. The owner of a thread
 /// (see [`EventLog::set_owner`]) is kept beside it, in a file of the same name ending in
@@ -324,6 +332,11 @@ pub struct FileLog {
     cfg: FileLogConfig,
     threads: HashMap<String, FileThread>,
     owners: HashMap<String, String>,
+    /// Test hook: the next append writes this many bytes of its line, then fails (what a
+    /// full disk or a short write leaves behind); with `true`, cutting the file back after
+    /// it fails too.
+    #[cfg(test)]
+    fail_next_write: Option<(usize, bool)>,
 }
 
 const SUFFIX: &str = ".harness-log";
@@ -344,6 +357,8 @@ impl FileLog {
             cfg,
             threads: HashMap::new(),
             owners: HashMap::new(),
+            #[cfg(test)]
+            fail_next_write: None,
         };
         for entry in fs::read_dir(&dir)? {
             let path = entry?.path();
@@ -404,6 +419,7 @@ impl FileLog {
             first,
             offsets,
             end: pos,
+            torn: false,
             cache: VecDeque::new(),
         })
     }
@@ -426,9 +442,12 @@ impl FileLog {
         }
         let drop_n = usize::try_from(through - t.first + 1).unwrap_or(usize::MAX);
         let keep_from = t.offsets.get(drop_n).map(|o| o.0).unwrap_or(t.end);
+        // The whole records only: a torn tail past `end` stays behind.
         let mut rest = Vec::new();
         t.file.seek(SeekFrom::Start(keep_from))?;
-        t.file.read_to_end(&mut rest)?;
+        (&mut t.file)
+            .take(t.end.saturating_sub(keep_from))
+            .read_to_end(&mut rest)?;
         let tmp = t.path.with_extension("tmp");
         let marker = format!("{{\"truncatedBefore\":{}}}\n", through + 1);
         {
@@ -473,6 +492,26 @@ fn unhex(s: &str) -> Option<String> {
         .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
         .collect();
     String::from_utf8(bytes?).ok()
+}
+
+/// Writes one record line at the end of a thread's file (opened to append). `_fail_after`
+/// is the test hook of [`FileLog`]: write that many bytes, then fail.
+fn write_line(
+    file: &mut File,
+    line: &[u8],
+    sync: bool,
+    _fail_after: Option<usize>,
+) -> std::io::Result<()> {
+    #[cfg(test)]
+    if let Some(n) = _fail_after {
+        file.write_all(line.get(..n).unwrap_or(line))?;
+        return Err(std::io::Error::other("injected write failure"));
+    }
+    file.write_all(line)?;
+    if sync {
+        file.sync_data()?;
+    }
+    Ok(())
 }
 
 /// Reads the thread, seq and operation of a stored frame line.
@@ -522,12 +561,34 @@ impl EventLog for FileLog {
         let seq = t.first + t.offsets.len() as u64;
         let rec = LogRecord::render(thread_id, seq, operation_id, event);
         let line = rec.ndjson();
-        t.file.write_all(&line)?;
-        if sync {
-            t.file.sync_data()?;
-        }
         let len = u32::try_from(line.len() - 1)
             .map_err(|_| LogError::Corrupt("record too long".into()))?;
+        if t.torn {
+            t.file.set_len(t.end)?;
+            t.torn = false;
+        }
+        #[cfg(test)]
+        let (fail, fail_cut) = match self.fail_next_write.take() {
+            Some((n, cut)) => (Some(n), cut),
+            None => (None, false),
+        };
+        #[cfg(not(test))]
+        let (fail, fail_cut) = (None, false);
+        if let Err(e) = write_line(&mut t.file, &line, sync, fail) {
+            // All or nothing: cut the file back to its length before this append (the file
+            // is opened to append, so the next write starts there). The record has no
+            // number and nothing in memory changed. When the cut fails too, the next
+            // append tries it again before it writes, and reads never look past `end`.
+            let cut = if fail_cut {
+                Err(std::io::Error::other("injected cut failure"))
+            } else {
+                t.file
+                    .set_len(t.end)
+                    .and_then(|()| if sync { t.file.sync_data() } else { Ok(()) })
+            };
+            t.torn = cut.is_err();
+            return Err(e.into());
+        }
         t.offsets.push((t.end, len));
         t.end += line.len() as u64;
         t.cache.push_back(rec.clone());
@@ -650,5 +711,109 @@ impl<L: EventLog + ?Sized> EventLog for Box<L> {
     }
     fn owner(&self, thread_id: &str) -> Option<String> {
         (**self).owner(thread_id)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "harness-tanstack-log-unit-{name}-{}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&d);
+        d
+    }
+
+    fn text(i: usize) -> Event {
+        Event::text_content("m", format!("record {i}"))
+    }
+
+    fn file_len(d: &Path) -> u64 {
+        let mut n = 0;
+        for e in fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.to_string_lossy().ends_with(SUFFIX) {
+                n += fs::metadata(&p).unwrap().len();
+            }
+        }
+        n
+    }
+
+    /// An append is all or nothing: a write that fails part way (a full disk, a short
+    /// write) leaves the file as it was before it, so the records after it, and the thread
+    /// after a reopen, read back whole.
+    #[test]
+    fn a_failed_append_leaves_no_partial_line() {
+        // `Some(10)`: a few bytes of the line reached the file; `Some(usize::MAX)`: all of it
+        // did (the line and its LF), and the sync after it failed.
+        for written in [0, 10, usize::MAX] {
+            let d = dir(&format!("failed-append-{written}"));
+            let mut log = FileLog::open(&d).unwrap();
+            for i in 1..=2 {
+                log.append("t", "op", &text(i)).unwrap();
+            }
+            let before = file_len(&d);
+            log.fail_next_write = Some((written, false));
+            assert!(matches!(
+                log.append("t", "op", &text(99)),
+                Err(LogError::Io(_))
+            ));
+            assert_eq!(
+                file_len(&d),
+                before,
+                "cut back to its length before the append"
+            );
+            assert_eq!(log.head_seq("t"), 2, "the failed record has no number");
+            let rec = log.append("t", "op", &text(3)).unwrap();
+            assert_eq!(rec.seq, 3);
+            // Read from the file itself: a fresh log, and the same one past its cache.
+            log.threads.get_mut("t").unwrap().cache.clear();
+            for seq in 1..=3 {
+                let r = log.get("t", seq).unwrap().unwrap();
+                assert_eq!(r.event().unwrap(), text(seq as usize), "written {written}");
+            }
+            drop(log);
+            let mut log = FileLog::open(&d).unwrap();
+            assert_eq!(log.head_seq("t"), 3);
+            for seq in 1..=3 {
+                let r = log.get("t", seq).unwrap().unwrap();
+                assert_eq!(r.event().unwrap(), text(seq as usize), "written {written}");
+            }
+            let _ = fs::remove_dir_all(&d);
+        }
+    }
+
+    /// When cutting the file back fails too, the torn tail is cut before the next write,
+    /// and a truncate in between copies the whole records only.
+    #[test]
+    fn a_torn_tail_that_could_not_be_cut_is_cut_before_the_next_write() {
+        for (written, truncate_first) in [(10, false), (10, true), (usize::MAX, true)] {
+            let d = dir(&format!("torn-tail-{written}-{truncate_first}"));
+            let mut log = FileLog::open(&d).unwrap();
+            for i in 1..=2 {
+                log.append("t", "op", &text(i)).unwrap();
+            }
+            let before = file_len(&d);
+            log.fail_next_write = Some((written, true));
+            assert!(log.append("t", "op", &text(99)).is_err());
+            assert!(file_len(&d) > before, "the torn tail is still there");
+            assert_eq!(log.head_seq("t"), 2);
+            if truncate_first {
+                log.truncate("t", 1).unwrap();
+            }
+            assert_eq!(log.append("t", "op", &text(3)).unwrap().seq, 3);
+            drop(log);
+            let mut log = FileLog::open(&d).unwrap();
+            assert_eq!(log.head_seq("t"), 3);
+            for seq in log.first_seq("t")..=3 {
+                let r = log.get("t", seq).unwrap().unwrap();
+                assert_eq!(r.event().unwrap(), text(seq as usize));
+            }
+            let _ = fs::remove_dir_all(&d);
+        }
     }
 }
