@@ -90,6 +90,12 @@ pub struct HostConfig {
     /// Status events `GET host-events` keeps for its readers (a reader behind them gets
     /// `harness.gap` with reason `evicted`). Default 10,000.
     pub max_host_events: usize,
+    /// The longest thread id, in bytes, that a client may send. The spec sets no length;
+    /// every record of a thread repeats its id, so the host bounds it. A longer one is
+    /// refused like a missing one: `400 {error}` on `POST control`, `GET events` and
+    /// `POST run` (and by [`Host::input`]), `invalid_frame` (no close) for a
+    /// `harness.subscribe`. Default 1,024.
+    pub max_thread_id_bytes: usize,
 }
 
 impl Default for HostConfig {
@@ -104,6 +110,7 @@ impl Default for HostConfig {
             max_queued_bytes: 16 << 20,
             max_waiting_inputs: 1000,
             max_host_events: 10_000,
+            max_thread_id_bytes: 1024,
         }
     }
 }
@@ -648,14 +655,31 @@ impl<L: EventLog> Host<L> {
         }
     }
 
+    /// What is wrong with a thread id a client sent, if anything: none ("`400`: `{ error }`.
+    /// … or `threadId` is missing"), or one longer than
+    /// [`max_thread_id_bytes`](HostConfig::max_thread_id_bytes).
+    fn thread_id_error(&self, thread_id: &str) -> Option<String> {
+        if thread_id.is_empty() {
+            Some("threadId is required".to_owned())
+        } else if thread_id.len() > self.cfg.max_thread_id_bytes {
+            Some(format!(
+                "threadId is longer than {} bytes",
+                self.cfg.max_thread_id_bytes
+            ))
+        } else {
+            None
+        }
+    }
+
     fn error(&mut self, id: ConnId, code: ErrorCode, message: &str, request_id: &str) {
         self.queue(id, &HostFrame::error(code, message, request_id));
     }
 
     /// `GET events?threadId=&v=&from=` (and `Last-Event-ID`): opens the session stream.
     ///
-    /// `Err` is the HTTP answer to send instead of a stream (`400` no `threadId`, `401` no
-    /// user, `403` forbidden, `404` a thread with no session on a host with access).
+    /// `Err` is the HTTP answer to send instead of a stream (`400` no `threadId` or one
+    /// over [`max_thread_id_bytes`](HostConfig::max_thread_id_bytes), `401` no user, `403`
+    /// forbidden, `404` a thread with no session on a host with access).
     #[allow(clippy::too_many_arguments)]
     pub fn open_sse(
         &mut self,
@@ -671,9 +695,10 @@ impl<L: EventLog> Host<L> {
         if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
             return Err(HttpAnswer::error(401, "unauthorized", request_id));
         }
-        let Some(thread) = thread_id.filter(|t| !t.is_empty()) else {
-            return Err(HttpAnswer::error(400, "threadId is required", request_id));
-        };
+        let thread = thread_id.unwrap_or_default();
+        if let Some(e) = self.thread_id_error(thread) {
+            return Err(HttpAnswer::error(400, &e, request_id));
+        }
         match self.threads.get(thread) {
             None if self.cfg.access == AccessPolicy::MembersOnly => {
                 return Err(HttpAnswer::error(404, "not_found", request_id));
@@ -853,10 +878,11 @@ impl<L: EventLog> Host<L> {
                     self.error(id, ErrorCode::InvalidFrame, "already subscribed", &rid);
                     return;
                 }
-                if s.thread_id.is_empty() {
-                    // No thread to read ("threadId is missing"): a bad frame, no close.
+                if let Some(e) = self.thread_id_error(&s.thread_id) {
+                    // No thread to read ("threadId is missing"), or an id longer than the
+                    // host takes: a bad frame, no close.
                     let rid = self.server_request_id(id);
-                    self.error(id, ErrorCode::InvalidFrame, "threadId is required", &rid);
+                    self.error(id, ErrorCode::InvalidFrame, &e, &rid);
                     return;
                 }
                 let user = self.conns.get(&id).and_then(|c| c.user.clone());
@@ -1288,8 +1314,8 @@ impl<L: EventLog> Host<L> {
             // "`400`: `{ error }`. The input has a bad shape, or `threadId` is missing."
             Err(e) => return HttpAnswer::error(400, &e.to_string(), request_id),
         };
-        if req.thread_id.is_empty() {
-            return HttpAnswer::error(400, "threadId is required", request_id);
+        if let Some(e) = self.thread_id_error(&req.thread_id) {
+            return HttpAnswer::error(400, &e, request_id);
         }
         if let Some(e) = req.input.shape_error() {
             return HttpAnswer::error(400, &e, request_id);
@@ -1316,8 +1342,8 @@ impl<L: EventLog> Host<L> {
         traceparent: Option<&str>,
     ) -> Result<Receipt, HttpAnswer> {
         self.clock(now);
-        if thread_id.is_empty() {
-            return Err(HttpAnswer::error(400, "threadId is required", ""));
+        if let Some(e) = self.thread_id_error(thread_id) {
+            return Err(HttpAnswer::error(400, &e, ""));
         }
         if let Some(e) = input.shape_error() {
             return Err(HttpAnswer::error(400, &e, ""));
@@ -1832,8 +1858,8 @@ impl<L: EventLog> Host<L> {
         if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
             return Err(HttpAnswer::error(401, "unauthorized", request_id));
         }
-        if input.thread_id.is_empty() {
-            return Err(HttpAnswer::error(400, "threadId is required", request_id));
+        if let Some(e) = self.thread_id_error(&input.thread_id) {
+            return Err(HttpAnswer::error(400, &e, request_id));
         }
         if let Some(t) = self.threads.get(&input.thread_id) {
             if !may_read(&self.cfg.access, t, user) {

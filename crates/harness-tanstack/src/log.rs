@@ -326,6 +326,14 @@ struct FileThread {
 /// A truncated file starts with a marker line `{"truncatedBefore":N}`. The owner of a thread
 /// (see [`EventLog::set_owner`]) is kept beside it, in a file of the same name ending in
 /// `.harness-owner`.
+///
+/// Any thread id can be stored. The files of a thread id of up to 120 bytes are named by
+/// its hex form (`<hex>.harness-log`, as earlier versions named every file). A longer id
+/// does not fit in a file name (255 bytes), so its files are named by its SHA-256
+/// (`sha256-<64 hex>.harness-log`), and the id itself is kept beside them, in
+/// `sha256-<64 hex>.harness-id`, written before them: a reopen maps each file back to its
+/// exact thread id. A digest-named file with no (or a mismatched) id file beside it is not
+/// read, as is any file whose name is not one of these.
 #[derive(Debug)]
 pub struct FileLog {
     dir: PathBuf,
@@ -341,6 +349,27 @@ pub struct FileLog {
 
 const SUFFIX: &str = ".harness-log";
 const OWNER_SUFFIX: &str = ".harness-owner";
+const ID_SUFFIX: &str = ".harness-id";
+const DIGEST_PREFIX: &str = "sha256-";
+/// The longest thread id (in bytes) whose files are named by its hex form: the hex and the
+/// longest suffix, `.harness-owner`, fit in a file name of 255 bytes.
+const HEX_NAME_MAX: usize = 120;
+
+/// The name of a thread's files, before their suffix: the hex form of the id, or the
+/// digest of a long one (see [`FileLog`]).
+fn file_stem(thread_id: &str) -> String {
+    if thread_id.len() <= HEX_NAME_MAX {
+        return hex(thread_id);
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(thread_id.as_bytes());
+    let mut stem = String::with_capacity(DIGEST_PREFIX.len() + 64);
+    stem.push_str(DIGEST_PREFIX);
+    for b in digest {
+        stem.push_str(&format!("{b:02x}"));
+    }
+    stem
+}
 
 impl FileLog {
     /// Opens (or creates) the log in `dir`, reading what earlier runs wrote.
@@ -360,26 +389,78 @@ impl FileLog {
             #[cfg(test)]
             fail_next_write: None,
         };
+        let mut paths = Vec::new();
         for entry in fs::read_dir(&dir)? {
-            let path = entry?.path();
+            paths.push(entry?.path());
+        }
+        // The ids of long thread ids first: the files named by their digest need them.
+        let mut long_ids: HashMap<String, String> = HashMap::new();
+        for path in &paths {
+            let Some(stem) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(ID_SUFFIX))
+                .filter(|s| s.starts_with(DIGEST_PREFIX))
+            else {
+                continue;
+            };
+            // A file whose id is not the one its name was made from is not that thread's.
+            let Ok(id) = String::from_utf8(fs::read(path)?) else {
+                continue;
+            };
+            if file_stem(&id) == stem {
+                long_ids.insert(stem.to_owned(), id);
+            }
+        }
+        let thread_id = |stem: &str| -> Option<String> {
+            if stem.starts_with(DIGEST_PREFIX) {
+                long_ids.get(stem).cloned()
+            } else {
+                unhex(stem)
+            }
+        };
+        for path in &paths {
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
             };
-            if let Some(thread_id) = name.strip_suffix(OWNER_SUFFIX).and_then(unhex) {
-                let owner = fs::read_to_string(&path)?;
-                log.owners.insert(thread_id, owner);
-                continue;
+            if let Some(id) = name.strip_suffix(OWNER_SUFFIX).and_then(thread_id) {
+                let owner = fs::read_to_string(path)?;
+                log.owners.insert(id, owner);
+            } else if let Some(id) = name.strip_suffix(SUFFIX).and_then(thread_id) {
+                let t = Self::load(path)?;
+                log.threads.insert(id, t);
             }
-            let Some(hex) = name.strip_suffix(SUFFIX) else {
-                continue;
-            };
-            let Some(thread_id) = unhex(hex) else {
-                continue;
-            };
-            let t = Self::load(&path)?;
-            log.threads.insert(thread_id, t);
         }
         Ok(log)
+    }
+
+    /// The path of one of a thread's files. For a long thread id, the id is first kept
+    /// beside it (see [`FileLog`]), so that the file can be read back after a restart.
+    fn named_path(&self, thread_id: &str, suffix: &str) -> Result<PathBuf, LogError> {
+        let stem = file_stem(thread_id);
+        if stem.starts_with(DIGEST_PREFIX) {
+            let id_path = self.dir.join(format!("{stem}{ID_SUFFIX}"));
+            if id_path.exists() {
+                // Never two threads in one file (SHA-256 makes a collision infeasible; a
+                // tampered id file is caught here too).
+                if fs::read(&id_path)? != thread_id.as_bytes() {
+                    return Err(LogError::Corrupt(format!(
+                        "{stem}{ID_SUFFIX} holds another thread id"
+                    )));
+                }
+            } else {
+                let tmp = id_path.with_extension("id-tmp");
+                {
+                    let mut f = File::create(&tmp)?;
+                    f.write_all(thread_id.as_bytes())?;
+                    if self.cfg.sync {
+                        f.sync_all()?;
+                    }
+                }
+                fs::rename(&tmp, &id_path)?;
+            }
+        }
+        Ok(self.dir.join(format!("{stem}{suffix}")))
     }
 
     fn load(path: &Path) -> Result<FileThread, LogError> {
@@ -422,10 +503,6 @@ impl FileLog {
             torn: false,
             cache: VecDeque::new(),
         })
-    }
-
-    fn thread_path(&self, thread_id: &str) -> PathBuf {
-        self.dir.join(format!("{}{SUFFIX}", hex(thread_id)))
     }
 
     /// Drops the records of a thread up to and including `through` (a sequence number).
@@ -549,7 +626,7 @@ impl EventLog for FileLog {
         event: &Event,
     ) -> Result<LogRecord, LogError> {
         if !self.threads.contains_key(thread_id) {
-            let path = self.thread_path(thread_id);
+            let path = self.named_path(thread_id, SUFFIX)?;
             let t = Self::load_or_create(&path)?;
             self.threads.insert(thread_id.to_owned(), t);
         }
@@ -651,7 +728,7 @@ impl EventLog for FileLog {
     }
 
     fn set_owner(&mut self, thread_id: &str, owner: &str) -> Result<(), LogError> {
-        let path = self.dir.join(format!("{}{OWNER_SUFFIX}", hex(thread_id)));
+        let path = self.named_path(thread_id, OWNER_SUFFIX)?;
         let tmp = path.with_extension("owner-tmp");
         {
             let mut f = File::create(&tmp)?;
@@ -815,5 +892,31 @@ mod tests {
             }
             let _ = fs::remove_dir_all(&d);
         }
+    }
+
+    /// A digest-named file is read only when the id kept beside it is the one its name was
+    /// made from, and a thread is never given the files of another id.
+    #[test]
+    fn an_id_file_that_does_not_match_its_name_is_not_used() {
+        let d = dir("id-mismatch");
+        fs::create_dir_all(&d).unwrap();
+        let long = "l".repeat(200);
+        let stem = file_stem(&long);
+        assert!(stem.starts_with(DIGEST_PREFIX) && stem.len() == 71);
+        fs::write(d.join(format!("{stem}{ID_SUFFIX}")), "another id").unwrap();
+        let rec = LogRecord::render(&long, 1, "op", &text(1));
+        fs::write(d.join(format!("{stem}{SUFFIX}")), rec.ndjson()).unwrap();
+        let mut log = FileLog::open(&d).unwrap();
+        assert!(log.threads().is_empty());
+        assert!(matches!(
+            log.append(&long, "op", &text(1)),
+            Err(LogError::Corrupt(_))
+        ));
+        assert!(matches!(
+            log.set_owner(&long, "ann"),
+            Err(LogError::Corrupt(_))
+        ));
+        assert!(log.threads().is_empty());
+        let _ = fs::remove_dir_all(&d);
     }
 }

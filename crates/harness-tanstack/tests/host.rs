@@ -1682,3 +1682,132 @@ fn queued_frames_are_bounded_in_bytes() {
     assert!(bytes < 20_000 + 6_000, "{bytes} bytes queued");
     assert_eq!(json(got.last().unwrap())["code"], "slow_consumer");
 }
+
+/// A thread id is the client's own string: "`POST control`: the body is `{ threadId, input
+/// }`", and "The first prompt also makes the thread." On a durable host a thread id too
+/// long to be a file name is a thread like any other (not a `500`), and it keeps its
+/// events and its owner over a restart.
+#[test]
+fn a_long_thread_id_makes_a_thread_on_a_durable_host_and_survives_a_restart() {
+    let dir = std::env::temp_dir().join(format!("harness-tanstack-long-id-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = HostConfig {
+        access: AccessPolicy::MembersOnly,
+        ..HostConfig::default()
+    };
+    let id = format!("tenant-42/project-7/{}", "thread-".repeat(40));
+    assert!(id.len() > 255);
+    let body =
+        serde_json::json!({ "threadId": id, "input": { "op": "prompt", "message": "Hello" } })
+            .to_string();
+    {
+        let mut n = Net::new(Host::new(cfg.clone(), FileLog::open(&dir).unwrap()));
+        let a = n
+            .host
+            .control(n.now, Some("ann"), body.as_bytes(), "r", None);
+        assert_eq!(a.status, 200, "{}", a.body);
+        n.pump();
+        reply(&mut n, "Hi");
+    }
+    let mut n = Net::new(Host::new(cfg, FileLog::open(&dir).unwrap()));
+    assert!(n.host.has_thread(&id));
+    assert_eq!(n.host.snapshot(&id, Some("bob"), "r").status, 403);
+    let c = n
+        .host
+        .open_sse(n.now, Some(&id), Some("2"), None, None, Some("ann"), "r")
+        .unwrap();
+    n.pump();
+    let frames = data_frames(&n.take(c));
+    assert_eq!(frames[0]["threadId"], id.as_str());
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["event"]["delta"] == "Hi" && f["threadId"] == id.as_str())
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The spec sets no length for a thread id; this host takes up to
+/// `HostConfig::max_thread_id_bytes` (1 KiB by default). A longer one is refused at every
+/// way in as a bad request, like a missing one: "`400`: `{ error }`. The input has a bad
+/// shape, or `threadId` is missing.", and on the socket `invalid_frame`, which "does not
+/// close". Never a `500`.
+#[test]
+fn a_thread_id_over_the_limit_is_a_bad_request_everywhere() {
+    let mut n = net();
+    assert_eq!(n.host.config().max_thread_id_bytes, 1024);
+    let ok = "t".repeat(1024);
+    let long = "t".repeat(1025);
+    let body = |id: &str| {
+        serde_json::json!({ "threadId": id, "input": { "op": "prompt", "message": "x" } })
+            .to_string()
+    };
+    let a = n
+        .host
+        .control(n.now, None, body(&long).as_bytes(), "r", None);
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(
+        json(&a.body)["error"]
+            .as_str()
+            .unwrap()
+            .contains("threadId")
+    );
+    let typed = n.host.input(
+        n.now,
+        &long,
+        None,
+        harness_tanstack::frame::Input::prompt("x"),
+        None,
+    );
+    assert_eq!(typed.unwrap_err().status, 400);
+    let sse = n
+        .host
+        .open_sse(n.now, Some(&long), Some("2"), None, None, None, "r");
+    assert_eq!(sse.unwrap_err().status, 400);
+    let run: harness_tanstack::agui::RunAgentInput = serde_json::from_value(serde_json::json!({
+        "threadId": long, "runId": "run-1", "messages": [{"id": "u", "role": "user", "content": "hi"}]
+    }))
+    .unwrap();
+    assert_eq!(
+        n.host
+            .run_agui(n.now, &run, None, "r", None)
+            .unwrap_err()
+            .status,
+        400
+    );
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    let sub = |id: &str| {
+        serde_json::json!({ "type": "harness.subscribe", "threadId": id, "v": 2 }).to_string()
+    };
+    n.host.handle_frame(n.now, c, &sub(&long));
+    n.pump();
+    assert_eq!(json(&n.take(c)[0])["code"], "invalid_frame");
+    assert_eq!(n.closed(c), None);
+    assert_eq!(n.host.stats().threads, 0);
+    assert_eq!(n.host.stats().watched_threads, 0);
+    // At the limit: a thread.
+    n.host.handle_frame(n.now, c, &sub(&ok));
+    assert_eq!(
+        n.host
+            .control(n.now, None, body(&ok).as_bytes(), "r", None)
+            .status,
+        200
+    );
+    n.pump();
+    assert_eq!(json(&n.take(c)[0])["type"], "harness.hello");
+    assert!(n.host.has_thread(&ok));
+    // The limit is the host's to set.
+    let mut n = Net::new(Host::new(
+        HostConfig {
+            max_thread_id_bytes: 4096,
+            ..HostConfig::default()
+        },
+        MemoryLog::default(),
+    ));
+    assert_eq!(
+        n.host
+            .control(n.now, None, body(&long).as_bytes(), "r", None)
+            .status,
+        200
+    );
+}

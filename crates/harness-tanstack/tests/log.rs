@@ -95,3 +95,105 @@ fn file_log_survives_reopen_a_torn_write_and_odd_thread_ids() {
     assert!(log.get(odd, 2).unwrap().is_none());
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A thread id of any length is stored: a file name is at most 255 bytes, so an id whose
+/// hex form does not fit gets a fixed-length digest name, with the id itself kept beside
+/// it. A reopen maps every file back to its exact thread id, owner included.
+#[test]
+fn file_log_stores_thread_ids_of_any_length() {
+    let d = dir("long-ids");
+    let ids = vec![
+        "a".repeat(120),
+        "b".repeat(121),
+        "☃/..".repeat(60),
+        "x".repeat(10_000),
+        // Two long ids that differ in their last byte only.
+        format!("{}1", "y".repeat(300)),
+        format!("{}2", "y".repeat(300)),
+    ];
+    {
+        let mut log = FileLog::open(&d).unwrap();
+        for id in &ids {
+            log.set_owner(id, &format!("owner-{}", id.len())).unwrap();
+            let rec = log
+                .append(id, "op-1", &Event::text_content("m", id.clone()))
+                .unwrap();
+            assert_eq!(rec.seq, 1);
+        }
+    }
+    for e in std::fs::read_dir(&d).unwrap() {
+        let name = e.unwrap().file_name();
+        assert!(name.len() <= 255, "{name:?}");
+    }
+    let mut log = FileLog::open(&d).unwrap();
+    let mut got = log.threads();
+    got.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(got, want);
+    for id in &ids {
+        assert_eq!(log.owner(id), Some(format!("owner-{}", id.len())));
+        assert_eq!(log.head_seq(id), 1);
+        let rec = log.get(id, 1).unwrap().unwrap();
+        assert_eq!(rec.event().unwrap(), Event::text_content("m", id.clone()));
+        let next = log
+            .append(id, "op-2", &Event::text_content("m", "more"))
+            .unwrap();
+        assert_eq!(next.seq, 2);
+        log.truncate(id, 1).unwrap();
+    }
+    drop(log);
+    let mut log = FileLog::open(&d).unwrap();
+    for id in &ids {
+        assert_eq!(
+            (log.first_seq(id), log.head_seq(id)),
+            (2, 2),
+            "{}",
+            id.len()
+        );
+        assert_eq!(
+            log.get(id, 2).unwrap().unwrap().operation_id.as_ref(),
+            "op-2"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The files of earlier versions, named by the hex form of the thread id (for ids up to
+/// 121 bytes), keep working: they are read, appended to in place, and keep their owner.
+#[test]
+fn file_log_reads_the_file_names_of_earlier_versions() {
+    let d = dir("old-names");
+    std::fs::create_dir_all(&d).unwrap();
+    let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+    let ids = ["c".repeat(121), "thread-1".to_string()];
+    for id in &ids {
+        let rec = LogRecord::render(id, 1, "op-1", &Event::text_content("m", "old"));
+        std::fs::write(d.join(format!("{}.harness-log", hex(id))), rec.ndjson()).unwrap();
+    }
+    std::fs::write(d.join(format!("{}.harness-owner", hex("thread-1"))), "ann").unwrap();
+    let files = || std::fs::read_dir(&d).unwrap().count();
+    let before = files();
+    let mut log = FileLog::open(&d).unwrap();
+    let mut got = log.threads();
+    got.sort();
+    assert_eq!(got, ids.to_vec());
+    assert_eq!(log.owner("thread-1").as_deref(), Some("ann"));
+    for id in &ids {
+        assert_eq!(log.get(id, 1).unwrap().unwrap().seq, 1);
+        assert_eq!(
+            log.append(id, "op-2", &Event::text_content("m", "new"))
+                .unwrap()
+                .seq,
+            2
+        );
+    }
+    assert_eq!(files(), before, "appended in place, no new file");
+    drop(log);
+    let mut log = FileLog::open(&d).unwrap();
+    for id in &ids {
+        assert_eq!(log.head_seq(id), 2);
+        assert_eq!(log.get(id, 2).unwrap().unwrap().seq, 2);
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
