@@ -24,7 +24,7 @@
 //! # let _ = req;
 //! ```
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use harness_core::Cursor;
@@ -49,6 +49,10 @@ pub struct ClientConfig {
     pub version: i64,
     /// How many delivered cursors to remember to drop a replayed event. Default 4096.
     pub dedup_window: usize,
+    /// How many runs the run tree keeps (at least 1). Past it the oldest runs that ended
+    /// (`RUN_FINISHED` / `RUN_ERROR`) are forgotten first, and only when none has ended,
+    /// the oldest of all. Default 4096.
+    pub max_runs: usize,
 }
 
 impl ClientConfig {
@@ -59,6 +63,7 @@ impl ClientConfig {
             idle_timeout: Duration::from_secs(60),
             version: frame::PROTOCOL_VERSION,
             dedup_window: 4096,
+            max_runs: 4096,
         }
     }
 }
@@ -172,6 +177,57 @@ struct Pending {
     input: Input,
 }
 
+/// The parent of each run, bounded: when full, the oldest run that ended goes, else the
+/// oldest of all ("oldest": first started).
+#[derive(Debug, Default)]
+struct RunTree {
+    parents: HashMap<String, Option<String>>,
+    /// Each run's start number, and whether it ended.
+    place: HashMap<String, (u64, bool)>,
+    /// Runs that still run, and runs that ended, by start number.
+    live: BTreeMap<u64, String>,
+    ended: BTreeMap<u64, String>,
+    next: u64,
+}
+
+impl RunTree {
+    fn started(&mut self, run: &str, parent: Option<String>, max: usize) {
+        if let Some((n, ended)) = self.place.get_mut(run) {
+            // Started again: it runs (again), in its old place.
+            if *ended {
+                *ended = false;
+                if let Some(r) = self.ended.remove(n) {
+                    self.live.insert(*n, r);
+                }
+            }
+            self.parents.insert(run.to_owned(), parent);
+            return;
+        }
+        while self.parents.len() >= max.max(1) {
+            let Some((_, old)) = self.ended.pop_first().or_else(|| self.live.pop_first()) else {
+                break;
+            };
+            self.parents.remove(&old);
+            self.place.remove(&old);
+        }
+        self.next += 1;
+        self.parents.insert(run.to_owned(), parent);
+        self.place.insert(run.to_owned(), (self.next, false));
+        self.live.insert(self.next, run.to_owned());
+    }
+
+    fn ended(&mut self, run: &str) {
+        if let Some((n, ended)) = self.place.get_mut(run) {
+            if !*ended {
+                *ended = true;
+                if let Some(r) = self.live.remove(n) {
+                    self.ended.insert(*n, r);
+                }
+            }
+        }
+    }
+}
+
 /// The sans-IO client of one thread.
 #[derive(Debug)]
 pub struct Client {
@@ -187,7 +243,7 @@ pub struct Client {
     next_input: u64,
     events: VecDeque<ClientEvent>,
     out: VecDeque<String>,
-    parents: HashMap<String, Option<String>>,
+    runs: RunTree,
     seen: HashSet<Cursor>,
     seen_order: VecDeque<Cursor>,
     sse: SseFrameDecoder,
@@ -208,7 +264,7 @@ impl Client {
             next_input: 0,
             events: VecDeque::new(),
             out: VecDeque::new(),
-            parents: HashMap::new(),
+            runs: RunTree::default(),
             seen: HashSet::new(),
             seen_order: VecDeque::new(),
             sse: SseFrameDecoder::new(),
@@ -233,9 +289,11 @@ impl Client {
         self.connected
     }
 
-    /// The parent of each run seen (`parentRunId` of its `RUN_STARTED`; `None`: top-level).
+    /// The parent of each run seen (`parentRunId` of its `RUN_STARTED`; `None`: top-level),
+    /// at most [`max_runs`](ClientConfig::max_runs) of them: the oldest runs that ended are
+    /// forgotten first.
     pub fn run_tree(&self) -> &HashMap<String, Option<String>> {
-        &self.parents
+        &self.runs.parents
     }
 
     /// Starts a socket or stdio connection: queues `harness.subscribe` with the last cursor.
@@ -409,11 +467,20 @@ impl Client {
                     }));
                     return;
                 }
-                if let Event::RunStarted(r) = &ev.event {
-                    self.parents
-                        .insert(r.run_id.clone(), r.parent_run_id.clone());
+                match &ev.event {
+                    Event::RunStarted(r) => {
+                        self.runs
+                            .started(&r.run_id, r.parent_run_id.clone(), self.cfg.max_runs);
+                    }
+                    Event::RunFinished(r) => self.runs.ended(&r.run_id),
+                    // RUN_ERROR names no run: it is the run that made it ("`operationId` is
+                    // the run that made the event. It is also the AG-UI `runId`.").
+                    Event::RunError(_) => self.runs.ended(&ev.operation_id),
+                    _ => {}
                 }
-                let parent = self.parents.get(&ev.operation_id).cloned().flatten();
+                // An ended run stays in the tree (until newer runs push it out), so its
+                // RUN_FINISHED still has its parent.
+                let parent = self.runs.parents.get(&ev.operation_id).cloned().flatten();
                 self.events.push_back(ClientEvent::Event(DeliveredEvent {
                     cursor: ev.cursor,
                     operation_id: ev.operation_id,

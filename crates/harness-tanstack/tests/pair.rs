@@ -631,3 +631,88 @@ fn retried_inputs_keep_their_order() {
     let want: Vec<String> = (0..12).map(|i| format!("in-{i}")).collect();
     assert_eq!(order, want);
 }
+
+/// "To rebuild the tree, keep the `parentRunId` of the `RUN_STARTED` of each
+/// `operationId`." A host can start runs without end, so the client keeps at most
+/// `max_runs` of them: the oldest runs that ended (`RUN_FINISHED` / `RUN_ERROR`) go first,
+/// and only when none has ended, the oldest of all. A run that still streams keeps its
+/// parent.
+#[test]
+fn the_run_tree_is_bounded_and_forgets_the_oldest_ended_runs_first() {
+    let now = std::time::Instant::now();
+    let mut cfg = ClientConfig::new("thread-1");
+    assert_eq!(cfg.max_runs, 4096);
+    cfg.max_runs = 4;
+    let mut c = Client::new(cfg);
+    c.connect(now);
+    let mut cursor = 0;
+    let mut frame = |c: &mut Client, op: &str, event: serde_json::Value| {
+        cursor += 1;
+        let f = serde_json::json!({
+            "type": "harness.event", "cursor": cursor.to_string(), "threadId": "thread-1",
+            "operationId": op, "event": event,
+        });
+        c.handle_frame(now, &f.to_string());
+    };
+    let start = |c: &mut Client,
+                 f: &mut dyn FnMut(&mut Client, &str, serde_json::Value),
+                 op: &str,
+                 parent: Option<&str>| {
+        let mut e = serde_json::json!({"type": "RUN_STARTED", "threadId": "thread-1", "runId": op});
+        if let Some(p) = parent {
+            e["parentRunId"] = p.into();
+        }
+        f(c, op, e);
+    };
+    start(&mut c, &mut frame, "lead", None);
+    start(&mut c, &mut frame, "a", Some("lead"));
+    start(&mut c, &mut frame, "b", Some("lead"));
+    start(&mut c, &mut frame, "c", Some("lead"));
+    frame(
+        &mut c,
+        "b",
+        serde_json::json!({"type": "RUN_FINISHED", "threadId": "thread-1", "runId": "b"}),
+    );
+    frame(
+        &mut c,
+        "a",
+        serde_json::json!({"type": "RUN_ERROR", "message": "failed"}),
+    );
+    // Full: a new run pushes out the oldest run that ended ("a", started before "b").
+    start(&mut c, &mut frame, "d", Some("lead"));
+    let mut runs: Vec<&String> = c.run_tree().keys().collect();
+    runs.sort();
+    assert_eq!(runs, ["b", "c", "d", "lead"]);
+    start(&mut c, &mut frame, "e", Some("lead"));
+    let mut runs: Vec<&String> = c.run_tree().keys().collect();
+    runs.sort();
+    assert_eq!(runs, ["c", "d", "e", "lead"]);
+    // None has ended: the oldest of all goes.
+    start(&mut c, &mut frame, "f", Some("c"));
+    let mut runs: Vec<&String> = c.run_tree().keys().collect();
+    runs.sort();
+    assert_eq!(runs, ["c", "d", "e", "f"]);
+    // A hostile host that starts and ends runs without end: the tree stays bounded, and a
+    // run that still streams keeps its parent.
+    for i in 0..10_000 {
+        let op = format!("x{i}");
+        start(&mut c, &mut frame, &op, Some("f"));
+        frame(
+            &mut c,
+            &op,
+            serde_json::json!({"type": "RUN_FINISHED", "threadId": "thread-1", "runId": op}),
+        );
+        assert!(c.run_tree().len() <= 4);
+    }
+    assert_eq!(c.run_tree()["f"].as_deref(), Some("c"));
+    let _ = std::iter::from_fn(|| c.poll_event()).count();
+    frame(
+        &mut c,
+        "f",
+        serde_json::json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "still here"}),
+    );
+    let Some(ClientEvent::Event(ev)) = c.poll_event() else {
+        panic!()
+    };
+    assert_eq!(ev.parent_run_id.as_deref(), Some("c"));
+}
