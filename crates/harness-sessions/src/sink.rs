@@ -227,7 +227,7 @@ impl<'a> JournalSink<'a> {
     }
 
     /// Consumes the next recorded effect, which must be exactly `body` (I5).
-    fn expect(&mut self, body: EventBody, what: &str) -> Result<Seq, SinkError> {
+    fn expect_recorded(&mut self, body: EventBody, what: &str) -> Result<Seq, SinkError> {
         let Some(rec) = self.next() else {
             return Err(self.diverge(format!(
                 "the harness issued {what} beyond the recorded effects"
@@ -320,7 +320,7 @@ impl<'a> JournalSink<'a> {
             reason: format!("tool {} requires approval", call.tool),
         };
         let request_seq = if self.next().is_some() {
-            self.expect(EventBody::ApprovalRequest(request), "an approval request")?
+            self.expect_recorded(EventBody::ApprovalRequest(request), "an approval request")?
         } else {
             self.live_allowed("an approval request")?;
             self.append_body(EventBody::ApprovalRequest(request), false)?
@@ -432,7 +432,7 @@ impl EventSink for JournalSink<'_> {
                 }
             };
             let call = ModelCall::journaled(&req, input_hash, recorded_id);
-            self.expect(EventBody::ModelCall(call), "a model call")?;
+            self.expect_recorded(EventBody::ModelCall(call), "a model call")?;
             return match self.next() {
                 Some(rec) if rec.event.kind() == EventKind::Output => {
                     let EventBody::Output(message) = rec.event.body.clone() else {
@@ -496,7 +496,7 @@ impl EventSink for JournalSink<'_> {
         self.check()?;
         let body = EventBody::Output(Message::assistant(delta));
         if self.next().is_some() {
-            self.expect(body, "an output")?;
+            self.expect_recorded(body, "an output")?;
         } else {
             self.live_allowed("an output")?;
             self.append_body(body, false)?;
@@ -534,7 +534,7 @@ impl EventSink for JournalSink<'_> {
             }
         }
         let intent_seq = if self.next().is_some() {
-            self.expect(EventBody::ToolCall(call.clone()), "a tool call")?
+            self.expect_recorded(EventBody::ToolCall(call.clone()), "a tool call")?
         } else {
             self.live_allowed("a tool call")?;
             self.append_body(EventBody::ToolCall(call.clone()), false)?
@@ -591,7 +591,7 @@ impl EventSink for JournalSink<'_> {
         }
         let body = EventBody::ToolResult(result);
         if self.next().is_some() {
-            self.expect(body, "a reported tool result")?;
+            self.expect_recorded(body, "a reported tool result")?;
         } else {
             self.live_allowed("a reported tool result")?;
             self.append_body(body, false)?;
@@ -603,7 +603,7 @@ impl EventSink for JournalSink<'_> {
         self.check()?;
         let body = EventBody::Usage(usage);
         if self.next().is_some() {
-            self.expect(body, "a usage report")?;
+            self.expect_recorded(body, "a usage report")?;
         } else {
             self.live_allowed("a usage report")?;
             self.append_body(body, false)?;
