@@ -462,7 +462,7 @@ wire_struct! {
         /// The run that made it (the AG-UI `runId`).
         req operation_id: String = "operationId",
         /// The AG-UI event.
-        req event: Event = "event",
+        req_in event: Event = "event",
     }
 }
 
@@ -547,10 +547,35 @@ impl ClientFrame {
 impl HostFrame {
     /// Reads a frame.
     pub fn from_json(text: &str) -> Result<HostFrame, FrameError> {
-        serde_json::from_str(text).map_err(|e| FrameError {
-            message: e.to_string(),
-            request_id: None,
+        let mut frame = HostFrame::placeholder();
+        frame.read_json(text)?;
+        Ok(frame)
+    }
+
+    /// A fresh frame to read into (see [`read_json`](Self::read_json)): an empty
+    /// `harness.event`, the frame a stream is made of, so that reading one fills it where it
+    /// is. It allocates nothing.
+    pub(crate) fn placeholder() -> HostFrame {
+        HostFrame::Event(EventFrame {
+            cursor: Cursor::default(),
+            thread_id: String::new(),
+            operation_id: String::new(),
+            event: Event::Unknown(crate::agui::UnknownEvent::default()),
+            extra: crate::wire::Extra::new(),
         })
+    }
+
+    /// Reads a frame into a [`placeholder`](Self::placeholder): the frame is built where it
+    /// stays.
+    pub(crate) fn read_json(&mut self, text: &str) -> Result<(), FrameError> {
+        use crate::wire::DeserializeInto;
+        let mut de = serde_json::Deserializer::from_str(text);
+        HostFrame::deserialize_into(&mut de, self)
+            .and_then(|()| de.end())
+            .map_err(|e| FrameError {
+                message: e.to_string(),
+                request_id: None,
+            })
     }
 
     /// Compact JSON.

@@ -99,7 +99,7 @@ impl SseFrameDecoder {
     pub fn poll_frame(&mut self) -> Result<Option<HostFrame>, TransportError> {
         match self.sse.poll_event()? {
             None => Ok(None),
-            Some(ev) => Ok(Some(HostFrame::from_json(ev.data())?)),
+            Some(ev) => read_host_frame(ev.data()),
         }
     }
 
@@ -172,9 +172,21 @@ impl NdjsonFrameDecoder {
     pub fn poll_host_frame(&mut self) -> Result<Option<HostFrame>, TransportError> {
         match self.poll_line()? {
             None => Ok(None),
-            Some(l) => Ok(Some(HostFrame::from_json(&l)?)),
+            Some(l) => read_host_frame(&l),
         }
     }
+}
+
+/// Reads a host frame into the answer itself: a frame is large (hundreds of bytes), and is
+/// not moved again on the way out.
+fn read_host_frame(text: &str) -> Result<Option<HostFrame>, TransportError> {
+    let mut out = Ok(Some(HostFrame::placeholder()));
+    if let Ok(Some(frame)) = &mut out {
+        if let Err(e) = frame.read_json(text) {
+            out = Err(e.into());
+        }
+    }
+    out
 }
 
 /// Appends one frame as an NDJSON line.

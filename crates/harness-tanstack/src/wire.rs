@@ -53,7 +53,9 @@ impl Json {
 
     /// JSON `null`.
     pub fn null() -> Self {
-        Json::from_static("null")
+        // Parsed once: a copy of it costs a 4-byte allocation, not a parse.
+        static NULL: std::sync::OnceLock<Json> = std::sync::OnceLock::new();
+        NULL.get_or_init(|| Json::from_static("null")).clone()
     }
 
     /// A JSON string.
@@ -249,63 +251,96 @@ impl<'de> Deserialize<'de> for Key<'de> {
     }
 }
 
-/// An open object with declared fields, written by [`wire_struct!`].
-pub(crate) trait WireObject: Sized {
-    /// Fields gathered so far.
-    type Builder: Default;
+/// An open object with declared fields, written by [`wire_struct!`]. It is read in place:
+/// each key's value goes straight into its field of the value being built (a large value is
+/// never built aside and then moved, at each level of the object tree, into the next).
+pub(crate) trait WireObject: Sized + Default {
+    /// Which declared keys came (to check the required ones).
+    type Seen: Default;
     /// The tag key and its literal value, when the object has one.
     const TAG: Option<(&'static str, &'static str)>;
-    /// Reads one key's value into the builder.
+    /// Reads one key's value into its field.
     fn put<'de, D: Deserializer<'de>>(
-        b: &mut Self::Builder,
+        &mut self,
+        seen: &mut Self::Seen,
         key: &str,
         d: D,
     ) -> Result<(), D::Error>;
-    /// Checks required fields and builds the value.
-    fn finish<E: de::Error>(b: Self::Builder) -> Result<Self, E>;
+    /// Notes that the tag came, with its literal value.
+    fn tag_seen(seen: &mut Self::Seen);
+    /// Checks that the required keys (and the tag) came.
+    fn check<E: de::Error>(&self, seen: &Self::Seen) -> Result<(), E>;
     /// Writes the keys in declaration order, then the extra keys.
     fn write<M: SerializeMap>(&self, m: &mut M) -> Result<(), M::Error>;
 }
 
-/// Reads one value into a builder.
+/// Deserializes into a value that is already in place: a large value is built where it
+/// will stay, instead of being returned through every layer of serde and moved at each.
+pub(crate) trait DeserializeInto {
+    /// Reads the value into `out`, which must be *fresh*: its default, or for a union any
+    /// variant whose fields are all at their default (a placeholder). A union whose variant
+    /// is the one read is filled as it is; another variant is replaced.
+    fn deserialize_into<'de, D: Deserializer<'de>>(d: D, out: &mut Self) -> Result<(), D::Error>;
+}
+
+/// Reads one value into a field.
 pub(crate) struct FieldSeed<'a, 'k, T: WireObject> {
-    pub(crate) b: &'a mut T::Builder,
+    pub(crate) out: &'a mut T,
+    pub(crate) seen: &'a mut T::Seen,
     pub(crate) key: &'k str,
 }
 
 impl<'de, T: WireObject> DeserializeSeed<'de> for FieldSeed<'_, '_, T> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        T::put(self.b, self.key, d)
+        self.out.put(self.seen, self.key, d)
     }
 }
 
-/// Reads the rest of a map into `T`, after the keys seen before the tag (`pending`) and the
-/// tag itself.
-pub(crate) fn finish_rest<'de, T: WireObject, A: MapAccess<'de>>(
+/// Reads the rest of a map into `out` (a default value), after the keys seen before the tag
+/// (`pending`) and the tag itself.
+pub(crate) fn fill_rest<'de, T: WireObject, A: MapAccess<'de>>(
     mut map: A,
     pending: Vec<(String, Json)>,
     tag: Option<&str>,
-) -> Result<T, A::Error> {
-    let mut b = T::Builder::default();
-    if let (Some((key, _)), Some(tag)) = (T::TAG, tag) {
-        T::put(
-            &mut b,
-            key,
-            de::value::StrDeserializer::<A::Error>::new(tag),
-        )?;
+    out: &mut T,
+) -> Result<(), A::Error> {
+    let mut seen = T::Seen::default();
+    if let (Some((key, lit)), Some(tag)) = (T::TAG, tag) {
+        if tag == lit {
+            // The union read it to choose `T`: nothing to check.
+            T::tag_seen(&mut seen);
+        } else {
+            out.put(
+                &mut seen,
+                key,
+                de::value::StrDeserializer::<A::Error>::new(tag),
+            )?;
+        }
     }
     for (k, raw) in pending {
         let mut d = serde_json::Deserializer::from_str(raw.get());
-        T::put(&mut b, &k, &mut d).map_err(de::Error::custom)?;
+        out.put(&mut seen, &k, &mut d).map_err(de::Error::custom)?;
     }
     while let Some(k) = map.next_key::<Key<'de>>()? {
         map.next_value_seed(FieldSeed::<T> {
-            b: &mut b,
+            out: &mut *out,
+            seen: &mut seen,
             key: &k.0,
         })?;
     }
-    T::finish(b)
+    out.check(&seen)
+}
+
+/// Reads the rest of a map into a new `T` (see [`fill_rest`]).
+pub(crate) fn finish_rest<'de, T: WireObject, A: MapAccess<'de>>(
+    map: A,
+    pending: Vec<(String, Json)>,
+    tag: Option<&str>,
+) -> Result<T, A::Error> {
+    let mut v = T::default();
+    fill_rest(map, pending, tag, &mut v)?;
+    Ok(v)
 }
 
 /// Visits a whole map into `T` (the standalone `Deserialize` of a wire struct).
@@ -443,8 +478,11 @@ pub(crate) fn serialize_object<T: WireObject, S: Serializer>(
 /// - `opt_null`: optional, `null` reads as absent.
 /// - `opt_int` / `opt_count`: an `i64` in ±(2^53−1) / a count in 0..=2^53−1.
 /// - `req_ptr`: a JSON Pointer string.
+/// - `req_in`: required, read in place (the type implements `DeserializeInto`): for a large
+///   value, such as the `event` of an event frame.
 macro_rules! wire_field_ty {
     (req, $t:ty) => { $t };
+    (req_in, $t:ty) => { $t };
     (req_obj, $t:ty) => { $t };
     (req_ptr, $t:ty) => { $t };
     (opt, $t:ty) => { Option<$t> };
@@ -513,29 +551,65 @@ macro_rules! wire_field_put {
     };
 }
 
-macro_rules! wire_field_finish {
-    (req, $v:expr, $w:expr) => {
-        $v.ok_or_else(|| serde::de::Error::missing_field($w))?
+/// Reads a field's value into its place in the struct.
+macro_rules! wire_field_set {
+    (req_in, $t:ty, $d:ident, $w:expr, $slot:expr, $seen:expr) => {{
+        if $seen {
+            // The key again: the last one wins, whole (the slot is fresh again).
+            $slot = <$t as Default>::default();
+        }
+        <$t as $crate::wire::DeserializeInto>::deserialize_into($d, &mut $slot)?
+    }};
+    (req, $t:ty, $d:ident, $w:expr, $slot:expr, $seen:expr) => {
+        $slot = wire_field_put!(req, $t, $d, $w)
     };
-    (req_obj, $v:expr, $w:expr) => {
-        $v.ok_or_else(|| serde::de::Error::missing_field($w))?
+    (req_obj, $t:ty, $d:ident, $w:expr, $slot:expr, $seen:expr) => {
+        $slot = wire_field_put!(req_obj, $t, $d, $w)
     };
-    (req_ptr, $v:expr, $w:expr) => {
-        $v.ok_or_else(|| serde::de::Error::missing_field($w))?
+    (req_ptr, $t:ty, $d:ident, $w:expr, $slot:expr, $seen:expr) => {
+        $slot = wire_field_put!(req_ptr, $t, $d, $w)
     };
-    (req_nonempty, $v:expr, $w:expr) => {
-        $v.ok_or_else(|| serde::de::Error::missing_field($w))?
+    (req_nonempty, $t:ty, $d:ident, $w:expr, $slot:expr, $seen:expr) => {
+        $slot = wire_field_put!(req_nonempty, $t, $d, $w)
     };
-    (req_cur, $v:expr, $w:expr) => {
-        $v.ok_or_else(|| serde::de::Error::missing_field($w))?
+    (req_cur, $t:ty, $d:ident, $w:expr, $slot:expr, $seen:expr) => {
+        $slot = wire_field_put!(req_cur, $t, $d, $w)
     };
-    ($other:ident, $v:expr, $w:expr) => {
-        $v
+    ($other:ident, $t:ty, $d:ident, $w:expr, $slot:expr, $seen:expr) => {
+        $slot = Some(wire_field_put!($other, $t, $d, $w))
     };
+}
+
+/// Fails when a required field did not come.
+macro_rules! wire_field_check {
+    (req, $seen:expr, $w:expr) => {
+        wire_field_check!(req_in, $seen, $w)
+    };
+    (req_obj, $seen:expr, $w:expr) => {
+        wire_field_check!(req_in, $seen, $w)
+    };
+    (req_ptr, $seen:expr, $w:expr) => {
+        wire_field_check!(req_in, $seen, $w)
+    };
+    (req_nonempty, $seen:expr, $w:expr) => {
+        wire_field_check!(req_in, $seen, $w)
+    };
+    (req_cur, $seen:expr, $w:expr) => {
+        wire_field_check!(req_in, $seen, $w)
+    };
+    (req_in, $seen:expr, $w:expr) => {
+        if !$seen {
+            return Err(serde::de::Error::missing_field($w));
+        }
+    };
+    ($other:ident, $seen:expr, $w:expr) => {};
 }
 
 macro_rules! wire_field_write {
     (req, $m:ident, $v:expr, $w:expr) => {
+        $crate::wire::entry($m, $w, &$v)?
+    };
+    (req_in, $m:ident, $v:expr, $w:expr) => {
         $crate::wire::entry($m, $w, &$v)?
     };
     (req_obj, $m:ident, $v:expr, $w:expr) => {
@@ -578,51 +652,58 @@ macro_rules! wire_struct {
         }
 
         const _: () = {
+            /// Which declared keys came.
             #[derive(Default)]
-            #[allow(non_snake_case)]
-            pub struct Builder {
-                $( $field: Option<$ty>, )*
+            #[allow(non_snake_case, dead_code)]
+            pub struct Seen {
+                $( $field: bool, )*
                 __tag: bool,
-                __extra: $crate::wire::Extra,
             }
 
             impl $crate::wire::WireObject for $name {
-                type Builder = Builder;
+                type Seen = Seen;
                 const TAG: Option<(&'static str, &'static str)> = wire_struct!(@tag $($tk, $tv)?);
 
-                #[allow(unreachable_code)]
+                #[allow(unreachable_code, unused_variables)]
                 fn put<'de, D: serde::Deserializer<'de>>(
-                    b: &mut Builder,
+                    &mut self,
+                    seen: &mut Seen,
                     key: &str,
                     d: D,
                 ) -> Result<(), D::Error> {
                     $(
                         if key == $tk {
                             $crate::wire::check_tag(d, $tk, $tv)?;
-                            b.__tag = true;
+                            seen.__tag = true;
                             return Ok(());
                         }
                     )?
                     match key {
-                        $( $wire => { b.$field = Some(wire_field_put!($kind, $ty, d, $wire)); } )*
+                        $( $wire => {
+                            wire_field_set!($kind, $ty, d, $wire, self.$field, seen.$field);
+                            seen.$field = true;
+                        } )*
                         _ => {
                             let v = <$crate::Json as serde::Deserialize>::deserialize(d)?;
-                            b.__extra.push_raw(key, v);
+                            self.extra.push_raw(key, v);
                         }
                     }
                     Ok(())
                 }
 
-                fn finish<E: serde::de::Error>(b: Builder) -> Result<Self, E> {
+                fn tag_seen(seen: &mut Seen) {
+                    seen.__tag = true;
+                }
+
+                #[allow(unused_variables)]
+                fn check<E: serde::de::Error>(&self, seen: &Seen) -> Result<(), E> {
                     $(
-                        if !b.__tag {
+                        if !seen.__tag {
                             return Err(E::missing_field($tk));
                         }
                     )?
-                    Ok($name {
-                        $( $field: wire_field_finish!($kind, b.$field, $wire), )*
-                        extra: b.__extra,
-                    })
+                    $( wire_field_check!($kind, seen.$field, $wire); )*
+                    Ok(())
                 }
 
                 #[allow(unused_mut, unused_variables, unused_assignments)]
@@ -850,21 +931,33 @@ macro_rules! wire_open_union {
             }
         }
 
-        impl<'de> serde::Deserialize<'de> for $name {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                struct V;
-                impl<'de> serde::de::Visitor<'de> for V {
-                    type Value = $name;
+        impl $crate::wire::DeserializeInto for $name {
+            fn deserialize_into<'de, D: serde::Deserializer<'de>>(
+                d: D,
+                out: &mut $name,
+            ) -> Result<(), D::Error> {
+                struct V<'a>(&'a mut $name);
+                impl<'de> serde::de::Visitor<'de> for V<'_> {
+                    type Value = ();
                     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                         f.write_str(concat!("an object with a \"", $tagkey, "\""))
                     }
-                    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<$name, A::Error> {
+                    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
                         let mut pending: Vec<(String, $crate::Json)> = Vec::new();
                         while let Some(k) = map.next_key::<$crate::wire::Key<'de>>()? {
                             if k.0 == $tagkey {
                                 let tag: $crate::wire::Key<'de> = map.next_value()?;
-                                return match &*tag.0 {
-                                    $( $lit => $crate::wire::finish_rest::<$ty, A>(map, pending, Some(&tag.0)).map($name::$var), )*
+                                match &*tag.0 {
+                                    $( $lit => {
+                                        // Built where it stays: a fresh value, filled in place.
+                                        if !matches!(self.0, $name::$var(_)) {
+                                            *self.0 = $name::$var(<$ty>::default());
+                                        }
+                                        return match self.0 {
+                                            $name::$var(v) => $crate::wire::fill_rest::<$ty, A>(map, pending, Some($lit), v),
+                                            _ => Ok(()),
+                                        };
+                                    } )*
                                     other => {
                                         let mut fields = $crate::wire::Extra::new();
                                         for (k, v) in pending {
@@ -874,16 +967,25 @@ macro_rules! wire_open_union {
                                             let v: $crate::Json = map.next_value()?;
                                             fields.push_raw(&k.0, v);
                                         }
-                                        Ok($name::Unknown($crate::wire::UnknownObject { tag: other.to_owned(), fields }))
+                                        *self.0 = $name::Unknown($crate::wire::UnknownObject { tag: other.to_owned(), fields });
+                                        return Ok(());
                                     }
-                                };
+                                }
                             }
                             pending.push((k.0.into_owned(), map.next_value()?));
                         }
                         Err(serde::de::Error::missing_field($tagkey))
                     }
                 }
-                d.deserialize_map(V)
+                d.deserialize_map(V(out))
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let mut out = $name::Unknown($crate::wire::UnknownObject::default());
+                <$name as $crate::wire::DeserializeInto>::deserialize_into(d, &mut out)?;
+                Ok(out)
             }
         }
     };

@@ -265,3 +265,67 @@ fn ndjson_transport_reads_frames_line_by_line() {
     ));
     assert_eq!(dec.poll_client_frame().unwrap(), None);
 }
+
+/// Frames are read in place (no large value moved through the layers of serde). What that
+/// must not change: a key given twice counts once, the last one whole; keys may come
+/// before `type`; a required key that is missing is an error even where the slot it is read
+/// into already holds a value of that type; and a decoder that reads frame after frame
+/// starts each one from nothing.
+#[test]
+fn frames_read_in_place_read_like_values() {
+    let tmc = |id: &str, delta: &str| {
+        let mut c = harness_tanstack::agui::TextMessageContent::default();
+        c.message_id = id.into();
+        c.delta = delta.into();
+        Event::TextMessageContent(c)
+    };
+    let twice = r#"{"type":"harness.event","cursor":"1","threadId":"t","operationId":"o","event":{"type":"TEXT_MESSAGE_CONTENT","messageId":"a","delta":"x","subagentRunId":"s","zz":1},"event":{"type":"TEXT_MESSAGE_CONTENT","messageId":"b","delta":"y"}}"#;
+    let HostFrame::Event(f) = HostFrame::from_json(twice).unwrap() else {
+        panic!()
+    };
+    assert_eq!(f.event, tmc("b", "y"));
+    let late = r#"{"event":{"delta":"x","messageId":"m","type":"TEXT_MESSAGE_CONTENT"},"cursor":"1","threadId":"t","operationId":"o","type":"harness.event"}"#;
+    let HostFrame::Event(f) = HostFrame::from_json(late).unwrap() else {
+        panic!()
+    };
+    assert_eq!((f.cursor.as_str(), f.event), ("1", tmc("m", "x")));
+    // `CUSTOM` is the default event, and `value` is required all the same.
+    assert!(Event::from_json(r#"{"type":"CUSTOM","name":"x"}"#).is_err());
+    assert!(
+        HostFrame::from_json(
+            r#"{"type":"harness.event","cursor":"1","threadId":"t","operationId":"o"}"#
+        )
+        .is_err()
+    );
+    // Frame after frame, of every kind, each from nothing.
+    let frames = [
+        r#"{"type":"harness.event","cursor":"1","threadId":"t","operationId":"o","event":{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x","subagentRunId":"s","k":1},"k":2}"#,
+        r#"{"type":"harness.event","cursor":"2","threadId":"t","operationId":"o","event":{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"y"}}"#,
+        r#"{"type":"harness.hello","v":2}"#,
+        r#"{"type":"harness.event","cursor":"3","threadId":"t","operationId":"o","event":{"type":"NEW_THING","a":1}}"#,
+        r#"{"type":"harness.later","x":1}"#,
+        r#"{"type":"harness.event","cursor":"4","threadId":"t","operationId":"o","event":{"type":"TEXT_MESSAGE_CONTENT","messageId":"m"}}"#,
+        r#"{"type":"harness.event","cursor":"5","threadId":"t","operationId":"o","event":{"type":"CUSTOM","name":"n","value":null}}"#,
+        r#"{"type":"harness.error","message":"m","code":"internal","requestId":"r"}"#,
+    ];
+    let mut wire = String::new();
+    for f in frames {
+        wire.push_str(&format!("data: {f}\n\n"));
+    }
+    let mut dec = SseFrameDecoder::new();
+    dec.push(wire.as_bytes());
+    for f in frames {
+        let got = dec.poll_frame();
+        match serde_json::from_str::<HostFrame>(f) {
+            Ok(want) => {
+                let got = got.unwrap().unwrap();
+                assert_eq!(got, want, "{f}");
+                // And each is what it says, re-encoded.
+                let v = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
+                assert_eq!(v(&got.to_json()), v(f), "{f}");
+            }
+            Err(_) => assert!(got.is_err(), "{f}"),
+        }
+    }
+    assert_eq!(dec.poll_frame().unwrap(), None);
+}

@@ -7,7 +7,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
 use super::types::*;
-use crate::wire::{Key, finish_rest};
+use crate::wire::{DeserializeInto, Key, fill_rest};
 use crate::{Extra, Json};
 
 macro_rules! event_struct {
@@ -457,20 +457,30 @@ macro_rules! events {
             }
         }
 
-        struct EventVisitor;
+        /// Reads an event into its place.
+        struct EventInto<'a>(&'a mut Event);
 
-        impl<'de> Visitor<'de> for EventVisitor {
-            type Value = Event;
+        impl<'de> Visitor<'de> for EventInto<'_> {
+            type Value = ();
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("an AG-UI event object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Event, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
                 let mut pending: Vec<(String, Json)> = Vec::new();
                 while let Some(k) = map.next_key::<Key<'de>>()? {
                     if k.0 == "type" {
                         let tag: Key<'de> = map.next_value()?;
-                        return match &*tag.0 {
-                            $( $lit => finish_rest::<$var, A>(map, pending, Some($lit)).map(Event::$var), )*
+                        match &*tag.0 {
+                            $( $lit => {
+                                // Built where it stays: a fresh value, filled in place.
+                                if !matches!(self.0, Event::$var(_)) {
+                                    *self.0 = Event::$var($var::default());
+                                }
+                                return match self.0 {
+                                    Event::$var(v) => fill_rest::<$var, A>(map, pending, Some($lit), v),
+                                    _ => Ok(()),
+                                };
+                            } )*
                             other => {
                                 let mut fields = Extra::new();
                                 for (k, v) in pending {
@@ -480,9 +490,10 @@ macro_rules! events {
                                     let v: Json = map.next_value()?;
                                     fields.push_raw(&k.0, v);
                                 }
-                                Ok(Event::Unknown(UnknownEvent { event_type: other.to_owned(), fields }))
+                                *self.0 = Event::Unknown(UnknownEvent { event_type: other.to_owned(), fields });
+                                return Ok(());
                             }
-                        };
+                        }
                     }
                     pending.push((k.0.into_owned(), map.next_value()?));
                 }
@@ -593,9 +604,17 @@ impl Event {
     }
 }
 
+impl DeserializeInto for Event {
+    fn deserialize_into<'de, D: Deserializer<'de>>(d: D, out: &mut Event) -> Result<(), D::Error> {
+        d.deserialize_map(EventInto(out))
+    }
+}
+
 impl<'de> Deserialize<'de> for Event {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(EventVisitor)
+        let mut out = Event::default();
+        Event::deserialize_into(d, &mut out)?;
+        Ok(out)
     }
 }
 
