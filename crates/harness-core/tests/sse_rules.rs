@@ -218,6 +218,51 @@ fn id_is_read_at_dispatch_and_updated_by_events_without_data() {
     assert_eq!(out.last_event_id.as_deref(), Some("6"));
 }
 
+// The last event ID a client resumes with is the "last event ID string", which only step 1
+// of "dispatch the event" sets ("Set the last event ID string of the event source to the
+// value of the last event ID buffer"), and only a blank line dispatches; "Once the end of the
+// file is reached, any pending data must be discarded. (If the file ends in the middle of an
+// event, before the final empty line, the incomplete event is not dispatched.)" So the `id:`
+// of an event that never got its blank line is not the last event ID: resuming from it would
+// skip that lost event. Found by the differential test against eventsource-parser
+// (scripts/interop/core-sse).
+#[test]
+fn an_id_counts_only_once_its_event_is_dispatched() {
+    for wire in [
+        &b"id: 1\ndata: a\n\nid: 2\ndata: b\n"[..],
+        b"id: 1\ndata: a\n\nid: 2\ndata: b",
+        b"id: 1\ndata: a\n\ndata: b\nid\n",
+        b"id: 1\ndata: a\n\nid: 2\n",
+        b"id: 1\r\ndata: a\r\n\r\nid: 2\r",
+    ] {
+        let out = decode(wire);
+        assert_eq!(
+            out.items,
+            vec![Ok(SseEvent::new("a").with_id("1"))],
+            "{wire:?}"
+        );
+        assert_eq!(out.last_event_id.as_deref(), Some("1"), "{wire:?}");
+    }
+
+    // Mid-stream too: the id of an event still arriving is not the last event ID yet.
+    let mut dec = SseDecoder::new();
+    dec.push(b"id: 1\ndata: a\n\nid: 2\ndata: b\n");
+    assert_eq!(dec.poll_event().unwrap().unwrap().id(), Some("1"));
+    assert_eq!(dec.poll_event().unwrap(), None);
+    assert_eq!(dec.last_event_id(), Some("1"));
+    dec.push(b"\n");
+    assert_eq!(dec.poll_event().unwrap().unwrap().id(), Some("2"));
+    assert_eq!(dec.last_event_id(), Some("2"));
+
+    // After finish() the next stream (a reconnection) goes on from the dispatched id.
+    dec.push(b"id: 3\ndata: torn");
+    assert_eq!(dec.poll_event().unwrap(), None);
+    assert!(dec.finish().is_err());
+    assert_eq!(dec.last_event_id(), Some("2"));
+    dec.push(b"data: c\n\n");
+    assert_eq!(dec.poll_event().unwrap().unwrap().id(), Some("2"));
+}
+
 // retry: "If the field value consists of only ASCII digits, then interpret the field value
 // as an integer in base ten, and set the event stream's reconnection time to that integer.
 // Otherwise, ignore the field."
@@ -374,6 +419,32 @@ fn a_line_past_the_limit_skips_its_event_only() {
         // The skipped event's id was skipped with it.
         assert_eq!(out.last_event_id, None);
         assert_eq!(out.finish, Ok(()));
+    }
+}
+
+// A skipped event's id is skipped with it, also when it came before the line past the limit.
+#[test]
+fn an_id_before_the_line_past_the_limit_is_skipped_with_its_event() {
+    let cfg = SseConfig {
+        max_line_bytes: 16,
+        max_event_bytes: 1024,
+    };
+    let mut wire = b"id: 1\ndata: a\n\nid: 9\ndata: ".to_vec();
+    wire.extend(std::iter::repeat_n(b'x', 100));
+    wire.extend_from_slice(b"\n\ndata: after\n\n");
+    for chunk in [1, 5, 16, 1000] {
+        let chunks: Vec<&[u8]> = wire.chunks(chunk).collect();
+        let out = decode_chunks_with(cfg, &chunks);
+        assert_eq!(
+            out.items,
+            vec![
+                Ok(SseEvent::new("a").with_id("1")),
+                Err(SseError::LineTooLong { limit: 16 }),
+                Ok(SseEvent::new("after").with_id("1")),
+            ],
+            "chunk {chunk}"
+        );
+        assert_eq!(out.last_event_id.as_deref(), Some("1"));
     }
 }
 

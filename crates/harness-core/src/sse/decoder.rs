@@ -57,6 +57,13 @@ struct Fields {
     last_type: Option<Arc<str>>,
     /// The last event ID buffer (`None` when empty).
     last_event_id: Option<Arc<str>>,
+    /// An `id` field was read since the last blank line: the buffer may differ from
+    /// `last_dispatched_id`.
+    id_pending: bool,
+    /// The last event ID string: the buffer as the last blank line left it (WHATWG "dispatch
+    /// the event", step 1). What a client resumes with; an `id` of an event that never got
+    /// its blank line (cut off, or skipped for a limit) never becomes it.
+    last_dispatched_id: Option<Arc<str>>,
     /// The reconnection time in milliseconds, when the stream set one.
     retry_ms: Option<u64>,
 }
@@ -119,6 +126,7 @@ impl Fields {
                 } else {
                     Some(Arc::from(String::from_utf8_lossy(value)))
                 };
+                self.id_pending = true;
             }
             // Only when the value is all ASCII digits; saturates rather than overflows.
             b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
@@ -134,6 +142,11 @@ impl Fields {
 
     /// The blank line: dispatch the event when the data buffer is not empty.
     fn dispatch(&mut self) -> Step {
+        // Step 1, before the empty-data check: an event with only an `id` sets it too.
+        if self.id_pending {
+            self.last_dispatched_id = self.last_event_id.clone();
+            self.id_pending = false;
+        }
         if !self.has_data {
             self.event_type.clear();
             return Step::Continue;
@@ -159,11 +172,16 @@ impl Fields {
         })
     }
 
-    /// Drops the event being gathered (after an error or at end of stream).
+    /// Drops the event being gathered (after an error or at end of stream), with the `id` it
+    /// may have set.
     fn reset_event(&mut self) {
         self.data = String::new();
         self.has_data = false;
         self.event_type.clear();
+        if self.id_pending {
+            self.last_event_id = self.last_dispatched_id.clone();
+            self.id_pending = false;
+        }
     }
 }
 
@@ -194,9 +212,10 @@ fn push_utf8(out: &mut String, bytes: &[u8]) {
 /// value; a line without a colon is a field with an empty value; `data` lines are joined with
 /// `\n`; `event` sets the type (default `message`); `id` sets the last event ID unless it
 /// contains NUL; `retry` sets the reconnection time only when it is all ASCII digits; a blank
-/// line dispatches (nothing when there is no data); bytes are UTF-8 decoded with U+FFFD for
+/// line dispatches (nothing when there is no data) and makes the last event ID the one
+/// [`last_event_id`](Self::last_event_id) reports; bytes are UTF-8 decoded with U+FFFD for
 /// invalid sequences, and a character split across pushes is never replaced; an event not
-/// terminated by a blank line at end of stream is not dispatched.
+/// terminated by a blank line at end of stream is not dispatched, nor is its `id` kept.
 ///
 /// Any split of the same bytes into pushes gives the same events and errors.
 ///
@@ -281,10 +300,11 @@ impl SseDecoder {
     /// Ends the stream.
     ///
     /// Events still complete in the buffer stay available to [`poll_event`](Self::poll_event).
-    /// An event that was never terminated by a blank line is discarded, as WHATWG requires,
-    /// and reported as [`SseError::IncompleteEvent`]. The decoder is then ready for a new
-    /// stream (a reconnection): the BOM check is re-armed, and the last event ID and the
-    /// reconnection time are kept, since a client sends them back when it reconnects.
+    /// An event that was never terminated by a blank line is discarded with any `id` it set,
+    /// as WHATWG requires, and reported as [`SseError::IncompleteEvent`]. The decoder is then
+    /// ready for a new stream (a reconnection): the BOM check is re-armed, and the last event
+    /// ID and the reconnection time are kept, since a client sends them back when it
+    /// reconnects.
     pub fn finish(&mut self) -> Result<(), SseError> {
         loop {
             match self.parse() {
@@ -324,8 +344,12 @@ impl SseDecoder {
     }
 
     /// The last event ID (`None` when empty): what to send as `Last-Event-ID` on reconnect.
+    ///
+    /// This is WHATWG's "last event ID string": the `id` in force at the last blank line. The
+    /// `id` of an event still arriving counts once its blank line is read, so a stream that
+    /// breaks inside an event resumes from before it.
     pub fn last_event_id(&self) -> Option<&str> {
-        self.fields.last_event_id.as_deref()
+        self.fields.last_dispatched_id.as_deref()
     }
 
     /// The reconnection time the stream asked for with `retry:`, if it did.
