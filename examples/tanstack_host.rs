@@ -38,7 +38,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use futures::StreamExt;
+use futures::{SinkExt, StreamExt};
 use harness_core::agent::ToolLoopAgent;
 use harness_core::message::ModelRequest;
 use harness_core::message::{Message, Part, Role, ToolCall, ToolDefinition, ToolResult};
@@ -225,7 +225,15 @@ async fn serve_socket(app: App, mut socket: WebSocket, user: Option<String>, rid
             msg = socket.recv() => match msg {
                 Some(Ok(WsMessage::Text(t))) => conn.handle_text(t.as_str()),
                 Some(Ok(WsMessage::Binary(b))) => conn.handle_text(&String::from_utf8_lossy(&b)),
-                Some(Ok(WsMessage::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(WsMessage::Close(_))) => {
+                    // The close from the client gets its close back (RFC 6455 5.5.1: "the
+                    // endpoint MUST send a Close frame in response"): the reply is queued
+                    // by the socket and goes out on the flush of `close` (dropping the
+                    // socket instead leaves the client with 1006, an abnormal closure).
+                    let _ = tokio::time::timeout(slow, SinkExt::close(&mut socket)).await;
+                    break;
+                }
+                None | Some(Err(_)) => break,
                 Some(Ok(_)) => {}
             },
             item = out.next() => match item {

@@ -191,7 +191,13 @@ await waitIdle(t2)
 const s2 = await openSocket(cut)
 for (let i = 0; i < 100 && s2.frames.filter((f) => f.type === 'harness.event').length < 10; i++) await sleep(20)
 await sleep(200)
-s2.ws.close()
+// A close from the client gets a close back (RFC 6455 5.5.1: "the endpoint MUST send a Close
+// frame in response"): `ws` reports 1006 when the server just drops the connection.
+const closed = new Promise((resolve) => s2.ws.on('close', (code) => resolve(code)))
+s2.ws.close(1000, 'done')
+const closeCode = await Promise.race([closed, sleep(2000).then(() => 'no close event')])
+if (closeCode !== 1000) fail(`socket close from the client: the host answered ${closeCode}, not the close 1000`)
+else ok('WebSocket: a close from the client gets its close frame back (1000)')
 // Socket events up to the cut, then the rest after reconnecting, against the whole thread.
 const truth = (await readThread(t2)).filter((f) => f.type === 'harness.event').map((f) => f.cursor)
 const firstPart = s1.frames.filter((f) => f.type === 'harness.event').map((f) => f.cursor)
