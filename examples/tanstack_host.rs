@@ -143,10 +143,14 @@ async fn events(State(app): State<App>, Query(q): Q, headers: HeaderMap) -> Resp
 async fn host_events(State(app): State<App>, Query(q): Q, headers: HeaderMap) -> Response {
     let rid = rid(&headers);
     let user = app.user(&headers, None);
-    match app
-        .svc
-        .open_host_events(q.get("v").map(String::as_str), user.as_deref(), &rid)
-    {
+    let last = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    match app.svc.open_host_events(
+        q.get("v").map(String::as_str),
+        q.get("from").map(String::as_str),
+        last,
+        user.as_deref(),
+        &rid,
+    ) {
         Ok(s) => sse_answer(s, &rid),
         Err(a) => json_answer(a),
     }

@@ -173,10 +173,14 @@ impl<L: EventLog + 'static> Service<L> {
     pub fn open_host_events(
         &self,
         v: Option<&str>,
+        from: Option<&str>,
+        last_event_id: Option<&str>,
         user: Option<&str>,
         request_id: &str,
     ) -> Result<ConnStream<L>, HttpAnswer> {
-        let id = self.with_host(|h, now| h.open_host_events(now, v, user, request_id))?;
+        let id = self.with_host(|h, now| {
+            h.open_host_events(now, v, from, last_event_id, user, request_id)
+        })?;
         Ok(self.stream(id))
     }
 

@@ -273,8 +273,12 @@ enum ConnState {
         /// A cursor the log cannot place: send a gap before anything else.
         force_gap: Option<Cursor>,
     },
-    /// `GET host-events`.
-    HostEvents { pos: u64 },
+    /// `GET host-events`: `pos` is the last sequence number sent.
+    HostEvents {
+        pos: u64,
+        /// A cursor the host's log cannot place: send a gap before anything else.
+        force_gap: Option<Cursor>,
+    },
     /// `POST run` / `GET run`: the plain AG-UI events of one run.
     Run {
         thread: String,
@@ -731,11 +735,17 @@ impl<L: EventLog> Host<L> {
         v.is_none_or(|v| v.trim().parse::<i64>().ok() == Some(self.cfg.version))
     }
 
-    /// `GET host-events?v=`: status changes and session list changes, as SSE.
+    /// `GET host-events?v=`: status changes and session list changes, as SSE. Each has its
+    /// cursor as the SSE `id`, and a reader that comes back with it (`Last-Event-ID`, or
+    /// `from`; "When you send both, the header wins") gets "the first event after that
+    /// cursor" (a gap first when the host no longer has it, or never handed it out). With
+    /// no cursor the stream starts with the next status change.
     pub fn open_host_events(
         &mut self,
         now: Instant,
         v: Option<&str>,
+        from: Option<&str>,
+        last_event_id: Option<&str>,
         user: Option<&str>,
         request_id: &str,
     ) -> Result<ConnId, HttpAnswer> {
@@ -743,13 +753,25 @@ impl<L: EventLog> Host<L> {
         if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
             return Err(HttpAnswer::error(401, "unauthorized", request_id));
         }
-        let pos = self.host_log.head_seq(HOST_EVENTS);
+        let head = self.host_log.head_seq(HOST_EVENTS);
+        let (pos, force_gap) = match last_event_id.or(from).filter(|c| !c.is_empty()) {
+            None => (head, None),
+            Some(c) => match c.parse::<u64>() {
+                // Behind what the log still keeps: the gap comes from `transmit`.
+                Ok(n) if n <= head => (n, None),
+                // A cursor this host never handed out (a restart: the log is in memory).
+                _ => (
+                    self.host_log.first_seq(HOST_EVENTS).saturating_sub(1),
+                    Some(Cursor::new(c)),
+                ),
+            },
+        };
         let id = self.new_conn(
             now,
             Transport::Sse,
             user.map(str::to_owned),
             request_id,
-            ConnState::HostEvents { pos },
+            ConnState::HostEvents { pos, force_gap },
         );
         if !self.speaks(v) {
             self.unsupported(id, v.unwrap_or_default().trim(), request_id);
@@ -1129,13 +1151,16 @@ impl<L: EventLog> Host<L> {
                     }
                 }
             }
-            ConnState::HostEvents { pos } => {
+            ConnState::HostEvents { pos, force_gap } => {
                 let first = self.host_log.first_seq(HOST_EVENTS);
-                if *pos + 1 < first {
-                    // A reader behind what the host still keeps: the same gap as on a
-                    // thread stream, then the first status event it has.
-                    let from = Cursor::new(pos.to_string());
-                    let resume = first - 1;
+                let gap_from = force_gap
+                    .take()
+                    .or_else(|| (*pos + 1 < first).then(|| Cursor::new(pos.to_string())));
+                if let Some(from) = gap_from {
+                    // A reader behind what the host still keeps, or with a cursor it never
+                    // handed out: the same gap as on a thread stream, then the first status
+                    // event it has.
+                    let resume = first.saturating_sub(1);
                     *pos = resume;
                     let rec = gap_record(HOST_EVENTS, from, resume, self.host_log.gap_reason());
                     Some(record_bytes(transport, &rec))

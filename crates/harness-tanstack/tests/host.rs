@@ -898,7 +898,7 @@ fn no_v_means_the_current_version_and_run_routes_get_pings_too() {
     // "GET host-events ... Its harness.hello frame has no threadId."
     let h = n
         .host
-        .open_host_events(n.now, Some("2"), None, "r")
+        .open_host_events(n.now, Some("2"), None, None, None, "r")
         .unwrap();
     n.pump();
     assert_eq!(
@@ -1047,7 +1047,7 @@ fn a_host_events_reader_behind_evicted_status_events_gets_a_gap_then_the_rest() 
     let mut n = Net::new(Host::new(cfg, MemoryLog::default()));
     let h = n
         .host
-        .open_host_events(n.now, Some("2"), None, "r")
+        .open_host_events(n.now, Some("2"), None, None, None, "r")
         .unwrap();
     n.stalled.push(h);
     n.pump();
@@ -1078,6 +1078,110 @@ fn a_host_events_reader_behind_evicted_status_events_gets_a_gap_then_the_rest() 
     assert_eq!(frames.len(), 2 + 4, "{frames:?}");
     let first: u64 = frames[2]["cursor"].as_str().unwrap().parse().unwrap();
     assert_eq!(frames[1]["cursor"], (first - 1).to_string().as_str());
+}
+
+/// `GET host-events` gives each status event an SSE `id` (its cursor), so a reader that
+/// lost the stream (a drop, or `slow_consumer`: "After `slow_consumer`, `events()` and
+/// `hostEvents()` connect again") comes back with it: "To continue after a disconnect,
+/// connect again with the last cursor: On SSE, send it as the `Last-Event-ID` header, or as
+/// `?from=`. When you send both, the header wins." and "The stream starts with the first
+/// event after that cursor." ("A slow client loses no events.") A cursor the host never
+/// handed out (a memory host that restarted) cannot be placed: a gap, then what it has.
+#[test]
+fn a_host_events_reader_resumes_after_its_last_event_id_and_loses_nothing() {
+    let mut n = net();
+    let first = n
+        .host
+        .open_host_events(n.now, Some("2"), None, None, None, "r")
+        .unwrap();
+    n.pump();
+    let body =
+        |i: usize| format!(r#"{{"threadId":"t-{i}","input":{{"op":"prompt","message":"x"}}}}"#);
+    n.host.control(n.now, None, body(0).as_bytes(), "r", None);
+    n.pump();
+    let seen = data_frames(&n.take(first));
+    let cursors: Vec<String> = seen[1..]
+        .iter()
+        .map(|f| f["cursor"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!cursors.is_empty(), "{seen:?}");
+    let last = cursors.last().unwrap().clone();
+    // The reader goes; status changes happen while it is away.
+    n.host.disconnect(first);
+    for i in 1..3 {
+        n.host.control(n.now, None, body(i).as_bytes(), "r", None);
+        n.pump();
+    }
+    let status = |frames: &[Value]| -> Vec<(String, String)> {
+        frames
+            .iter()
+            .filter(|f| f["type"] == "harness.event")
+            .map(|f| {
+                let v = &f["event"]["value"];
+                (
+                    v["threadId"].as_str().unwrap_or_default().to_owned(),
+                    v["status"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    // Everything after the last cursor, nothing before it: by the header, by ?from=, and
+    // the header over ?from= when both come.
+    let mut resumed = Vec::new();
+    for (from, last_event_id) in [
+        (None, Some(last.as_str())),
+        (Some(last.as_str()), None),
+        (Some("0"), Some(last.as_str())),
+    ] {
+        let c = n
+            .host
+            .open_host_events(n.now, Some("2"), from, last_event_id, None, "r")
+            .unwrap();
+        n.pump();
+        let frames = data_frames(&n.take(c));
+        assert_eq!(frames[0], json(r#"{"type":"harness.hello","v":2}"#));
+        let after: u64 = last.parse().unwrap();
+        for f in &frames[1..] {
+            let cursor: u64 = f["cursor"].as_str().unwrap().parse().unwrap();
+            assert!(
+                cursor > after,
+                "cursor {cursor} replayed after {after}: {frames:?}"
+            );
+        }
+        let got = status(&frames);
+        assert!(
+            got.iter().any(|(t, _)| t == "t-1") && got.iter().any(|(t, _)| t == "t-2"),
+            "the status changes while away are lost: {frames:?}"
+        );
+        assert!(!got.iter().any(|(t, _)| t == "t-0"), "{frames:?}");
+        resumed.push(got);
+        n.host.disconnect(c);
+    }
+    assert_eq!(resumed[0], resumed[1]);
+    assert_eq!(resumed[0], resumed[2]);
+    // No cursor: the stream starts now, as before.
+    let live = n
+        .host
+        .open_host_events(n.now, Some("2"), None, None, None, "r")
+        .unwrap();
+    n.pump();
+    assert_eq!(data_frames(&n.take(live)).len(), 1);
+    // A cursor the host never handed out: one gap (it names the cursor), then what it has.
+    let c = n
+        .host
+        .open_host_events(n.now, Some("2"), None, Some("999999"), None, "r")
+        .unwrap();
+    n.pump();
+    let frames = data_frames(&n.take(c));
+    let gap = &frames[1]["event"];
+    assert_eq!(gap["name"], "harness.gap", "{frames:?}");
+    assert_eq!(gap["value"]["from"], "999999");
+    assert_eq!(gap["value"]["resumeAt"], frames[1]["cursor"]);
+    assert_eq!(
+        status(&frames[2..]).len(),
+        cursors.len() + resumed[0].len(),
+        "{frames:?}"
+    );
 }
 
 /// `POST run` streams one run's plain AG-UI events and "ends after its RUN_FINISHED or
