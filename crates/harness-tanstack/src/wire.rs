@@ -450,6 +450,14 @@ pub(crate) fn cursor<'de, D: Deserializer<'de>>(d: D) -> Result<harness_core::Cu
     Ok(harness_core::Cursor::new(&*k.0))
 }
 
+/// Helper for the macros: an optional cursor, where `null` reads as absent (a JavaScript
+/// client that has no cursor yet may well send `from: null`).
+pub(crate) fn cursor_or_null<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<harness_core::Cursor>, D::Error> {
+    Ok(Option::<Key<'_>>::deserialize(d)?.map(|k| harness_core::Cursor::new(&*k.0)))
+}
+
 /// Helper for the macros: writes a value through a `SerializeMap`.
 pub(crate) fn entry<M: SerializeMap, V: Serialize + ?Sized>(
     m: &mut M,
@@ -476,6 +484,7 @@ pub(crate) fn serialize_object<T: WireObject, S: Serializer>(
 /// - `opt_nn`: optional `Json` that must not be `null`.
 /// - `req_obj` / `opt_obj`: a `Json` that must be an object.
 /// - `opt_null`: optional, `null` reads as absent.
+/// - `opt_cur`: an optional cursor; `null` reads as absent.
 /// - `opt_int` / `opt_count`: an `i64` in ±(2^53−1) / a count in 0..=2^53−1.
 /// - `req_ptr`: a JSON Pointer string.
 /// - `req_in`: required, read in place (the type implements `DeserializeInto`): for a large
@@ -510,7 +519,10 @@ macro_rules! wire_field_put {
         $crate::wire::cursor($d)?
     };
     (opt_cur, $t:ty, $d:ident, $w:expr) => {
-        $crate::wire::cursor($d)?
+        match $crate::wire::cursor_or_null($d)? {
+            Some(c) => c,
+            None => return Ok(()),
+        }
     };
     (opt_null, $t:ty, $d:ident, $w:expr) => {
         match <Option<$t> as serde::Deserialize>::deserialize($d)? {

@@ -51,6 +51,32 @@ fn unknown_frame_types_are_kept_not_errors() {
 }
 
 #[test]
+fn a_subscribe_with_from_null_starts_without_a_cursor() {
+    // `harness.subscribe`: "`threadId`, `from?`, `v?`": `from` is optional, and a JavaScript
+    // client with no cursor yet may send `from: null` (JSON.stringify keeps null, drops only
+    // undefined). It means no cursor, as an absent `from` does; a wrong type is still refused.
+    let c = ClientFrame::from_json(
+        r#"{"type":"harness.subscribe","threadId":"thread-1","from":null,"v":2}"#,
+    )
+    .unwrap();
+    let ClientFrame::Subscribe(s) = c else {
+        panic!("{c:?}")
+    };
+    assert_eq!(s.from, None);
+    assert_eq!(s.v, Some(2));
+    let c = ClientFrame::from_json(r#"{"type":"harness.subscribe","threadId":"t","from":"12"}"#)
+        .unwrap();
+    let ClientFrame::Subscribe(s) = c else {
+        panic!("{c:?}")
+    };
+    assert_eq!(s.from, Some(Cursor::new("12")));
+    assert!(
+        ClientFrame::from_json(r#"{"type":"harness.subscribe","threadId":"t","from":[1]}"#)
+            .is_err()
+    );
+}
+
+#[test]
 fn an_unknown_input_op_is_a_bad_input_and_keeps_its_request_id() {
     // invalid_frame: "has an unknown `type` or a bad `input`"
     let e = ClientFrame::from_json(
