@@ -91,8 +91,27 @@ async fn with_request_id(mut req: Request, next: Next) -> Response {
     };
     req.headers_mut().insert("x-request-id", v.clone());
     let mut res = next.run(req).await;
+    if res.status().as_u16() >= 400 && !is_json(res.headers()) {
+        // axum's own answers (404, 405, 413 of a body over the limit) are plain text or empty;
+        // every answer of this host carries `{error}`, as the spec's `POST control` ones do.
+        let error = res.status().canonical_reason().unwrap_or("error");
+        let body = serde_json::json!({ "error": error.to_ascii_lowercase() }).to_string();
+        let (mut parts, _) = res.into_parts();
+        parts.headers.remove("content-length");
+        parts
+            .headers
+            .insert("content-type", HeaderValue::from_static("application/json"));
+        res = Response::from_parts(parts, Body::from(body));
+    }
     res.headers_mut().entry("x-request-id").or_insert(v);
     res
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
 }
 
 fn json_answer(a: HttpAnswer) -> Response {

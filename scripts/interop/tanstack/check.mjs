@@ -209,6 +209,37 @@ for (const f of [...s1.frames, ...s2.frames].filter((f) => f.type === 'harness.e
   if (!EventSchema.safeParse(f.event).success) fail(`zod rejects socket event ${JSON.stringify(f.event)}`)
 }
 
+// ---- 2c. every error answer is JSON {error} with the request id, even the router's own ----
+for (const [what, url, init] of [
+  ['404 (no such route)', `${api}/nope`, {}],
+  ['405 (wrong method)', `${api}/control`, { method: 'GET' }],
+  ['413 (body over the limit)', `${api}/control`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: 'x'.repeat(8 << 20) }],
+  ['400 (bad JSON)', `${api}/control`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{not json' }],
+]) {
+  const r = await fetch(url, { ...init, headers: { ...(init.headers || {}), 'x-request-id': 'err-1' } })
+  const text = await r.text()
+  let body
+  try { body = JSON.parse(text) } catch { body = null }
+  if (r.status < 400 || typeof body?.error !== 'string' || r.headers.get('x-request-id') !== 'err-1') {
+    fail(`${what}: ${r.status} ${JSON.stringify(text.slice(0, 80))} x-request-id=${r.headers.get('x-request-id')}`)
+  } else ok(`${what}: ${r.status} ${text}`)
+}
+
+// ---- 2d. a subscribe with `from: null` (a JS client with no cursor yet) starts from the top --
+{
+  const ws = new WebSocket(`${base.replace('http', 'ws')}/api/harness/socket`)
+  const frames = []
+  ws.on('message', (m) => frames.push(JSON.parse(String(m))))
+  await new Promise((resolve, reject) => { ws.on('open', resolve); ws.on('error', reject) })
+  ws.send(JSON.stringify({ type: 'harness.subscribe', threadId: t2, from: null, v: 2 }))
+  for (let i = 0; i < 100 && frames.filter((f) => f.type === 'harness.event').length < truth.length; i++) await sleep(20)
+  const cursors = frames.filter((f) => f.type === 'harness.event').map((f) => f.cursor)
+  if (frames[0]?.type !== 'harness.hello' || JSON.stringify(cursors) !== JSON.stringify(truth)) {
+    fail(`subscribe with from: null: ${JSON.stringify(frames.slice(0, 2))}, ${cursors.length} of ${truth.length} events`)
+  } else ok(`WebSocket: subscribe with from: null replays all ${truth.length} events`)
+  ws.terminate()
+}
+
 // ---- 3. the real AG-UI client: HttpAgent against POST run -------------------------------
 const agent = new HttpAgent({
   url: `${api}/run`,
