@@ -379,12 +379,14 @@ fn an_exhausted_fence_is_an_error_not_an_overflow() {
     let mut s = fs::read(dir.join("s.journal")).unwrap();
     s.extend_from_slice(b"{\"fence\":\"18446744073709551615\"}\n");
     fs::write(dir.join("s.journal"), &s).unwrap();
-    // A record line carrying the maximum fence (its hash need not hold to be opened).
+    // A record line carrying the maximum fence, after the fence line that minted it (a
+    // session whose chain does not hold is not opened at all).
     let r = Record::seal(event(0), 1, None, u64::MAX).unwrap();
     let mut t = fs::read(dir.join("t.journal")).unwrap();
     t.extend_from_slice(
         format!(
-            "{{\"seq\":\"1\",\"prev_hash\":\"\",\"content_hash\":\"{}\",\"fence\":\"{}\",\"event\":{}}}\n",
+            "{{\"fence\":\"{}\"}}\n{{\"seq\":\"1\",\"prev_hash\":\"\",\"content_hash\":\"{}\",\"fence\":\"{}\",\"event\":{}}}\n",
+            u64::MAX,
             r.content_hash,
             u64::MAX,
             r.canonical()
@@ -474,4 +476,73 @@ fn file_receipts_survive_restarts_and_torn_puts() {
     let r = FileReceipts::new(&path);
     assert_eq!(r.get("s1", "k2").unwrap(), Some(ok("after the tear")));
     assert_eq!(r.get("s1", "k").unwrap(), Some(ok("first")));
+}
+
+/// The chain is "tamper-evident" (spec: "a tamper-evident provenance chain"; research §3):
+/// a file whose records do not hold (an event changed after it was written, a `prev_hash`
+/// that does not link, a record carrying a fence its writer never acquired, a repeated fence
+/// line) is refused when a session is opened, naming the line, rather than served to a
+/// harness as History and extended with new records chained onto it (which would make the
+/// new records vouch for a prefix that does not verify). Nothing is written to such a file.
+#[test]
+fn a_file_whose_chain_does_not_hold_is_refused_not_extended() {
+    let dir = tmpdir("broken-chain");
+    let path = dir.join("s.journal");
+    {
+        let j = FileJournal::open(&dir).unwrap();
+        j.create("s", &meta()).unwrap();
+        fill(&j, "s", 4);
+        fill(&j, "s", 0); // a second fence line
+    }
+    let whole = String::from_utf8(fs::read(&path).unwrap()).unwrap();
+    let lines: Vec<&str> = whole.split_inclusive('\n').collect();
+    // lines: header, fence 1, records 1..=4, fence 2
+    let with_line = |i: usize, new: String| {
+        let mut l: Vec<String> = lines.iter().map(|s| (*s).to_owned()).collect();
+        l[i] = new;
+        l.concat()
+    };
+    let record3 = lines[4];
+    let prev3 = &record3[record3.find("\"prev_hash\":\"").unwrap() + 13..][..64];
+    let cases: Vec<(&str, String, u64)> = vec![
+        (
+            "event changed",
+            with_line(4, record3.replace("out <2>", "out <9>")),
+            5,
+        ),
+        (
+            "prev_hash does not link",
+            with_line(4, record3.replace(prev3, &"0".repeat(64))),
+            5,
+        ),
+        (
+            "fence never acquired",
+            with_line(4, record3.replace("\"fence\":\"1\"", "\"fence\":\"2\"")),
+            5,
+        ),
+        (
+            "repeated fence line",
+            with_line(6, format!("{}{}", lines[1], lines[6])),
+            7,
+        ),
+    ];
+    for (what, bytes, line) in cases {
+        fs::write(&path, &bytes).unwrap();
+        let err = FileJournal::open(&dir).unwrap().verify("s").unwrap_err();
+        assert!(err.seq().is_some(), "{what}: verify names a record: {err}");
+        let j = FileJournal::open(&dir).unwrap();
+        match j.head("s") {
+            Err(JournalError::Corrupt { line: l, .. }) => assert_eq!(l, line, "{what}"),
+            other => panic!("{what}: opened a broken chain: {other:?}"),
+        }
+        assert!(j.acquire_fence("s").is_err(), "{what}");
+        assert!(j.read("s", 1, None).is_err(), "{what}");
+        assert!(j.fork("s", 2, "child", &meta()).is_err(), "{what}");
+        assert!(!dir.join("child.journal").exists(), "{what}");
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            bytes.as_bytes(),
+            "{what}: written to"
+        );
+    }
 }

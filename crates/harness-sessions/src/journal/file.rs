@@ -21,7 +21,9 @@
 //! (no `\n`); opening the session moves those bytes to `<session>.journal.torn-<offset>`
 //! (`…torn-<offset>.<n>` if that name is taken: nothing set aside is overwritten),
 //! truncates the file to its last complete line, and reports a [`TornTail`]. Nothing before
-//! the torn line is touched. Sessions are created and forked by writing a temporary file and
+//! the torn line is touched. Opening a session also checks its whole chain (the checks of
+//! [`verify_file_bytes`]): a session whose records do not hold is refused with
+//! [`JournalError::Corrupt`], never served nor extended. Sessions are created and forked by writing a temporary file and
 //! linking it into place (never over an existing journal).
 //!
 //! ## Durability
@@ -256,7 +258,9 @@ struct SessionFile {
 /// (no `\n`); opening the session moves those bytes to `<session>.journal.torn-<offset>`
 /// (`…torn-<offset>.<n>` if that name is taken: nothing set aside is overwritten),
 /// truncates the file to its last complete line, and reports a [`TornTail`]. Nothing before
-/// the torn line is touched. Sessions are created and forked by writing a temporary file and
+/// the torn line is touched. Opening a session also checks its whole chain (the checks of
+/// [`verify_file_bytes`]): a session whose records do not hold is refused with
+/// [`JournalError::Corrupt`], never served nor extended. Sessions are created and forked by writing a temporary file and
 /// linking it into place (never over an existing journal).
 ///
 /// ## Durability
@@ -475,22 +479,42 @@ impl FileJournal {
         let mut offset = body_start;
         let mut index = Vec::new();
         let mut head = Head::default();
+        // The whole chain must hold (the checks of `verify_file_bytes`): a session whose
+        // records were changed after they were written is refused, never served as History
+        // nor extended (new records would vouch for a prefix that does not verify).
+        let mut chain = ChainCheck::default();
+        let mut marker: Fence = 0;
         for (i, line) in lines.enumerate() {
             let lineno = i as u64 + 2;
             let body = &line[..line.len() - 1];
             match parse_line(body).map_err(|r| corrupt(session, lineno, r))? {
-                Line::Fence(f) => head.fence = head.fence.max(f),
-                Line::Record(r) => {
-                    if r.seq != head.seq + 1 {
-                        return Err(corrupt(
-                            session,
-                            lineno,
-                            format!("seq {} where {} was expected", r.seq, head.seq + 1),
-                        ));
+                Line::Fence(f) => {
+                    if f <= marker {
+                        return Err(corrupt(session, lineno, "fence line does not increase"));
                     }
+                    marker = f;
+                    head.fence = f;
+                }
+                Line::Record(r) => {
+                    if r.fence != marker {
+                        let e = VerifyError::Fence {
+                            seq: r.seq,
+                            fence: r.fence,
+                            expected: marker,
+                        };
+                        return Err(corrupt(session, lineno, e.to_string()));
+                    }
+                    chain
+                        .check(
+                            r.seq,
+                            r.prev_hash.as_ref(),
+                            &r.content_hash,
+                            r.fence,
+                            r.event,
+                        )
+                        .map_err(|e| corrupt(session, lineno, e.to_string()))?;
                     head.seq = r.seq;
                     head.hash = Some(r.content_hash);
-                    head.fence = head.fence.max(r.fence);
                     index.push((offset, body.len()));
                 }
             }
