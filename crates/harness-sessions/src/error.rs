@@ -206,13 +206,22 @@ impl Error {
             Error::NoPendingApproval(_) => Code::NotFound,
             Error::TurnFailed { error, .. } => turn_failure_code(error),
             Error::Describe(_) => Code::Unavailable,
-            Error::Journal(JournalError::NotFound(_)) => Code::NotFound,
-            Error::Journal(JournalError::AlreadyExists(_)) => Code::AlreadyExists,
-            Error::Journal(JournalError::InvalidSession(_)) => Code::InvalidArgument,
-            Error::Journal(
-                JournalError::Fenced { .. } | JournalError::Conflict { .. } | JournalError::Busy(_),
-            ) => Code::Aborted,
-            Error::Journal(_) | Error::Verify(_) => Code::Internal,
+            // `verify` fails on the journal like any other operation (an unknown session is
+            // NOT_FOUND there too); a chain that does not hold is INTERNAL.
+            Error::Journal(e) | Error::Verify(VerifyError::Journal(e)) => journal_code(e),
+            Error::Verify(_) => Code::Internal,
         }
+    }
+}
+
+fn journal_code(e: &JournalError) -> Code {
+    match e {
+        JournalError::NotFound(_) => Code::NotFound,
+        JournalError::AlreadyExists(_) => Code::AlreadyExists,
+        JournalError::InvalidSession(_) => Code::InvalidArgument,
+        JournalError::Fenced { .. } | JournalError::Conflict { .. } | JournalError::Busy(_) => {
+            Code::Aborted
+        }
+        _ => Code::Internal,
     }
 }

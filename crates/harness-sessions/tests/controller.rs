@@ -1670,3 +1670,26 @@ fn a_record_of_an_unknown_kind_is_kept_and_passed_over() {
     assert_eq!(rep.provider_calls, 0);
     assert_eq!(h.model.calls(), calls);
 }
+
+/// Every other operation on an unknown session is NOT_FOUND, and on an unusable uid
+/// INVALID_ARGUMENT; `verify` is no different (it said INTERNAL, which tells a caller the
+/// host broke rather than that the session does not exist).
+#[test]
+fn verify_maps_journal_errors_like_every_other_operation() {
+    let h = host_with(vec![], counting_model());
+    let err = h.host.verify("nope").unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err}");
+    assert_eq!(
+        err.code(),
+        h.host.records("nope").unwrap_err().code(),
+        "records and verify agree"
+    );
+    let dir = std::env::temp_dir().join(format!("hs-verify-codes-{}", std::process::id()));
+    let files = Arc::new(harness_sessions::journal::FileJournal::open(&dir).unwrap());
+    let host = Controller::builder(files).build();
+    let err = host.verify("../x").unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err}");
+    let err = host.verify("nope").unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
