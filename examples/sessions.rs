@@ -83,13 +83,28 @@ fn builtin_model() -> ScriptedModel {
     })
 }
 
+/// `println!` that never panics: a closed stdout (`sessions log … | head`) must not kill the
+/// process, least of all in the middle of a turn (the observer prints while effects run).
+/// The journal, not the terminal, is the record.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// `eprintln!` that never panics.
+macro_rules! err {
+    ($($t:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 struct Print;
 
 impl Observer for Print {
     fn on_delta(&self, _session: &str, delta: &str) {
-        use std::io::Write;
-        print!("{delta}");
-        let _ = std::io::stdout().flush();
+        let mut o = std::io::stdout();
+        let _ = o.write_all(delta.as_bytes()).and_then(|()| o.flush());
     }
 }
 
@@ -224,9 +239,9 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
 }
 
 fn print_turn(turn: &TurnOutcome, done: &str) {
-    println!();
+    out!();
     match &turn.status {
-        TurnStatus::Completed => println!(
+        TurnStatus::Completed => out!(
             "execution {} {done}: {} recorded effect(s) served, {} provider call(s), {} tool call(s) run, head at record {}",
             turn.execution_id,
             turn.served_effects,
@@ -237,12 +252,12 @@ fn print_turn(turn: &TurnOutcome, done: &str) {
         TurnStatus::Parked {
             tool_call_id,
             request_seq,
-        } => println!(
+        } => out!(
             "execution {} parked: tool call {tool_call_id} awaits approval (request record {request_seq}); run `approve --session {s}` or `deny --session {s}`",
             turn.execution_id,
             s = turn.session
         ),
-        other => println!("execution {}: {other:?}", turn.execution_id),
+        other => out!("execution {}: {other:?}", turn.execution_id),
     }
 }
 
@@ -288,7 +303,7 @@ async fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let result = command(&a, &dir, journal).await;
     // Opening a session sets a torn last record (a crash mid-write) aside: say so.
     for t in files.torn_tails() {
-        eprintln!(
+        err!(
             "note: session {}: set aside a torn last record ({} bytes at offset {}) in {}",
             t.session,
             t.len,
@@ -316,7 +331,7 @@ async fn command(
                 None => {
                     let s = uuid::Uuid::new_v4().to_string();
                     host.create_session(&s, a.harness.as_deref())?;
-                    println!("session {s}");
+                    out!("session {s}");
                     s
                 }
             };
@@ -332,18 +347,18 @@ async fn command(
             match host.exec(req).await {
                 Ok(turn) => print_turn(&turn, "completed"),
                 Err(Error::Journal(e)) if a.interrupt_after.is_some() => {
-                    println!("\ninterrupted ({e}): run `resume --session {sid}`");
+                    out!("\ninterrupted ({e}): run `resume --session {sid}`");
                 }
                 Err(e) => return Err(e.into()),
             }
         }
         Some("resume") => match host.resume(&session()?).await? {
-            None => println!("nothing to resume: the last turn completed"),
+            None => out!("nothing to resume: the last turn completed"),
             Some(turn) => print_turn(&turn, "resumed and completed"),
         },
         Some("pending") => match host.pending_approval(&session()?)? {
-            None => println!("no approval pending"),
-            Some(p) => println!(
+            None => out!("no approval pending"),
+            Some(p) => out!(
                 "execution {}: tool call {} ({}) awaits a decision (request record {}), args {}",
                 p.execution_id,
                 p.call.id,
@@ -361,20 +376,20 @@ async fn command(
             let approved = cmd == "approve";
             let reason = a.reason.clone().unwrap_or_default();
             let seq = host.approve(&sid, &pending.call.id, approved, &reason)?;
-            println!(
+            out!(
                 "{} tool call {} ({}): decision is record {seq}",
                 if approved { "approved" } else { "denied" },
                 pending.call.id,
                 pending.call.tool
             );
             match host.resume(&sid).await? {
-                None => println!("nothing to resume"),
+                None => out!("nothing to resume"),
                 Some(turn) => print_turn(&turn, "resumed and completed"),
             }
         }
         Some("replay") => {
             let r = host.replay(&session()?).await?;
-            println!(
+            out!(
                 "replayed {} execution(s) ({} skipped): {} records reproduced byte for byte, {} provider calls",
                 r.executions, r.skipped, r.records_reproduced, r.provider_calls
             );
@@ -386,8 +401,8 @@ async fn command(
                 .clone()
                 .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
             let out = host.fork(&session()?, at, &child).await?;
-            println!("session {}", out.child);
-            println!(
+            out!("session {}", out.child);
+            out!(
                 "forked at record {at}; LIFECYCLE FORK is record {}",
                 out.fork_seq
             );
@@ -395,12 +410,12 @@ async fn command(
         Some("verify") => {
             let v = host.verify(&session()?)?;
             let head = v.head.map(|h| h.to_string()).unwrap_or_default();
-            println!("ok: {} records, head {head}", v.records);
+            out!("ok: {} records, head {head}", v.records);
         }
         Some("log") => {
             for r in host.records(&session()?)? {
                 let id = &r.event.execution_id;
-                println!(
+                out!(
                     "{:>4} {:<16} {:<16} {}  {}",
                     r.seq,
                     r.event.kind().as_str(),
@@ -412,7 +427,7 @@ async fn command(
         }
         Some("sessions") => {
             for s in journal.sessions()? {
-                println!("{s}");
+                out!("{s}");
             }
         }
         _ => return Err(USAGE.into()),
@@ -425,9 +440,9 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => {
             if !e.is_empty() {
-                eprintln!("{e}");
+                err!("{e}");
             }
-            eprintln!("{USAGE}");
+            err!("{USAGE}");
             return ExitCode::from(2);
         }
     };
@@ -435,8 +450,8 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             match e.downcast_ref::<Error>() {
-                Some(err) => eprintln!("error ({:?}): {err}", err.code()),
-                None => eprintln!("error: {e}"),
+                Some(err) => err!("error ({:?}): {err}", err.code()),
+                None => err!("error: {e}"),
             }
             ExitCode::FAILURE
         }
