@@ -310,6 +310,16 @@ pub enum TaskError {
         /// Why no retry.
         reason: GiveUpReason,
     },
+    /// The stored response is still `in_progress` and the policy's deadline comes before
+    /// the next read. The task itself goes on running on the server: cancel it if it must
+    /// stop.
+    #[error("task {response_id} still in progress; stopped following it ({reason:?})")]
+    StillInProgress {
+        /// The task.
+        response_id: String,
+        /// Why no further read.
+        reason: GiveUpReason,
+    },
     /// A body that should be a response object was not one.
     #[error("malformed response body: {0}")]
     BadBody(String),
@@ -783,15 +793,34 @@ impl TaskClient {
             }
             Phase::Body { buf, .. } => match serde_json::from_slice::<Response>(&buf) {
                 Ok(r) => {
+                    self.policy.on_success();
                     self.acc.apply_response(&r);
                     if self.acc.is_terminal() {
                         self.finish();
                     } else {
                         self.maybe_send_cancel(now);
-                        // Still running: read it again later (never re-create it).
-                        self.timer = now
-                            .checked_add(self.cfg.poll_interval)
-                            .map(|t| (t, RequestKind::Retrieve));
+                        // Still running: read it again later (never re-create it), unless
+                        // that read would start after the deadline.
+                        let next = now.checked_add(self.cfg.poll_interval);
+                        match (next, self.policy.deadline()) {
+                            (Some(at), Some(d)) if at <= d => {
+                                self.timer = Some((at, RequestKind::Retrieve));
+                            }
+                            (Some(at), None) => self.timer = Some((at, RequestKind::Retrieve)),
+                            (_, deadline) => {
+                                let reason = if deadline.is_some() {
+                                    GiveUpReason::DeadlinePassed
+                                } else {
+                                    GiveUpReason::DelayTooLong
+                                };
+                                let response_id =
+                                    self.acc.response_id().unwrap_or_default().to_owned();
+                                self.fail(TaskError::StillInProgress {
+                                    response_id,
+                                    reason,
+                                });
+                            }
+                        }
                     }
                 }
                 Err(e) => self.fail(TaskError::BadBody(e.to_string())),

@@ -337,7 +337,7 @@ pub enum Decision {
 pub enum GiveUpReason {
     /// The retry table says never.
     NotRetryable,
-    /// `max_attempts` were made.
+    /// `max_attempts` were made in a row.
     AttemptsExhausted,
     /// The next attempt would start after the deadline.
     DeadlinePassed,
@@ -429,9 +429,20 @@ impl RetryPolicy {
         &self.key
     }
 
-    /// Failed attempts so far.
+    /// Failed attempts since the last success.
     pub fn failures(&self) -> u32 {
         self.failures
+    }
+
+    /// The deadline, if any: no attempt starts after it.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Records a successful attempt: the budget of attempts and the backoff's exponent start
+    /// over (they bound consecutive failures), the key stays.
+    pub fn on_success(&mut self) {
+        self.failures = 0;
     }
 
     /// Records a failed attempt at `now` and says when to retry, or to give up.

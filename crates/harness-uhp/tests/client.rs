@@ -849,3 +849,112 @@ fn the_stream_media_type_is_case_insensitive() {
     assert!(c.is_finished() && !c.is_failed());
     assert_eq!(c.accumulator().text(), "Hello");
 }
+
+/// A task whose stream was lost and whose stored response stays `in_progress`: [S]
+/// "GET /v1/responses/{id} is the source of truth", read again every `poll_interval` — but
+/// the policy's deadline ("No attempt starts after this instant") bounds the polls too, and
+/// the client gives up with an error naming the task that is still running ([S] "giving up
+/// ≠ task stopped (cancel explicitly)"). Polls used to go on past the deadline forever.
+#[test]
+fn polling_a_running_task_stops_at_the_deadline() {
+    let now = Instant::now();
+    let mut cfg = ClientConfig::new("http://h");
+    cfg.poll_interval = Duration::from_secs(1);
+    let policy = RetryPolicy::new()
+        .with_seed(3)
+        .with_deadline(now + Duration::from_millis(10_500));
+    let mut c = TaskClient::with_policy(cfg, CreateRequest::new("x"), policy);
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    c.handle_head(now, t.id, 200, &sse_head());
+    c.handle_data(now, t.id, &created_with_id("resp_1"));
+    c.handle_end(now, t.id);
+    let running =
+        json!({"id": "resp_1", "object": "response", "status": "in_progress", "output": []});
+    let mut t_now = now;
+    let mut polls = 0;
+    while let Some(get) = c.poll_transmit() {
+        assert_eq!(get.kind, RequestKind::Retrieve);
+        assert!(
+            t_now <= now + Duration::from_millis(10_500),
+            "a poll after the deadline"
+        );
+        polls += 1;
+        answer_json(&mut c, t_now, &get, 200, &json_head(), &running);
+        match c.poll_timeout() {
+            Some(at) => {
+                t_now = at;
+                c.handle_timeout(at);
+            }
+            None => break,
+        }
+        assert!(polls < 100, "polled without end");
+    }
+    assert_eq!(polls, 11); // at 0 s, 1 s, … 10 s
+    assert!(c.is_failed());
+    assert!(events(&mut c).iter().any(|e| matches!(
+        e,
+        TaskEvent::Failed(TaskError::StillInProgress {
+            response_id,
+            reason: GiveUpReason::DeadlinePassed,
+        }) if response_id == "resp_1"
+    )));
+    assert_eq!(c.creates_sent(), 1);
+}
+
+/// [S] "server_error (500,502,503,504) yes, exp. backoff + jitter": the attempt budget is
+/// for one request's consecutive failures. A long task whose stored response is polled for
+/// an hour, with a 503 now and then that the next read recovers from, used to fail after
+/// its fifth hiccup in all (and each backoff grew as if the failures were consecutive).
+#[test]
+fn a_successful_read_resets_the_failure_budget() {
+    let now = Instant::now();
+    let mut cfg = ClientConfig::new("http://h");
+    cfg.poll_interval = Duration::from_secs(1);
+    let mut c = TaskClient::with_policy(
+        cfg,
+        CreateRequest::new("x"),
+        RetryPolicy::new().with_seed(2),
+    );
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    c.handle_head(now, t.id, 200, &sse_head());
+    c.handle_data(now, t.id, &created_with_id("resp_1"));
+    c.handle_end(now, t.id);
+    let running =
+        json!({"id": "resp_1", "object": "response", "status": "in_progress", "output": []});
+    let unavailable = json!({"error": {"type": "server_error", "code": "harness_unavailable", "message": "busy", "param": null}});
+    let _ = events(&mut c);
+    let mut t_now = now;
+    for i in 0..30 {
+        let get = c.poll_transmit().expect("the task is still followed");
+        if i % 3 == 0 {
+            answer_json(&mut c, t_now, &get, 503, &json_head(), &unavailable);
+            match events(&mut c).as_slice() {
+                [
+                    TaskEvent::Retrying {
+                        failures: 1, at, ..
+                    },
+                ] => {
+                    assert!(*at <= t_now + Duration::from_millis(500)); // the first backoff
+                }
+                e => panic!("poll {i}: {e:?}"),
+            }
+        } else {
+            answer_json(&mut c, t_now, &get, 200, &json_head(), &running);
+        }
+        t_now = c.poll_timeout().unwrap();
+        c.handle_timeout(t_now);
+    }
+    assert!(!c.is_failed());
+    // Consecutive failures still run out.
+    for _ in 0..5 {
+        let Some(get) = c.poll_transmit() else { break };
+        answer_json(&mut c, t_now, &get, 503, &json_head(), &unavailable);
+        if let Some(at) = c.poll_timeout() {
+            t_now = at;
+            c.handle_timeout(at);
+        }
+    }
+    assert!(c.is_failed());
+}
