@@ -26,7 +26,8 @@
 //! The host's executor runs an approved `publish` by appending a line to
 //! `DIR/published.log`, deduplicated on (session uid, idempotency key) with receipts in
 //! `DIR/receipts.jsonl`, so a re-driven call after a crash never publishes twice, even
-//! across restarts of this tool.
+//! across restarts of this tool. The publish itself also checks the log for its key: a crash
+//! between the effect and its receipt would otherwise publish it again.
 //!
 //! `exec` options: `--harness echo|chat|publish|counter` (default: the session's, `chat`
 //! for a new one), `--config JSON` (per-execution config, e.g. `{"system_prompt":"Be
@@ -156,19 +157,36 @@ impl Harness for PublishHarness {
 fn executor(dir: &Path) -> Arc<dyn harness_sessions::tools::ToolExecutor> {
     let log = dir.join("published.log");
     let publish = executor_fn(move |scope, call: &ToolCall| {
+        use std::io::{Read as _, Seek as _};
         let text = call.args.get("text").and_then(|v| v.as_str()).unwrap_or("");
+        let io = |e: std::io::Error| ToolError(e.to_string());
         let mut f = std::fs::OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .open(&log)
-            .map_err(|e| ToolError(e.to_string()))?;
-        writeln!(
-            f,
-            "{} {}: {text:?}",
-            scope.session_uid, call.idempotency_key
-        )
-        .and_then(|()| f.sync_data())
-        .map_err(|e| ToolError(e.to_string()))?;
+            .map_err(io)?;
+        // The effect itself is idempotent on (session uid, key): a crash after the line was
+        // written but before DedupExecutor stored its receipt must not publish it again on
+        // the re-drive (the receipt store cannot close that window on its own).
+        let tag = format!("{} {}: ", scope.session_uid, call.idempotency_key);
+        let mut published = Vec::new();
+        f.read_to_end(&mut published).map_err(io)?;
+        // Lossy: a line torn in the middle of a character must not stop every publish.
+        let published = String::from_utf8_lossy(&published);
+        let done = published.lines().any(|l| l.starts_with(&tag));
+        if !done {
+            // A line torn by a crash would swallow this one: start on a fresh line.
+            let sep = if published.is_empty() || published.ends_with('\n') {
+                ""
+            } else {
+                "\n"
+            };
+            f.seek(std::io::SeekFrom::End(0)).map_err(io)?;
+            writeln!(f, "{sep}{tag}{text:?}")
+                .and_then(|()| f.sync_data())
+                .map_err(io)?;
+        }
         let mut out = JsonObject::new();
         out.insert("published".into(), true.into());
         Ok(ToolResult::ok(&call.id, out))
@@ -391,7 +409,10 @@ async fn command(
             let r = host.replay(&session()?).await?;
             out!(
                 "replayed {} execution(s) ({} skipped): {} records reproduced byte for byte, {} provider calls",
-                r.executions, r.skipped, r.records_reproduced, r.provider_calls
+                r.executions,
+                r.skipped,
+                r.records_reproduced,
+                r.provider_calls
             );
         }
         Some("fork") => {

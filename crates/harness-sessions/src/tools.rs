@@ -264,6 +264,12 @@ impl ReceiptStore for FileReceipts {
 
 /// An executor that runs each `(session uid, idempotency key)` at most once: a repeated call
 /// (a re-driven intent after a crash) returns the stored receipt without running the tool.
+///
+/// The receipt is stored after the tool returns, so a crash between the tool's effect and
+/// its receipt leaves no receipt and the re-drive runs the tool again: an effect that must
+/// not repeat needs a tool that is itself idempotent on the key (as the spec puts it, "the
+/// tool side dedups on session UID plus idempotency key"). The example `sessions` tool's
+/// `publish` checks its own log for the key for that reason.
 #[derive(Debug)]
 pub struct DedupExecutor<E, R> {
     inner: E,
