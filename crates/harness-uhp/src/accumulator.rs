@@ -77,6 +77,15 @@ pub enum ProtocolFinding {
         /// The status it carried.
         status: String,
     },
+    /// A response object (in an event, or the stored response) whose `id` is not the task's:
+    /// another task's. Not applied.
+    #[error("response `{got}` is not this task's (`{expected}`); not applied")]
+    ResponseIdMismatch {
+        /// The task's id, as first learned.
+        expected: String,
+        /// The id the response object carried.
+        got: String,
+    },
     /// The stored response disagrees with the terminal event the stream delivered.
     #[error("stored response says `{stored}`, the stream's terminal event said `{stream}`")]
     StoredResponseDisagrees {
@@ -385,6 +394,11 @@ impl TaskAccumulator {
             });
             return;
         }
+        if let Some(r) = ev.response() {
+            if !self.is_own(r) {
+                return;
+            }
+        }
         self.apply(ev, seq);
     }
 
@@ -578,10 +592,30 @@ impl TaskAccumulator {
         });
     }
 
+    /// Whether a response object belongs to this task: its `id` is the task's, or one of them
+    /// is not known (an empty id is sloppy, not another task's). Another task's is a finding.
+    fn is_own(&mut self, r: &Response) -> bool {
+        match &self.response_id {
+            Some(id) if !r.id.is_empty() && r.id != *id => {
+                let f = ProtocolFinding::ResponseIdMismatch {
+                    expected: excerpt(id),
+                    got: excerpt(&r.id),
+                };
+                self.find(f);
+                false
+            }
+            _ => true,
+        }
+    }
+
     /// Applies a stored response (`GET /v1/responses/{id}`, the source of truth). When its
     /// status is terminal the task ends with it, exactly as if its terminal event had
     /// arrived; a task that already ended keeps its state (a disagreement is a finding).
+    /// A response with another task's `id` is not applied (a finding).
     pub fn apply_response(&mut self, r: &Response) {
+        if !self.is_own(r) {
+            return;
+        }
         if let Some(t) = &self.terminal {
             if t.response.status != r.status {
                 let f = ProtocolFinding::StoredResponseDisagrees {

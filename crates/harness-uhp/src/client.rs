@@ -792,6 +792,21 @@ impl TaskClient {
                 self.on_failure(now, inflight.kind, failure);
             }
             Phase::Body { buf, .. } => match serde_json::from_slice::<Response>(&buf) {
+                Ok(r)
+                    if self
+                        .acc
+                        .response_id()
+                        .is_some_and(|id| !r.id.is_empty() && r.id != id) =>
+                {
+                    // Another task's response: the server (or a cache) answers for the wrong
+                    // task, and reading again would not help.
+                    let msg = format!(
+                        "the stored response is `{}`, not this task's `{}`",
+                        crate::event::excerpt(&r.id),
+                        crate::event::excerpt(self.acc.response_id().unwrap_or_default()),
+                    );
+                    self.fail(TaskError::BadBody(msg));
+                }
                 Ok(r) => {
                     self.policy.on_success();
                     self.acc.apply_response(&r);

@@ -703,3 +703,46 @@ fn replays_are_counted_not_hoarded() {
     assert_eq!(summary.duplicates.len(), MAX_LISTED);
     assert_eq!(summary.duplicate_count, 100_000);
 }
+
+/// A task is one response: its stream's events and its stored response carry its `id`
+/// (`resp_…`). [S] "GET /v1/responses/{id} … is the source of truth" — of *that* task: a
+/// response object with another id (a buggy proxy or cache mixing up tasks) is reported
+/// and not applied. It used to end the task with the other task's status and text.
+#[test]
+fn a_response_with_another_id_is_not_applied() {
+    let mut other = terminal(
+        "response.completed",
+        2,
+        "completed",
+        "someone else's answer",
+    );
+    other["response"]["id"] = json!("resp_OTHER");
+    let body = sse(&[created(0), delta(1, "mine"), other]);
+    let mut r = run(&body);
+    assert!(!r.task.is_terminal());
+    assert_eq!(r.task.status(), &ResponseStatus::InProgress);
+    assert_eq!(r.task.text(), "mine");
+    assert_eq!(r.task.response_id(), Some("resp_1"));
+    assert!(r.task.findings().iter().any(|f| matches!(
+        f,
+        ProtocolFinding::ResponseIdMismatch { expected, got } if expected == "resp_1" && got == "resp_OTHER"
+    )));
+
+    // The stored response of another task is not this task's either.
+    let mut stored: harness_uhp::Response =
+        serde_json::from_value(response("completed", "evil")).unwrap();
+    stored.id = "resp_OTHER".into();
+    r.task.apply_response(&stored);
+    assert!(!r.task.is_terminal());
+    assert_eq!(r.task.text(), "mine");
+
+    // Its own terminal event still ends it; one without an id (sloppy, not another task's)
+    // is taken as this task's.
+    let mut own = terminal("response.completed", 3, "completed", "mine, all of it");
+    own["response"]["id"] = json!("");
+    let mut body = body.clone();
+    body.extend(sse(&[own]));
+    let r = run(&body);
+    assert_eq!(r.task.status(), &ResponseStatus::Completed);
+    assert_eq!(r.task.text(), "mine, all of it");
+}

@@ -958,3 +958,29 @@ fn a_successful_read_resets_the_failure_budget() {
     }
     assert!(c.is_failed());
 }
+
+/// [S] "GET /v1/responses/{id}" returns that task: an answer carrying another task's id
+/// cannot finish this one (it used to, with the other task's text). The client stops with
+/// a clear error rather than poll a server that answers for the wrong task.
+#[test]
+fn a_stored_response_of_another_task_is_refused() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    c.handle_head(now, t.id, 200, &sse_head());
+    c.handle_data(now, t.id, &created_with_id("resp_1"));
+    c.handle_end(now, t.id);
+    let get = c.poll_transmit().unwrap();
+    assert_eq!(get.request.uri().path(), "/api/v1/responses/resp_1");
+    let mut other = serde_json::to_value(server().response()).unwrap();
+    other["id"] = json!("resp_OTHER");
+    answer_json(&mut c, now, &get, 200, &json_head(), &other);
+    assert!(!c.is_finished());
+    assert!(c.is_failed());
+    assert!(events(&mut c).iter().any(|e| matches!(
+        e,
+        TaskEvent::Failed(TaskError::BadBody(m)) if m.contains("resp_OTHER")
+    )));
+    assert_eq!(c.creates_sent(), 1);
+}
