@@ -546,3 +546,15 @@ fn a_file_whose_chain_does_not_hold_is_refused_not_extended() {
         );
     }
 }
+
+/// A folder that cannot be used is reported with its path: "journal i/o: File exists (os
+/// error 17)" for a `--dir` that is a file tells the user neither what nor where.
+#[test]
+fn an_unusable_folder_is_named_in_the_error() {
+    let dir = tmpdir("not-a-dir");
+    let file = dir.join("plain-file");
+    fs::write(&file, b"x").unwrap();
+    let err = FileJournal::open(&file).unwrap_err().to_string();
+    assert!(err.contains(&file.display().to_string()), "{err}");
+    assert!(err.contains("not a directory"), "{err}");
+}

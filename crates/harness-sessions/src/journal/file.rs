@@ -322,7 +322,14 @@ impl FileJournal {
         durability: Durability,
     ) -> Result<Self, JournalError> {
         let dir = dir.into();
-        fs::create_dir_all(&dir)?;
+        if let Err(e) = fs::create_dir_all(&dir) {
+            let why = if dir.exists() && !dir.is_dir() {
+                "not a directory".to_owned()
+            } else {
+                e.to_string()
+            };
+            return Err(JournalError::Io(format!("{}: {why}", dir.display())));
+        }
         Ok(FileJournal {
             dir,
             durability,
@@ -419,7 +426,7 @@ impl FileJournal {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(JournalError::NotFound(session.to_owned()));
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(JournalError::Io(format!("{}: {e}", path.display()))),
         };
         match file.try_lock() {
             Ok(()) => {}
