@@ -791,55 +791,57 @@ impl TaskClient {
                 };
                 self.on_failure(now, inflight.kind, failure);
             }
-            Phase::Body { buf, .. } => match serde_json::from_slice::<Response>(&buf) {
-                Ok(r)
-                    if self
-                        .acc
-                        .response_id()
-                        .is_some_and(|id| !r.id.is_empty() && r.id != id) =>
-                {
-                    // Another task's response: the server (or a cache) answers for the wrong
-                    // task, and reading again would not help.
-                    let msg = format!(
-                        "the stored response is `{}`, not this task's `{}`",
-                        crate::event::excerpt(&r.id),
-                        crate::event::excerpt(self.acc.response_id().unwrap_or_default()),
-                    );
-                    self.fail(TaskError::BadBody(msg));
-                }
-                Ok(r) => {
-                    self.policy.on_success();
-                    self.acc.apply_response(&r);
-                    if self.acc.is_terminal() {
-                        self.finish();
-                    } else {
-                        self.maybe_send_cancel(now);
-                        // Still running: read it again later (never re-create it), unless
-                        // that read would start after the deadline.
-                        let next = now.checked_add(self.cfg.poll_interval);
-                        match (next, self.policy.deadline()) {
-                            (Some(at), Some(d)) if at <= d => {
-                                self.timer = Some((at, RequestKind::Retrieve));
-                            }
-                            (Some(at), None) => self.timer = Some((at, RequestKind::Retrieve)),
-                            (_, deadline) => {
-                                let reason = if deadline.is_some() {
-                                    GiveUpReason::DeadlinePassed
-                                } else {
-                                    GiveUpReason::DelayTooLong
-                                };
-                                let response_id =
-                                    self.acc.response_id().unwrap_or_default().to_owned();
-                                self.fail(TaskError::StillInProgress {
-                                    response_id,
-                                    reason,
-                                });
+            Phase::Body { buf, .. } => {
+                match serde_json::from_slice::<Value>(&buf).and_then(Response::from_value_lenient) {
+                    Ok(r)
+                        if self
+                            .acc
+                            .response_id()
+                            .is_some_and(|id| !r.id.is_empty() && r.id != id) =>
+                    {
+                        // Another task's response: the server (or a cache) answers for the wrong
+                        // task, and reading again would not help.
+                        let msg = format!(
+                            "the stored response is `{}`, not this task's `{}`",
+                            crate::event::excerpt(&r.id),
+                            crate::event::excerpt(self.acc.response_id().unwrap_or_default()),
+                        );
+                        self.fail(TaskError::BadBody(msg));
+                    }
+                    Ok(r) => {
+                        self.policy.on_success();
+                        self.acc.apply_response(&r);
+                        if self.acc.is_terminal() {
+                            self.finish();
+                        } else {
+                            self.maybe_send_cancel(now);
+                            // Still running: read it again later (never re-create it), unless
+                            // that read would start after the deadline.
+                            let next = now.checked_add(self.cfg.poll_interval);
+                            match (next, self.policy.deadline()) {
+                                (Some(at), Some(d)) if at <= d => {
+                                    self.timer = Some((at, RequestKind::Retrieve));
+                                }
+                                (Some(at), None) => self.timer = Some((at, RequestKind::Retrieve)),
+                                (_, deadline) => {
+                                    let reason = if deadline.is_some() {
+                                        GiveUpReason::DeadlinePassed
+                                    } else {
+                                        GiveUpReason::DelayTooLong
+                                    };
+                                    let response_id =
+                                        self.acc.response_id().unwrap_or_default().to_owned();
+                                    self.fail(TaskError::StillInProgress {
+                                        response_id,
+                                        reason,
+                                    });
+                                }
                             }
                         }
                     }
+                    Err(e) => self.fail(TaskError::BadBody(e.to_string())),
                 }
-                Err(e) => self.fail(TaskError::BadBody(e.to_string())),
-            },
+            }
         }
     }
 

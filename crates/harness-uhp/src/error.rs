@@ -50,6 +50,32 @@ impl ErrorObject {
         self.detail.as_ref()?.get("retry_after_ms")?.as_f64()
     }
 
+    /// An error object read without failing: `type`, `code`, `message` and `param` as text
+    /// when they are strings or other scalars (`"code": 504` reads as `"504"`), the rest in
+    /// `detail` and `extra` as received. `None` for anything but an object.
+    pub fn lenient(v: Value) -> Option<ErrorObject> {
+        let Value::Object(mut fields) = v else {
+            return None;
+        };
+        let mut text = |key: &str| match fields.remove(key) {
+            Some(Value::String(s)) => Some(s),
+            Some(v @ (Value::Number(_) | Value::Bool(_))) => Some(v.to_string()),
+            Some(Value::Null) | None => None,
+            Some(v) => Some(v.to_string()),
+        };
+        let (error_type, code, message, param) =
+            (text("type"), text("code"), text("message"), text("param"));
+        let detail = fields.remove("detail");
+        Some(ErrorObject {
+            error_type,
+            code,
+            message,
+            param,
+            detail,
+            extra: fields,
+        })
+    }
+
     /// `detail.supported`: the versions a server offers after `unsupported_protocol_version`.
     pub fn supported_versions(&self) -> Vec<String> {
         self.detail

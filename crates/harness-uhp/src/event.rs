@@ -610,6 +610,44 @@ impl Event {
             }
             .with_raw(data));
         }
+        // A lifecycle event whose response has a field of the wrong JSON type: the response
+        // is read leniently (its status decides the task; one sloppy field must not cost the
+        // terminal event), when the event's own fields are in order.
+        let lifecycle = matches!(
+            EventType::from_wire(ty),
+            EventType::Created
+                | EventType::InProgress
+                | EventType::Completed
+                | EventType::Incomplete
+                | EventType::Failed
+        );
+        if lifecycle {
+            let seq = match obj.get("sequence_number") {
+                None => SeqField::Absent,
+                Some(v) => v.as_u64().map_or(SeqField::Invalid, SeqField::Valid),
+            };
+            let response = obj
+                .get("response")
+                .filter(|r| !r.is_null())
+                .map(|r| Response::from_value_lenient(r.clone()));
+            if let Some(Ok(response)) = response {
+                return Ok(Event {
+                    raw: String::new(),
+                    type_name: Text::Owned(ty.into()),
+                    item_id: None,
+                    delta: None,
+                    output_index: None,
+                    content_index: None,
+                    sequence_number: seq,
+                    event_type: EventType::from_wire(ty),
+                    response: Some(Box::new(response)),
+                    item: None,
+                    part: None,
+                    rare: None,
+                }
+                .with_raw(data));
+            }
+        }
         // A JSON object with a string type that did not decode: the error says which field.
         let mut f = Fields::default();
         let mut de = serde_json::Deserializer::from_str(&data);

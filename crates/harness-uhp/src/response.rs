@@ -129,6 +129,20 @@ pub struct Response {
     pub extra: Map<String, Value>,
 }
 
+/// The fields of [`Response`] besides `status` and `output`.
+const FIELDS: &[&str] = &[
+    "id",
+    "object",
+    "created_at",
+    "error",
+    "incomplete_details",
+    "previous_response_id",
+    "model",
+    "store",
+    "usage",
+    "metadata",
+];
+
 fn response_object() -> String {
     "response".to_owned()
 }
@@ -167,6 +181,54 @@ impl Response {
             metadata: None,
             extra: Map::new(),
         }
+    }
+
+    /// Reads a response as leniently as a client can without guessing: when the strict
+    /// reading fails, a peripheral field of the wrong JSON type (`created_at` as a float, a
+    /// token count as a string, …) is left out — kept in `extra` when that serializes back
+    /// to what was received — an `error` keeps its fields with scalars as text (`"code": 504`
+    /// reads as `"504"`), and an output item that does not match its type's shape is kept as
+    /// [`OutputItem::Other`]. `status` (and an `output` that is not a list) cannot be read
+    /// around: those are still an error, the strict one.
+    pub fn from_value_lenient(v: Value) -> Result<Response, serde_json::Error> {
+        let strict = match Response::deserialize(&v) {
+            Ok(r) => return Ok(r),
+            Err(e) => e,
+        };
+        let Value::Object(mut obj) = v else {
+            return Err(strict);
+        };
+        let output = match obj.remove("output") {
+            Some(Value::Array(items)) => items.into_iter().map(OutputItem::lenient).collect(),
+            None | Some(Value::Null) => Vec::new(),
+            Some(_) => return Err(strict),
+        };
+        // The fields that cannot be read alone are set aside.
+        let mut set_aside = Vec::new();
+        for key in FIELDS {
+            let Some(value) = obj.get(*key) else { continue };
+            let mut probe = Map::new();
+            probe.insert("status".to_owned(), Value::from("completed"));
+            probe.insert((*key).to_owned(), value.clone());
+            if Response::deserialize(Value::Object(probe)).is_err() {
+                if let Some(value) = obj.remove(*key) {
+                    set_aside.push((*key, value));
+                }
+            }
+        }
+        let mut r = Response::deserialize(Value::Object(obj)).map_err(|_| strict)?;
+        r.output = output;
+        for (key, value) in set_aside {
+            match key {
+                "error" => r.error = ErrorObject::lenient(value),
+                // Skipped when absent, so kept as received.
+                "created_at" | "model" | "store" | "metadata" => {
+                    r.extra.insert(key.to_owned(), value);
+                }
+                _ => {} // `null` when written back: left out
+            }
+        }
+        Ok(r)
     }
 
     /// The session the task ran in (`metadata.session_id`).
@@ -276,6 +338,29 @@ impl OutputItem {
             OutputItem::FunctionCallOutput(o) => o.id.as_deref(),
             OutputItem::Other { fields, .. } => fields.get("id").and_then(Value::as_str),
         }
+    }
+}
+
+impl OutputItem {
+    /// An item as its type's shape when it has it, else as [`OutputItem::Other`] (its fields
+    /// kept), so that one malformed item does not cost the response it is in.
+    fn lenient(v: Value) -> OutputItem {
+        if let Ok(item) = OutputItem::deserialize(&v) {
+            return item;
+        }
+        let mut fields = match v {
+            Value::Object(m) => m,
+            other => Map::from_iter([("value".to_owned(), other)]),
+        };
+        let item_type = match fields.remove("type") {
+            Some(Value::String(t)) => t,
+            Some(other) => {
+                fields.insert("type".to_owned(), other);
+                String::new()
+            }
+            None => String::new(),
+        };
+        OutputItem::Other { item_type, fields }
     }
 }
 

@@ -746,3 +746,42 @@ fn a_response_with_another_id_is_not_applied() {
     assert_eq!(r.task.status(), &ResponseStatus::Completed);
     assert_eq!(r.task.text(), "mine, all of it");
 }
+
+/// [spec] "TaskAccumulator treats the terminal event as authoritative": a terminal event
+/// whose response has a sloppy peripheral field — `created_at` as a float (a Python server's
+/// `time.time()`), a token count as a string, a numeric error `code`, a tool call whose
+/// `arguments` is an object — still ends the task with its status, text and error. The
+/// whole event used to be rejected, the task stayed `in_progress`, and the stored response
+/// (with the same shape) then failed the client with a malformed body.
+#[test]
+fn a_sloppy_field_does_not_cost_the_terminal_event() {
+    let mut fin = terminal("response.failed", 1, "failed", "partial answer");
+    fin["response"]["created_at"] = json!(1786400000.25);
+    fin["response"]["usage"] =
+        json!({"input_tokens": "12", "output_tokens": 3, "total_tokens": 15});
+    fin["response"]["error"] = json!({"type": "harness_error", "code": 504, "message": "upstream timed out", "param": null});
+    fin["response"]["output"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "ls", "arguments": {"path": "."}}));
+    let r = run(&sse(&[created(0), fin]));
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
+    assert!(r.task.is_terminal());
+    assert_eq!(r.task.status(), &ResponseStatus::Failed);
+    assert_eq!(r.task.text(), "partial answer");
+    let e = r.task.error().unwrap();
+    assert_eq!(e.code.as_deref(), Some("504"));
+    assert_eq!(e.message.as_deref(), Some("upstream timed out"));
+    let resp = r.task.response().unwrap();
+    assert_eq!(resp.created_at, None);
+    assert_eq!(resp.extra["created_at"], json!(1786400000.25)); // kept as received
+    assert_eq!(resp.output[1].item_type(), "function_call"); // the item is kept
+
+    // The status cannot be guessed: without it the event still is not applied.
+    let mut fin = terminal("response.completed", 1, "completed", "x");
+    fin["response"]["created_at"] = json!(1.5);
+    fin["response"].as_object_mut().unwrap().remove("status");
+    let r = run(&sse(&[created(0), fin]));
+    assert!(!r.task.is_terminal());
+    assert_eq!(r.findings.len(), 1);
+}

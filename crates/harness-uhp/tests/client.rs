@@ -984,3 +984,22 @@ fn a_stored_response_of_another_task_is_refused() {
     )));
     assert_eq!(c.creates_sent(), 1);
 }
+
+/// The stored response is read as leniently as the terminal event: a float `created_at`
+/// does not turn a completed task into a malformed-body failure.
+#[test]
+fn a_stored_response_with_a_sloppy_field_finishes_the_task() {
+    let now = Instant::now();
+    let mut c = client();
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    c.handle_head(now, t.id, 200, &sse_head());
+    c.handle_data(now, t.id, &created_with_id("resp_1"));
+    c.handle_end(now, t.id);
+    let get = c.poll_transmit().unwrap();
+    let mut done = serde_json::to_value(server().response()).unwrap();
+    done["created_at"] = json!(1786400000.5);
+    answer_json(&mut c, now, &get, 200, &json_head(), &done);
+    assert!(c.is_finished(), "{:?}", events(&mut c));
+    assert_eq!(c.accumulator().text(), "Hello");
+}
