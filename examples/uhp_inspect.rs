@@ -13,7 +13,7 @@
 //! out_of_order, out_of_order_count, unnumbered}, findings, events (as received),
 //! events_seen.
 
-use std::io::Read;
+use std::io::{Read, Write};
 
 use harness_uhp::{StreamDecoder, TaskAccumulator, TaskSummary};
 use serde_json::Value;
@@ -133,10 +133,21 @@ fn main() {
         events: with_events.then_some(events),
         events_seen: task.events_seen(),
     };
-    match serde_json::to_string_pretty(&out) {
-        Ok(json) => println!("{json}"),
+    let json = match serde_json::to_string_pretty(&out) {
+        Ok(json) => json,
         Err(e) => {
             eprintln!("uhp_inspect: {e}");
+            std::process::exit(1);
+        }
+    };
+    // `uhp_inspect … | head` closes the pipe early: that is the reader's choice, not an error
+    // worth a panic.
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{json}").and_then(|()| stdout.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => {
+            eprintln!("uhp_inspect: write error: {e}");
             std::process::exit(1);
         }
     }

@@ -81,19 +81,47 @@ fn answer(q: &Value) -> Value {
     }
 }
 
+const USAGE: &str = "usage: uhp_probe < questions.jsonl   (one JSON question per line, one answer per line; see the header of examples/uhp_probe.rs for the ops)";
+
 fn main() {
-    let stdin = std::io::stdin();
+    if let Some(a) = std::env::args().nth(1) {
+        if a == "-h" || a == "--help" {
+            println!("{USAGE}");
+            return;
+        }
+        eprintln!("uhp_probe: unexpected argument {a}\n{USAGE}");
+        std::process::exit(2);
+    }
+    let mut input = std::io::stdin().lock();
     let mut out = std::io::stdout().lock();
-    for line in stdin.lock().lines() {
-        let line = line.expect("stdin");
-        if line.trim().is_empty() {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match input.read_until(b'\n', &mut line) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                eprintln!("uhp_probe: read error: {e}");
+                std::process::exit(1);
+            }
+        }
+        let text = String::from_utf8_lossy(&line);
+        if text.trim().is_empty() {
             continue;
         }
-        // One answer per question line, even for a line that is not JSON.
-        let a = match serde_json::from_str::<Value>(&line) {
+        // One answer per question line, even for a line that is not JSON (or not UTF-8).
+        let a = match serde_json::from_str::<Value>(&text) {
             Ok(q) => answer(&q),
             Err(e) => json!({"error": format!("not a JSON question: {e}")}),
         };
-        writeln!(out, "{a}").expect("stdout");
+        match writeln!(out, "{a}") {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return, // `| head`
+            Err(e) => {
+                eprintln!("uhp_probe: write error: {e}");
+                std::process::exit(1);
+            }
+        }
     }
 }

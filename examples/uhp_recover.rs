@@ -276,5 +276,14 @@ pub async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(a) = std::env::args().nth(1) {
+        if a == "-h" || a == "--help" {
+            println!(
+                "usage: uhp_recover   (no arguments: a loopback UHP server drops the stream; the task is recovered from the stored response, created once)"
+            );
+            return Ok(());
+        }
+        return Err(format!("unexpected argument {a}; see --help").into());
+    }
     demo().await
 }
