@@ -1092,9 +1092,20 @@ impl Simulator {
         for id in open {
             self.cancel_turn(id);
         }
-        // Queued replies are not played over the new speech.
+        // Queued replies are not played over the new speech. A turn whose reply is dropped
+        // unheard ends like the one that was playing (even if its reply:done came): the
+        // harness must learn that the caller never heard it.
+        let mut unheard = Vec::new();
         for id in std::mem::take(&mut self.queue) {
+            if let Some(tid) = self.replies.get(&id).and_then(|r| r.turn_id) {
+                unheard.push(tid);
+            }
             self.kill_reply(&id);
+        }
+        for tid in unheard {
+            if self.turns.get(&tid).map(|x| x.status) == Some(TurnStatus::Answered) {
+                self.cancel_turn(tid);
+            }
         }
         self.line(Line::Caller {
             turn_id,

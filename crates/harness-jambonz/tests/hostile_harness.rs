@@ -1,0 +1,174 @@
+//! The simulator against a hostile or buggy harness: what the probes of `jambonz_call`
+//! against `scripts/interop/jambonz/hostile_harness.mjs` found. Each test drives the
+//! simulator with raw harness frames on a virtual clock and cites the spec.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
+
+use std::time::{Duration, Instant};
+
+use harness_jambonz::harness_side::Transmit;
+use harness_jambonz::simulator::{Line, Script, SimConfig, Simulator};
+use serde_json::{Value, json};
+
+struct Rig {
+    sim: Simulator,
+    t0: Instant,
+    now: Instant,
+    got: Vec<(u64, Value)>,
+    closed: bool,
+}
+
+impl Rig {
+    fn new(script: Script) -> Self {
+        Self::with(SimConfig::default(), script, |s| s)
+    }
+
+    fn with(cfg: SimConfig, script: Script, f: impl FnOnce(Simulator) -> Simulator) -> Self {
+        let t0 = Instant::now();
+        let mut sim = f(Simulator::new(t0, cfg, script));
+        sim.start(t0);
+        let mut r = Rig {
+            sim,
+            t0,
+            now: t0,
+            got: Vec::new(),
+            closed: false,
+        };
+        r.collect();
+        r
+    }
+
+    fn ms(&self) -> u64 {
+        self.now.duration_since(self.t0).as_millis() as u64
+    }
+
+    fn collect(&mut self) {
+        while let Some(t) = self.sim.poll_transmit() {
+            match t {
+                Transmit::Text(s) => {
+                    let at = self.ms();
+                    self.got.push((at, serde_json::from_str(&s).unwrap()));
+                }
+                Transmit::Close { .. } => self.closed = true,
+            }
+        }
+    }
+
+    fn send(&mut self, v: Value) {
+        self.sim.handle_frame(self.now, &v.to_string());
+        self.collect();
+    }
+
+    /// Advances to `ms` after the start, firing every timer on the way.
+    fn until(&mut self, ms: u64) {
+        let end = self.t0 + Duration::from_millis(ms);
+        while let Some(t) = self.sim.poll_timeout() {
+            if t > end {
+                break;
+            }
+            self.now = t.max(self.now);
+            self.sim.handle_timeout(self.now);
+            self.collect();
+        }
+        self.now = end.max(self.now);
+        self.sim.handle_timeout(self.now);
+        self.collect();
+    }
+
+    /// Frames of a type received so far.
+    fn of(&self, ty: &str) -> Vec<&Value> {
+        self.got
+            .iter()
+            .map(|(_, v)| v)
+            .filter(|v| v["type"] == ty)
+            .collect()
+    }
+
+    fn events(&self, name: &str) -> Vec<&Value> {
+        self.of("event")
+            .into_iter()
+            .filter(|v| v["name"] == name)
+            .collect()
+    }
+
+    fn chunk(&mut self, reply: &str, turn: Option<u64>, text: &str) {
+        let mut v = json!({"type":"reply:chunk","reply_id":reply,"chunk":{"choices":[{"delta":{"content":text}}]}});
+        if let Some(t) = turn {
+            v["turn_id"] = t.into();
+        }
+        self.send(v);
+    }
+
+    fn done(&mut self, reply: &str, turn: Option<u64>) {
+        let mut v = json!({"type":"reply:done","reply_id":reply});
+        if let Some(t) = turn {
+            v["turn_id"] = t.into();
+        }
+        self.send(v);
+    }
+
+    fn agent_lines(&self) -> Vec<(String, String, bool, u64)> {
+        self.sim
+            .transcript()
+            .lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Agent {
+                    reply_id,
+                    heard,
+                    cut_off,
+                    at_ms,
+                    ..
+                } => Some((reply_id.clone(), heard.clone(), *cut_off, *at_ms)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// The spec's whole call: a greeting, a question, a barge-in.
+fn whole_call() -> Script {
+    Script::new()
+        .greeting()
+        .say("When are you open")
+        .barge_in(Duration::from_millis(1100), "Thanks, bye")
+}
+
+/// "jambonz speaks one reply at a time; a reply that starts while another is playing is
+/// queued behind it." When the caller barges in, a queued reply is not played over the new
+/// speech, so its turn ends like the one that was playing: turn:cancel reason barge_in
+/// ("turn:cancel {turn_id: 2, reason: "barge_in"}"), even though its reply:done came. Before,
+/// the turn stayed "completed" and the harness was never told that its answer went unheard.
+#[test]
+fn a_barge_in_cancels_an_answered_turn_whose_reply_was_still_queued() {
+    let mut r = Rig::new(whole_call());
+    r.chunk("r1", Some(1), "Hi.");
+    r.done("r1", Some(1));
+    r.until(800); // Hi. ends at 200 ms; the caller starts at 700 ms
+    assert_eq!(r.of("speech:start").len(), 1);
+    // An interrupting unprompted reply waits for the caller, then plays first.
+    r.send(json!({"type":"reply:chunk","reply_id":"u1","chunk":{"choices":[{"delta":{"content":"One moment please, I am looking."}}]},"interrupt":true}));
+    r.done("u1", None);
+    r.until(1900); // the caller's turn 2 starts at 700 + 1133 ms
+    assert_eq!(r.of("turn:start").len(), 2);
+    r.chunk("r2", Some(2), "We're open eight to six.");
+    r.done("r2", Some(2));
+    r.until(4000); // u1 plays from 1833 ms; the caller barges in 1100 ms later
+    assert_eq!(r.of("speech:start").len(), 2);
+    assert!(
+        r.agent_lines()
+            .iter()
+            .all(|l| l.0 != "r2" || l.1.is_empty()),
+        "r2 was not heard"
+    );
+    let cancels: Vec<&Value> = r.of("turn:cancel");
+    assert!(
+        cancels
+            .iter()
+            .any(|c| c["turn_id"] == 2 && c["reason"] == "barge_in"),
+        "turn 2's reply was dropped unheard: {cancels:?}"
+    );
+    assert_eq!(
+        r.sim.transcript().turn(2).unwrap().completion_reason,
+        "barge_in"
+    );
+}
