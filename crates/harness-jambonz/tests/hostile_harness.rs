@@ -172,3 +172,22 @@ fn a_barge_in_cancels_an_answered_turn_whose_reply_was_still_queued() {
         "barge_in"
     );
 }
+
+/// A harness that never answers: "Each failure is in … the turn's record … (completion_reason:
+/// "harness_failure" with a harness_error)", and the call goes on. The whole call's
+/// barge-in step ("the caller says `text` `after` the next reply starts playing") has no reply
+/// to speak over; the caller says it once the call is quiet instead of waiting for the
+/// 10-minute `max_call` (what `jambonz_call` against a silent harness did).
+#[test]
+fn a_silent_harness_does_not_hold_the_call_until_max_call() {
+    let mut r = Rig::new(whole_call());
+    r.until(30_000);
+    assert!(r.sim.is_ended(), "{}", r.sim.transcript());
+    let t = r.sim.transcript();
+    assert_eq!(t.turns.len(), 3, "{t}");
+    for turn in &t.turns {
+        assert_eq!(turn.completion_reason, "harness_failure", "{t}");
+        assert_eq!(turn.harness_error.as_deref(), Some("first_chunk_timeout"));
+    }
+    assert_eq!(t.ended.as_ref().unwrap().0, "caller_hangup");
+}

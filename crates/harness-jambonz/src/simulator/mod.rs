@@ -771,7 +771,15 @@ impl Simulator {
                         When::Quiet(p) => {
                             self.quiet_since.map(|q| later(q.max(self.step_since), p))
                         }
-                        When::DuringReply(a) => self.barge_anchor.map(|b| later(b, a)),
+                        // No reply to speak over: once the call is quiet, the caller
+                        // speaks after the usual pause (a silent harness must not hold the
+                        // call until max_call).
+                        When::DuringReply(a) => {
+                            self.barge_anchor.map(|b| later(b, a)).or_else(|| {
+                                self.quiet_since
+                                    .map(|q| later(q.max(self.step_since), DEFAULT_PAUSE))
+                            })
+                        }
                     };
                     if let Some(t) = due {
                         consider(t, Timer::Step);

@@ -13,6 +13,8 @@ pub enum When {
     /// running, the caller silent) for this long: the caller waits for the answer.
     Quiet(Duration),
     /// This long after the next reply starts playing: the caller speaks over it (barge-in).
+    /// If no reply comes and the call goes quiet (the turn failed, the reply was empty), the
+    /// caller speaks after [`DEFAULT_PAUSE`] of quiet instead of waiting for ever.
     DuringReply(Duration),
 }
 
