@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use harness_jambonz::harness_side::Transmit;
-use harness_jambonz::simulator::{Line, Script, SimConfig, Simulator};
+use harness_jambonz::simulator::{Line, Script, SimConfig, Simulator, ViolationKind};
 use serde_json::{Value, json};
 
 struct Rig {
@@ -190,4 +190,42 @@ fn a_silent_harness_does_not_hold_the_call_until_max_call() {
         assert_eq!(turn.harness_error.as_deref(), Some("first_chunk_timeout"));
     }
     assert_eq!(t.ended.as_ref().unwrap().0, "caller_hangup");
+}
+
+/// An unprompted reply on a free floor is "spoken at once"; one that never gets its
+/// reply:done would hold the floor for ever (nothing else plays, the caller waits for
+/// quiet). It is held to the reply deadline as a turn's reply is: cut off at expiry, a
+/// violation, and the call goes on.
+#[test]
+fn an_unprompted_reply_that_never_finishes_is_cut_at_the_reply_deadline() {
+    let mut r = Rig::new(Script::new().greeting().say("When are you open"));
+    r.chunk("r1", Some(1), "Hi.");
+    r.done("r1", Some(1));
+    r.until(300); // Hi. ends at 200 ms: the floor is free
+    r.chunk("u1", None, "And another thing");
+    r.until(29_000);
+    assert_eq!(r.of("speech:start").len(), 0, "u1 still holds the floor");
+    r.until(30_400);
+    let lines = r.agent_lines();
+    let u1 = lines.iter().find(|l| l.0 == "u1").unwrap();
+    assert!(u1.2, "cut off: {lines:?}");
+    assert_eq!(u1.1, "And another thing");
+    assert_eq!(
+        r.sim
+            .transcript()
+            .violations_of(ViolationKind::ReplyDoneTimeout)
+            .len(),
+        1
+    );
+    // Its reply:done in flight changes nothing; later chunks are not played.
+    r.chunk("u1", None, " more");
+    r.done("u1", None);
+    assert_eq!(
+        r.sim.transcript().violations.len(),
+        1,
+        "{:?}",
+        r.sim.transcript().violations
+    );
+    r.until(32_000);
+    assert_eq!(r.of("speech:start").len(), 1, "the caller speaks after it");
 }

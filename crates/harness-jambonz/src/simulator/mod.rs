@@ -97,7 +97,9 @@ pub struct Deadlines {
     /// From `turn:start` to the turn's first `reply:chunk` (default 5 s), not counting the
     /// time jambonz spends running the turn's tools (`tool:call` to `tool:result`).
     pub first_chunk: Option<Duration>,
-    /// From `turn:start` to the turn's `reply:done` (default 30 s).
+    /// From `turn:start` to the turn's `reply:done` (default 30 s); for an unprompted reply,
+    /// from its first chunk (one past it is cut off, a
+    /// [`ViolationKind::ReplyDoneTimeout`]).
     pub reply_done: Option<Duration>,
     /// From `tool:call` to its result: a tool slower than this is answered with an error
     /// (default 10 s).
@@ -283,6 +285,8 @@ struct SimReply {
     truncated: bool,
     state: ReplyState,
     started: Option<Instant>,
+    /// Its first chunk.
+    since: Instant,
 }
 
 #[derive(Debug)]
@@ -322,6 +326,7 @@ enum Timer {
     Tool(usize),
     FirstChunk(TurnId),
     ReplyDone(TurnId),
+    UnpromptedDone,
     Step,
     IdleHangup,
     MaxCall,
@@ -762,6 +767,13 @@ impl Simulator {
                 consider(later(turn.started, d), Timer::ReplyDone(*id));
             }
         }
+        if let Some(d) = self.cfg.deadlines.reply_done {
+            for r in self.replies.values() {
+                if r.turn_id.is_none() && !r.done && r.unprompted_live() {
+                    consider(later(r.since, d), Timer::UnpromptedDone);
+                }
+            }
+        }
         match self.script.front() {
             Some(step) => {
                 let blocked = matches!(step.action, Action::Say { .. }) && self.caller_speaking();
@@ -832,6 +844,7 @@ impl Simulator {
             }
             Timer::FirstChunk(id) => self.fail_turn(id, harness_error::FIRST_CHUNK_TIMEOUT, true),
             Timer::ReplyDone(id) => self.fail_turn(id, harness_error::REPLY_DONE_TIMEOUT, true),
+            Timer::UnpromptedDone => self.expire_unprompted(),
             Timer::Step => self.run_step(),
             Timer::IdleHangup | Timer::MaxCall => self.end_call(end_reason::CALLER_HANGUP),
         }
@@ -930,6 +943,42 @@ impl Simulator {
             at_ms,
         });
         Some((p.reply_id, turn_id, spoken, unspoken))
+    }
+
+    /// Cuts off the unprompted replies whose reply deadline passed without their
+    /// `reply:done`.
+    fn expire_unprompted(&mut self) {
+        let Some(d) = self.cfg.deadlines.reply_done else {
+            return;
+        };
+        let now = self.clock;
+        let mut due: Vec<String> = self
+            .replies
+            .iter()
+            .filter(|(_, r)| {
+                r.turn_id.is_none() && !r.done && r.unprompted_live() && later(r.since, d) <= now
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        due.sort();
+        for id in due {
+            self.violation(
+                ViolationKind::ReplyDoneTimeout,
+                format!("unprompted reply {id} without reply:done: cut off"),
+            );
+            if self.playing.as_ref().is_some_and(|p| p.reply_id == id) {
+                self.cut_playback();
+                continue;
+            }
+            self.queue.retain(|q| *q != id);
+            if self.held.as_deref() == Some(id.as_str()) {
+                self.held = None;
+            }
+            if self.pending_interrupt.as_deref() == Some(id.as_str()) {
+                self.pending_interrupt = None;
+            }
+            self.kill_reply(&id);
+        }
     }
 
     fn kill_reply(&mut self, id: &str) {
@@ -1439,6 +1488,7 @@ impl Simulator {
             truncated: false,
             state,
             started: None,
+            since: self.clock,
         };
         let cut = append_bounded(&mut r, &text, self.cfg.max_reply_bytes);
         self.replies.insert(id.to_owned(), r);
@@ -1624,6 +1674,19 @@ impl Simulator {
         if ok {
             self.end_call(end_reason::HARNESS_HANGUP);
         }
+    }
+}
+
+impl SimReply {
+    /// Whether it may still be spoken (queued, held, waiting to interrupt or playing).
+    fn unprompted_live(&self) -> bool {
+        matches!(
+            self.state,
+            ReplyState::Queued
+                | ReplyState::Held
+                | ReplyState::PendingInterrupt
+                | ReplyState::Playing
+        )
     }
 }
 

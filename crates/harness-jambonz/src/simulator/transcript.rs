@@ -121,6 +121,10 @@ pub enum ViolationKind {
     /// A reply longer than [`SimConfig::max_reply_bytes`](super::SimConfig::max_reply_bytes):
     /// the rest was not spoken.
     ReplyTooLong,
+    /// An unprompted reply without its `reply:done` before the reply deadline
+    /// ([`Deadlines::reply_done`](super::Deadlines::reply_done), from its first chunk): cut
+    /// off, so that it does not hold the floor for ever.
+    ReplyDoneTimeout,
 }
 
 /// Everything the simulated call recorded.
