@@ -229,3 +229,89 @@ fn an_unprompted_reply_that_never_finishes_is_cut_at_the_reply_deadline() {
     r.until(32_000);
     assert_eq!(r.of("speech:start").len(), 1, "the caller speaks after it");
 }
+
+/// A `tool:call` whose `args` are not an object is malformed, but its `call_id` is readable:
+/// jambonz answers it with an error result ("tool:result {call_id, result}", the simulator's
+/// error form `{call_id, error}`), as it does an unknown tool, instead of leaving the
+/// harness waiting for a result that never comes.
+#[test]
+fn a_malformed_tool_call_still_gets_an_error_result() {
+    let mut r = Rig::with(SimConfig::default(), Script::new().greeting(), |s| {
+        s.with_tool("get_hours", |_| Ok(json!({"weekdays": "8am to 6pm"})))
+    });
+    r.send(
+        json!({"type":"tool:call","call_id":"t1","turn_id":1,"name":"get_hours","args":"a string"}),
+    );
+    r.send(json!({"type":"tool:call","call_id":"t2","turn_id":"1","name":"get_hours","args":{}}));
+    r.send(json!({"type":"tool:call","call_id":7,"turn_id":1,"name":"get_hours","args":{}}));
+    let results = r.of("tool:result");
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0]["call_id"], "t1");
+    assert!(results[0]["error"].is_string(), "{:?}", results[0]);
+    assert!(results[0].get("result").is_none());
+    assert_eq!(results[1]["call_id"], "t2");
+    assert!(results[1]["error"].is_string());
+    assert_eq!(
+        r.sim
+            .transcript()
+            .violations_of(ViolationKind::Malformed)
+            .len(),
+        3
+    );
+}
+
+/// "Commands: Sent as {type: "command", command_id, name, args}; each gets a
+/// command:result." A command with a readable `command_id` but malformed fields gets
+/// `ok: false` (a malformed hangup does not hang up).
+#[test]
+fn a_malformed_command_still_gets_a_command_result() {
+    let mut r = Rig::new(Script::new().greeting());
+    r.send(json!({"type":"command","command_id":"c1","name":"hangup","args":"now"}));
+    r.send(json!({"type":"command","command_id":"c2","name":5,"args":{}}));
+    let results = r.of("command:result");
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0]["command_id"], "c1");
+    assert_eq!(results[0]["ok"], false);
+    assert_eq!(results[1]["command_id"], "c2");
+    assert_eq!(results[1]["ok"], false);
+    assert!(!r.sim.is_ended());
+    // Its id is used: a well-formed command reusing it is a duplicate.
+    r.send(json!({"type":"command","command_id":"c1","name":"play","args":{}}));
+    assert_eq!(
+        r.sim
+            .transcript()
+            .violations_of(ViolationKind::DuplicateId)
+            .len(),
+        1
+    );
+}
+
+/// The turn record is optional ("Every field is optional"): a `reply:done` whose
+/// `turn_record` is not an object still ends its reply and answers its turn (the record is
+/// dropped, a violation). Before, the whole `reply:done` was thrown away: the reply never
+/// ended, the call stalled for the 30 s reply deadline and the turn failed with
+/// `reply_done_timeout`, which named the wrong fault.
+#[test]
+fn a_reply_done_with_a_turn_record_that_is_not_an_object_still_ends_the_reply() {
+    let mut r = Rig::new(Script::new().greeting().say("When are you open"));
+    r.chunk("r1", Some(1), "Hi.");
+    r.send(json!({"type":"reply:done","reply_id":"r1","turn_id":1,"turn_record":"not an object"}));
+    r.until(1000);
+    let t = r.sim.transcript();
+    let turn = t.turn(1).unwrap();
+    assert_eq!(turn.completion_reason, "completed", "{t}");
+    assert!(turn.turn_record.is_none());
+    assert_eq!(r.agent_lines()[0].1, "Hi.");
+    assert!(!r.agent_lines()[0].2, "not cut off");
+    assert_eq!(r.of("speech:start").len(), 1, "the caller went on");
+    assert_eq!(t.violations_of(ViolationKind::Malformed).len(), 1);
+    // A reply:done whose reply_id is unreadable cannot be salvaged.
+    r.send(json!({"type":"reply:done","reply_id":5,"turn_record":[1]}));
+    assert_eq!(
+        r.sim
+            .transcript()
+            .violations_of(ViolationKind::Malformed)
+            .len(),
+        2
+    );
+}

@@ -615,11 +615,14 @@ impl Simulator {
             return;
         }
         match HarnessMessage::decode(text) {
-            Err(e) => self.violation(ViolationKind::Malformed, e.to_string()),
+            Err(e) => {
+                self.violation(ViolationKind::Malformed, e.to_string());
+                self.salvage(text);
+            }
             Ok(HarnessMessage::ReplyChunk(c)) => self.on_chunk(c),
             Ok(HarnessMessage::ReplyDone(d)) => self.on_done(d),
-            Ok(HarnessMessage::ToolCall(c)) => self.on_tool_call(c),
-            Ok(HarnessMessage::Command(c)) => self.on_command(c),
+            Ok(HarnessMessage::ToolCall(c)) => self.on_tool_call(c, None),
+            Ok(HarnessMessage::Command(c)) => self.on_command(c, false),
             Ok(HarnessMessage::Unknown(u)) => {
                 self.violation(ViolationKind::UnknownType, format!("ignored `{}`", u.kind))
             }
@@ -1595,7 +1598,44 @@ impl Simulator {
         self.answered(d.turn_id, d.turn_record);
     }
 
-    fn on_tool_call(&mut self, c: ToolCallMessage) {
+    /// A malformed frame (already a violation) whose id is readable: a `tool:call` gets an
+    /// error result and a `command` `ok: false` ("each gets a command:result"), so the
+    /// harness is not left waiting; a `reply:done` whose only fault is its (optional)
+    /// `turn_record` still ends its reply, without the record.
+    fn salvage(&mut self, text: &str) {
+        let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(text) else {
+            return;
+        };
+        let kind = fields.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            crate::frame::kind::TOOL_CALL => {
+                let c = ToolCallMessage::from_fields_lenient(fields);
+                if !c.call_id.is_empty() && !c.extra.contains_key("call_id") {
+                    self.on_tool_call(c, Some("malformed tool:call".into()));
+                }
+            }
+            crate::frame::kind::COMMAND => {
+                let c = crate::command::CommandMessage::from_fields_lenient(fields);
+                if !c.command_id.is_empty() && !c.extra.contains_key("command_id") {
+                    self.on_command(c, true);
+                }
+            }
+            crate::frame::kind::REPLY_DONE => {
+                let mut d = ReplyDone::from_fields_lenient(fields);
+                let readable = !d.reply_id.is_empty()
+                    && !d.extra.contains_key("reply_id")
+                    && !d.extra.contains_key("turn_id");
+                if readable && d.extra.contains_key("turn_record") {
+                    d.turn_record = None;
+                    self.on_done(d);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `malformed`: the frame was malformed (its call_id readable): answered with an error.
+    fn on_tool_call(&mut self, c: ToolCallMessage, malformed: Option<String>) {
         if self.id_too_long("call_id", &c.call_id) {
             return;
         }
@@ -1613,7 +1653,9 @@ impl Simulator {
             Some(tid) => self.turn_usable(tid),
             None => Err((ViolationKind::ClosedTurn, false)),
         };
-        let result = if let Err((kind, _)) = usable {
+        let result = if let Some(why) = malformed {
+            Err(why)
+        } else if let Err((kind, _)) = usable {
             self.violation(
                 kind,
                 format!(
@@ -1650,7 +1692,8 @@ impl Simulator {
         });
     }
 
-    fn on_command(&mut self, c: crate::command::CommandMessage) {
+    /// `malformed`: the frame was malformed (its command_id readable): `ok: false`.
+    fn on_command(&mut self, c: crate::command::CommandMessage, malformed: bool) {
         if self.id_too_long("command_id", &c.command_id) {
             return;
         }
@@ -1663,7 +1706,7 @@ impl Simulator {
                 format!("command_id {:?} reused or empty", c.command_id),
             );
         }
-        let ok = matches!(c.command(), Command::Hangup { .. });
+        let ok = !malformed && matches!(c.command(), Command::Hangup { .. });
         let cid = self.sid();
         self.send(JambonzMessage::CommandResult(CommandResult {
             call_sid: cid,
