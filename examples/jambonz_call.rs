@@ -4,7 +4,7 @@
 //! if the harness broke a rule, missed a deadline or left a turn unanswered.
 //!
 //! ```text
-//! cargo run --example jambonz_call -- --url ws://127.0.0.1:8080 [--secret S] [--quiet]
+//! cargo run --example jambonz_call -- --url ws://127.0.0.1:8080 [--secret S] [--quiet] [--connect-timeout MS]
 //! ```
 //!
 //! As jambonz does, it dials `ws://` only to a private address. `wss://` passes that check
@@ -14,11 +14,12 @@
 #[path = "jambonz_shared/mod.rs"]
 mod jambonz_shared;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[tokio::main]
 async fn main() {
-    const USAGE: &str = "usage: jambonz_call [--url ws://127.0.0.1:8080] [--secret S] [--quiet]";
+    const USAGE: &str = "usage: jambonz_call [--url ws://127.0.0.1:8080] [--secret S] [--quiet] \
+                         [--connect-timeout MS (default 10000)]";
     let usage_error = |what: String| -> ! {
         eprintln!("{what}; {USAGE}");
         std::process::exit(2)
@@ -26,6 +27,7 @@ async fn main() {
     let mut url = "ws://127.0.0.1:8080".to_owned();
     let mut secret = None;
     let mut verbose = true;
+    let mut connect_timeout = jambonz_shared::CONNECT_TIMEOUT;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -40,6 +42,10 @@ async fn main() {
                 _ => usage_error("--secret needs a non-empty secret".into()),
             },
             "--quiet" => verbose = false,
+            "--connect-timeout" => match args.next().and_then(|s| s.parse::<u64>().ok()) {
+                Some(ms) if ms > 0 => connect_timeout = Duration::from_millis(ms),
+                _ => usage_error("--connect-timeout needs a number of milliseconds".into()),
+            },
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return;
@@ -48,7 +54,9 @@ async fn main() {
         }
     }
     let sim = jambonz_shared::whole_call_simulator(Instant::now());
-    match jambonz_shared::play_call(&url, secret.as_deref(), sim, verbose).await {
+    let call =
+        jambonz_shared::play_call_with(&url, secret.as_deref(), sim, verbose, connect_timeout);
+    match call.await {
         Err(e) => {
             eprintln!("call failed: {e}");
             std::process::exit(1);

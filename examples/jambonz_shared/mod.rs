@@ -221,13 +221,29 @@ fn short(s: &str) -> String {
     }
 }
 
+/// How long jambonz waits for the harness to accept the connection and the upgrade.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Plays jambonz against the harness at `url` with `sim`, in real time; prints every frame
 /// when `verbose`. Returns the transcript.
 pub async fn play_call(
     url: &str,
     secret: Option<&str>,
+    sim: Simulator,
+    verbose: bool,
+) -> Result<Transcript, String> {
+    play_call_with(url, secret, sim, verbose, CONNECT_TIMEOUT).await
+}
+
+/// [`play_call`], giving up when the harness has not completed the WebSocket upgrade
+/// within `connect_timeout` (a server that accepts TCP and never answers would hang the
+/// call for ever).
+pub async fn play_call_with(
+    url: &str,
+    secret: Option<&str>,
     mut sim: Simulator,
     verbose: bool,
+    connect_timeout: Duration,
 ) -> Result<Transcript, String> {
     // jambonz dials wss://, or ws:// to a private address only.
     harness_jambonz::upgrade::check_harness_url(url).map_err(|e| e.to_string())?;
@@ -240,8 +256,15 @@ pub async fn play_call(
         let v = HeaderValue::from_str(&format!("Bearer {s}")).map_err(|e| e.to_string())?;
         req.headers_mut().insert("authorization", v);
     }
-    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(req, None, true)
+    let connect = tokio_tungstenite::connect_async_with_config(req, None, true);
+    let (mut ws, _) = tokio::time::timeout(connect_timeout, connect)
         .await
+        .map_err(|_| {
+            format!(
+                "connect {url}: no WebSocket upgrade within {} ms",
+                connect_timeout.as_millis()
+            )
+        })?
         .map_err(|e| format!("connect {url}: {e}"))?;
     let t0 = Instant::now();
     let stamp = move || format!("{:>6} ms", t0.elapsed().as_millis());
@@ -312,6 +335,11 @@ pub fn check(t: &Transcript) -> Result<(), String> {
     let mut problems = Vec::new();
     if t.ended.is_none() {
         problems.push("the call did not end".to_owned());
+    }
+    if let Some((code, reason)) = &t.closed_by_harness {
+        problems.push(format!(
+            "the harness closed the socket mid-call ({code} {reason})"
+        ));
     }
     for v in &t.violations {
         problems.push(format!("violation {:?}: {}", v.kind, v.detail));

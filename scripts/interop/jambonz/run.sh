@@ -4,7 +4,9 @@
 #     our jambonz_call (the simulator over a real socket, the spec's whole call);
 #  2. a jambonz client in JavaScript drives our jambonz_server (greeting, speech, a tool
 #     call, a barge-in, a cancelled turn, a hang-up, the 401 and 4000 refusals) and checks
-#     every frame.
+#     every frame;
+#  3. a harness that accepts TCP and never answers the upgrade (hostile_harness.mjs
+#     tcp_silent): jambonz_call must give up at its connect timeout, not hang.
 # Exits non-zero on any mismatch.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -44,6 +46,17 @@ secret="interop-$RANDOM"
 pids+=($!)
 url="$(url_of server.log)"
 node jambonz_client.mjs "$url" "$secret"
+
+echo
+echo "== 3. a harness that never answers the upgrade  <-  our jambonz_call"
+node hostile_harness.mjs tcp_silent > hostile.log 2>&1 &
+pids+=($!)
+url="$(url_of hostile.log)"
+if out="$(timeout 20 "$bin/jambonz_call" --url "$url" --connect-timeout 500 2>&1)"; then
+    echo "jambonz_call passed against a harness that never answered" >&2; exit 1
+fi
+echo "$out"
+grep -q "no WebSocket upgrade within 500 ms" <<<"$out" || { echo "unexpected: $out" >&2; exit 1; }
 
 echo
 echo "jambonz interop: all passed"
