@@ -500,11 +500,23 @@ impl Client {
             }
             HostFrame::Snapshot(s) => self.events.push_back(ClientEvent::Snapshot(s.snapshot)),
             HostFrame::Error(e) => {
-                let for_input = e
-                    .request_id
-                    .as_ref()
-                    .map(|r| self.pending.contains_key(r))
-                    .unwrap_or(false);
+                // `unauthorized`, `unsupported_version` and `slow_consumer` always end the
+                // stream ("Does the stream close? Yes"), whatever their `requestId`: the id
+                // the server gives a frame without one (the subscribe) can be the id of one
+                // of our inputs (the spec's example of `unsupported_version` has "req-1").
+                // Such an input was not answered: it stays pending, to send again.
+                let closing = matches!(
+                    e.code,
+                    Some(
+                        ErrorCode::Unauthorized
+                            | ErrorCode::UnsupportedVersion
+                            | ErrorCode::SlowConsumer
+                    )
+                );
+                let for_input = !closing
+                    && e.request_id
+                        .as_ref()
+                        .is_some_and(|r| self.pending.contains_key(r));
                 if for_input {
                     if let Some(r) = &e.request_id {
                         self.pending.remove(r);
