@@ -435,7 +435,54 @@ impl Client {
 
     fn handle_host_frame(&mut self, _now: Instant, f: HostFrame) {
         match f {
-            HostFrame::Hello(h) => self.events.push_back(ClientEvent::Hello { v: h.v }),
+            HostFrame::Hello(h) => {
+                // "The `harness.hello` frame gives the version that the server uses." …
+                // "The server speaks one version. Use a client of that version." A hello of
+                // another version, or of another thread, starts a stream we cannot read.
+                let problem = match (&h.v, &h.thread_id) {
+                    (Some(v), _) if *v != self.cfg.version => Some((
+                        Some(ErrorCode::UnsupportedVersion),
+                        format!(
+                            "The host speaks protocol version {v}. This client speaks version {}.",
+                            self.cfg.version
+                        ),
+                    )),
+                    (_, Some(t)) if *t != self.cfg.thread_id => Some((
+                        None,
+                        format!(
+                            "The host opened thread {t:?}, not {:?}.",
+                            self.cfg.thread_id
+                        ),
+                    )),
+                    _ => None,
+                };
+                match problem {
+                    None => self.events.push_back(ClientEvent::Hello { v: h.v }),
+                    Some((code, message)) => {
+                        self.connected = false;
+                        self.ended = Some(Action::Stop);
+                        self.events.push_back(ClientEvent::Error {
+                            code,
+                            message,
+                            request_id: None,
+                            action: Action::Stop,
+                        });
+                    }
+                }
+            }
+            HostFrame::Event(ev) if ev.thread_id != self.cfg.thread_id => {
+                // "On the stream of a thread, it is that thread." Not ours: neither its
+                // event nor its cursor.
+                self.events.push_back(ClientEvent::BadFrame(FrameError {
+                    message: format!(
+                        "an event of thread {:?} (cursor {:?}) on the stream of {:?}",
+                        ev.thread_id,
+                        ev.cursor.as_str(),
+                        self.cfg.thread_id
+                    ),
+                    request_id: None,
+                }));
+            }
             HostFrame::Event(ev) => {
                 if self.seen.contains(&ev.cursor) {
                     return; // replayed: delivered once already

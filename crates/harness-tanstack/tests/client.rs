@@ -84,3 +84,80 @@ fn a_closing_error_whose_request_id_is_a_pending_input_still_closes() {
         assert!(c.pending_inputs().is_empty());
     }
 }
+
+/// "`threadId` is the thread that keeps the event. On the stream of a thread, it is that
+/// thread." An event of another thread on our stream is not ours: delivering it puts
+/// another thread's state in the app, and taking its cursor as ours makes the next
+/// subscribe resume our thread from another thread's position.
+#[test]
+fn an_event_of_another_thread_is_neither_delivered_nor_its_cursor_kept() {
+    let t = Instant::now();
+    let mut c = Client::new(ClientConfig::new("thread-1"));
+    c.connect(t);
+    let ev = |cursor: &str, thread: &str| {
+        format!(
+            r#"{{"type":"harness.event","cursor":"{cursor}","threadId":"{thread}","operationId":"op-1","event":{{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"d"}}}}"#
+        )
+    };
+    c.handle_frame(t, r#"{"type":"harness.hello","v":2,"threadId":"thread-1"}"#);
+    c.handle_frame(t, &ev("4", "thread-1"));
+    c.handle_frame(t, &ev("900", "thread-2"));
+    let evs = events(&mut c);
+    let delivered: Vec<&str> = evs
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Event(d) => Some(d.cursor.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(delivered, ["4"]);
+    assert!(evs.iter().any(|e| matches!(e, ClientEvent::BadFrame(_))));
+    assert_eq!(c.last_cursor().map(Cursor::as_str), Some("4"));
+    assert!(c.is_connected());
+}
+
+/// "The `harness.hello` frame gives the version that the server uses." … "The server
+/// speaks one version. Use a client of that version." A hello of another version (a v1
+/// server that ignored our `v: 2`) or of another thread is a stream this client cannot
+/// read: the app is told to stop, as for `unsupported_version`, not to go on.
+#[test]
+fn a_hello_of_another_version_or_thread_says_stop() {
+    let t = Instant::now();
+    for hello in [
+        r#"{"type":"harness.hello","v":1,"threadId":"thread-1"}"#,
+        r#"{"type":"harness.hello","v":3,"threadId":"thread-1"}"#,
+        r#"{"type":"harness.hello","v":2,"threadId":"thread-2"}"#,
+    ] {
+        let mut c = Client::new(ClientConfig::new("thread-1"));
+        c.connect(t);
+        c.handle_frame(t, hello);
+        let evs = events(&mut c);
+        assert!(
+            evs.iter().any(|e| matches!(
+                e,
+                ClientEvent::Error {
+                    action: Action::Stop,
+                    ..
+                }
+            )),
+            "{hello}: {evs:?}"
+        );
+        assert!(
+            !evs.iter().any(|e| matches!(e, ClientEvent::Hello { .. })),
+            "{hello}"
+        );
+        assert!(!c.is_connected());
+        assert_eq!(c.handle_close(t, None), Action::Stop, "{hello}");
+    }
+    // The hello the spec shows, and one with no version (none to compare), go on.
+    for hello in [
+        r#"{"type":"harness.hello","v":2,"threadId":"thread-1"}"#,
+        r#"{"type":"harness.hello","threadId":"thread-1"}"#,
+    ] {
+        let mut c = Client::new(ClientConfig::new("thread-1"));
+        c.connect(t);
+        c.handle_frame(t, hello);
+        assert!(matches!(events(&mut c)[..], [ClientEvent::Hello { .. }]));
+        assert!(c.is_connected());
+    }
+}
