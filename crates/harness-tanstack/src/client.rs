@@ -167,6 +167,24 @@ pub enum ClientEvent {
     Closed(Action),
     /// A frame that does not read (kept for logs; the stream goes on).
     BadFrame(FrameError),
+    /// An input whose answer was lost, which [`Client::retry_pending`] does not send again:
+    /// see [`InDoubt`].
+    InDoubt(InDoubt),
+}
+
+/// An input whose answer never came (its connection ended first), of an op that does not
+/// "run once": only "a `prompt`, `command`, `agent`, or `append` input with the same
+/// `inputId` runs once", so a `steer` or `followUp` sent again may run twice. It may have
+/// reached the host: if it did, the stream has a `harness.input.*` event with its
+/// `inputId`. The app decides whether to send it again (with [`Client::send_input`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InDoubt {
+    /// The request that got no answer.
+    pub request_id: String,
+    /// Its `inputId`.
+    pub input_id: String,
+    /// The input.
+    pub input: Input,
 }
 
 #[derive(Clone, Debug)]
@@ -366,14 +384,27 @@ impl Client {
         request_id
     }
 
-    /// Sends again every input that has no answer yet (after a reconnect), in the order
-    /// they were first sent: a new `requestId`, the same `inputId`, so the host runs it once.
+    /// Sends again every input that has no answer yet (after a reconnect) and that "runs
+    /// once" (`prompt`, `command`, `agent`, `append`), in the order they were first sent: a
+    /// new `requestId`, the same `inputId`, so the host runs it once. Returns their new
+    /// `requestId`s. Any other input without an answer is not sent again (it could run
+    /// twice): each is reported as [`ClientEvent::InDoubt`], for the app to decide.
     pub fn retry_pending(&mut self) -> Vec<String> {
-        let mut p: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
-        p.sort_by_key(|p| p.seq);
-        p.into_iter()
-            .map(|p| self.send_frame(p.seq, p.input_id, p.input))
-            .collect()
+        let mut p: Vec<(String, Pending)> = self.pending.drain().collect();
+        p.sort_by_key(|(_, p)| p.seq);
+        let mut sent = Vec::new();
+        for (request_id, p) in p {
+            if p.input.is_idempotent() {
+                sent.push(self.send_frame(p.seq, p.input_id, p.input));
+            } else {
+                self.events.push_back(ClientEvent::InDoubt(InDoubt {
+                    request_id,
+                    input_id: p.input_id,
+                    input: p.input,
+                }));
+            }
+        }
+        sent
     }
 
     /// Inputs without an answer, by `requestId`.

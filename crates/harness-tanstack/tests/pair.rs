@@ -716,3 +716,53 @@ fn the_run_tree_is_bounded_and_forgets_the_oldest_ended_runs_first() {
     };
     assert_eq!(ev.parent_run_id.as_deref(), Some("c"));
 }
+
+/// "Give each input an inputId, and send the same id again after a lost answer. A `prompt`,
+/// `command`, `agent`, or `append` input with the same `inputId` runs once." Only those
+/// four: a `followUp` (or a `steer`) sent again runs again. The reconnect procedure must not
+/// send one again on its own: a follow-up whose answer was lost was queued twice (two turns,
+/// and two waiting inputs with one `inputId` for `cancelInput` / `setDelivery` to name). The
+/// client hands it back to the app as in doubt, and still retries the prompt.
+#[test]
+fn the_reconnect_retries_only_inputs_that_run_once() {
+    let mut p = Pair::new(MemoryLog::default(), HostConfig::default());
+    p.connect();
+    p.client.send_input(Input::prompt("Hello"));
+    p.flush();
+    assert_eq!(p.net.turns.len(), 1);
+    // While the turn runs: a follow-up and a prompt reach the host, their answers are lost.
+    let follow: Input =
+        serde_json::from_str(r#"{"op":"followUp","message":"again","inputId":"in-f"}"#).unwrap();
+    let req_f = p.client.send_input(follow.clone());
+    p.client
+        .send_input(Input::prompt("Later").with_input_id("in-p"));
+    let c = p.conn.unwrap();
+    while let Some(f) = p.client.poll_transmit() {
+        p.net.host.handle_frame(p.net.now, c, &f);
+    }
+    p.disconnect();
+    assert_eq!(p.net.host.stats().waiting_inputs, 2);
+    p.connect();
+    let mut in_doubt = Vec::new();
+    let retried = p.client.retry_pending();
+    while let Some(e) = p.client.poll_event() {
+        if let ClientEvent::InDoubt(d) = e {
+            in_doubt.push(d);
+        }
+    }
+    p.flush();
+    // The prompt was sent again and ran once; the follow-up was not sent again.
+    assert_eq!(retried.len(), 1);
+    let r = p.receipts.iter().find(|r| r.0 == retried[0]).unwrap();
+    assert_eq!(r.1, "in-p");
+    assert_eq!(p.net.host.stats().waiting_inputs, 2);
+    assert_eq!(in_doubt.len(), 1);
+    assert_eq!(
+        (
+            in_doubt[0].request_id.as_str(),
+            in_doubt[0].input_id.as_str()
+        ),
+        (req_f.as_str(), "in-f")
+    );
+    assert!(p.client.pending_inputs().is_empty());
+}
