@@ -567,9 +567,21 @@ impl Client {
                 }));
             }
             HostFrame::Receipt(r) => {
-                let p = self.pending.remove(&r.request_id);
+                // "The answer to one `harness.input`": a receipt of a request we did not
+                // send, or already answered, answers nothing.
+                let Some(p) = self.pending.remove(&r.request_id) else {
+                    self.events.push_back(ClientEvent::BadFrame(FrameError {
+                        message: format!(
+                            "a receipt for {:?}, which no input waits for",
+                            r.request_id
+                        ),
+                        request_id: Some(r.request_id),
+                    }));
+                    return;
+                };
                 self.events.push_back(ClientEvent::Receipt(InputAnswer {
-                    input_id: r.input_id.or(p.map(|p| p.input_id)).unwrap_or_default(),
+                    // "The `inputId` of its receipt is the id that you sent."
+                    input_id: p.input_id,
                     request_id: r.request_id,
                     status: r.status,
                     operation_id: r.operation_id,

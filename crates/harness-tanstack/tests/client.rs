@@ -161,3 +161,55 @@ fn a_hello_of_another_version_or_thread_says_stop() {
         assert!(c.is_connected());
     }
 }
+
+/// "`harness.receipt` | … | The answer to one `harness.input`." and "Pick a new
+/// `requestId` for each input. The receipt and any error frame repeat it." A receipt for a
+/// request the client never sent (or already answered) answers nothing: handed to the app
+/// it was an answer with an empty `inputId`, or a second, contradicting answer to one
+/// input. It is reported as a bad frame. The answer names the `inputId` the client sent
+/// ("The `inputId` of its receipt is the id that you sent").
+#[test]
+fn a_receipt_answers_one_pending_input_once() {
+    let t = Instant::now();
+    let mut c = Client::new(ClientConfig::new("t"));
+    c.connect(t);
+    let req = c.send_input(Input::prompt("x").with_input_id("in-1"));
+    for f in [
+        r#"{"type":"harness.receipt","requestId":"nope","status":"accepted"}"#.to_string(),
+        format!(
+            r#"{{"type":"harness.receipt","requestId":"{req}","status":"accepted","inputId":"in-1","operationId":"op-1"}}"#
+        ),
+        format!(
+            r#"{{"type":"harness.receipt","requestId":"{req}","status":"rejected","reason":"x"}}"#
+        ),
+    ] {
+        c.handle_frame(t, &f);
+    }
+    let evs = events(&mut c);
+    let answers: Vec<_> = evs
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Receipt(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers.len(), 1, "{evs:?}");
+    assert_eq!(
+        (answers[0].request_id.as_str(), answers[0].input_id.as_str()),
+        (req.as_str(), "in-1")
+    );
+    assert_eq!(answers[0].operation_id.as_deref(), Some("op-1"));
+    assert_eq!(
+        evs.iter()
+            .filter(|e| matches!(e, ClientEvent::BadFrame(_)))
+            .count(),
+        2
+    );
+    // A host that names another inputId: the app keys its inputs by the id it sent.
+    let req = c.send_input(Input::prompt("y").with_input_id("in-2"));
+    c.handle_frame(
+        t,
+        &format!(r#"{{"type":"harness.receipt","requestId":"{req}","status":"accepted","inputId":"in-other"}}"#),
+    );
+    assert!(matches!(&events(&mut c)[..], [ClientEvent::Receipt(r)] if r.input_id == "in-2"));
+}
