@@ -4,9 +4,7 @@
 use async_trait::async_trait;
 
 use crate::harness::{Descriptor, EventSink, Harness, HarnessError, Start};
-use crate::message::{
-    Mediation, Message, ModelRequest, Part, Role, ToolDefinition, ToolSpec, Usage,
-};
+use crate::message::{Mediation, Message, ModelRequest, ToolDefinition, ToolSpec, Usage};
 
 /// A harness that sends the conversation to the model, runs the tool calls the model asks
 /// for through the host (`sink.tool_call`, controller-mediated, with an idempotency key made
@@ -101,19 +99,10 @@ impl Harness for ToolLoopAgent {
             messages.push(resp.message);
             for call in calls {
                 // Unique within the session: the turn's id and the model's call id.
-                let key = if start.execution_id.is_empty() {
-                    call.id.clone()
-                } else {
-                    format!("{}:{}", start.execution_id, call.id)
-                };
-                let mediated = call
-                    .with_mediation(Mediation::ControllerMediated)
-                    .with_idempotency_key(key);
-                let result = sink.tool_call(mediated).await?;
-                messages.push(Message {
-                    role: Role::Tool,
-                    parts: vec![Part::ToolResult(result)],
-                });
+                let result = sink
+                    .tool_call(call.controller_mediated(&start.execution_id))
+                    .await?;
+                messages.push(Message::tool_result(result));
             }
         }
         Err(HarnessError::failed(format!(

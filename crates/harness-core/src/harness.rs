@@ -365,6 +365,12 @@ pub trait EventSink: Send {
 
     /// Asks the host to run a tool (controller-mediated or approval-gated) and waits for its
     /// result.
+    ///
+    /// The call must say who runs it and carry an idempotency key: the agentsessions host
+    /// (and [`RecordingSink`](crate::testing::RecordingSink)) refuse it with
+    /// [`SinkError::Rejected`] otherwise. A model's tool call part has neither:
+    /// `sink.tool_call(call.controller_mediated(&start.execution_id))` sets both (see
+    /// [`ToolCall::controller_mediated`]).
     async fn tool_call(&mut self, call: ToolCall) -> Result<ToolResult, SinkError>;
 
     /// Records a tool the harness ran itself.

@@ -122,6 +122,23 @@ impl Message {
         Self::with_text(Role::Assistant, text)
     }
 
+    /// A tool message carrying one tool result: what an agent appends to the conversation
+    /// after `sink.tool_call` so the model sees the result on its next call.
+    ///
+    /// ```
+    /// use harness_core::message::{JsonObject, Message, Part, Role, ToolResult};
+    ///
+    /// let m = Message::tool_result(ToolResult::ok("call_1", JsonObject::new()));
+    /// assert_eq!(m.role, Role::Tool);
+    /// assert!(matches!(&m.parts[0], Part::ToolResult(r) if r.id == "call_1"));
+    /// ```
+    pub fn tool_result(result: ToolResult) -> Self {
+        Message {
+            role: Role::Tool,
+            parts: vec![Part::ToolResult(result)],
+        }
+    }
+
     /// The text of every text part, concatenated.
     pub fn text(&self) -> String {
         let mut out = String::new();
@@ -327,6 +344,34 @@ impl ToolCall {
         self.idempotency_key = key.into();
         self
     }
+
+    /// Asks the host to run this call: [`Mediation::ControllerMediated`], with the
+    /// idempotency key `<execution_id>:<call id>` (the call id alone when `execution_id` is
+    /// empty, as in a unit test), unique within the session.
+    ///
+    /// This is what `sink.tool_call` needs on every host: the agentsessions controller (and
+    /// [`RecordingSink`](crate::testing::RecordingSink)) reject an unmediated call or one
+    /// without a key. Pass [`Start::execution_id`](crate::Start::execution_id). A model's tool
+    /// call part comes unmediated and without a key: set them on a copy, as
+    /// [`ToolLoopAgent`](crate::agent::ToolLoopAgent) does.
+    ///
+    /// ```
+    /// use harness_core::message::{JsonObject, Mediation, ToolCall};
+    ///
+    /// let call = ToolCall::new("call_1", "get_weather", JsonObject::new()).controller_mediated("x1");
+    /// assert_eq!(call.mediation, Mediation::ControllerMediated);
+    /// assert_eq!(call.idempotency_key, "x1:call_1");
+    /// ```
+    #[must_use]
+    pub fn controller_mediated(self, execution_id: &str) -> Self {
+        let key = if execution_id.is_empty() {
+            self.id.clone()
+        } else {
+            format!("{execution_id}:{}", self.id)
+        };
+        self.with_mediation(Mediation::ControllerMediated)
+            .with_idempotency_key(key)
+    }
 }
 
 /// Why a tool result is what it is, beyond `is_error` (agentsessions `ToolResult.Code`).
@@ -394,6 +439,30 @@ impl ToolResult {
             output: Some(output),
             ..Default::default()
         }
+    }
+
+    /// A successful result from any JSON value: an object is the output, any other value is
+    /// wrapped as `{"result": value}` (as harness-jambonz reads a `tool:result`).
+    ///
+    /// ```
+    /// use harness_core::message::ToolResult;
+    /// use serde_json::json;
+    ///
+    /// let r = ToolResult::ok_json("call_1", json!({"forecast": "sunny"}));
+    /// assert_eq!(r.output.unwrap()["forecast"], "sunny");
+    /// let r = ToolResult::ok_json("call_2", json!(21));
+    /// assert_eq!(r.output.unwrap()["result"], 21);
+    /// ```
+    pub fn ok_json(id: impl Into<String>, output: Value) -> Self {
+        let output = match output {
+            Value::Object(m) => m,
+            other => {
+                let mut m = JsonObject::new();
+                m.insert("result".into(), other);
+                m
+            }
+        };
+        Self::ok(id, output)
     }
 
     /// A failed result.

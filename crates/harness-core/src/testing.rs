@@ -70,11 +70,35 @@ type ToolFn = Box<dyn Fn(&ToolCall) -> ToolResult + Send + Sync>;
 ///
 /// An unregistered tool gets an error result (`is_error`, "unknown tool"). After
 /// [`cancel`](Self::cancel), every call returns [`SinkError::Cancelled`].
+///
+/// `sink.tool_call` is held to the strictest host's rules, those of the agentsessions
+/// controller, so that an agent that passes here runs on every host: a call that is not
+/// [`ControllerMediated`](crate::message::Mediation::ControllerMediated) or
+/// [`RequiresApproval`](crate::message::Mediation::RequiresApproval), or has no idempotency
+/// key, is refused with [`SinkError::Rejected`] and not recorded (set both with
+/// [`ToolCall::controller_mediated`]). [`lenient_tools`](Self::lenient_tools) turns the check
+/// off for an agent that will only be served where the host does not check (jambonz,
+/// TanStack).
+///
+/// ```
+/// use harness_core::message::{JsonObject, ToolCall};
+/// use harness_core::model::ScriptedModel;
+/// use harness_core::testing::RecordingSink;
+/// use harness_core::{EventSink, SinkError};
+///
+/// let mut sink = RecordingSink::new(ScriptedModel::new());
+/// let call = ToolCall::new("call_1", "get_weather", JsonObject::new());
+/// let refused = futures::executor::block_on(sink.tool_call(call.clone()));
+/// assert!(matches!(refused, Err(SinkError::Rejected(_))));
+/// let ran = futures::executor::block_on(sink.tool_call(call.controller_mediated("x1")));
+/// assert!(ran.unwrap().is_error); // ran: no function registered for it ("unknown tool")
+/// ```
 pub struct RecordingSink {
     model: Arc<dyn Model>,
     tools: HashMap<String, ToolFn>,
     calls: Vec<SinkCall>,
     cancelled: bool,
+    lenient_tools: bool,
 }
 
 impl fmt::Debug for RecordingSink {
@@ -99,7 +123,16 @@ impl RecordingSink {
             tools: HashMap::new(),
             calls: Vec::new(),
             cancelled: false,
+            lenient_tools: false,
         }
+    }
+
+    /// Accepts `sink.tool_call` without a host-executed mediation or an idempotency key
+    /// (the jambonz and TanStack drivers do; the agentsessions controller does not).
+    #[must_use]
+    pub fn lenient_tools(mut self) -> Self {
+        self.lenient_tools = true;
+        self
     }
 
     /// Answers calls of the tool `name` with `f`.
@@ -169,6 +202,21 @@ impl RecordingSink {
         out
     }
 
+    /// What a streaming host would have sent, piece by piece: each text delta the model
+    /// streamed during `sink.model` and each `sink.output` delta, in order. Joined, they
+    /// are [`spoken_text`](Self::spoken_text).
+    pub fn deltas(&self) -> Vec<&str> {
+        let mut out = Vec::new();
+        for c in &self.calls {
+            match c {
+                SinkCall::Model { deltas, .. } => out.extend(deltas.iter().map(String::as_str)),
+                SinkCall::Output(d) => out.push(d.as_str()),
+                _ => {}
+            }
+        }
+        out
+    }
+
     /// The sum of the usage the harness reported with `sink.usage`.
     pub fn reported_usage(&self) -> Usage {
         let mut total = Usage::default();
@@ -227,6 +275,17 @@ impl EventSink for RecordingSink {
 
     async fn tool_call(&mut self, call: ToolCall) -> Result<ToolResult, SinkError> {
         self.check()?;
+        if !self.lenient_tools {
+            // The agentsessions controller's rules, with its words.
+            if !call.mediation.is_host_executed() {
+                return Err(SinkError::Rejected(
+                    "unmediated tool call: sink.tool_call needs CONTROLLER_MEDIATED or REQUIRES_APPROVAL (run it yourself and sink.report it)".into(),
+                ));
+            }
+            if call.idempotency_key.is_empty() {
+                return Err(SinkError::Rejected("missing idempotency key".into()));
+            }
+        }
         let mut result = match self.tools.get(&call.tool) {
             Some(f) => f(&call),
             None => ToolResult::error(&call.id, format!("unknown tool: {}", call.tool)),

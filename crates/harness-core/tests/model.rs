@@ -12,7 +12,9 @@ use harness_core::message::{
 };
 use harness_core::model::{Model, ModelError, ScriptedModel, word_deltas};
 use harness_core::testing::{RecordingSink, SinkCall};
-use harness_core::{Cursor, Descriptor, Harness, HarnessError, SinkError, Start, Timestamp};
+use harness_core::{
+    Cursor, Descriptor, EventSink, Harness, HarnessError, SinkError, Start, Timestamp,
+};
 use serde_json::json;
 
 #[test]
@@ -398,4 +400,36 @@ fn event_kinds_by_number_and_null_members_are_read() {
         "no kind"
     );
     assert!(serde_json::from_value::<Event>(json!([1])).is_err());
+}
+
+#[test]
+fn recording_sink_holds_tool_calls_to_the_controller_rules() {
+    use harness_core::message::JsonObject;
+    let mut sink = RecordingSink::new(ScriptedModel::new())
+        .with_tool("t", |c| ToolResult::ok_json(&c.id, json!("done")));
+    let plain = ToolCall::new("c1", "t", JsonObject::new());
+    // Unmediated, then mediated without a key: refused, nothing recorded.
+    let err = block_on(sink.tool_call(plain.clone())).unwrap_err();
+    assert!(matches!(err, SinkError::Rejected(ref m) if m.contains("unmediated")));
+    let no_key = plain.clone().with_mediation(Mediation::ControllerMediated);
+    let err = block_on(sink.tool_call(no_key)).unwrap_err();
+    assert_eq!(err, SinkError::Rejected("missing idempotency key".into()));
+    assert!(sink.calls().is_empty());
+    // Mediated with a key: run.
+    let r = block_on(sink.tool_call(plain.clone().controller_mediated("x1"))).unwrap();
+    assert_eq!(r.output.unwrap()["result"], "done");
+    assert_eq!(sink.tool_calls()[0].idempotency_key, "x1:c1");
+    // Lenient: the unmediated call runs too.
+    let mut lenient = RecordingSink::new(ScriptedModel::new()).lenient_tools();
+    assert!(block_on(lenient.tool_call(plain)).is_ok());
+}
+
+#[test]
+fn recording_sink_deltas_are_what_a_streaming_host_sends() {
+    let mut sink = RecordingSink::new(ScriptedModel::new().reply("Sunny in Paris."));
+    block_on(ToolLoopAgent::new("a").run(Start::with_inputs(vec![Message::user("x")]), &mut sink))
+        .unwrap();
+    block_on(sink.output(" Bye.")).unwrap();
+    assert_eq!(sink.deltas(), ["Sunny ", "in ", "Paris.", " Bye."]);
+    assert_eq!(sink.deltas().concat(), sink.spoken_text());
 }
