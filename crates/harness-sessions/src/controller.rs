@@ -622,9 +622,17 @@ impl Controller {
                 tool_call_id,
                 request_seq,
             }) => {
-                // The park is the turn's outcome whatever the harness returned.
-                sink.append_body(lifecycle(LifecycleKind::Suspend, ""), true)
-                    .map_err(|e| Error::Journal(crate::journal::JournalError::Io(e.to_string())))?;
+                // The park is the turn's outcome whatever the harness returned. A SUSPEND the
+                // journal refuses keeps its own error (a fenced writer is ABORTED): the
+                // request stays recoverable, and no park is claimed.
+                sink.failure = None;
+                if sink
+                    .append_body(lifecycle(LifecycleKind::Suspend, ""), true)
+                    .is_err()
+                {
+                    let _ = self.journal.sync(session);
+                    return Err(self.sink_error(&sink));
+                }
                 self.journal.sync(session)?;
                 return Ok(outcome(
                     &sink,

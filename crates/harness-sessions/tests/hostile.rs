@@ -1,0 +1,110 @@
+//! The controller against misbehaving harnesses, providers, executors and journals: each test
+//! quotes the spec words (spec/agentsessions-writing-a-harness.txt, research/agentsessions.md)
+//! that say what must happen instead.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use harness_core::event::{EventBody, EventKind, LifecycleKind};
+use harness_sessions::controller::{Controller, ExecRequest, TurnStatus};
+use harness_sessions::journal::{Journal, JournalError, MemoryJournal, SessionMeta};
+use harness_sessions::record::{Fence, Head, Record, Seq};
+use harness_sessions::tools::MemoryReceipts;
+use harness_sessions::{Code, Error};
+
+/// A journal on which another writer takes the session over just before the SUSPEND of a
+/// parked turn is appended (another host, or an `approve` racing the park).
+struct TakenOverAtSuspend(MemoryJournal);
+
+impl Journal for TakenOverAtSuspend {
+    fn create(&self, session: &str, meta: &SessionMeta) -> Result<(), JournalError> {
+        self.0.create(session, meta)
+    }
+    fn meta(&self, session: &str) -> Result<SessionMeta, JournalError> {
+        self.0.meta(session)
+    }
+    fn sessions(&self) -> Result<Vec<String>, JournalError> {
+        self.0.sessions()
+    }
+    fn head(&self, session: &str) -> Result<Head, JournalError> {
+        self.0.head(session)
+    }
+    fn acquire_fence(&self, session: &str) -> Result<Fence, JournalError> {
+        self.0.acquire_fence(session)
+    }
+    fn append(
+        &self,
+        session: &str,
+        expected_last_seq: Seq,
+        fence: Fence,
+        records: &[Record],
+    ) -> Result<(), JournalError> {
+        if records.iter().any(|r| {
+            matches!(&r.event.body, EventBody::Lifecycle(l) if l.kind == LifecycleKind::Suspend)
+        }) {
+            self.0.acquire_fence(session)?;
+        }
+        self.0.append(session, expected_last_seq, fence, records)
+    }
+    fn read(&self, session: &str, from: Seq, to: Option<Seq>) -> Result<Vec<Record>, JournalError> {
+        self.0.read(session, from, to)
+    }
+    fn fork(
+        &self,
+        parent: &str,
+        at: Seq,
+        child: &str,
+        meta: &SessionMeta,
+    ) -> Result<(), JournalError> {
+        self.0.fork(parent, at, child, meta)
+    }
+}
+
+/// "The host requires actual ACK/EOF and connection closure before an external snapshot and
+/// durable SUSPEND make the live pause successful. Transport/snapshot/append failures leave
+/// the request recoverable and retain the actual error, not a fake successful park."
+/// A SUSPEND refused because another writer fenced this one is that writer's
+/// `JournalError::Fenced` (ABORTED, as every other fenced append), not an INTERNAL i/o error.
+#[test]
+fn a_refused_suspend_keeps_the_journal_error_and_the_request_stays_recoverable() {
+    let journal = Arc::new(TakenOverAtSuspend(MemoryJournal::new()));
+    let effects = Arc::new(Effects::default());
+    let receipts = Arc::new(MemoryReceipts::default());
+    let host = Controller::builder(journal.clone())
+        .model(counting_model())
+        .executor(dedup(&effects, &receipts))
+        .harness("script", Arc::new(ScriptHarness::new(vec![Op::Gated])))
+        .build();
+    host.create_session("s", None).unwrap();
+    let err = block(host.exec(ExecRequest::text("s", "go"))).unwrap_err();
+    assert!(
+        matches!(err, Error::Journal(JournalError::Fenced { .. })),
+        "{err:?}"
+    );
+    assert_eq!(err.code(), Code::Aborted);
+    // No SUSPEND was recorded, and the request is still there to decide.
+    let kinds: Vec<_> = host
+        .records("s")
+        .unwrap()
+        .iter()
+        .map(|r| r.event.kind())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            EventKind::ExecutionStart,
+            EventKind::Input,
+            EventKind::ToolCall,
+            EventKind::ApprovalRequest
+        ]
+    );
+    let pending = host.pending_approval("s").unwrap().unwrap();
+    host.approve("s", &pending.call.id, true, "").unwrap();
+    let turn = block(host.resume("s")).unwrap().unwrap();
+    assert_eq!(turn.status, TurnStatus::Completed);
+    assert_eq!(effects.count(), 1);
+    host.verify("s").unwrap();
+}
