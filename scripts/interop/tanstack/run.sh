@@ -101,4 +101,13 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 node slow.mjs "http://127.0.0.1:$port3" 3000
+# The stdio worker over real pipes: a bad line (not UTF-8, CRLF) is answered invalid_frame
+# and the frames after it still run.
+(cd "$root" && cargo build -q --example tanstack_worker)
+worker="$root/target/debug/examples/tanstack_worker"
+out=$(printf '{"type":"harness.subscribe","threadId":"t","v":2}\r\n\xff\xfe\n{"type":"harness.input","requestId":"r2","input":{"op":"prompt","message":"Hi"}}\n' | timeout 10 "$worker")
+if ! grep -q '"code":"invalid_frame"' <<< "$out" || ! grep -q '"requestId":"r2","status":"accepted"' <<< "$out"; then
+    echo "FAIL: worker after a non-UTF-8 line: $out"; exit 1
+fi
+echo "ok: worker answers a non-UTF-8 line invalid_frame and runs the next input"
 echo "tanstack interop: all passed"
