@@ -601,6 +601,21 @@ impl EventSink for JournalSink<'_> {
 
     async fn usage(&mut self, usage: Usage) -> Result<(), SinkError> {
         self.check()?;
+        // The journal's Usage counts are proto int64: a larger count cannot be recorded
+        // faithfully, so it is refused before anything is recorded.
+        let limit = u64::try_from(i64::MAX).unwrap_or(u64::MAX);
+        if [
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.reasoning_tokens,
+        ]
+        .iter()
+        .any(|&n| n > limit)
+        {
+            return Err(SinkError::Rejected(
+                "sink.usage: a token count beyond the journal's int64 range".into(),
+            ));
+        }
         let body = EventBody::Usage(usage);
         if self.next().is_some() {
             self.expect_recorded(body, "a usage report")?;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use common::*;
 use harness_core::event::{EventBody, EventKind, LifecycleKind};
+use harness_core::{HarnessError, SinkError};
 use harness_sessions::controller::{Controller, ExecRequest, TurnStatus};
 use harness_sessions::journal::{Journal, JournalError, MemoryJournal, SessionMeta};
 use harness_sessions::record::{Fence, Head, Record, Seq};
@@ -107,4 +108,50 @@ fn a_refused_suspend_keeps_the_journal_error_and_the_request_stays_recoverable()
     assert_eq!(turn.status, TurnStatus::Completed);
     assert_eq!(effects.count(), 1);
     host.verify("s").unwrap();
+}
+
+/// The journal holds agentsessions `Event`s, whose `Usage` counts are proto `int64`
+/// (research §1: "`Usage {model=1, input_tokens=2, output_tokens=3, reasoning_tokens=4}`
+/// (all int64)"; Go `InputTokens, OutputTokens, ReasoningTokens int64`). A harness reporting
+/// a count beyond `i64::MAX` through `sink.usage` is refused before anything is recorded,
+/// as the sink refuses every call it cannot journal faithfully; before, it was journaled as
+/// `"18446744073709551615"`, which no agentsessions reader parses.
+#[test]
+fn usage_beyond_int64_is_refused_before_it_is_recorded() {
+    for (n, accepted) in [
+        (i64::MAX as u64, true),
+        (i64::MAX as u64 + 1, false),
+        (u64::MAX, false),
+    ] {
+        let journal = Arc::new(MemoryJournal::new());
+        let host = Controller::builder(journal.clone())
+            .harness("script", Arc::new(ScriptHarness::new(vec![Op::Usage(n)])))
+            .build();
+        host.create_session("s", None).unwrap();
+        let turn = block(host.exec(ExecRequest::text("s", "go")));
+        let usages = host
+            .records("s")
+            .unwrap()
+            .iter()
+            .filter(|r| r.event.kind() == EventKind::Usage)
+            .count();
+        if accepted {
+            assert_eq!(turn.unwrap().status, TurnStatus::Completed);
+            assert_eq!(usages, 1);
+            block(host.replay("s")).unwrap();
+        } else {
+            assert!(
+                matches!(
+                    turn,
+                    Err(Error::TurnFailed {
+                        error: HarnessError::Sink(SinkError::Rejected(_)),
+                        ..
+                    })
+                ),
+                "{n}: {turn:?}"
+            );
+            assert_eq!(usages, 0, "{n}");
+        }
+        host.verify("s").unwrap();
+    }
 }
