@@ -67,17 +67,22 @@ async fn main() {
             item = out.next() => match item {
                 Some(b) => {
                     if stdout.write_all(&b).await.is_err() {
-                        return;
+                        break;
                     }
                     let _ = stdout.flush().await;
                 }
                 // The host closed the stream (after `unsupported_version`): exit.
-                None => return,
+                None => break,
             },
             // stdin closed and nothing more came for a moment: exit.
-            _ = tokio::time::sleep(Duration::from_millis(300)), if !stdin_open && !busy(&svc) => return,
+            _ = tokio::time::sleep(Duration::from_millis(300)), if !stdin_open && !busy(&svc) => break,
         }
     }
+    let _ = stdout.flush().await;
+    // Not a return: tokio reads stdin with a blocking read on a thread of its own that
+    // cannot be cancelled, and the runtime's shutdown waits for it, so after
+    // `unsupported_version` a worker whose stdin stayed open never exited.
+    std::process::exit(0)
 }
 
 /// Whether a turn is still running (or an input waiting) on some thread.

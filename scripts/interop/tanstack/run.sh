@@ -102,7 +102,8 @@ for _ in $(seq 1 100); do
 done
 node slow.mjs "http://127.0.0.1:$port3" 3000
 # The stdio worker over real pipes: a bad line (not UTF-8, CRLF) is answered invalid_frame
-# and the frames after it still run.
+# and the frames after it still run; it exits when stdin closes, and after
+# unsupported_version with stdin still open.
 (cd "$root" && cargo build -q --example tanstack_worker)
 worker="$root/target/debug/examples/tanstack_worker"
 out=$(printf '{"type":"harness.subscribe","threadId":"t","v":2}\r\n\xff\xfe\n{"type":"harness.input","requestId":"r2","input":{"op":"prompt","message":"Hi"}}\n' | timeout 10 "$worker")
@@ -110,4 +111,10 @@ if ! grep -q '"code":"invalid_frame"' <<< "$out" || ! grep -q '"requestId":"r2",
     echo "FAIL: worker after a non-UTF-8 line: $out"; exit 1
 fi
 echo "ok: worker answers a non-UTF-8 line invalid_frame and runs the next input"
+rc=0
+out=$(timeout 5 "$worker" < <(printf '{"type":"harness.subscribe","threadId":"t","v":3}\n'; sleep 6)) || rc=$?
+if [ "$rc" != 0 ] || ! grep -q '"code":"unsupported_version"' <<< "$out"; then
+    echo "FAIL: worker did not answer unsupported_version and exit (rc $rc): $out"; exit 1
+fi
+echo "ok: worker exits after unsupported_version"
 echo "tanstack interop: all passed"
