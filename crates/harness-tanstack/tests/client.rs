@@ -55,7 +55,7 @@ fn a_closing_error_whose_request_id_is_a_pending_input_still_closes() {
                 _ => None,
             })
             .collect();
-        assert_eq!(got, [want.clone()], "{code}");
+        assert_eq!(got, std::slice::from_ref(&want), "{code}");
         assert!(!c.is_connected(), "{code}");
         assert_eq!(c.handle_close(t, close_code), want, "{code} {close_code:?}");
         // The input was never answered: it is still there to send again.
