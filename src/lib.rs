@@ -19,3 +19,24 @@ pub use harness_jambonz as jambonz;
 pub use harness_sessions as sessions;
 pub use harness_tanstack as tanstack;
 pub use harness_uhp as uhp;
+
+// The READMEs' Rust blocks are doc tests of this crate (it depends on every crate), so they
+// stay compilable and right: `cargo test -p harness-rs --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeRoot;
+#[cfg(doctest)]
+#[doc = include_str!("../crates/harness-core/README.md")]
+struct ReadmeCore;
+#[cfg(doctest)]
+#[doc = include_str!("../crates/harness-jambonz/README.md")]
+struct ReadmeJambonz;
+#[cfg(doctest)]
+#[doc = include_str!("../crates/harness-tanstack/README.md")]
+struct ReadmeTanstack;
+#[cfg(doctest)]
+#[doc = include_str!("../crates/harness-uhp/README.md")]
+struct ReadmeUhp;
+#[cfg(doctest)]
+#[doc = include_str!("../crates/harness-sessions/README.md")]
+struct ReadmeSessions;
