@@ -7,14 +7,21 @@ mod common;
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use common::*;
 use harness_core::event::{EventBody, EventKind, LifecycleKind};
-use harness_core::{HarnessError, SinkError};
+use harness_core::message::{
+    DataPart, JsonObject, Mediation, Message, ModelRequest, Part, Role, ToolCall, ToolResult,
+};
+use harness_core::model::ScriptedModel;
+use harness_core::{Descriptor, EventSink, Harness, HarnessError, SinkError, Start};
 use harness_sessions::controller::{Controller, ExecRequest, TurnStatus};
-use harness_sessions::journal::{Journal, JournalError, MemoryJournal, SessionMeta};
+use harness_sessions::journal::{FileJournal, Journal, JournalError, MemoryJournal, SessionMeta};
 use harness_sessions::record::{Fence, Head, Record, Seq};
 use harness_sessions::tools::MemoryReceipts;
+use harness_sessions::tools::{ToolCallContext, ToolError, ToolExecutor};
 use harness_sessions::{Code, Error};
+use serde_json::json;
 
 /// A journal on which another writer takes the session over just before the SUSPEND of a
 /// parked turn is appended (another host, or an `approve` racing the park).
@@ -154,4 +161,122 @@ fn usage_beyond_int64_is_refused_before_it_is_recorded() {
         }
         host.verify("s").unwrap();
     }
+}
+
+fn tmpdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("hs-hostile-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// An executor whose results hold a negative zero.
+struct NegativeZero;
+
+#[async_trait]
+impl ToolExecutor for NegativeZero {
+    async fn execute(
+        &self,
+        _scope: &ToolCallContext,
+        _call: &ToolCall,
+    ) -> Result<ToolResult, ToolError> {
+        let mut out = JsonObject::new();
+        out.insert("delta".into(), json!(-0.0));
+        out.insert("total".into(), json!(2.0));
+        Ok(ToolResult::ok("", out))
+    }
+}
+
+/// Writes what it was handed back as its own output, numbers as serde_json prints them.
+struct Echoing;
+
+#[async_trait]
+impl Harness for Echoing {
+    async fn describe(&self) -> Result<Descriptor, HarnessError> {
+        Ok(Descriptor::new("echoing", "1"))
+    }
+    async fn run(&self, start: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
+        let resp = sink.model(ModelRequest::new(start.inputs)).await?;
+        sink.output(&serde_json::to_string(&resp.message).unwrap_or_default())
+            .await?;
+        let call = ToolCall::new("c1", "effect", JsonObject::new())
+            .with_mediation(Mediation::ControllerMediated)
+            .with_idempotency_key(format!("{}-1", start.execution_id));
+        let result = sink.tool_call(call).await?;
+        sink.output(&serde_json::to_string(&result).unwrap_or_default())
+            .await?;
+        Ok(())
+    }
+}
+
+/// Rule 1: "Live, the host invokes the provider and records the result. On replay, the host
+/// serves the recorded result and does not call the provider. Because the completion always
+/// flows back through this one mediated call, ... replay is exact for free"; I5: "Replay
+/// reproduces the recorded events byte-for-byte". The journal holds a completion or tool
+/// result in canonical (RFC 8785) form, where `-0.0` is `0` and `2.0` is `2`: the harness
+/// must be handed what the journal will serve, or the next request it builds from it hashes
+/// `-0` live and `0` on replay from a file journal (an I0 mismatch on a deterministic
+/// harness), and an output it prints from it reads `2.0` live and `2` on replay.
+#[test]
+fn a_completion_or_tool_result_is_handed_over_as_a_file_journal_serves_it() {
+    let mut data = JsonObject::new();
+    data.insert("x".into(), json!(-0.0));
+    data.insert(
+        "nested".into(),
+        json!({"list": [-0.0, 1.5, 3.0, 1e21, {"y": -0.0}]}),
+    );
+    let completion = Message {
+        role: Role::Assistant,
+        parts: vec![Part::Data(DataPart { data })],
+    };
+    let dir = tmpdir("negzero");
+    let ops = vec![Op::Model, Op::Tool, Op::Model, Op::Model];
+    let model = Arc::new(
+        ScriptedModel::new()
+            .reply_with(completion.clone())
+            .reply("a")
+            .reply("b")
+            .reply_with(completion),
+    );
+    let build = |model: Option<Arc<ScriptedModel>>| {
+        let mut b = Controller::builder(Arc::new(FileJournal::open(&dir).unwrap()))
+            .harness("script", Arc::new(ScriptHarness::new(ops.clone())))
+            .harness("echoing", Arc::new(Echoing));
+        if let Some(m) = model {
+            b = b.model(m).executor(Arc::new(NegativeZero));
+        }
+        b.build()
+    };
+    {
+        let host = build(Some(model.clone()));
+        for (session, harness) in [("s", "script"), ("e", "echoing")] {
+            host.create_session(session, Some(harness)).unwrap();
+            let turn = block(host.exec(ExecRequest::text(session, "go"))).unwrap();
+            assert_eq!(turn.status, TurnStatus::Completed);
+            // The same controller, whose journal hands back records decoded from the file.
+            let replay = block(host.replay(session)).unwrap();
+            assert_eq!(
+                (replay.executions, replay.provider_calls),
+                (1, 0),
+                "{session}"
+            );
+        }
+    }
+    let host = build(None);
+    for session in ["s", "e"] {
+        let replay = block(host.replay(session)).unwrap();
+        assert_eq!(
+            (
+                replay.executions,
+                replay.provider_calls,
+                replay.executor_calls
+            ),
+            (1, 0, 0),
+            "{session}"
+        );
+        host.verify(session).unwrap();
+    }
+    assert_eq!(model.calls(), 4);
+    drop(host);
+    let _ = std::fs::remove_dir_all(&dir);
 }
