@@ -12,7 +12,7 @@
 //!     .tool_call("get_hours", json!({}))
 //!     .reply("We're open eight to six on weekdays.");
 //! let mut sink = RecordingSink::new(model).with_tool("get_hours", |call| {
-//!     ToolResult::ok(&call.id, json!({"weekdays": "8am to 6pm"}).as_object().unwrap().clone())
+//!     ToolResult::ok_json(&call.id, json!({"weekdays": "8am to 6pm"}))
 //! });
 //! let agent = ToolLoopAgent::new("faq");
 //! let start = Start::with_inputs(vec![Message::user("When are you open?")]);
