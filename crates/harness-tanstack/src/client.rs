@@ -92,6 +92,35 @@ pub enum Action {
     },
 }
 
+/// Why `POST control` gave no receipt, and what to do about it
+/// ([`Client::handle_control_answer`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ControlFailure {
+    /// `401`: the request has no user. Sign in again, then send the same body.
+    SignIn,
+    /// `403 { error: 'forbidden' }`: the user may not use the thread. Stop.
+    Forbidden,
+    /// `400 { error }` (or another 4xx that is not a timeout): the host refused the input as
+    /// it is. Sending it again does not help.
+    Invalid {
+        /// The HTTP status.
+        status: u16,
+        /// The `error` of the body (empty when it had none).
+        error: String,
+    },
+    /// No answer that can be read (a 5xx, a 408 / 429, a `200` that is not a receipt, a
+    /// status the spec does not give): the input may or may not have run. "Send the same id
+    /// again after a lost answer": resend the same body when
+    /// [`Input::is_idempotent`](crate::frame::Input::is_idempotent) (a `prompt`, `command`,
+    /// `agent` or `append` with the same `inputId` runs once); any other op may run twice,
+    /// so check the transcript or ask the user first.
+    Lost {
+        /// The HTTP status.
+        status: u16,
+    },
+}
+
 /// One event of the session, delivered once.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeliveredEvent {
@@ -674,12 +703,23 @@ impl Client {
         action
     }
 
-    /// The answer of `POST control`: a receipt, or an HTTP error.
+    /// The answer of `POST control` (status and body): the receipt, or what to do instead.
+    ///
+    /// The spec's answers are "`200`: the receipt", "`400`: `{ error }`", "`401`: the
+    /// request has no user" and "`403`: `{ error: 'forbidden' }`". Anything else, and a `200`
+    /// whose body is not a receipt, is a lost answer: the input may or may not have run
+    /// ([`ControlFailure::Lost`]).
     pub fn handle_control_answer(
         &mut self,
         status: u16,
         body: &str,
-    ) -> Result<InputAnswer, Action> {
+    ) -> Result<InputAnswer, ControlFailure> {
+        let error = || {
+            serde_json::from_str::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v.get("error")?.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        };
         match status {
             200 => match serde_json::from_str::<frame::Receipt>(body) {
                 Ok(r) => Ok(InputAnswer {
@@ -689,11 +729,17 @@ impl Client {
                     operation_id: r.operation_id,
                     reason: r.reason,
                 }),
-                Err(_) => Err(Action::Continue),
+                Err(_) => Err(ControlFailure::Lost { status }),
             },
-            401 => Err(Action::SignIn),
-            403 => Err(Action::Stop),
-            _ => Err(Action::Continue),
+            401 => Err(ControlFailure::SignIn),
+            403 => Err(ControlFailure::Forbidden),
+            // A 4xx other than 408 (timeout) and 429 (too many requests): the host read the
+            // request and refused it as it is.
+            400..=499 if status != 408 && status != 429 => Err(ControlFailure::Invalid {
+                status,
+                error: error(),
+            }),
+            _ => Err(ControlFailure::Lost { status }),
         }
     }
 

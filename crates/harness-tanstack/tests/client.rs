@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use harness_core::Cursor;
-use harness_tanstack::client::{Action, Client, ClientConfig, ClientEvent};
+use harness_tanstack::client::{Action, Client, ClientConfig, ClientEvent, ControlFailure};
 use harness_tanstack::frame::{ErrorCode, Input, close};
 
 fn events(c: &mut Client) -> Vec<ClientEvent> {
@@ -212,4 +212,53 @@ fn a_receipt_answers_one_pending_input_once() {
         &format!(r#"{{"type":"harness.receipt","requestId":"{req}","status":"accepted","inputId":"in-other"}}"#),
     );
     assert!(matches!(&events(&mut c)[..], [ClientEvent::Receipt(r)] if r.input_id == "in-2"));
+}
+
+/// `POST control` answers "`200`: the receipt, `{ inputId, status, operationId?, reason? }`",
+/// "`400`: `{ error }`", "`401`: the request has no user", "`403`: `{ error: 'forbidden' }`";
+/// and "send the same id again after a lost answer". Every other answer tells the app
+/// something it can act on: a 5xx or an unreadable receipt is a lost answer (resend), a 400
+/// is not (the same body fails the same way).
+#[test]
+fn every_answer_of_post_control_says_what_to_do() {
+    let mut c = Client::new(ClientConfig::new("thread-1"));
+    let (_, input_id) =
+        c.control_body(serde_json::from_str::<Input>(r#"{"op":"prompt","message":"Hi"}"#).unwrap());
+    let ok = c
+        .handle_control_answer(
+            200,
+            &format!(r#"{{"inputId":"{input_id}","status":"accepted","operationId":"op-1"}}"#),
+        )
+        .unwrap();
+    assert_eq!(ok.input_id, input_id);
+    assert_eq!(ok.operation_id.as_deref(), Some("op-1"));
+    assert_eq!(
+        c.handle_control_answer(400, r#"{"error":"unknown op teleport"}"#),
+        Err(ControlFailure::Invalid {
+            status: 400,
+            error: "unknown op teleport".into()
+        })
+    );
+    assert_eq!(
+        c.handle_control_answer(401, ""),
+        Err(ControlFailure::SignIn)
+    );
+    assert_eq!(
+        c.handle_control_answer(403, r#"{"error":"forbidden"}"#),
+        Err(ControlFailure::Forbidden)
+    );
+    for (status, body) in [
+        (500, "boom"),
+        (502, ""),
+        (503, r#"{"error":"busy"}"#),
+        (429, r#"{"error":"slow down"}"#),
+        (200, "<html>proxy</html>"),
+        (200, r#"{"status":"accepted""#),
+    ] {
+        assert_eq!(
+            c.handle_control_answer(status, body),
+            Err(ControlFailure::Lost { status }),
+            "{status} {body}"
+        );
+    }
 }
