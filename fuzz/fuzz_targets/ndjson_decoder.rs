@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 fn run(chunks: &[&[u8]]) -> Vec<String> {
     let mut dec = NdjsonDecoder::with_config(NdjsonConfig { max_line_bytes: 64 });
     let mut out = Vec::new();
-    let mut drain = |dec: &mut NdjsonDecoder, out: &mut Vec<String>| loop {
+    let drain = |dec: &mut NdjsonDecoder, out: &mut Vec<String>| loop {
         match dec.poll::<serde_json::Value>() {
             Ok(Some(v)) => out.push(v.to_string()),
             Ok(None) => break,

@@ -13,7 +13,7 @@ fn run(chunks: &[&[u8]]) -> String {
     });
     let mut task = TaskAccumulator::new();
     let mut out = Vec::new();
-    let mut drain = |dec: &mut StreamDecoder, task: &mut TaskAccumulator, out: &mut Vec<String>| loop {
+    let drain = |dec: &mut StreamDecoder, task: &mut TaskAccumulator, out: &mut Vec<String>| loop {
         match dec.poll_event() {
             Ok(Some(ev)) => {
                 out.push(format!("{:?}", ev.kind()));
