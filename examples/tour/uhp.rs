@@ -51,11 +51,7 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     // The end of the body can complete an event (a held CR) or cut one short (reported).
-    let end = dec.finish();
-    dec.drain_into(&mut task);
-    if let Err(cut) = end {
-        task.add_finding(&cut);
-    }
+    dec.finish_into(&mut task);
     let seq = task.sequence();
     println!("  {} events in 5-byte pushes, CRLF", task.events_seen());
     println!(

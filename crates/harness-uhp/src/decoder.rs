@@ -137,6 +137,32 @@ impl StreamDecoder {
         }
     }
 
+    /// Ends the stream into `task`: [`finish`](Self::finish), then every event still
+    /// complete in the buffer (the end of the body can complete one, e.g. after a held-back
+    /// CR), then the finding for an event the end cut short, if any. The end-of-stream half
+    /// of the run loop whose other half is [`drain_into`](Self::drain_into).
+    ///
+    /// ```
+    /// use harness_uhp::{ProtocolFinding, StreamDecoder, TaskAccumulator};
+    ///
+    /// let mut dec = StreamDecoder::new();
+    /// let mut task = TaskAccumulator::new();
+    /// dec.push(b"data: {\"type\":\"response.output_text.delta\",\"sequence_number\":0,\"delta\":\"Hi\"}\r");
+    /// dec.drain_into(&mut task);
+    /// assert_eq!(task.text(), "");          // the CR may be the first half of a CRLF
+    /// dec.push(b"\rdata: {\"type\":\"response.in_progress\"");
+    /// dec.finish_into(&mut task);           // the body ends: the held-back event completes,
+    /// assert_eq!(task.text(), "Hi");        // and the cut-off one is a finding
+    /// assert!(task.findings().iter().any(|f| matches!(f, ProtocolFinding::Decode(_))));
+    /// ```
+    pub fn finish_into(&mut self, task: &mut TaskAccumulator) {
+        let end = self.finish();
+        self.drain_into(task);
+        if let Err(cut) = end {
+            task.add_finding(&cut);
+        }
+    }
+
     /// The SSE last event ID: what to send as `Last-Event-ID` when reconnecting.
     pub fn last_event_id(&self) -> Option<&str> {
         self.sse.last_event_id()

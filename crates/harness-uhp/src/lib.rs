@@ -54,11 +54,7 @@
 //! }
 //! // The end of the body can still complete an event (a CR held back in case an LF
 //! // followed) or cut one short, which is reported and not used.
-//! let end = dec.finish();
-//! dec.drain_into(&mut task);
-//! if let Err(cut) = end {
-//!     task.add_finding(&cut);
-//! }
+//! dec.finish_into(&mut task);
 //! assert_eq!(shown, "Bonjour, café");
 //! assert_eq!(task.status(), &ResponseStatus::InProgress); // no terminal event (yet)
 //! assert!(task.sequence().ok);
