@@ -134,6 +134,16 @@ pub struct DeliveredEvent {
     pub event: Event,
 }
 
+impl DeliveredEvent {
+    /// Whether this event ends its run: `RUN_FINISHED` (whatever its outcome, `cancelled`
+    /// included) or `RUN_ERROR`. With [`parent_run_id`](Self::parent_run_id) `None`, the
+    /// end of a turn: what an app waiting for its answer stops on.
+    #[must_use]
+    pub fn ends_run(&self) -> bool {
+        matches!(self.event, Event::RunFinished(_) | Event::RunError(_))
+    }
+}
+
 /// The gap procedure, as an instruction: "1. Delete the state that you built from events.
 /// 2. Load `GET snapshot` and `GET transcript` again. On the socket, send
 /// `harness.snapshot`. 3. Store `resumeAt` as your cursor, and continue to read the

@@ -69,7 +69,7 @@
 //!         client.handle_frame(Instant::now(), std::str::from_utf8(&bytes).unwrap());
 //!         while let Some(ev) = client.poll_event() {
 //!             if let ClientEvent::Event(d) = ev {
-//!                 let done = matches!(d.event, Event::RunFinished(_));
+//!                 let done = d.ends_run(); // RUN_FINISHED or RUN_ERROR
 //!                 events.push(d.event);
 //!                 if done {
 //!                     return;
