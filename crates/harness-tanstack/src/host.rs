@@ -418,6 +418,9 @@ impl<L: EventLog> Host<L> {
                     Event::Custom(c) => match HarnessEvent::from_custom(&c.name, &c.value) {
                         Ok(HarnessEvent::InputAccepted(a)) => {
                             next_input = next_input.max(num(&a.input_id, "in-").unwrap_or(0));
+                            // Accepted again (sent again after it never ran): what it was
+                            // the first time no longer counts.
+                            queued.remove(&a.input_id);
                             let idempotent =
                                 matches!(a.op.as_str(), "prompt" | "command" | "agent" | "append");
                             if idempotent {
@@ -471,6 +474,10 @@ impl<L: EventLog> Host<L> {
                 );
             }
             for input_id in unapplied {
+                // It never ran: its receipt goes, so that the same input sent again (the
+                // same `inputId`, after a lost answer) runs, once, instead of getting back
+                // `queued` for an input that no longer waits.
+                t.forget_receipt(&input_id);
                 let ev = HarnessEvent::InputSettled(catalog::InputSettled {
                     input_id,
                     outcome: InputOutcome::Interrupted,
@@ -2368,6 +2375,13 @@ impl Thread {
             if let Some(old) = self.receipt_order.pop_front() {
                 self.receipts.remove(&old);
             }
+        }
+    }
+
+    /// Forgets the receipt of an input that never ran.
+    fn forget_receipt(&mut self, input_id: &str) {
+        if self.receipts.remove(input_id).is_some() {
+            self.receipt_order.retain(|i| i != input_id);
         }
     }
 

@@ -1915,3 +1915,67 @@ fn a_thread_id_over_the_limit_is_a_bad_request_everywhere() {
         200
     );
 }
+
+/// "Give each input an `inputId`, and send the same id again after a lost answer. A
+/// `prompt`, `command`, `agent`, or `append` input with the same `inputId` runs once." A
+/// prompt that waited behind a turn when a durable host stopped never ran: it settles
+/// `interrupted` (the crate README: "send them again"). Sent again with its `inputId`, it
+/// must run, not get back the old `queued` receipt of an input that no longer waits. The
+/// same holds for a prompt whose turn the host stopped before it was applied.
+#[test]
+fn a_prompt_that_waited_when_a_durable_host_stopped_runs_when_sent_again() {
+    let dir = std::env::temp_dir().join(format!("harness-tanstack-requeue-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let first =
+        br#"{"threadId":"thread-1","input":{"op":"prompt","message":"one","inputId":"p-1"}}"#;
+    let second =
+        br#"{"threadId":"thread-1","input":{"op":"prompt","message":"two","inputId":"p-2"}}"#;
+    {
+        let mut n = Net::new(Host::new(
+            HostConfig::default(),
+            FileLog::open(&dir).unwrap(),
+        ));
+        assert_eq!(
+            json(&n.host.control(n.now, None, first, "r", None).body)["status"],
+            "accepted"
+        );
+        assert_eq!(
+            json(&n.host.control(n.now, None, second, "r", None).body)["status"],
+            "queued"
+        );
+        n.pump();
+        // The process dies here, with p-2 waiting behind p-1's turn.
+    }
+    let mut n = Net::new(Host::new(
+        HostConfig::default(),
+        FileLog::open(&dir).unwrap(),
+    ));
+    // p-1 ran (its turn was cut off): its receipt stands and it does not run again.
+    let again = json(&n.host.control(n.now, None, first, "r", None).body);
+    assert_eq!(again["status"], "accepted");
+    n.pump();
+    assert!(n.turns.is_empty(), "p-1 ran twice: {:?}", n.turns);
+    // p-2 never ran: sent again, it runs now, once.
+    let retry = json(&n.host.control(n.now, None, second, "r", None).body);
+    n.pump();
+    assert_eq!(retry["status"], "accepted", "{retry}");
+    assert_eq!(retry["inputId"], "p-2");
+    assert_eq!(n.turns.len(), 1, "{:?}", n.turns);
+    assert_eq!(n.turns[0].input_id, "p-2");
+    assert_eq!(n.turns[0].message.text(), "two");
+    let once = json(&n.host.control(n.now, None, second, "r", None).body);
+    n.pump();
+    assert_eq!(once, retry, "the same inputId runs once");
+    assert_eq!(n.turns.len(), 1);
+    // And over one more restart, the receipt is the one it got when it ran.
+    drop(n);
+    let mut n = Net::new(Host::new(
+        HostConfig::default(),
+        FileLog::open(&dir).unwrap(),
+    ));
+    let later = json(&n.host.control(n.now, None, second, "r", None).body);
+    n.pump();
+    assert_eq!(later, retry);
+    assert!(n.turns.is_empty(), "p-2 ran twice: {:?}", n.turns);
+    let _ = std::fs::remove_dir_all(&dir);
+}
