@@ -314,6 +314,23 @@ struct FileThread {
     cache: VecDeque<LogRecord>,
 }
 
+impl FileThread {
+    /// Fails when the file is not the length this log wrote: another writer (a second
+    /// [`FileLog`] on the folder, another process) appended to it or cut it. Writing then
+    /// would give a cursor the file already has to a second event.
+    fn check_alone(&self) -> Result<(), LogError> {
+        let len = self.file.metadata()?.len();
+        if len == self.end {
+            return Ok(());
+        }
+        Err(LogError::Io(format!(
+            "{} is {len} bytes, this log wrote {}: another writer has it",
+            self.path.display(),
+            self.end
+        )))
+    }
+}
+
 /// A durable log: one append-only NDJSON file per thread in a folder, each line a
 /// `harness.event` frame. Cursors survive a restart. [`truncate`](Self::truncate) drops the
 /// oldest records; a client behind them gets `harness.gap` with reason `truncated`.
@@ -322,6 +339,12 @@ struct FileThread {
 /// write, a failed `fsync`), the file is cut back to its length before it, the record gets
 /// no sequence number, and the next append takes that number. A crash in the middle of a
 /// write leaves a torn last line, which the next [`open`](Self::open) drops.
+///
+/// One `FileLog` writes a folder at a time. A second one on the same folder (another
+/// process, a restart while the old host still runs) is not locked out, but each append
+/// first checks that the file is the length this log left it: when another writer wrote
+/// to it, the append (and a truncate) fails rather than give a second event a cursor the
+/// file already has. Reopen the log to take over.
 ///
 /// A truncated file starts with a marker line `{"truncatedBefore":N}`. The owner of a thread
 /// (see [`EventLog::set_owner`]) is kept beside it, in a file of the same name ending in
@@ -517,6 +540,9 @@ impl FileLog {
         if through < t.first {
             return Ok(());
         }
+        if !t.torn {
+            t.check_alone()?;
+        }
         let drop_n = usize::try_from(through - t.first + 1).unwrap_or(usize::MAX);
         let keep_from = t.offsets.get(drop_n).map(|o| o.0).unwrap_or(t.end);
         // The whole records only: a torn tail past `end` stays behind.
@@ -643,6 +669,8 @@ impl EventLog for FileLog {
         if t.torn {
             t.file.set_len(t.end)?;
             t.torn = false;
+        } else {
+            t.check_alone()?;
         }
         #[cfg(test)]
         let (fail, fail_cut) = match self.fail_next_write.take() {

@@ -197,3 +197,34 @@ fn file_log_reads_the_file_names_of_earlier_versions() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Two hosts that open one folder (a second process, a restart while the old one still
+/// runs) must never give two events one cursor: "Each `harness.event` has a `cursor`" and a
+/// client that stores the last one resumes "with the first event after that cursor". The
+/// second writer's append fails instead of writing a number the file already has.
+#[test]
+fn two_file_logs_on_one_folder_never_write_one_cursor_twice() {
+    let d = dir("two-writers");
+    let mut a = FileLog::open(&d).unwrap();
+    a.append("t", "op", &Event::text_content("m", "a1"))
+        .unwrap();
+    let mut b = FileLog::open(&d).unwrap();
+    assert_eq!(
+        a.append("t", "op", &Event::text_content("m", "a2"))
+            .unwrap()
+            .seq,
+        2
+    );
+    assert!(
+        b.append("t", "op", &Event::text_content("m", "b2"))
+            .is_err(),
+        "b wrote over a's records"
+    );
+    drop((a, b));
+    let mut log = FileLog::open(&d).unwrap();
+    assert_eq!(log.head_seq("t"), 2);
+    for seq in 1..=2 {
+        assert_eq!(log.get("t", seq).unwrap().unwrap().seq, seq);
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
