@@ -243,8 +243,11 @@ impl<C: Clock + ?Sized> TurnSink<'_, C> {
     ) -> TurnOutcome {
         match outcome {
             Ok(()) => {}
-            Err(e) if e.is_cancelled() => return TurnOutcome::Cancelled,
             Err(e) => {
+                // Cancelled by jambonz (or the call is over): nothing more for the turn. An
+                // agent that says `Cancelled` while the turn is still open has given up on
+                // it: a failure, and its reply still ends (an open reply would hold the
+                // call, one reply at a time, until jambonz's deadline).
                 if self.check().is_err() {
                     return TurnOutcome::Cancelled;
                 }

@@ -633,3 +633,47 @@ fn the_longest_running_turn_is_dropped_first() {
     let d = dropped.lock().unwrap().clone();
     assert_eq!(d[0], "CA00000000000000000000000000000001:109");
 }
+
+/// An agent that returns `Cancelled` on its own, while jambonz never cancelled the turn.
+struct GivesUp;
+
+#[async_trait]
+impl Harness for GivesUp {
+    async fn describe(&self) -> Result<Descriptor, HarnessError> {
+        Ok(Descriptor::default())
+    }
+    async fn run(&self, start: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
+        if start.inputs[0].text() == "(call connected)" {
+            sink.output("Hello, ").await?;
+            // e.g. a sub-agent's own sink was cancelled: not this turn.
+            return Err(SinkError::Cancelled.into());
+        }
+        sink.output("Bye.").await?;
+        Ok(())
+    }
+}
+
+/// "jambonz speaks one reply at a time; a reply that starts while another is playing is
+/// queued behind it." A turn the agent gave up on with `Cancelled` while jambonz had not
+/// cancelled it still ends its reply with `reply:done` (as a failure): left open, it held
+/// the call until jambonz's reply deadline failed the turn.
+#[test]
+fn an_agent_returning_cancelled_on_an_open_turn_still_ends_its_reply() {
+    let c = call(
+        &GivesUp,
+        &ScriptedModel::new(),
+        Script::new().greeting().say("Thanks, bye"),
+        ServeConfig::default(),
+    );
+    let dones = sent(&c, "reply:done");
+    assert_eq!(dones.len(), 2, "{dones:?}");
+    assert_eq!(dones[0]["turn_id"], 1);
+    assert_eq!(dones[0]["turn_record"]["flags"], json!(["harness_error"]));
+    let t1 = c.transcript.turn(1).unwrap();
+    assert_ne!(t1.completion_reason, "harness_failure", "{t1:?}");
+    assert_eq!(
+        c.transcript.heard(),
+        ["Hello, Sorry, something went wrong.", "Bye."]
+    );
+    assert_eq!(c.report.unwrap().failed, 1);
+}
