@@ -1142,6 +1142,17 @@ impl<L: EventLog> Host<L> {
                             Some(record_bytes(transport, &rec))
                         }
                         Ok(None) => None,
+                        Err(LogError::Corrupt(_)) => {
+                            // A record that no longer reads is an event the log no longer
+                            // has, for good: reading it again never succeeds, so closing
+                            // would send the reader back to it for ever. "the stream sends
+                            // one `CUSTOM` event with the name `harness.gap`, and continues
+                            // from the first event that it has": the gap takes its cursor.
+                            let from = Cursor::new(pos.to_string());
+                            *pos += 1;
+                            let rec = gap_record(thread, from, *pos, self.log.gap_reason());
+                            Some(record_bytes(transport, &rec))
+                        }
                         Err(e) => {
                             // "`internal` … The server failed to read the events" — closes.
                             let f = HostFrame::error(

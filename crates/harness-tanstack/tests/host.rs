@@ -1979,3 +1979,87 @@ fn a_prompt_that_waited_when_a_durable_host_stopped_runs_when_sent_again() {
     assert!(n.turns.is_empty(), "p-2 ran twice: {:?}", n.turns);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A record of a durable log that no longer reads (a corrupt line in the middle of the
+/// file, garbage written after the last record) is an event "the server no longer has":
+/// "Then the stream sends one `CUSTOM` event with the name `harness.gap`, and continues
+/// from the first event that it has", with "`resumeAt` … the cursor of this event. The
+/// stream continues after it." Closing with `internal` ("connect again from the last
+/// cursor") sent every reader behind the record back to the same record, for ever.
+#[test]
+fn a_record_that_no_longer_reads_is_a_gap_not_a_stream_that_never_passes_it() {
+    let dir = std::env::temp_dir().join(format!("harness-tanstack-corrupt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    {
+        let mut n = Net::new(Host::new(
+            HostConfig::default(),
+            FileLog::open(&dir).unwrap(),
+        ));
+        for i in 1..=3 {
+            n.host
+                .emit(n.now, "t", "op", Event::text_content("m", format!("{i}")))
+                .unwrap();
+        }
+    }
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // The middle record is overwritten in place, and garbage follows the last one.
+    let bad = format!(
+        "{}\n{}\n{}\ngarbage\n",
+        lines[0],
+        "x".repeat(lines[1].len()),
+        lines[2]
+    );
+    std::fs::write(&file, bad).unwrap();
+    let mut n = Net::new(Host::new(
+        HostConfig::default(),
+        FileLog::open(&dir).unwrap(),
+    ));
+    let after = n
+        .host
+        .emit(n.now, "t", "op", Event::text_content("m", "after"))
+        .unwrap();
+    assert_eq!(after.as_str(), "5");
+    for from in [None, Some("1")] {
+        let c = n
+            .host
+            .open_sse(n.now, Some("t"), None, from, None, None, "r")
+            .unwrap();
+        n.pump();
+        let frames = data_frames(&n.take(c));
+        let seen: Vec<(String, String)> = frames
+            .iter()
+            .skip(1)
+            .map(|f| {
+                let ev = &f["event"];
+                let what = if ev["name"] == "harness.gap" {
+                    format!(
+                        "gap {} {} {}",
+                        ev["value"]["from"], ev["value"]["resumeAt"], ev["value"]["reason"]
+                    )
+                } else {
+                    ev["delta"].to_string()
+                };
+                (f["cursor"].as_str().unwrap().to_owned(), what)
+            })
+            .collect();
+        let mut want = vec![
+            ("2".into(), r#"gap "1" "2" "truncated""#.into()),
+            ("3".into(), r#""3""#.into()),
+            ("4".into(), r#"gap "3" "4" "truncated""#.into()),
+            ("5".into(), r#""after""#.into()),
+        ];
+        if from.is_none() {
+            want.insert(0, ("1".into(), r#""1""#.into()));
+        }
+        assert_eq!(seen, want, "from {from:?}");
+        assert_eq!(n.closed(c), None, "from {from:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
