@@ -17,6 +17,8 @@
 //! - a turn record over 16 KB is refused (the reply stays open for a smaller one);
 //! - a `session:start` whose `protocol` is not 1 is answered by a close with code 4000 and a
 //!   reason;
+//! - nothing is sent after the call ends: frames still waiting in `poll_transmit` when
+//!   `session:end` arrives, or when a `hangup` command succeeds, are dropped;
 //! - frames before `session:start`, malformed JSON and binary frames are reported as errors
 //!   and change nothing.
 //!
@@ -235,6 +237,8 @@ struct Outgoing {
     turn_id: Option<TurnId>,
     /// The `call_id` of a `tool:call`.
     tool_call: Option<String>,
+    /// The `command_id` of a `command`.
+    command: Option<String>,
     frame: Transmit,
 }
 
@@ -371,6 +375,7 @@ impl HarnessCall {
                     self.transmits.push_back(Outgoing {
                         turn_id: None,
                         tool_call: None,
+                        command: None,
                         frame: Transmit::Close {
                             code: CLOSE_UNSUPPORTED_PROTOCOL,
                             reason: format!(
@@ -423,7 +428,10 @@ impl HarnessCall {
                     .remove(&r.command_id)
                     .ok_or_else(|| FrameError::UnknownCommandId(r.command_id.clone()))?;
                 if name == "hangup" && r.ok {
+                    // Hung up: the call is ending (session:end follows); what the app made
+                    // since the hangup went out is never sent.
                     self.hung_up = true;
+                    self.drop_queued(|_| true);
                 }
                 if self.commands.is_empty() {
                     self.commands = HashMap::new();
@@ -439,9 +447,11 @@ impl HarnessCall {
             }),
             JambonzMessage::SessionEnd(e) => {
                 self.phase = Phase::Over;
-                self.replies.clear();
-                self.tools.clear();
-                self.commands.clear();
+                // The last message of the call: nothing queued is sent after it.
+                self.transmits = VecDeque::new();
+                self.replies = HashMap::new();
+                self.tools = HashMap::new();
+                self.commands = HashMap::new();
                 self.events.push_back(HarnessEvent::SessionEnded(e));
             }
             JambonzMessage::Unknown(u) => self.events.push_back(HarnessEvent::Unknown(u)),
@@ -452,13 +462,21 @@ impl HarnessCall {
     /// "Send nothing more for the turn": frames made for it that were not taken from
     /// `poll_transmit` yet are never sent; a `tool:call` among them awaits no result.
     fn drop_queued_for_turn(&mut self, id: TurnId) {
-        let tools = &mut self.tools;
+        self.drop_queued(|o| o.turn_id == Some(id));
+    }
+
+    /// Drops the queued frames `which` selects; a `tool:call` among them awaits no result.
+    fn drop_queued(&mut self, which: impl Fn(&Outgoing) -> bool) {
+        let (tools, commands) = (&mut self.tools, &mut self.commands);
         self.transmits.retain(|o| {
-            if o.turn_id != Some(id) {
+            if !which(o) {
                 return true;
             }
             if let Some(call_id) = &o.tool_call {
                 tools.remove(call_id);
+            }
+            if let Some(command_id) = &o.command {
+                commands.remove(command_id);
             }
             false
         });
@@ -468,6 +486,7 @@ impl HarnessCall {
         self.transmits.push_back(Outgoing {
             turn_id,
             tool_call: None,
+            command: None,
             frame: Transmit::Text(msg.encode()),
         });
     }
@@ -671,6 +690,7 @@ impl HarnessCall {
         self.transmits.push_back(Outgoing {
             turn_id: Some(turn_id),
             tool_call: Some(id.clone()),
+            command: None,
             frame: Transmit::Text(msg.encode()),
         });
         Ok(id)
@@ -684,7 +704,12 @@ impl HarnessCall {
         let id = format!("c{}", self.next_command);
         self.commands.insert(id.clone(), command.name().to_owned());
         let msg = HarnessMessage::Command(command.into_message(id.clone()));
-        self.push_transmit(None, &msg);
+        self.transmits.push_back(Outgoing {
+            turn_id: None,
+            tool_call: None,
+            command: Some(id.clone()),
+            frame: Transmit::Text(msg.encode()),
+        });
         Ok(id)
     }
 

@@ -899,3 +899,63 @@ fn a_forgotten_turn_takes_its_open_replies_with_it() {
     assert_eq!(c.finish_reply(&r, None), Err(ActionError::UnknownReply(r)));
     assert!(sent(&mut c).is_empty());
 }
+
+/// `session:end` is the last message of "A whole call"; after it (and after a `hangup`
+/// whose `command:result` is ok, which `session:end {reason: "harness_hangup"}` follows)
+/// the harness side sends nothing more. Frames the app made before the call ended and had
+/// not taken from `poll_transmit` yet are dropped, as they are for a cancelled turn: sent,
+/// they reached jambonz after the call was over.
+#[test]
+fn frames_still_queued_when_the_call_ends_are_not_sent() {
+    // session:end
+    let (mut c, now) = started();
+    c.handle_frame(now, &turn(1)).unwrap();
+    let r = c.start_reply(None).unwrap();
+    c.push_chunk(&r, "Still there?").unwrap();
+    let t = c.call_tool(1, "get_hours", Map::new()).unwrap();
+    c.send_command(Command::Other {
+        name: "transfer".into(),
+        args: Map::new(),
+    })
+    .unwrap();
+    assert_eq!(c.pending_transmits(), 3);
+    c.handle_frame(
+        now,
+        r#"{"type":"session:end","call_sid":"CA1","reason":"caller_hangup","duration_ms":900}"#,
+    )
+    .unwrap();
+    assert_eq!(sent(&mut c), Vec::<Value>::new());
+    assert_eq!(c.pending_transmits(), 0);
+    assert_eq!(c.pending_tool_calls(), 0, "{t} awaits no result");
+
+    // a hangup that succeeded
+    let (mut c, now) = started();
+    c.handle_frame(now, &turn(3)).unwrap();
+    let id = c.hang_up(Some("resolved")).unwrap();
+    assert_eq!(sent(&mut c).len(), 1);
+    // the app goes on before the result arrives
+    let r = c.start_reply(Some(3)).unwrap();
+    c.push_chunk(&r, "Goodbye!").unwrap();
+    let t = c.call_tool(3, "log_call", Map::new()).unwrap();
+    c.handle_frame(
+        now,
+        &json!({"type":"command:result","command_id":id,"ok":true}).to_string(),
+    )
+    .unwrap();
+    assert_eq!(sent(&mut c), Vec::<Value>::new());
+    assert_eq!(c.pending_tool_calls(), 0, "{t} awaits no result");
+
+    // a hangup that failed changes nothing
+    let (mut c, now) = started();
+    c.handle_frame(now, &turn(3)).unwrap();
+    let id = c.hang_up(None).unwrap();
+    assert_eq!(sent(&mut c).len(), 1);
+    let r = c.start_reply(Some(3)).unwrap();
+    c.push_chunk(&r, "Let me check.").unwrap();
+    c.handle_frame(
+        now,
+        &json!({"type":"command:result","command_id":id,"ok":false}).to_string(),
+    )
+    .unwrap();
+    assert_eq!(sent(&mut c).len(), 1);
+}
