@@ -183,6 +183,9 @@ pub enum FrameError {
     /// A `turn:start` for a turn already started or cancelled.
     #[error("turn:start for turn {0}, which was already seen")]
     DuplicateTurn(TurnId),
+    /// A `turn:cancel` for a turn already cancelled.
+    #[error("turn:cancel for turn {0}, which was already cancelled")]
+    DuplicateCancel(TurnId),
     /// A `tool:result` for no outstanding `tool:call` of this call.
     #[error("tool:result for unknown call_id {0:?}")]
     UnknownCallId(String),
@@ -402,6 +405,9 @@ impl HarnessCall {
                 let id = c.turn_id.ok_or_else(|| FrameError::MissingTurnId {
                     kind: "turn:cancel".into(),
                 })?;
+                if self.turns.get(&id) == Some(&TurnState::Cancelled) {
+                    return Err(FrameError::DuplicateCancel(id));
+                }
                 self.remember_turn(id, TurnState::Cancelled);
                 self.drop_queued_for_turn(id);
                 self.events.push_back(HarnessEvent::TurnCancelled(c));

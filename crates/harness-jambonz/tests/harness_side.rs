@@ -959,3 +959,23 @@ fn frames_still_queued_when_the_call_ends_are_not_sent() {
     .unwrap();
     assert_eq!(sent(&mut c).len(), 1);
 }
+
+/// `turn:cancel {turn_id, reason: "barge_in"}`: a turn is cancelled once. A repeated
+/// `turn:cancel` is reported as an error and gives no second `TurnCancelled` (an app
+/// counting cancelled turns, or the driver's `CallReport::cancelled`, counted it twice).
+#[test]
+fn a_repeated_turn_cancel_is_an_error_not_a_second_cancel() {
+    let (mut c, now) = started();
+    c.handle_frame(now, &turn(1)).unwrap();
+    c.handle_frame(now, &cancel(1)).unwrap();
+    assert_eq!(
+        c.handle_frame(now, &cancel(1)),
+        Err(FrameError::DuplicateCancel(1))
+    );
+    let cancels = drain_events(&mut c)
+        .into_iter()
+        .filter(|e| matches!(e, HarnessEvent::TurnCancelled(_)))
+        .count();
+    assert_eq!(cancels, 1);
+    assert!(c.is_turn_cancelled(1));
+}
