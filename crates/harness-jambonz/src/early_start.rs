@@ -110,15 +110,20 @@ impl<D> EarlyStart<D> {
     }
 
     /// Holds a draft made from `text` for the turn (dropped if the turn is not the current
-    /// one). The oldest draft goes past the limit.
+    /// one, or if `text` has no words: a draft from nothing matches no turn). The oldest
+    /// draft goes past the limit.
     pub fn insert_draft(&mut self, turn_id: TurnId, text: &str, draft: D) {
         if self.turn != Some(turn_id) {
+            return;
+        }
+        let key = normalize(text);
+        if key.is_empty() {
             return;
         }
         if self.drafts.len() == self.max_drafts {
             self.drafts.remove(0);
         }
-        self.drafts.push((normalize(text), text.to_owned(), draft));
+        self.drafts.push((key, text.to_owned(), draft));
     }
 
     /// Whether a draft is held for the turn.

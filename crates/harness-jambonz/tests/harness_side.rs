@@ -979,3 +979,16 @@ fn a_repeated_turn_cancel_is_an_error_not_a_second_cancel() {
     assert_eq!(cancels, 1);
     assert!(c.is_turn_cancelled(1));
 }
+
+/// "compare the turn's text with what you started from: if it matches, stream the draft at
+/// once". A draft made from text with no words (`"?!"`, `""`) was started from nothing: it
+/// is not held, so it never "matches" a turn whose text has no words either (a
+/// `turn:start` without text, or a greeting passed as `""`).
+#[test]
+fn a_draft_from_no_words_is_not_held_and_matches_nothing() {
+    let mut e = EarlyStart::new();
+    e.speech_started(4);
+    e.insert_draft(4, "?!", "draft from nothing");
+    assert!(!e.has_draft(4));
+    assert_eq!(e.turn_started(4, ""), Verdict::NoDraft);
+}
