@@ -291,7 +291,9 @@ impl<C: Clock + ?Sized> TurnSink<'_, C> {
                 ..Default::default()
             }
         };
-        let record = (!record.is_empty()).then_some(record);
+        // Even the summary can be over 16 KB (a huge route or flags): then the reply ends
+        // without a record, rather than staying open and holding jambonz's reply queue.
+        let record = (!record.is_empty() && record.check_size().is_ok()).then_some(record);
         s.call.finish_reply(&reply, record).is_ok()
     }
 }
@@ -719,7 +721,9 @@ fn greet(shared: &Mutex<Shared>, turn_id: TurnId, greeting: &str, route: Option<
         route: Some(route.unwrap_or("greeting").to_owned()),
         ..Default::default()
     };
-    let _ = s.call.finish_reply(&reply, Some(record));
+    // A route over 16 KB: the greeting still ends, without a record.
+    let record = record.check_size().is_ok().then_some(record);
+    let _ = s.call.finish_reply(&reply, record);
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -336,6 +336,31 @@ fn a_configured_greeting_needs_no_model_call() {
     );
 }
 
+/// "Up to 16 KB" for turn_record, and "a reply that starts while another is playing is
+/// queued behind it": a configured route so long that even the trimmed record is over 16 KB
+/// must not leave the reply open (holding every later reply behind it); it ends without a
+/// record.
+#[test]
+fn a_route_over_16_kb_still_ends_every_reply() {
+    let model = ScriptedModel::new().reply("We open at 8.");
+    let mut cfg = ServeConfig::default();
+    cfg.greeting = Some("Thanks for calling Acme.".into());
+    cfg.route = Some("r".repeat(17 * 1024));
+    let c = call(
+        &ToolLoopAgent::new("faq"),
+        &model,
+        Script::new().greeting().say("When do you open?"),
+        cfg,
+    );
+    let done = sent(&c, "reply:done");
+    assert_eq!(done.len(), 2, "greeting and the turn both end");
+    assert!(done.iter().all(|d| d.get("turn_record").is_none()));
+    assert_eq!(
+        c.transcript.heard(),
+        ["Thanks for calling Acme.", "We open at 8."]
+    );
+}
+
 /// A turn that fails says the error reply and marks the record.
 #[test]
 fn a_failed_turn_speaks_the_error_reply() {
