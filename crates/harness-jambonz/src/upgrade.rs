@@ -46,7 +46,9 @@ pub struct Refusal {
 /// - With a secret: exactly one `Authorization: Bearer <secret>` header (scheme
 ///   case-insensitive), compared in constant time (SHA-256 of both, so the length does not
 ///   leak either); otherwise 401.
-/// - With none: no header is required (one that is present is ignored).
+/// - With none: no header is required (one that is present is ignored). An empty secret,
+///   `Some("")`, is a secret no request can present: every upgrade gets 401 (fail closed; a
+///   blank environment variable does not open the harness). Pass `None` for no secret.
 /// - The client must offer [`SUBPROTOCOL`] in `Sec-WebSocket-Protocol` (a comma-separated
 ///   list, possibly over several headers); otherwise 400.
 ///

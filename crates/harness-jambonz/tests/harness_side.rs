@@ -659,6 +659,16 @@ fn the_upgrade_check() {
     );
     // No secret configured: no header required.
     assert!(ok(vec![proto], None).is_ok());
+    // An empty secret is not "no secret": nothing presents it, not even an empty bearer.
+    for auth in [&b"Bearer "[..], b"Bearer", b""] {
+        assert_eq!(
+            ok(vec![proto, ("Authorization", auth)], Some(""))
+                .unwrap_err()
+                .status,
+            401
+        );
+    }
+    assert_eq!(ok(vec![proto], Some("")).unwrap_err().status, 401);
     // The subprotocol must be offered.
     assert_eq!(ok(vec![], None).unwrap_err().status, 400);
     assert_eq!(
