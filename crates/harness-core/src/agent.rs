@@ -1,14 +1,17 @@
 //! A reference agent: the model-and-tools loop most agents are, written once against the
 //! [`Harness`] trait and served unchanged over every protocol.
 
+use std::collections::HashSet;
+
 use async_trait::async_trait;
 
 use crate::harness::{Descriptor, EventSink, Harness, HarnessError, Start};
-use crate::message::{Mediation, Message, ModelRequest, ToolDefinition, ToolSpec, Usage};
+use crate::message::{Mediation, Message, ModelRequest, ToolCall, ToolDefinition, ToolSpec, Usage};
 
 /// A harness that sends the conversation to the model, runs the tool calls the model asks
 /// for through the host (`sink.tool_call`, controller-mediated, with an idempotency key made
-/// of the execution id and the call id), feeds the results back, and stops when the model
+/// of the execution id and the call id, unique within the turn even when the model repeats
+/// or omits call ids), feeds the results back, and stops when the model
 /// answers without a tool call.
 ///
 /// It is stateless (conversation from [`Start::history`]) and follows agentsessions' rules:
@@ -86,6 +89,9 @@ impl Harness for ToolLoopAgent {
         }
         messages.extend(start.history_messages());
         messages.extend(start.inputs.iter().cloned());
+        // Every key this turn has used: the host dedups on session + key, so a key used
+        // twice would hand the second call the first call's result without running it.
+        let mut keys = HashSet::new();
         for _ in 0..self.max_steps {
             let req = ModelRequest::new(messages.clone()).with_tools(self.tools.clone());
             let resp = sink.model(req).await?;
@@ -98,10 +104,8 @@ impl Harness for ToolLoopAgent {
             }
             messages.push(resp.message);
             for call in calls {
-                // Unique within the session: the turn's id and the model's call id.
-                let result = sink
-                    .tool_call(call.controller_mediated(&start.execution_id))
-                    .await?;
+                let call = unique_key(call.controller_mediated(&start.execution_id), &mut keys);
+                let result = sink.tool_call(call).await?;
                 messages.push(Message::tool_result(result));
             }
         }
@@ -110,4 +114,24 @@ impl Harness for ToolLoopAgent {
             self.max_steps
         )))
     }
+}
+
+/// Makes the call's key unique within the turn (and so within the session, as the key
+/// starts with the turn's execution id). The key is `<execution id>:<call id>`; a model
+/// that repeats a call id (some number their calls per response) or gives none gets
+/// `#2`, `#3`, … appended, in call order, so a replay of the turn makes the same keys.
+fn unique_key(mut call: ToolCall, keys: &mut HashSet<String>) -> ToolCall {
+    if call.idempotency_key.is_empty() || keys.contains(&call.idempotency_key) {
+        let base = std::mem::take(&mut call.idempotency_key);
+        let mut n: u64 = 2;
+        call.idempotency_key = loop {
+            let key = format!("{base}#{n}");
+            if !keys.contains(&key) {
+                break key;
+            }
+            n += 1;
+        };
+    }
+    keys.insert(call.idempotency_key.clone());
+    call
 }

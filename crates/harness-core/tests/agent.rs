@@ -1,0 +1,85 @@
+//! `ToolLoopAgent` against the hosts' rules, beyond the happy path of `tests/model.rs`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashSet;
+
+use futures::executor::block_on;
+use harness_core::agent::ToolLoopAgent;
+use harness_core::message::{JsonObject, Message, Part, Role, ToolCall, ToolResult};
+use harness_core::model::ScriptedModel;
+use harness_core::testing::RecordingSink;
+use harness_core::{Harness, Start};
+use serde_json::json;
+
+fn calls(ids_and_tools: &[(&str, &str)]) -> Message {
+    Message {
+        role: Role::Assistant,
+        parts: ids_and_tools
+            .iter()
+            .map(|(id, tool)| Part::ToolCall(ToolCall::new(*id, *tool, JsonObject::new())))
+            .collect(),
+    }
+}
+
+/// agentsessions, Rule 4: "the harness chooses ToolCall.IdempotencyKey, unique only within its
+/// session … the tool side dedups on session UID plus idempotency key" (and harness-sessions'
+/// executor does: a second call with a used key gets the first call's receipt and never runs).
+/// Models do not all give unique call ids: some number them per response (`call_0` every
+/// step), some give none. The key is the agent's to make unique, not the model's.
+#[test]
+fn idempotency_keys_stay_unique_when_the_model_repeats_or_omits_call_ids() {
+    let mut with_text = calls(&[("", "d"), ("", "e")]);
+    with_text.parts.insert(0, Part::text("Let me check. "));
+    let script = || {
+        ScriptedModel::new()
+            .reply_with(calls(&[("call_0", "a"), ("call_0", "b")]))
+            .reply_with(calls(&[("call_0", "c")]))
+            .reply_with(with_text.clone())
+            .reply("Done.")
+    };
+    for exec in ["x1", ""] {
+        let mut sink =
+            RecordingSink::new(script()).with_tool("a", |c| ToolResult::ok_json(&c.id, json!(1)));
+        let mut start = Start::with_inputs(vec![Message::user("go")]);
+        start.execution_id = exec.into();
+        block_on(ToolLoopAgent::new("a").run(start, &mut sink))
+            .unwrap_or_else(|e| panic!("execution id {exec:?}: {e}"));
+        let keys: Vec<_> = sink
+            .tool_calls()
+            .iter()
+            .map(|c| c.idempotency_key.clone())
+            .collect();
+        assert_eq!(keys.len(), 5, "{keys:?}");
+        assert!(keys.iter().all(|k| !k.is_empty()), "{keys:?}");
+        assert_eq!(keys.iter().collect::<HashSet<_>>().len(), 5, "{keys:?}");
+        // A call id seen for the first time keeps the documented key.
+        let want = if exec.is_empty() {
+            "call_0"
+        } else {
+            "x1:call_0"
+        };
+        assert_eq!(keys[0], want);
+        assert_eq!(sink.spoken_text(), "Let me check. Done.");
+    }
+}
+
+/// The same script gives the same keys on every run: a replayed or re-driven turn must
+/// present the keys its first run recorded.
+#[test]
+fn idempotency_keys_are_deterministic() {
+    let run = || {
+        let model = ScriptedModel::new()
+            .reply_with(calls(&[("call_0", "a"), ("call_0", "a")]))
+            .reply_with(calls(&[("call_0", "a")]))
+            .reply("ok");
+        let mut sink = RecordingSink::new(model);
+        let mut start = Start::with_inputs(vec![Message::user("go")]);
+        start.execution_id = "x9".into();
+        block_on(ToolLoopAgent::new("a").run(start, &mut sink)).unwrap();
+        sink.tool_calls()
+            .iter()
+            .map(|c| c.idempotency_key.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(), run());
+}
