@@ -132,10 +132,14 @@ impl NdjsonDecoder {
                 }
                 None => {
                     self.input.scan = self.input.buf.len();
-                    let pending = self.input.pending();
+                    // A CR last may be the first half of a CRLF: not the line's.
+                    let held = match self.input.buf[self.input.pos..] {
+                        [.., b'\r'] => self.input.pending() - 1,
+                        _ => self.input.pending(),
+                    };
                     if self.dropping {
                         self.input.skip_all();
-                    } else if pending > self.cfg.max_line_bytes {
+                    } else if held > self.cfg.max_line_bytes {
                         self.input.skip_all();
                         self.dropping = true;
                         self.line_no += 1;

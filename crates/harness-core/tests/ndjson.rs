@@ -167,3 +167,22 @@ proptest! {
         prop_assert_eq!(whole, run(cfg, &chunks));
     }
 }
+
+/// `max_line_bytes` is the "longest line accepted, without its line end", and "any split of
+/// the same bytes" must give the same lines: a line of exactly the limit ending in CRLF,
+/// split between its CR and its LF, was reported `LineTooLong` (the CR counted as the line's).
+#[test]
+fn a_line_of_exactly_the_limit_is_accepted_when_its_crlf_is_split() {
+    let cfg = NdjsonConfig { max_line_bytes: 7 };
+    let want = vec![Ok(json!({"a": 1})), Ok(json!({"b": 2}))];
+    assert_eq!(run(cfg, &[b"{\"a\":1}\r\n{\"b\":2}\r\n"]), want);
+    assert_eq!(run(cfg, &[b"{\"a\":1}\r", b"\n{\"b\":2}\r", b"\n"]), want);
+    // One byte more is over the limit, however it is split.
+    let cfg = NdjsonConfig { max_line_bytes: 6 };
+    for chunks in [&[&b"{\"a\":1}\r"[..], b"\n"][..], &[b"{\"a\":1}", b"\r\n"]] {
+        assert_eq!(
+            run(cfg, chunks),
+            vec![Err(NdjsonError::LineTooLong { line: 1, limit: 6 })]
+        );
+    }
+}
