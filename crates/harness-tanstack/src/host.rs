@@ -317,6 +317,10 @@ struct Conn {
     /// The key of [`Host::watchers`] it is in.
     watching: Option<String>,
     next_request: u64,
+    /// `harness.snapshot` frames the client asked for and has not had yet: each is taken
+    /// and sent once the connection has every event the log has, so that it sits in the
+    /// stream at its cursor. A count, not frames: what waits is bounded like the queue.
+    snapshots_wanted: usize,
 }
 
 impl Conn {
@@ -329,6 +333,17 @@ impl Conn {
         let b = self.out.pop_front()?;
         self.out_bytes = self.out_bytes.saturating_sub(b.len());
         Some(b)
+    }
+
+    /// A client that sends and never reads: `slow_consumer`, then the close 4408.
+    fn slow_consumer(&mut self) {
+        let f = HostFrame::error(
+            ErrorCode::SlowConsumer,
+            "The client read too slowly.",
+            self.request_id.clone(),
+        );
+        self.push_out(render(self.transport, &f));
+        self.close_after = Some((close::SLOW_CONSUMER, "slow_consumer".into()));
     }
 
     /// Hands bytes out to the transport.
@@ -574,6 +589,7 @@ impl<L: EventLog> Host<L> {
                 unpolled_since: None,
                 watching: None,
                 next_request: 0,
+                snapshots_wanted: 0,
             },
         );
         id
@@ -639,13 +655,7 @@ impl<L: EventLog> Host<L> {
                 || (!c.out.is_empty() && c.out_bytes.saturating_add(bytes.len()) > max_bytes);
             if full && c.close_after.is_none() {
                 // A client that sends and never reads: a slow consumer.
-                let f = HostFrame::error(
-                    ErrorCode::SlowConsumer,
-                    "The client read too slowly.",
-                    c.request_id.clone(),
-                );
-                c.push_out(render(c.transport, &f));
-                c.close_after = Some((close::SLOW_CONSUMER, "slow_consumer".into()));
+                c.slow_consumer();
                 c.woken(self.last_now);
                 self.woken.insert(id);
                 return;
@@ -987,16 +997,21 @@ impl<L: EventLog> Host<L> {
                 }
             }
             ClientFrame::Snapshot(_) => {
-                if let Some(ConnState::Thread { thread, .. }) =
-                    self.conns.get(&id).map(|c| &c.state)
-                {
-                    let thread = thread.clone();
-                    let snap = self.snapshot_of(&thread);
-                    let frame = HostFrame::Snapshot(SnapshotFrame {
-                        snapshot: Json::new(&snap).unwrap_or_default(),
-                        ..SnapshotFrame::default()
-                    });
-                    self.queue(id, &frame);
+                // The snapshot says the state after the event at its cursor: it goes out
+                // when the connection has sent every event up to that cursor (not ahead of
+                // them with the receipts), so that the events after it on the stream are
+                // exactly the events after its cursor.
+                let max = self.cfg.max_queued_frames.max(1);
+                if let Some(c) = self.conns.get_mut(&id) {
+                    if matches!(c.state, ConnState::Thread { .. }) {
+                        if c.snapshots_wanted.saturating_add(c.out.len()) >= max {
+                            // A client that asks and never reads: a slow consumer.
+                            c.slow_consumer();
+                        } else {
+                            c.snapshots_wanted += 1;
+                        }
+                        self.wake(id);
+                    }
                 }
             }
             ClientFrame::Unknown(u) => {
@@ -1140,6 +1155,17 @@ impl<L: EventLog> Host<L> {
                         Ok(Some(rec)) => {
                             *pos = rec.seq;
                             Some(record_bytes(transport, &rec))
+                        }
+                        Ok(None) if c.snapshots_wanted > 0 => {
+                            // Caught up with the log: the snapshot is at this cursor.
+                            c.snapshots_wanted -= 1;
+                            let head = self.log.head_seq(thread);
+                            let snap = snapshot_of(self.threads.get(thread), head, thread);
+                            let frame = HostFrame::Snapshot(SnapshotFrame {
+                                snapshot: Json::new(&snap).unwrap_or_default(),
+                                ..SnapshotFrame::default()
+                            });
+                            Some(render(transport, &frame))
                         }
                         Ok(None) => None,
                         Err(LogError::Corrupt(_)) => {
@@ -2154,50 +2180,17 @@ impl<L: EventLog> Host<L> {
 
     // ---- reads -------------------------------------------------------------------------
 
-    fn snapshot_of(&self, thread_id: &str) -> SessionSnapshot {
-        let t = self.threads.get(thread_id);
-        let head = self.log.head_seq(thread_id);
-        SessionSnapshot {
-            thread_id: thread_id.to_owned(),
-            status: if t.and_then(|t| t.running.as_ref()).is_some() {
-                "running".into()
-            } else {
-                "idle".into()
-            },
-            active_operations: t
-                .and_then(|t| t.running.as_ref())
-                .map(|r| {
-                    vec![ActiveOperation {
-                        id: r.operation_id.clone(),
-                        kind: r.kind.as_str().to_owned(),
-                        ..ActiveOperation::default()
-                    }]
-                })
-                .unwrap_or_default(),
-            waiting_inputs: t
-                .map(|t| {
-                    t.waiting
-                        .iter()
-                        .map(|w| WaitingInput {
-                            input_id: w.input_id.clone(),
-                            delivery: w.delivery.clone(),
-                            message: Some(message_json(&input_message(&w.input))),
-                            ..WaitingInput::default()
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            cursor: (head > 0).then(|| Cursor::new(head.to_string())),
-            ..SessionSnapshot::default()
-        }
-    }
-
     /// `GET snapshot?threadId=`: the state of the thread.
     pub fn snapshot(&self, thread_id: &str, user: Option<&str>, request_id: &str) -> HttpAnswer {
         match self.read_check(thread_id, user, request_id) {
             Err(a) => a,
             Ok(()) => HttpAnswer::ok(
-                serde_json::to_string(&self.snapshot_of(thread_id)).unwrap_or_default(),
+                serde_json::to_string(&snapshot_of(
+                    self.threads.get(thread_id),
+                    self.log.head_seq(thread_id),
+                    thread_id,
+                ))
+                .unwrap_or_default(),
                 request_id,
             ),
         }
@@ -2270,6 +2263,43 @@ impl<L: EventLog> Host<L> {
 enum Refusal {
     Forbidden,
     Internal(String),
+}
+
+/// The snapshot of a thread whose log ends at `head`.
+fn snapshot_of(t: Option<&Thread>, head: u64, thread_id: &str) -> SessionSnapshot {
+    SessionSnapshot {
+        thread_id: thread_id.to_owned(),
+        status: if t.and_then(|t| t.running.as_ref()).is_some() {
+            "running".into()
+        } else {
+            "idle".into()
+        },
+        active_operations: t
+            .and_then(|t| t.running.as_ref())
+            .map(|r| {
+                vec![ActiveOperation {
+                    id: r.operation_id.clone(),
+                    kind: r.kind.as_str().to_owned(),
+                    ..ActiveOperation::default()
+                }]
+            })
+            .unwrap_or_default(),
+        waiting_inputs: t
+            .map(|t| {
+                t.waiting
+                    .iter()
+                    .map(|w| WaitingInput {
+                        input_id: w.input_id.clone(),
+                        delivery: w.delivery.clone(),
+                        message: Some(message_json(&input_message(&w.input))),
+                        ..WaitingInput::default()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        cursor: (head > 0).then(|| Cursor::new(head.to_string())),
+        ..SessionSnapshot::default()
+    }
 }
 
 fn may_read(access: &AccessPolicy, t: &Thread, user: Option<&str>) -> bool {

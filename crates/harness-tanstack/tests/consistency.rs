@@ -1,0 +1,286 @@
+//! Consistency of what a host hands out across subscribers, gaps, snapshots and restarts
+//! (tanstack-harness-wire-protocol.md, version 2). Each test quotes the words it checks.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::field_reassign_with_default
+)]
+
+mod support;
+
+use std::time::Duration;
+
+use harness_tanstack::agui::Event;
+use harness_tanstack::frame::close;
+use harness_tanstack::host::{ConnId, Host, HostConfig, Transport};
+use harness_tanstack::http::StreamOptions;
+use harness_tanstack::log::{EventLog, MemoryLog};
+use serde_json::Value;
+use support::Net;
+
+const PROMPT: &[u8] = br#"{"threadId":"thread-1","input":{"op":"prompt","message":"Hello"}}"#;
+
+fn json(s: &str) -> Value {
+    serde_json::from_str(
+        s.lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .unwrap_or(s),
+    )
+    .unwrap()
+}
+
+/// The `harness.event` frames a connection received, as JSON.
+fn events(texts: &[String]) -> Vec<Value> {
+    texts
+        .iter()
+        .map(|t| json(t))
+        .filter(|v| v["type"] == "harness.event")
+        .collect()
+}
+
+fn cursors(frames: &[Value]) -> Vec<u64> {
+    frames
+        .iter()
+        .map(|f| f["cursor"].as_str().unwrap().parse().unwrap())
+        .collect()
+}
+
+fn subscribe<L: EventLog>(n: &mut Net<L>, from: Option<&str>) -> ConnId {
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    let from = from
+        .map(|f| format!(r#","from":"{f}""#))
+        .unwrap_or_default();
+    n.host.handle_frame(
+        n.now,
+        c,
+        &format!(r#"{{"type":"harness.subscribe","threadId":"thread-1","v":2{from}}}"#),
+    );
+    c
+}
+
+fn cfg(socket_buffer_bytes: f64) -> HostConfig {
+    let mut cfg = HostConfig::default();
+    cfg.stream = StreamOptions {
+        socket_buffer_bytes: Some(socket_buffer_bytes),
+        slow_consumer_ms: Some(30_000.0),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap();
+    cfg
+}
+
+#[test]
+fn many_subscribers_one_slow_the_others_get_every_event_once_and_the_slow_one_loses_nothing() {
+    let mut n = Net::new(Host::new(cfg(800.0), MemoryLog::default()));
+    n.host.control(n.now, None, PROMPT, "r", None);
+    n.pump();
+    let op = n.turns[0].operation_id.clone();
+    for i in 0..5 {
+        n.host
+            .emit(
+                n.now,
+                "thread-1",
+                &op,
+                Event::text_content("m", format!("a{i}")),
+            )
+            .unwrap();
+    }
+    // Subscribers with different cursors: from the start, from 3, from the head.
+    let head0 = n.host.log().head_seq("thread-1");
+    let all = subscribe(&mut n, None);
+    let mid = subscribe(&mut n, Some("3"));
+    let tail = subscribe(&mut n, Some(&head0.to_string()));
+    let slow = subscribe(&mut n, Some("2"));
+    n.stalled.push(slow);
+    n.pump();
+    for i in 0..100 {
+        n.host
+            .emit(
+                n.now,
+                "thread-1",
+                &op,
+                Event::text_content("m", format!("b{i}")),
+            )
+            .unwrap();
+        n.pump();
+        n.now += Duration::from_millis(400);
+        if let Some(t) = n.host.poll_timeout() {
+            if t <= n.now {
+                n.host.handle_timeout(n.now);
+            }
+        }
+        n.pump();
+    }
+    let head = n.host.log().head_seq("thread-1");
+    // "If the client does not read for this long, the server sends slow_consumer and closes."
+    assert_eq!(n.closed(slow), Some(close::SLOW_CONSUMER));
+    let slow_got = n.take(slow);
+    assert_eq!(json(slow_got.last().unwrap())["code"], "slow_consumer");
+    // The others are unaffected: every event once, in order, nothing closed.
+    for (c, from) in [(all, 0), (mid, 3), (tail, head0)] {
+        assert_eq!(n.closed(c), None);
+        let got = cursors(&events(&n.take(c)));
+        assert_eq!(got, (from + 1..=head).collect::<Vec<_>>(), "conn {c:?}");
+    }
+    // "A slow client loses no events. The server reads them from the log when the client
+    // reads again." — "Subscribe again from the last cursor."
+    let before = cursors(&events(&slow_got));
+    let last = before.last().copied().unwrap_or(2);
+    let again = subscribe(&mut n, Some(&last.to_string()));
+    n.pump();
+    let after = cursors(&events(&n.take(again)));
+    let mut union = before.clone();
+    union.extend(after);
+    assert_eq!(union, (3..=head).collect::<Vec<_>>());
+}
+
+#[test]
+fn eviction_while_a_subscriber_is_part_way_through_is_one_gap_then_the_rest_once() {
+    let mut n = Net::new(Host::new(cfg(600.0), MemoryLog::new(8, 1 << 20)));
+    n.host.control(n.now, None, PROMPT, "r", None);
+    n.pump();
+    let op = n.turns[0].operation_id.clone();
+    let c = subscribe(&mut n, None);
+    n.pump();
+    let first_read = cursors(&events(&n.take(c)));
+    let last_read = *first_read.last().unwrap();
+    // The reader stops taking bytes; the log moves on and evicts what it has not read.
+    n.stalled.push(c);
+    for i in 0..30 {
+        n.host
+            .emit(
+                n.now,
+                "thread-1",
+                &op,
+                Event::text_content("m", format!("x{i}")),
+            )
+            .unwrap();
+        n.pump();
+    }
+    let stalled_read = events(&n.take(c));
+    let read_so_far = cursors(&stalled_read).last().copied().unwrap_or(last_read);
+    // It reads again: it acks what it has.
+    n.stalled.clear();
+    let inflight = n.host.in_flight(c);
+    n.host.sent(n.now, c, inflight);
+    n.pump();
+    let rest = events(&n.take(c));
+    let first = n.host.log().first_seq("thread-1");
+    let head = n.host.log().head_seq("thread-1");
+    assert!(read_so_far + 1 < first, "the test must evict unread events");
+    // "the stream sends one CUSTOM event with the name harness.gap, and continues from the
+    // first event that it has" — "from is the cursor that you sent" (its last cursor),
+    // "resumeAt is the cursor of this event", "reason is … evicted".
+    let gap = &rest[0];
+    assert_eq!(gap["event"]["name"], "harness.gap");
+    assert_eq!(
+        gap["event"]["value"]["from"],
+        read_so_far.to_string().as_str()
+    );
+    assert_eq!(gap["event"]["value"]["resumeAt"], gap["cursor"]);
+    assert_eq!(gap["event"]["value"]["reason"], "evicted");
+    assert_eq!(gap["cursor"], (first - 1).to_string().as_str());
+    assert_eq!(
+        cursors(&rest[1..]),
+        (first..=head).collect::<Vec<_>>(),
+        "then every event it has, once"
+    );
+    assert_eq!(
+        rest.iter()
+            .filter(|f| f["event"]["name"] == "harness.gap")
+            .count(),
+        1
+    );
+}
+
+/// "`harness.snapshot` | none | Asks for the snapshot of the session." and, after a gap,
+/// "On the socket, send `harness.snapshot`. Store `resumeAt` as your cursor, and continue
+/// to read the stream." The snapshot is the state after the event at its `cursor`: on the
+/// socket it must come after the events up to that cursor and before the events after
+/// it, or a client applies those events on top of a state that already has them.
+/// Its fields (research: "status, activeOperations[{id, kind}], waitingInputs[{inputId,
+/// delivery, message}]") agree with the events up to its cursor.
+#[test]
+fn a_socket_snapshot_sits_in_the_stream_at_its_cursor() {
+    let mut n = Net::new(Host::new(HostConfig::default(), MemoryLog::default()));
+    n.host.control(n.now, None, PROMPT, "r", None);
+    n.pump();
+    let op = n.turns[0].operation_id.clone();
+    for i in 0..5 {
+        n.host
+            .emit(
+                n.now,
+                "thread-1",
+                &op,
+                Event::text_content("m", format!("a{i}")),
+            )
+            .unwrap();
+    }
+    let follow =
+        br#"{"threadId":"thread-1","input":{"op":"followUp","message":"Next","inputId":"in-f"}}"#;
+    n.host.control(n.now, None, follow, "r", None);
+    // The stdio worker "runs the frames in order, so an input right after the subscribe is
+    // safe": subscribe from the start, then ask for the snapshot (twice), before reading.
+    let c = subscribe(&mut n, None);
+    n.host
+        .handle_frame(n.now, c, r#"{"type":"harness.snapshot"}"#);
+    n.host
+        .handle_frame(n.now, c, r#"{"type":"harness.snapshot"}"#);
+    n.pump();
+    n.host
+        .emit(n.now, "thread-1", &op, Event::text_content("m", "late"))
+        .unwrap();
+    n.pump();
+    let frames: Vec<Value> = n.take(c).iter().map(|t| json(t)).collect();
+    let snaps: Vec<usize> = frames
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f["type"] == "harness.snapshot")
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(snaps.len(), 2, "one answer per request");
+    let at = snaps[0];
+    let snap = &frames[at]["snapshot"];
+    let snap_cursor: u64 = snap["cursor"].as_str().unwrap().parse().unwrap();
+    let before: Vec<Value> = frames[..at]
+        .iter()
+        .filter(|f| f["type"] == "harness.event")
+        .cloned()
+        .collect();
+    let after: Vec<Value> = frames[at + 1..]
+        .iter()
+        .filter(|f| f["type"] == "harness.event")
+        .cloned()
+        .collect();
+    assert_eq!(cursors(&before), (1..=snap_cursor).collect::<Vec<_>>());
+    let head = n.host.log().head_seq("thread-1");
+    assert_eq!(
+        cursors(&after),
+        (snap_cursor + 1..=head).collect::<Vec<_>>()
+    );
+    // What the events up to the cursor say: the run started and has not finished, the
+    // follow-up was queued behind it.
+    assert!(
+        before
+            .iter()
+            .any(|f| f["event"]["type"] == "RUN_STARTED" && f["event"]["runId"] == op.as_str())
+    );
+    assert!(!before.iter().any(|f| f["event"]["type"] == "RUN_FINISHED"));
+    assert!(
+        before
+            .iter()
+            .any(|f| f["event"]["name"] == "harness.input.queued"
+                && f["event"]["value"]["inputId"] == "in-f")
+    );
+    assert_eq!(snap["status"], "running");
+    assert_eq!(
+        snap["activeOperations"],
+        serde_json::json!([{ "id": op, "kind": "chat" }])
+    );
+    assert_eq!(
+        snap["waitingInputs"],
+        serde_json::json!([{ "inputId": "in-f", "delivery": "queue", "message": "Next" }])
+    );
+}
