@@ -1,7 +1,8 @@
 //! Newline-delimited JSON: one JSON value per line, the framing of the stdio transports.
 //!
 //! [`NdjsonDecoder`] holds partial lines across pushes, tolerates CRLF, skips blank lines and
-//! bounds the length of a line; a line that is not valid JSON (or not the type asked for) is
+//! one UTF-8 BOM at the start of the stream (RFC 8259 §8.1 allows it; Windows writers send
+//! one), and bounds the length of a line; a line that is not valid JSON (or not the type asked for) is
 //! an error for that line only. [`NdjsonEncoder`] writes compact JSON, one value per line.
 //!
 //! ```
@@ -23,6 +24,9 @@
 //! ```
 
 use serde::Serialize;
+
+/// The UTF-8 byte order mark, skipped once at the start of a stream.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 use crate::buffer::InputBuffer;
 use serde::de::DeserializeOwned;
@@ -133,10 +137,15 @@ impl NdjsonDecoder {
                 None => {
                     self.input.scan = self.input.buf.len();
                     // A CR last may be the first half of a CRLF: not the line's.
-                    let held = match self.input.buf[self.input.pos..] {
+                    let mut held = match self.input.buf[self.input.pos..] {
                         [.., b'\r'] => self.input.pending() - 1,
                         _ => self.input.pending(),
                     };
+                    if self.line_no == 0 {
+                        // Nor is a BOM the first line may start with (an early report
+                        // only: the whole line is measured exactly at its line end).
+                        held = held.saturating_sub(BOM.len());
+                    }
                     if self.dropping {
                         self.input.skip_all();
                     } else if held > self.cfg.max_line_bytes {
@@ -156,21 +165,26 @@ impl NdjsonDecoder {
                 continue;
             }
             self.line_no += 1;
-            let mut line = &self.input.buf[start..end];
-            if let Some(l) = line.strip_suffix(b"\r") {
-                line = l;
+            let (mut lo, mut hi) = (start, end);
+            if self.input.buf[lo..hi].ends_with(b"\r") {
+                hi -= 1;
             }
-            if line.len() > self.cfg.max_line_bytes {
+            if self.line_no == 1 && self.input.buf[lo..hi].starts_with(BOM) {
+                lo += BOM.len(); // one BOM at the start of the stream (RFC 8259 §8.1)
+            }
+            if hi - lo > self.cfg.max_line_bytes {
                 return Err(NdjsonError::LineTooLong {
                     line: self.line_no,
                     limit: self.cfg.max_line_bytes,
                 });
             }
-            if line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')) {
+            if self.input.buf[lo..hi]
+                .iter()
+                .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+            {
                 continue; // blank lines are skipped
             }
-            let line = &self.input.buf[start..start + line.len()];
-            return Ok(Some(line));
+            return Ok(Some(&self.input.buf[lo..hi]));
         }
     }
 

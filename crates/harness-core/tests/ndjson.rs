@@ -186,3 +186,38 @@ fn a_line_of_exactly_the_limit_is_accepted_when_its_crlf_is_split() {
         );
     }
 }
+
+/// RFC 8259 §8.1: "implementations that parse JSON texts MAY ignore the presence of a byte
+/// order mark rather than treating it as an error" — and Windows writers put one at the start
+/// of a stream (PowerShell 5 `Out-File -Encoding utf8`, .NET's `UTF8Encoding(true)`). On the
+/// stdio transport the first frame is `harness.subscribe`: failing it fails every frame
+/// after it. One BOM at the start of the stream is skipped, under any chunking (Python's
+/// `json.loads` skips it too); a BOM anywhere else is an error for its line, as before.
+#[test]
+fn one_bom_at_the_start_of_the_stream_is_skipped() {
+    let wire = b"\xEF\xBB\xBF{\"a\":1}\n\xEF\xBB\xBF{\"b\":2}\n{\"c\":3}\n";
+    for n in 1..wire.len() {
+        let chunks: Vec<&[u8]> = wire.chunks(n).collect();
+        let out = run(NdjsonConfig { max_line_bytes: 7 }, &chunks);
+        assert_eq!(out.len(), 3, "chunk {n}: {out:?}");
+        assert_eq!(out[0], Ok(json!({"a": 1})), "chunk {n}");
+        // Line 2's BOM is not skipped: its line is 10 bytes, over the limit.
+        assert_eq!(
+            out[1],
+            Err(NdjsonError::LineTooLong { line: 2, limit: 7 }),
+            "chunk {n}"
+        );
+        assert_eq!(out[2], Ok(json!({"c": 3})), "chunk {n}");
+    }
+    // Without the limit, a BOM not at the start is that line's JSON error.
+    let out = run(NdjsonConfig::default(), &[&wire[..]]);
+    assert!(
+        matches!(out[1], Err(NdjsonError::Json { line: 2, .. })),
+        "{out:?}"
+    );
+    // A BOM alone on the first line is a blank line.
+    assert_eq!(
+        run(NdjsonConfig::default(), &[b"\xEF\xBB", b"\xBF\r\n[1]"]),
+        vec![Ok(json!([1]))]
+    );
+}
