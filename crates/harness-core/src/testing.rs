@@ -32,7 +32,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 
 use crate::harness::{EventSink, SinkError};
-use crate::message::{ModelRequest, ModelResponse, ToolCall, ToolResult, Usage};
+use crate::message::{Mediation, ModelRequest, ModelResponse, ToolCall, ToolResult, Usage};
 use crate::model::{Model, ModelError, ModelEvent};
 
 /// One thing a harness did through the sink, in order.
@@ -75,7 +75,8 @@ type ToolFn = Box<dyn Fn(&ToolCall) -> ToolResult + Send + Sync>;
 /// controller, so that an agent that passes here runs on every host: a call that is not
 /// [`ControllerMediated`](crate::message::Mediation::ControllerMediated) or
 /// [`RequiresApproval`](crate::message::Mediation::RequiresApproval), or has no idempotency
-/// key, is refused with [`SinkError::Rejected`] and not recorded (set both with
+/// key, or is approval-gated with no call id, is refused with [`SinkError::Rejected`] and not
+/// recorded (set both with
 /// [`ToolCall::controller_mediated`]). [`lenient_tools`](Self::lenient_tools) turns the check
 /// off for an agent that will only be served where the host does not check (jambonz,
 /// TanStack).
@@ -284,6 +285,12 @@ impl EventSink for RecordingSink {
             }
             if call.idempotency_key.is_empty() {
                 return Err(SinkError::Rejected("missing idempotency key".into()));
+            }
+            // The approval gate names the call it parks: it needs the call's id.
+            if call.mediation == Mediation::RequiresApproval && call.id.is_empty() {
+                return Err(SinkError::Rejected(
+                    "an approval-gated call needs a call id".into(),
+                ));
             }
         }
         let mut result = match self.tools.get(&call.tool) {

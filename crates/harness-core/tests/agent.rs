@@ -1,14 +1,15 @@
-//! `ToolLoopAgent` against the hosts' rules, beyond the happy path of `tests/model.rs`.
+//! `ToolLoopAgent` and `RecordingSink` against the hosts' rules, beyond the happy paths of
+//! `tests/model.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashSet;
 
 use futures::executor::block_on;
 use harness_core::agent::ToolLoopAgent;
-use harness_core::message::{JsonObject, Message, Part, Role, ToolCall, ToolResult};
+use harness_core::message::{JsonObject, Mediation, Message, Part, Role, ToolCall, ToolResult};
 use harness_core::model::ScriptedModel;
 use harness_core::testing::RecordingSink;
-use harness_core::{Harness, Start};
+use harness_core::{EventSink, Harness, SinkError, Start};
 use serde_json::json;
 
 fn calls(ids_and_tools: &[(&str, &str)]) -> Message {
@@ -82,4 +83,32 @@ fn idempotency_keys_are_deterministic() {
             .collect::<Vec<_>>()
     };
     assert_eq!(run(), run());
+}
+
+/// agentsessions: "Set MediationRequiresApproval and a nonempty call ID/idempotency key before
+/// sink.ToolCall" (harness-sessions refuses it: "an approval-gated call needs a call id").
+/// `RecordingSink` promises "an agent that passes here runs on every host", so it refuses
+/// the call too, before running or recording it; `lenient_tools()` still accepts it.
+#[test]
+fn recording_sink_refuses_an_approval_gated_call_without_a_call_id() {
+    let gated = ToolCall::new("", "delete_account", JsonObject::new())
+        .with_mediation(Mediation::RequiresApproval)
+        .with_idempotency_key("x1:k");
+    let mut sink = RecordingSink::new(ScriptedModel::new()).with_tool("delete_account", |c| {
+        ToolResult::ok_json(&c.id, json!("deleted"))
+    });
+    let err = block_on(sink.tool_call(gated.clone())).unwrap_err();
+    assert!(
+        matches!(err, SinkError::Rejected(ref m) if m.contains("call id")),
+        "{err:?}"
+    );
+    assert!(sink.calls().is_empty());
+    // With a call id it runs; controller-mediated calls need no call id (only a key).
+    let mut with_id = gated.clone();
+    with_id.id = "c1".into();
+    assert!(block_on(sink.tool_call(with_id)).is_ok());
+    let mediated = gated.clone().with_mediation(Mediation::ControllerMediated);
+    assert!(block_on(sink.tool_call(mediated)).is_ok());
+    let mut lenient = RecordingSink::new(ScriptedModel::new()).lenient_tools();
+    assert!(block_on(lenient.tool_call(gated)).is_ok());
 }
