@@ -215,12 +215,17 @@ pub struct NdjsonEncoder;
 
 impl NdjsonEncoder {
     /// Appends `value` as compact JSON and a LF. Compact JSON never holds a raw line break
-    /// (strings escape theirs), so the line is always one line.
+    /// (strings escape theirs), so the line is always one line. On error (a value serde_json
+    /// cannot write, such as a map with non-string keys) nothing is appended.
     pub fn encode<T: Serialize + ?Sized>(
         out: &mut Vec<u8>,
         value: &T,
     ) -> Result<(), serde_json::Error> {
-        serde_json::to_writer(&mut *out, value)?;
+        let len = out.len();
+        if let Err(e) = serde_json::to_writer(&mut *out, value) {
+            out.truncate(len); // never half a line: the next frame would join it
+            return Err(e);
+        }
         out.push(b'\n');
         Ok(())
     }

@@ -221,3 +221,29 @@ fn one_bom_at_the_start_of_the_stream_is_skipped() {
         vec![Ok(json!([1]))]
     );
 }
+
+/// A value that fails to serialize part-way (here a map with a non-string key, after a
+/// field already written) must not leave half a line in `out`: the next frame would be
+/// appended to it, and the reader would lose both (one line, not JSON). Nothing is written
+/// on error, as `SseEncoder` does.
+#[test]
+fn a_value_that_fails_to_encode_writes_nothing() {
+    #[derive(serde::Serialize)]
+    struct Frame {
+        r#type: &'static str,
+        bad: std::collections::BTreeMap<(u8, u8), u8>,
+    }
+    let mut out = Vec::new();
+    NdjsonEncoder::encode(&mut out, &json!({"a": 1})).unwrap();
+    let bad = Frame {
+        r#type: "x",
+        bad: [((1, 2), 3)].into_iter().collect(),
+    };
+    assert!(NdjsonEncoder::encode(&mut out, &bad).is_err());
+    assert_eq!(out, b"{\"a\":1}\n");
+    NdjsonEncoder::encode(&mut out, &json!({"b": 2})).unwrap();
+    assert_eq!(
+        run(NdjsonConfig::default(), &[&out]),
+        vec![Ok(json!({"a": 1})), Ok(json!({"b": 2}))]
+    );
+}
