@@ -260,6 +260,9 @@ struct Thread {
     streaming: HashMap<String, String>,
     /// Runs whose `RUN_STARTED` had a `parentRunId`: the run tree.
     parents: HashMap<String, Option<String>>,
+    /// Tool calls whose arguments still stream: where they are in the transcript (the
+    /// message, and the call in its `toolCalls`), by `toolCallId`.
+    open_calls: HashMap<String, (usize, usize)>,
 }
 
 #[derive(Debug)]
@@ -2460,6 +2463,59 @@ impl Thread {
                     self.transcript
                         .push(agui::Message::assistant(e.message_id.clone(), text));
                 }
+            }
+            Event::ToolCallStart(s) => {
+                // As AG-UI's client applies it: the call goes on the assistant message
+                // `parentMessageId` when there is one, else on a new assistant message with
+                // the id `parentMessageId` (or `toolCallId`, with no parent or when that id
+                // is a message of another role).
+                if self.open_calls.contains_key(&s.tool_call_id) {
+                    return;
+                }
+                let call = agui::ToolCall {
+                    id: s.tool_call_id.clone(),
+                    function: agui::FunctionCall {
+                        name: s.tool_call_name.clone(),
+                        arguments: String::new(),
+                        ..agui::FunctionCall::default()
+                    },
+                    ..agui::ToolCall::default()
+                };
+                let parent = s.parent_message_id.as_deref();
+                let found = parent.and_then(|p| self.transcript.iter().rposition(|m| m.id() == p));
+                let place = match found.map(|i| (i, &mut self.transcript[i])) {
+                    Some((i, agui::Message::Assistant(m))) => {
+                        let calls = m.tool_calls.get_or_insert_with(Vec::new);
+                        calls.push(call);
+                        (i, calls.len() - 1)
+                    }
+                    other => {
+                        let id = match (other, parent) {
+                            (None, Some(p)) => p,
+                            _ => &s.tool_call_id,
+                        };
+                        self.transcript
+                            .push(agui::Message::Assistant(agui::AssistantMessage {
+                                id: id.to_owned(),
+                                tool_calls: Some(vec![call]),
+                                ..agui::AssistantMessage::default()
+                            }));
+                        (self.transcript.len() - 1, 0)
+                    }
+                };
+                self.open_calls.insert(s.tool_call_id.clone(), place);
+            }
+            Event::ToolCallArgs(a) => {
+                if let Some(&(i, j)) = self.open_calls.get(&a.tool_call_id) {
+                    if let Some(agui::Message::Assistant(m)) = self.transcript.get_mut(i) {
+                        if let Some(c) = m.tool_calls.as_mut().and_then(|c| c.get_mut(j)) {
+                            c.function.arguments.push_str(&a.delta);
+                        }
+                    }
+                }
+            }
+            Event::ToolCallEnd(e) => {
+                self.open_calls.remove(&e.tool_call_id);
             }
             Event::ToolCallResult(r) => {
                 self.transcript.push(agui::Message::Tool(agui::ToolMessage {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use harness_tanstack::agui::Event;
 use harness_tanstack::frame::close;
-use harness_tanstack::host::{ConnId, Host, HostConfig, Transport};
+use harness_tanstack::host::{ConnId, Host, HostConfig, Transport, TurnOutcome};
 use harness_tanstack::http::StreamOptions;
 use harness_tanstack::log::{EventLog, MemoryLog};
 use serde_json::Value;
@@ -282,5 +282,61 @@ fn a_socket_snapshot_sits_in_the_stream_at_its_cursor() {
     assert_eq!(
         snap["waitingInputs"],
         serde_json::json!([{ "inputId": "in-f", "delivery": "queue", "message": "Next" }])
+    );
+}
+
+fn ev(s: &str) -> Event {
+    Event::from_json(s).unwrap()
+}
+
+/// "`GET snapshot?threadId=` and `GET transcript?threadId=`: the state and the saved
+/// messages of the thread. When the client starts, load both." and after a gap "Delete the
+/// state that you built from events. Load `GET snapshot` and `GET transcript` again." The
+/// transcript stands in for what a client built from the events, so it has what the events
+/// say: a tool call (`TOOL_CALL_START` / `_ARGS` / `_END`) is an assistant message with
+/// `toolCalls` (as `@ag-ui/client` applies `TOOL_CALL_START`: the assistant message
+/// `parentMessageId`, or a new assistant message with the id `parentMessageId ??
+/// toolCallId`), before the tool message of its `TOOL_CALL_RESULT`. A tool message that
+/// answers no call is a message missing.
+#[test]
+fn the_transcript_has_the_assistant_tool_calls_the_events_made() {
+    let mut n = Net::new(Host::new(HostConfig::default(), MemoryLog::default()));
+    n.host.control(n.now, None, PROMPT, "r", None);
+    n.pump();
+    let op = n.turns.remove(0).operation_id;
+    for e in [
+        r#"{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"Let me look"}"#,
+        r#"{"type":"TEXT_MESSAGE_END","messageId":"m1"}"#,
+        r#"{"type":"TOOL_CALL_START","toolCallId":"tc-1","toolCallName":"search"}"#,
+        r#"{"type":"TOOL_CALL_ARGS","toolCallId":"tc-1","delta":"{\"q\":"}"#,
+        r#"{"type":"TOOL_CALL_ARGS","toolCallId":"tc-1","delta":"\"x\"}"}"#,
+        r#"{"type":"TOOL_CALL_END","toolCallId":"tc-1"}"#,
+        r#"{"type":"TOOL_CALL_RESULT","messageId":"r-1","toolCallId":"tc-1","content":"found"}"#,
+        r#"{"type":"TEXT_MESSAGE_START","messageId":"m2","role":"assistant"}"#,
+        r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m2","delta":"Done"}"#,
+        r#"{"type":"TEXT_MESSAGE_END","messageId":"m2"}"#,
+        r#"{"type":"TOOL_CALL_START","toolCallId":"tc-2","toolCallName":"save","parentMessageId":"m2"}"#,
+        r#"{"type":"TOOL_CALL_ARGS","toolCallId":"tc-2","delta":"{}"}"#,
+        r#"{"type":"TOOL_CALL_END","toolCallId":"tc-2"}"#,
+        r#"{"type":"TOOL_CALL_RESULT","messageId":"r-2","toolCallId":"tc-2","content":"ok"}"#,
+    ] {
+        n.host.emit(n.now, "thread-1", &op, ev(e)).unwrap();
+    }
+    n.host
+        .finish_turn(n.now, "thread-1", &op, TurnOutcome::Completed)
+        .unwrap();
+    let t = json(&n.host.transcript("thread-1", None, "r").body);
+    let call = |id: &str, name: &str, args: &str| serde_json::json!({ "id": id, "type": "function", "function": { "name": name, "arguments": args } });
+    assert_eq!(
+        t["messages"],
+        serde_json::json!([
+            { "id": "in-1-msg", "role": "user", "content": "Hello" },
+            { "id": "m1", "role": "assistant", "content": "Let me look" },
+            { "id": "tc-1", "role": "assistant", "toolCalls": [call("tc-1", "search", r#"{"q":"x"}"#)] },
+            { "id": "r-1", "role": "tool", "content": "found", "toolCallId": "tc-1" },
+            { "id": "m2", "role": "assistant", "content": "Done", "toolCalls": [call("tc-2", "save", "{}")] },
+            { "id": "r-2", "role": "tool", "content": "ok", "toolCallId": "tc-2" },
+        ])
     );
 }
