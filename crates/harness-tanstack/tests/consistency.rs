@@ -11,11 +11,11 @@ mod support;
 
 use std::time::Duration;
 
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::{Event, TextMessageStart};
 use harness_tanstack::frame::close;
 use harness_tanstack::host::{ConnId, Host, HostConfig, Transport, TurnOutcome};
 use harness_tanstack::http::StreamOptions;
-use harness_tanstack::log::{EventLog, MemoryLog};
+use harness_tanstack::log::{EventLog, FileLog, MemoryLog};
 use serde_json::Value;
 use support::Net;
 
@@ -287,6 +287,141 @@ fn a_socket_snapshot_sits_in_the_stream_at_its_cursor() {
 
 fn ev(s: &str) -> Event {
     Event::from_json(s).unwrap()
+}
+
+/// The run tree through a restart of a durable host. "The AG-UI `RUN_STARTED` event of a
+/// child run has `parentRunId`: the run that started it." "An event of a subagent also has
+/// `subagentRunId` on the `event` itself." "A cursor works … after a restart only on a
+/// durable host": what is replayed from the log is what was sent. "Before it, a cancelled
+/// turn … sends `RUN_FINISHED` with `outcome: { type: 'cancelled' }`." A run the restart cut
+/// off ends `interrupted` (README: "a running turn ends `interrupted`"), its children too.
+#[test]
+fn the_run_tree_and_a_cancelled_outcome_survive_a_durable_restart_and_cut_off_runs_end_interrupted()
+{
+    let dir = std::env::temp_dir().join(format!(
+        "harness-tanstack-consistency-tree-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let before: Vec<Value>;
+    {
+        let mut n = Net::new(Host::new(
+            HostConfig::default(),
+            FileLog::open(&dir).unwrap(),
+        ));
+        n.host.control(n.now, None, PROMPT, "r", None);
+        n.pump();
+        let lead = n.turns.remove(0).operation_id;
+        let now = n.now;
+        let h = &mut n.host;
+        h.emit(now, "thread-1", "op-a", ev(&format!(
+            r#"{{"type":"RUN_STARTED","threadId":"thread-1","runId":"op-a","parentRunId":"{lead}"}}"#
+        ))).unwrap();
+        h.emit(now, "thread-1", "op-a", ev(
+            r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"ma","delta":"sub","subagentRunId":"sub-1"}"#,
+        )).unwrap();
+        h.emit(
+            now,
+            "thread-1",
+            "op-a",
+            ev(r#"{"type":"RUN_FINISHED","threadId":"thread-1","runId":"op-a"}"#),
+        )
+        .unwrap();
+        h.emit(
+            now,
+            "thread-1",
+            &lead,
+            Event::TextMessageStart(TextMessageStart {
+                message_id: "m1".into(),
+                ..Default::default()
+            }),
+        )
+        .unwrap();
+        h.emit(now, "thread-1", &lead, Event::text_content("m1", "half"))
+            .unwrap();
+        h.finish_turn(now, "thread-1", &lead, TurnOutcome::Cancelled)
+            .unwrap();
+        n.pump();
+        // A second turn, with a child, cut off by the restart.
+        n.host.control(n.now, None, PROMPT, "r", None);
+        n.pump();
+        let second = n.turns.remove(0).operation_id;
+        n.host.emit(n.now, "thread-1", "op-b", ev(&format!(
+            r#"{{"type":"RUN_STARTED","threadId":"thread-1","runId":"op-b","parentRunId":"{second}"}}"#
+        ))).unwrap();
+        let c = subscribe(&mut n, None);
+        n.pump();
+        before = events(&n.take(c));
+        assert_eq!(
+            n.host.run_tree("thread-1").get("op-a"),
+            Some(&Some(lead.clone()))
+        );
+    }
+    let mut n = Net::new(Host::new(
+        HostConfig::default(),
+        FileLog::open(&dir).unwrap(),
+    ));
+    let tree = n.host.run_tree("thread-1");
+    assert_eq!(tree.get("op-1"), Some(&None));
+    assert_eq!(tree.get("op-a"), Some(&Some("op-1".to_owned())));
+    assert_eq!(tree.get("op-2"), Some(&None));
+    assert_eq!(tree.get("op-b"), Some(&Some("op-2".to_owned())));
+    let c = subscribe(&mut n, None);
+    n.pump();
+    let after = events(&n.take(c));
+    // Every event sent before the restart comes back the same, cursor for cursor.
+    assert_eq!(&after[..before.len()], &before[..]);
+    let find = |f: &dyn Fn(&Value) -> bool| after.iter().find(|v| f(v)).cloned().unwrap();
+    let started_a = find(&|v| v["event"]["type"] == "RUN_STARTED" && v["operationId"] == "op-a");
+    assert_eq!(started_a["event"]["parentRunId"], "op-1");
+    let sub = find(&|v| v["event"]["messageId"] == "ma");
+    assert_eq!(sub["event"]["subagentRunId"], "sub-1");
+    let fin = find(&|v| v["event"]["type"] == "RUN_FINISHED" && v["operationId"] == "op-1");
+    assert_eq!(
+        fin["event"]["outcome"],
+        serde_json::json!({ "type": "cancelled" })
+    );
+    let op1_fin = find(&|v| {
+        v["event"]["name"] == "harness.operation.finished"
+            && v["event"]["value"]["operationId"] == "op-1"
+    });
+    assert_eq!(op1_fin["event"]["value"]["status"], "cancelled");
+    // What the restart cut off: op-2 and its child op-b end interrupted, once each; op-1
+    // and op-a, which ended, get nothing more.
+    let tail = &after[before.len()..];
+    let errors: Vec<&str> = tail
+        .iter()
+        .filter(|v| v["event"]["type"] == "RUN_ERROR")
+        .map(|v| v["operationId"].as_str().unwrap())
+        .collect();
+    let mut sorted = errors.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["op-2", "op-b"]);
+    assert!(
+        tail.iter()
+            .all(|v| v["event"]["type"] != "RUN_ERROR" || v["event"]["code"] == "interrupted")
+    );
+    let finished: Vec<(&str, &str)> = tail
+        .iter()
+        .filter(|v| v["event"]["name"] == "harness.operation.finished")
+        .map(|v| {
+            (
+                v["event"]["value"]["operationId"].as_str().unwrap(),
+                v["event"]["value"]["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(finished.contains(&("op-2", "interrupted")), "{finished:?}");
+    assert!(finished.iter().all(|(_, s)| *s == "interrupted"));
+    // A second restart adds nothing: what was closed stays closed.
+    let head = n.host.log().head_seq("thread-1");
+    drop(n);
+    let n = Net::new(Host::new(
+        HostConfig::default(),
+        FileLog::open(&dir).unwrap(),
+    ));
+    assert_eq!(n.host.log().head_seq("thread-1"), head);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// "`GET snapshot?threadId=` and `GET transcript?threadId=`: the state and the saved
