@@ -1,129 +1,15 @@
 //! The simulator against a hostile or buggy harness: what the probes of `jambonz_call`
 //! against `scripts/interop/jambonz/hostile_harness.mjs` found. Each test drives the
 //! simulator with raw harness frames on a virtual clock and cites the spec.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use harness_jambonz::harness_side::Transmit;
-use harness_jambonz::simulator::{Line, Script, SimConfig, Simulator, ViolationKind};
+use harness_jambonz::simulator::{Script, SimConfig, ViolationKind};
 use serde_json::{Value, json};
 
-struct Rig {
-    sim: Simulator,
-    t0: Instant,
-    now: Instant,
-    got: Vec<(u64, Value)>,
-    closed: bool,
-}
-
-impl Rig {
-    fn new(script: Script) -> Self {
-        Self::with(SimConfig::default(), script, |s| s)
-    }
-
-    fn with(cfg: SimConfig, script: Script, f: impl FnOnce(Simulator) -> Simulator) -> Self {
-        let t0 = Instant::now();
-        let mut sim = f(Simulator::new(t0, cfg, script));
-        sim.start(t0);
-        let mut r = Rig {
-            sim,
-            t0,
-            now: t0,
-            got: Vec::new(),
-            closed: false,
-        };
-        r.collect();
-        r
-    }
-
-    fn ms(&self) -> u64 {
-        self.now.duration_since(self.t0).as_millis() as u64
-    }
-
-    fn collect(&mut self) {
-        while let Some(t) = self.sim.poll_transmit() {
-            match t {
-                Transmit::Text(s) => {
-                    let at = self.ms();
-                    self.got.push((at, serde_json::from_str(&s).unwrap()));
-                }
-                Transmit::Close { .. } => self.closed = true,
-            }
-        }
-    }
-
-    fn send(&mut self, v: Value) {
-        self.sim.handle_frame(self.now, &v.to_string());
-        self.collect();
-    }
-
-    /// Advances to `ms` after the start, firing every timer on the way.
-    fn until(&mut self, ms: u64) {
-        let end = self.t0 + Duration::from_millis(ms);
-        while let Some(t) = self.sim.poll_timeout() {
-            if t > end {
-                break;
-            }
-            self.now = t.max(self.now);
-            self.sim.handle_timeout(self.now);
-            self.collect();
-        }
-        self.now = end.max(self.now);
-        self.sim.handle_timeout(self.now);
-        self.collect();
-    }
-
-    /// Frames of a type received so far.
-    fn of(&self, ty: &str) -> Vec<&Value> {
-        self.got
-            .iter()
-            .map(|(_, v)| v)
-            .filter(|v| v["type"] == ty)
-            .collect()
-    }
-
-    fn events(&self, name: &str) -> Vec<&Value> {
-        self.of("event")
-            .into_iter()
-            .filter(|v| v["name"] == name)
-            .collect()
-    }
-
-    fn chunk(&mut self, reply: &str, turn: Option<u64>, text: &str) {
-        let mut v = json!({"type":"reply:chunk","reply_id":reply,"chunk":{"choices":[{"delta":{"content":text}}]}});
-        if let Some(t) = turn {
-            v["turn_id"] = t.into();
-        }
-        self.send(v);
-    }
-
-    fn done(&mut self, reply: &str, turn: Option<u64>) {
-        let mut v = json!({"type":"reply:done","reply_id":reply});
-        if let Some(t) = turn {
-            v["turn_id"] = t.into();
-        }
-        self.send(v);
-    }
-
-    fn agent_lines(&self) -> Vec<(String, String, bool, u64)> {
-        self.sim
-            .transcript()
-            .lines
-            .iter()
-            .filter_map(|l| match l {
-                Line::Agent {
-                    reply_id,
-                    heard,
-                    cut_off,
-                    at_ms,
-                    ..
-                } => Some((reply_id.clone(), heard.clone(), *cut_off, *at_ms)),
-                _ => None,
-            })
-            .collect()
-    }
-}
+mod common;
+use common::Rig;
 
 /// The spec's whole call: a greeting, a question, a barge-in.
 fn whole_call() -> Script {

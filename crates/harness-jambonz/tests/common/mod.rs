@@ -1,0 +1,125 @@
+//! The test rig shared by the simulator tests: a `Simulator` driven with raw harness frames on
+//! a virtual clock, with what it sent kept as JSON.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
+
+use std::time::{Duration, Instant};
+
+use harness_jambonz::harness_side::Transmit;
+use harness_jambonz::simulator::{Line, Script, SimConfig, Simulator};
+use serde_json::{Value, json};
+
+pub struct Rig {
+    pub sim: Simulator,
+    pub t0: Instant,
+    pub now: Instant,
+    pub got: Vec<(u64, Value)>,
+    pub closed: bool,
+}
+
+impl Rig {
+    pub fn new(script: Script) -> Self {
+        Self::with(SimConfig::default(), script, |s| s)
+    }
+
+    pub fn with(cfg: SimConfig, script: Script, f: impl FnOnce(Simulator) -> Simulator) -> Self {
+        let t0 = Instant::now();
+        let mut sim = f(Simulator::new(t0, cfg, script));
+        sim.start(t0);
+        let mut r = Rig {
+            sim,
+            t0,
+            now: t0,
+            got: Vec::new(),
+            closed: false,
+        };
+        r.collect();
+        r
+    }
+
+    pub fn ms(&self) -> u64 {
+        self.now.duration_since(self.t0).as_millis() as u64
+    }
+
+    pub fn collect(&mut self) {
+        while let Some(t) = self.sim.poll_transmit() {
+            match t {
+                Transmit::Text(s) => {
+                    let at = self.ms();
+                    self.got.push((at, serde_json::from_str(&s).unwrap()));
+                }
+                Transmit::Close { .. } => self.closed = true,
+            }
+        }
+    }
+
+    pub fn send(&mut self, v: Value) {
+        self.sim.handle_frame(self.now, &v.to_string());
+        self.collect();
+    }
+
+    /// Advances to `ms` after the start, firing every timer on the way.
+    pub fn until(&mut self, ms: u64) {
+        let end = self.t0 + Duration::from_millis(ms);
+        while let Some(t) = self.sim.poll_timeout() {
+            if t > end {
+                break;
+            }
+            self.now = t.max(self.now);
+            self.sim.handle_timeout(self.now);
+            self.collect();
+        }
+        self.now = end.max(self.now);
+        self.sim.handle_timeout(self.now);
+        self.collect();
+    }
+
+    /// Frames of a type received so far.
+    pub fn of(&self, ty: &str) -> Vec<&Value> {
+        self.got
+            .iter()
+            .map(|(_, v)| v)
+            .filter(|v| v["type"] == ty)
+            .collect()
+    }
+
+    pub fn events(&self, name: &str) -> Vec<&Value> {
+        self.of("event")
+            .into_iter()
+            .filter(|v| v["name"] == name)
+            .collect()
+    }
+
+    pub fn chunk(&mut self, reply: &str, turn: Option<u64>, text: &str) {
+        let mut v = json!({"type":"reply:chunk","reply_id":reply,"chunk":{"choices":[{"delta":{"content":text}}]}});
+        if let Some(t) = turn {
+            v["turn_id"] = t.into();
+        }
+        self.send(v);
+    }
+
+    pub fn done(&mut self, reply: &str, turn: Option<u64>) {
+        let mut v = json!({"type":"reply:done","reply_id":reply});
+        if let Some(t) = turn {
+            v["turn_id"] = t.into();
+        }
+        self.send(v);
+    }
+
+    pub fn agent_lines(&self) -> Vec<(String, String, bool, u64)> {
+        self.sim
+            .transcript()
+            .lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Agent {
+                    reply_id,
+                    heard,
+                    cut_off,
+                    at_ms,
+                    ..
+                } => Some((reply_id.clone(), heard.clone(), *cut_off, *at_ms)),
+                _ => None,
+            })
+            .collect()
+    }
+}
