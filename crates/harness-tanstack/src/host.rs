@@ -1142,16 +1142,7 @@ impl<L: EventLog> Host<L> {
                 force_gap,
             } => {
                 let thread = thread.as_str();
-                let first = self.log.first_seq(thread);
-                let gap_from = force_gap
-                    .take()
-                    .or_else(|| (*pos + 1 < first).then(|| Cursor::new(pos.to_string())));
-                if let Some(from) = gap_from {
-                    // "the stream sends one `CUSTOM` event with the name `harness.gap`, and
-                    // continues from the first event that it has"
-                    let resume = first.saturating_sub(1);
-                    *pos = resume;
-                    let rec = gap_record(thread, from, resume, self.log.gap_reason());
+                if let Some(rec) = gap_if_behind(&self.log, thread, pos, force_gap) {
                     Some(record_bytes(transport, &rec))
                 } else {
                     match self.log.get(thread, *pos + 1) {
@@ -1199,17 +1190,9 @@ impl<L: EventLog> Host<L> {
                 }
             }
             ConnState::HostEvents { pos, force_gap } => {
-                let first = self.host_log.first_seq(HOST_EVENTS);
-                let gap_from = force_gap
-                    .take()
-                    .or_else(|| (*pos + 1 < first).then(|| Cursor::new(pos.to_string())));
-                if let Some(from) = gap_from {
-                    // A reader behind what the host still keeps, or with a cursor it never
-                    // handed out: the same gap as on a thread stream, then the first status
-                    // event it has.
-                    let resume = first.saturating_sub(1);
-                    *pos = resume;
-                    let rec = gap_record(HOST_EVENTS, from, resume, self.host_log.gap_reason());
+                // A reader behind what the host still keeps, or with a cursor it never
+                // handed out: the same gap as on a thread stream.
+                if let Some(rec) = gap_if_behind(&self.host_log, HOST_EVENTS, pos, force_gap) {
                     Some(record_bytes(transport, &rec))
                 } else {
                     match self.host_log.get(HOST_EVENTS, *pos + 1) {
@@ -2390,6 +2373,25 @@ fn plain_sse(event_json: &[u8]) -> Bytes {
 
 /// The `harness.gap` record a reader behind the log gets: "`from` is the cursor that you
 /// sent. `resumeAt` is the cursor of this event. The stream continues after it."
+/// The gap a reader at `pos` of `stream` gets when the first record `log` keeps is past its
+/// next one, or when it was marked for one (`force_gap`, e.g. a cursor never handed out):
+/// "the stream sends one `CUSTOM` event with the name `harness.gap`, and continues from the
+/// first event that it has". Moves `pos` to the gap's cursor, just before that event.
+fn gap_if_behind<L: EventLog + ?Sized>(
+    log: &L,
+    stream: &str,
+    pos: &mut u64,
+    force_gap: &mut Option<Cursor>,
+) -> Option<LogRecord> {
+    let first = log.first_seq(stream);
+    let from = force_gap
+        .take()
+        .or_else(|| (*pos + 1 < first).then(|| Cursor::new(pos.to_string())))?;
+    let resume = first.saturating_sub(1);
+    *pos = resume;
+    Some(gap_record(stream, from, resume, log.gap_reason()))
+}
+
 fn gap_record(thread: &str, from: Cursor, resume: u64, reason: catalog::GapReason) -> LogRecord {
     let gap = HarnessEvent::Gap(catalog::Gap {
         from,
