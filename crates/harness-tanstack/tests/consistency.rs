@@ -71,9 +71,8 @@ fn cfg(socket_buffer_bytes: f64) -> HostConfig {
     cfg
 }
 
-#[test]
-fn many_subscribers_one_slow_the_others_get_every_event_once_and_the_slow_one_loses_nothing() {
-    let mut n = Net::new(Host::new(cfg(800.0), MemoryLog::default()));
+/// A prompt whose turn has streamed five text deltas; the turn's operation id.
+fn prompt_and_five_deltas<L: harness_tanstack::log::EventLog>(n: &mut Net<L>) -> String {
     n.host.control(n.now, None, PROMPT, "r", None);
     n.pump();
     let op = n.turns[0].operation_id.clone();
@@ -87,6 +86,13 @@ fn many_subscribers_one_slow_the_others_get_every_event_once_and_the_slow_one_lo
             )
             .unwrap();
     }
+    op
+}
+
+#[test]
+fn many_subscribers_one_slow_the_others_get_every_event_once_and_the_slow_one_loses_nothing() {
+    let mut n = Net::new(Host::new(cfg(800.0), MemoryLog::default()));
+    let op = prompt_and_five_deltas(&mut n);
     // Subscribers with different cursors: from the start, from 3, from the head.
     let head0 = n.host.log().head_seq("thread-1");
     let all = subscribe(&mut n, None);
@@ -205,19 +211,7 @@ fn eviction_while_a_subscriber_is_part_way_through_is_one_gap_then_the_rest_once
 #[test]
 fn a_socket_snapshot_sits_in_the_stream_at_its_cursor() {
     let mut n = Net::new(Host::new(HostConfig::default(), MemoryLog::default()));
-    n.host.control(n.now, None, PROMPT, "r", None);
-    n.pump();
-    let op = n.turns[0].operation_id.clone();
-    for i in 0..5 {
-        n.host
-            .emit(
-                n.now,
-                "thread-1",
-                &op,
-                Event::text_content("m", format!("a{i}")),
-            )
-            .unwrap();
-    }
+    let op = prompt_and_five_deltas(&mut n);
     let follow =
         br#"{"threadId":"thread-1","input":{"op":"followUp","message":"Next","inputId":"in-f"}}"#;
     n.host.control(n.now, None, follow, "r", None);
