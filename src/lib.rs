@@ -26,17 +26,17 @@ pub use harness_uhp as uhp;
 #[doc = include_str!("../README.md")]
 struct ReadmeRoot;
 #[cfg(doctest)]
-#[doc = include_str!("../crates/harness-core/README.md")]
+#[doc = include_str!("../harness-core/README.md")]
 struct ReadmeCore;
 #[cfg(doctest)]
-#[doc = include_str!("../crates/harness-jambonz/README.md")]
+#[doc = include_str!("../harness-jambonz/README.md")]
 struct ReadmeJambonz;
 #[cfg(doctest)]
-#[doc = include_str!("../crates/harness-tanstack/README.md")]
+#[doc = include_str!("../harness-tanstack/README.md")]
 struct ReadmeTanstack;
 #[cfg(doctest)]
-#[doc = include_str!("../crates/harness-uhp/README.md")]
+#[doc = include_str!("../harness-uhp/README.md")]
 struct ReadmeUhp;
 #[cfg(doctest)]
-#[doc = include_str!("../crates/harness-sessions/README.md")]
+#[doc = include_str!("../harness-sessions/README.md")]
 struct ReadmeSessions;

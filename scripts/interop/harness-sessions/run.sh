@@ -45,4 +45,4 @@ fi
 grep -q "record 7" "$out/bad/err"
 
 cp "$out"/cli/*.journal "$out/kinds/"
-.venv/bin/python check_journal.py "$out/kinds" "$root/crates/harness-sessions/tests/fixtures/agentsessions-golden.json"
+.venv/bin/python check_journal.py "$out/kinds" "$root/harness-sessions/tests/fixtures/agentsessions-golden.json"
