@@ -16,55 +16,21 @@ use harness_core::event::{
 use harness_core::message::{Message, ToolCall};
 use harness_core::model::Model;
 use harness_core::{
-    Descriptor, Harness, HarnessError, History, IdentityContext, Resumability, Start, Timestamp,
+    Descriptor, Harness, HarnessError, History, IdentityContext, Resumability, Start,
 };
 
+pub use crate::envelope::{Clock, NoClock, SCHEMA_VERSION};
+pub use crate::observer::Observer;
+
 use crate::capabilities::{RuntimeCapabilities, can_place};
+use crate::envelope::envelope;
 use crate::error::Error;
 use crate::execution::{Execution, Executions};
-use crate::journal::{ForkOrigin, Journal, SessionMeta};
+use crate::journal::{ForkOrigin, Journal, JournalError, SessionMeta};
 use crate::record::{Fence, Head, Record, Seq};
 use crate::sink::{Failure, JournalSink, Mode, TurnCtx, derive_execution_id, lifecycle};
 use crate::tools::ToolExecutor;
 use crate::verify::Verified;
-
-/// The `schema_version` of the events this controller writes.
-pub const SCHEMA_VERSION: i32 = 1;
-
-/// Where event timestamps come from. The library never reads a clock: the host passes one
-/// in (or none, and events carry no timestamp).
-pub trait Clock: Send + Sync {
-    /// The timestamp for an event being recorded now.
-    fn now(&self) -> Option<Timestamp>;
-}
-
-/// No timestamps.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoClock;
-
-impl Clock for NoClock {
-    fn now(&self) -> Option<Timestamp> {
-        None
-    }
-}
-
-impl<F: Fn() -> Option<Timestamp> + Send + Sync> Clock for F {
-    fn now(&self) -> Option<Timestamp> {
-        self()
-    }
-}
-
-/// Watches a turn as it happens: records as they are appended and streamed model text.
-pub trait Observer: Send + Sync {
-    /// A record was appended.
-    fn on_record(&self, session: &str, record: &Record) {
-        let _ = (session, record);
-    }
-    /// The model streamed text (live calls only; never journaled as such).
-    fn on_delta(&self, session: &str, delta: &str) {
-        let _ = (session, delta);
-    }
-}
 
 /// A new turn.
 #[derive(Clone, Debug, Default)]
@@ -354,17 +320,6 @@ struct Prepared {
     name: String,
     harness: Arc<dyn Harness>,
     descriptor: Descriptor,
-}
-
-/// The seq after the head, or an error when the store's head is already at `u64::MAX`.
-pub(crate) fn next_seq(session: &str, head: &Head) -> Result<Seq, crate::journal::JournalError> {
-    head.seq
-        .checked_add(1)
-        .ok_or_else(|| crate::journal::JournalError::Corrupt {
-            session: session.to_owned(),
-            line: 0,
-            reason: "the head seq is u64::MAX: no seq left".into(),
-        })
 }
 
 fn to_i64(s: Seq) -> i64 {
@@ -996,28 +951,13 @@ impl Controller {
                 seq,
             });
         }
-        let fence = self.journal.acquire_fence(session)?;
-        let head = self.journal.head(session)?;
-        let ev = Event {
-            execution_id: pending.execution_id,
-            timestamp: self.clock.now(),
-            schema_version: SCHEMA_VERSION,
-            actor: None,
-            body: EventBody::ApprovalResult(ApprovalResult {
-                tool_call_id: tool_call_id.to_owned(),
-                approved,
-                reason: reason.to_owned(),
-                request_seq: to_i64(pending.request_seq),
-            }),
-        };
-        let rec = Record::seal(ev, next_seq(session, &head)?, head.hash, fence)
-            .map_err(|e| Error::InvalidExecutionLog(e.to_string()))?;
-        self.journal
-            .append(session, head.seq, fence, std::slice::from_ref(&rec))?;
-        self.journal.sync(session)?;
-        if let Some(o) = &self.observer {
-            o.on_record(session, &rec);
-        }
+        let body = EventBody::ApprovalResult(ApprovalResult {
+            tool_call_id: tool_call_id.to_owned(),
+            approved,
+            reason: reason.to_owned(),
+            request_seq: to_i64(pending.request_seq),
+        });
+        let rec = self.append_host_record(session, pending.execution_id, body)?;
         Ok(rec.seq)
     }
 
@@ -1049,27 +989,37 @@ impl Controller {
             }),
         };
         self.journal.fork(parent, at, child, &child_meta)?;
-        let fence = self.journal.acquire_fence(child)?;
-        let child_head = self.journal.head(child)?;
-        let ev = Event {
-            execution_id: String::new(),
-            timestamp: self.clock.now(),
-            schema_version: SCHEMA_VERSION,
-            actor: None,
-            body: lifecycle(LifecycleKind::Fork, format!("parent@{at}")),
-        };
-        let rec = Record::seal(ev, next_seq(child, &child_head)?, child_head.hash, fence)
-            .map_err(|e| Error::InvalidExecutionLog(e.to_string()))?;
-        self.journal
-            .append(child, child_head.seq, fence, std::slice::from_ref(&rec))?;
-        self.journal.sync(child)?;
-        if let Some(o) = &self.observer {
-            o.on_record(child, &rec);
-        }
+        let body = lifecycle(LifecycleKind::Fork, format!("parent@{at}"));
+        let rec = self.append_host_record(child, String::new(), body)?;
         Ok(ForkOutcome {
             child: child.to_owned(),
             fork_seq: rec.seq,
         })
+    }
+
+    /// Appends one record the host writes on its own (an approval decision, a fork marker)
+    /// under a new fence, then reaches the durability point; the observer sees it.
+    fn append_host_record(
+        &self,
+        session: &str,
+        execution_id: String,
+        body: EventBody,
+    ) -> Result<Record, Error> {
+        let fence = self.journal.acquire_fence(session)?;
+        let head = self.journal.head(session)?;
+        let ev = envelope(&*self.clock, execution_id, body);
+        let seq = head
+            .next_seq()
+            .ok_or_else(|| JournalError::no_seq_left(session))?;
+        let rec = Record::seal(ev, seq, head.hash, fence)
+            .map_err(|e| Error::InvalidExecutionLog(e.to_string()))?;
+        self.journal
+            .append(session, head.seq, fence, std::slice::from_ref(&rec))?;
+        self.journal.sync(session)?;
+        if let Some(o) = &self.observer {
+            o.on_record(session, &rec);
+        }
+        Ok(rec)
     }
 
     /// The text of every OUTPUT of a session, by execution, in order (what a reader sees).

@@ -61,12 +61,15 @@
 
 pub mod capabilities;
 pub mod controller;
+mod envelope;
 mod error;
 pub mod execution;
 pub mod harnesses;
 pub mod hash;
 pub mod input_hash;
 pub mod journal;
+mod journal_error;
+mod observer;
 pub mod record;
 mod sink;
 pub mod testing;

@@ -141,3 +141,10 @@ pub struct Head {
     /// The newest fence acquired for the session (0 when none).
     pub fence: Fence,
 }
+
+impl Head {
+    /// The seq after the head; `None` when the head is already at `u64::MAX`.
+    pub(crate) fn next_seq(&self) -> Option<Seq> {
+        self.seq.checked_add(1)
+    }
+}

@@ -9,8 +9,7 @@
 
 use async_trait::async_trait;
 use harness_core::event::{
-    ApprovalRequest, Event, EventBody, EventKind, ExecutionStart, Lifecycle, LifecycleKind,
-    ModelCall,
+    ApprovalRequest, EventBody, EventKind, ExecutionStart, Lifecycle, LifecycleKind, ModelCall,
 };
 use harness_core::message::{
     Mediation, Message, ModelRequest, ModelResponse, Part, ToolCall, ToolResult, ToolResultCode,
@@ -20,10 +19,11 @@ use harness_core::model::{Model, ModelError};
 use harness_core::{EventSink, SinkError};
 use sha2::{Digest, Sha256};
 
-use crate::controller::{Clock, Observer, SCHEMA_VERSION};
+use crate::envelope::{Clock, envelope};
 use crate::hash::hex;
 use crate::input_hash::{matches_input_hash, model_input_hash};
 use crate::journal::{Journal, JournalError};
+use crate::observer::Observer;
 use crate::record::{Fence, Head, Record, Seq};
 use crate::tools::{ToolCallContext, ToolExecutor};
 
@@ -164,16 +164,6 @@ impl<'a> JournalSink<'a> {
         self.head
     }
 
-    fn envelope(&self, execution_id: &str, body: EventBody) -> Event {
-        Event {
-            execution_id: execution_id.to_owned(),
-            timestamp: self.ctx.clock.now(),
-            schema_version: SCHEMA_VERSION,
-            actor: None,
-            body,
-        }
-    }
-
     /// Appends one event of this execution (or, with `session_scoped`, of the session).
     pub fn append_body(&mut self, body: EventBody, session_scoped: bool) -> Result<Seq, SinkError> {
         let id = if session_scoped {
@@ -181,9 +171,11 @@ impl<'a> JournalSink<'a> {
         } else {
             self.ctx.execution_id.clone()
         };
-        let ev = self.envelope(&id, body);
-        let seq = crate::controller::next_seq(self.ctx.session, &self.head)
-            .map_err(|e| self.fail(Failure::Journal(e)))?;
+        let ev = envelope(self.ctx.clock, id, body);
+        let Some(seq) = self.head.next_seq() else {
+            let e = JournalError::no_seq_left(self.ctx.session);
+            return Err(self.fail(Failure::Journal(e)));
+        };
         let rec = Record::seal(ev, seq, self.head.hash, self.ctx.fence)
             .map_err(|e| self.fail(Failure::Diverged(e.to_string())))?;
         if let Err(e) = self.ctx.journal.append(

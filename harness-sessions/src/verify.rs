@@ -1,7 +1,7 @@
 //! `verify`: recompute a session's hash chain and name the first record that does not hold.
 
 use crate::hash::{ContentHash, content_hash_bytes};
-use crate::journal::JournalError;
+use crate::journal_error::JournalError;
 use crate::record::{Fence, Record, Seq};
 
 /// A chain that holds.
