@@ -1,0 +1,219 @@
+//! The event log of each thread, behind one trait: [`MemoryLog`] (bounded, evicts the oldest
+//! events: a client behind them gets `harness.gap` with reason `evicted`) and [`FileLog`]
+//! (durable, the embedded default: cursors survive a restart, and a truncate yields reason
+//! `truncated`).
+//!
+//! A record is stored already rendered: the `harness.event` frame is serialized once, at
+//! append, into one buffer that holds its SSE form (`id: N\ndata: {…}\n\n`); the WebSocket
+//! text and the NDJSON line are slices of it. Fan-out to any number of subscribers clones a
+//! [`Bytes`] handle.
+//!
+//! Cursors are the decimal sequence number of the record in its thread (`1`, `2`, …). They
+//! are the host's own format: clients never parse them (spec: "A cursor is an opaque
+//! string. Store the last one, and do not parse it.").
+//!
+//! The file log does file I/O (it is the storage), and nothing else: no clock, no thread.
+
+mod file;
+mod memory;
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use harness_core::Cursor;
+
+use crate::agui::Event;
+use crate::catalog::GapReason;
+
+pub use file::{FileLog, FileLogConfig};
+pub use memory::MemoryLog;
+
+/// One event of a thread's log, rendered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogRecord {
+    /// Its sequence number in the thread (from 1).
+    pub seq: u64,
+    /// The run that made it.
+    pub operation_id: Arc<str>,
+    sse: Bytes,
+    json: Range<usize>,
+    event: Range<usize>,
+}
+
+impl LogRecord {
+    /// Renders a record: the `harness.event` frame, once.
+    pub fn render(thread_id: &str, seq: u64, operation_id: &str, event: &Event) -> LogRecord {
+        let event_json = event.to_json();
+        Self::render_raw(thread_id, seq, operation_id, &event_json)
+    }
+
+    fn render_raw(thread_id: &str, seq: u64, operation_id: &str, event_json: &str) -> LogRecord {
+        let cursor = seq.to_string();
+        let mut out = Vec::with_capacity(event_json.len() + thread_id.len() + 96);
+        out.extend_from_slice(b"id: ");
+        out.extend_from_slice(cursor.as_bytes());
+        out.extend_from_slice(b"\ndata: ");
+        let start = out.len();
+        out.extend_from_slice(b"{\"type\":\"harness.event\",\"cursor\":\"");
+        out.extend_from_slice(cursor.as_bytes());
+        out.extend_from_slice(b"\",\"threadId\":");
+        json_string(&mut out, thread_id);
+        out.extend_from_slice(b",\"operationId\":");
+        json_string(&mut out, operation_id);
+        out.extend_from_slice(b",\"event\":");
+        let ev_start = out.len();
+        out.extend_from_slice(event_json.as_bytes());
+        let ev_end = out.len();
+        out.push(b'}');
+        let end = out.len();
+        out.extend_from_slice(b"\n\n");
+        LogRecord {
+            seq,
+            operation_id: Arc::from(operation_id),
+            sse: Bytes::from(out),
+            json: start..end,
+            event: ev_start..ev_end,
+        }
+    }
+
+    /// Its cursor.
+    pub fn cursor(&self) -> Cursor {
+        Cursor::new(self.seq.to_string())
+    }
+
+    /// The SSE event: `id: <cursor>\ndata: <frame>\n\n`.
+    pub fn sse(&self) -> Bytes {
+        self.sse.clone()
+    }
+
+    /// The frame JSON (a WebSocket text frame).
+    pub fn json(&self) -> Bytes {
+        self.sse.slice(self.json.clone())
+    }
+
+    /// The frame JSON and a LF (an NDJSON line).
+    pub fn ndjson(&self) -> Bytes {
+        self.sse.slice(self.json.start..self.json.end + 1)
+    }
+
+    /// The AG-UI event JSON alone (what `POST run` streams, without a frame around it).
+    pub fn event_json(&self) -> Bytes {
+        self.sse.slice(self.event.clone())
+    }
+
+    /// The frame JSON as text.
+    pub fn json_str(&self) -> &str {
+        std::str::from_utf8(&self.sse[self.json.clone()]).unwrap_or("")
+    }
+
+    /// The AG-UI event, parsed back.
+    pub fn event(&self) -> Result<Event, LogError> {
+        match crate::frame::HostFrame::from_json(self.json_str()) {
+            Ok(crate::frame::HostFrame::Event(f)) => Ok(f.event),
+            Ok(_) => Err(LogError::Corrupt("not an event frame".into())),
+            Err(e) => Err(LogError::Corrupt(e.message)),
+        }
+    }
+}
+
+fn json_string(out: &mut Vec<u8>, s: &str) {
+    // ok: serializing a &str into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// Why the log failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
+    /// File I/O failed.
+    #[error("event log I/O: {0}")]
+    Io(String),
+    /// A stored record does not read.
+    #[error("event log record is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl From<std::io::Error> for LogError {
+    fn from(e: std::io::Error) -> Self {
+        LogError::Io(e.to_string())
+    }
+}
+
+/// The event logs of every thread.
+pub trait EventLog: Send {
+    /// Appends an event to a thread (creating the thread) and returns its record.
+    fn append(
+        &mut self,
+        thread_id: &str,
+        operation_id: &str,
+        event: &Event,
+    ) -> Result<LogRecord, LogError>;
+
+    /// The record with this sequence number, when the log still has it.
+    fn get(&mut self, thread_id: &str, seq: u64) -> Result<Option<LogRecord>, LogError>;
+
+    /// The sequence number of the last record of the thread (0: none yet).
+    fn head_seq(&self, thread_id: &str) -> u64;
+
+    /// The sequence number of the first record the log still has (`head_seq + 1` when it
+    /// has none). Records before it were dropped.
+    fn first_seq(&self, thread_id: &str) -> u64;
+
+    /// Why records before [`first_seq`](Self::first_seq) are gone.
+    fn gap_reason(&self) -> GapReason;
+
+    /// The threads that have a log.
+    fn threads(&self) -> Vec<String>;
+
+    /// Whether cursors survive a restart of the host.
+    fn is_durable(&self) -> bool;
+
+    /// Keeps the user who owns a thread (`membersOnly()`: the user whose input made it), so
+    /// that a durable log keeps access rules over a restart. The default keeps nothing.
+    fn set_owner(&mut self, thread_id: &str, owner: &str) -> Result<(), LogError> {
+        let _ = (thread_id, owner);
+        Ok(())
+    }
+
+    /// The owner [`set_owner`](Self::set_owner) kept, if any.
+    fn owner(&self, thread_id: &str) -> Option<String> {
+        let _ = thread_id;
+        None
+    }
+}
+
+impl<L: EventLog + ?Sized> EventLog for Box<L> {
+    fn append(
+        &mut self,
+        thread_id: &str,
+        operation_id: &str,
+        event: &Event,
+    ) -> Result<LogRecord, LogError> {
+        (**self).append(thread_id, operation_id, event)
+    }
+    fn get(&mut self, thread_id: &str, seq: u64) -> Result<Option<LogRecord>, LogError> {
+        (**self).get(thread_id, seq)
+    }
+    fn head_seq(&self, thread_id: &str) -> u64 {
+        (**self).head_seq(thread_id)
+    }
+    fn first_seq(&self, thread_id: &str) -> u64 {
+        (**self).first_seq(thread_id)
+    }
+    fn gap_reason(&self) -> GapReason {
+        (**self).gap_reason()
+    }
+    fn threads(&self) -> Vec<String> {
+        (**self).threads()
+    }
+    fn is_durable(&self) -> bool {
+        (**self).is_durable()
+    }
+    fn set_owner(&mut self, thread_id: &str, owner: &str) -> Result<(), LogError> {
+        (**self).set_owner(thread_id, owner)
+    }
+    fn owner(&self, thread_id: &str) -> Option<String> {
+        (**self).owner(thread_id)
+    }
+}
