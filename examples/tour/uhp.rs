@@ -51,7 +51,7 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     // The end of the body can complete an event (a held CR) or cut one short (reported).
-    dec.finish_into(&mut task);
+    task.finish_decoder(&mut dec);
     let seq = task.sequence();
     println!("  {} events in 5-byte pushes, CRLF", task.events_seen());
     println!(

@@ -9,9 +9,10 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
-use crate::decoder::Finding;
+use crate::decoder::StreamDecoder;
 use crate::error::ErrorObject;
-use crate::event::{Event, EventType, excerpt};
+use crate::event::{Event, EventType};
+use crate::finding::{Finding, excerpt};
 use crate::response::{
     Annotation, ContainerFileCitation, ContentPart, FunctionCall, OutputItem, Response,
     ResponseStatus,
@@ -350,6 +351,61 @@ impl TaskAccumulator {
             self.seq.record(Some(n));
         }
         self.find(ProtocolFinding::Decode(finding.clone()));
+    }
+
+    /// Feeds every complete event (and finding) of `dec` to the task: the whole run loop
+    /// when the events themselves are not needed. An event not yet complete stays in the
+    /// decoder: push the next bytes and drain again.
+    ///
+    /// ```
+    /// use harness_uhp::{StreamDecoder, TaskAccumulator};
+    ///
+    /// let mut dec = StreamDecoder::new();
+    /// let mut task = TaskAccumulator::new();
+    /// dec.push(b"data: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"output\":[]}}\n\n");
+    /// dec.push(b"data: [DONE]\n\ndata: {\"type\":\"response.output_text.delta\",");
+    /// task.drain_decoder(&mut dec);   // the event, and `[DONE]` as a finding; the rest waits
+    /// assert_eq!(task.events_seen(), 1);
+    /// assert_eq!(task.findings().len(), 1);
+    /// dec.push(b"\"sequence_number\":1,\"delta\":\"Hello\"}\n\n");
+    /// task.drain_decoder(&mut dec);
+    /// assert_eq!(task.text(), "Hello");
+    /// ```
+    pub fn drain_decoder(&mut self, dec: &mut StreamDecoder) {
+        loop {
+            match dec.poll_event() {
+                Ok(Some(ev)) => self.add(&ev),
+                Ok(None) => return,
+                Err(finding) => self.add_finding(&finding),
+            }
+        }
+    }
+
+    /// Ends the stream of `dec` into the task: [`StreamDecoder::finish`], then every event
+    /// still complete in the buffer (the end of the body can complete one, e.g. after a
+    /// held-back CR), then the finding for an event the end cut short, if any. The
+    /// end-of-stream half of the run loop whose other half is
+    /// [`drain_decoder`](Self::drain_decoder). The decoder is then ready for a reconnection.
+    ///
+    /// ```
+    /// use harness_uhp::{ProtocolFinding, StreamDecoder, TaskAccumulator};
+    ///
+    /// let mut dec = StreamDecoder::new();
+    /// let mut task = TaskAccumulator::new();
+    /// dec.push(b"data: {\"type\":\"response.output_text.delta\",\"sequence_number\":0,\"delta\":\"Hi\"}\r");
+    /// task.drain_decoder(&mut dec);
+    /// assert_eq!(task.text(), "");          // the CR may be the first half of a CRLF
+    /// dec.push(b"\rdata: {\"type\":\"response.in_progress\"");
+    /// task.finish_decoder(&mut dec);        // the body ends: the held-back event completes,
+    /// assert_eq!(task.text(), "Hi");        // and the cut-off one is a finding
+    /// assert!(task.findings().iter().any(|f| matches!(f, ProtocolFinding::Decode(_))));
+    /// ```
+    pub fn finish_decoder(&mut self, dec: &mut StreamDecoder) {
+        let end = dec.finish();
+        self.drain_decoder(dec);
+        if let Err(cut) = end {
+            self.add_finding(&cut);
+        }
     }
 
     /// Feeds one event.

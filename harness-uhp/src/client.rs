@@ -19,9 +19,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::accumulator::TaskAccumulator;
-use crate::decoder::{Finding, StreamDecoder};
+use crate::decoder::StreamDecoder;
 use crate::error::{ErrorEnvelope, ErrorObject};
 use crate::event::Event;
+use crate::finding::{Finding, excerpt};
 use crate::protocol::{IDEMPOTENCY_KEY_HEADER, PROTOCOL_VERSION, VERSION_HEADER, endpoints};
 use crate::response::Response;
 use crate::retry::{Decision, Failure, GiveUpReason, IdempotencyKey, RetryAfter, RetryPolicy};
@@ -803,8 +804,8 @@ impl TaskClient {
                         // task, and reading again would not help.
                         let msg = format!(
                             "the stored response is `{}`, not this task's `{}`",
-                            crate::event::excerpt(&r.id),
-                            crate::event::excerpt(self.acc.response_id().unwrap_or_default()),
+                            excerpt(&r.id),
+                            excerpt(self.acc.response_id().unwrap_or_default()),
                         );
                         self.fail(TaskError::BadBody(msg));
                     }

@@ -12,7 +12,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use crate::decoder::Finding;
+use crate::finding::{Finding, excerpt};
 use crate::response::{Annotation, ContentPart, OutputItem, Response};
 use crate::tagged::StrCow;
 
@@ -522,20 +522,6 @@ pub enum EventKind<'a> {
         /// The wire `type`.
         event_type: &'a str,
     },
-}
-
-/// The longest excerpt of a payload (or of a message quoting it) a finding keeps.
-const EXCERPT: usize = 256;
-
-pub(crate) fn excerpt(data: &str) -> String {
-    if data.len() <= EXCERPT {
-        return data.to_owned();
-    }
-    let mut end = EXCERPT;
-    while !data.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &data[..end])
 }
 
 impl Event {

@@ -54,7 +54,7 @@
 //! }
 //! // The end of the body can still complete an event (a CR held back in case an LF
 //! // followed) or cut one short, which is reported and not used.
-//! dec.finish_into(&mut task);
+//! task.finish_decoder(&mut dec);
 //! assert_eq!(shown, "Bonjour, café");
 //! assert_eq!(task.status(), &ResponseStatus::InProgress); // no terminal event (yet)
 //! assert!(task.sequence().ok);
@@ -89,6 +89,7 @@ pub mod client;
 pub mod decoder;
 pub mod error;
 pub mod event;
+mod finding;
 pub mod protocol;
 pub mod response;
 pub mod retry;

@@ -338,16 +338,16 @@ fn null_where_the_schema_says_string() {
     assert_eq!(r.task.sequence().missing, vec![]);
 }
 
-/// `drain_into` is the whole run loop when only the task matters.
+/// `drain_decoder` is the whole run loop when only the task matters.
 #[test]
-fn drain_into_accumulates() {
+fn drain_decoder_accumulates() {
     let mut b = harness_uhp::builder::StreamBuilder::new("resp_1");
     b.created().message(&["a", "b"], &[]).completed();
     let mut dec = StreamDecoder::new();
     let mut task = harness_uhp::TaskAccumulator::new();
     dec.push(&b.to_sse());
     dec.push(b"data: [DONE]\n\n");
-    dec.drain_into(&mut task);
+    task.drain_decoder(&mut dec);
     assert_eq!(task.text(), "ab");
     assert!(task.is_terminal());
     assert_eq!(task.findings().len(), 1);
