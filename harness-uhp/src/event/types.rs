@@ -1,18 +1,8 @@
-//! Streamed events: one JSON object per SSE message, with a `type` and a `sequence_number`.
-//!
-//! The schema's `Event` is one flat object whose fields depend on its `type`; [`Event`]
-//! mirrors it (decoded in one pass, strings borrowed from the received JSON where no escape
-//! forced a copy) and [`Event::kind`] gives the typed view to `match` on. The JSON text as
-//! received is kept ([`Event::raw_json`]), so unknown fields and unknown event types are
-//! never lost: a proxy can pass an event on unchanged.
+//! The typed event: [`Event`] (the schema's flat event, its strings kept as spans of the
+//! received JSON), its typed view [`EventKind`] and its type [`EventType`].
 
 use std::borrow::Cow;
-use std::fmt;
 
-use serde::Deserialize;
-use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
-
-use crate::finding::{Finding, excerpt};
 use crate::response::{Annotation, ContentPart, OutputItem, Response};
 use crate::tagged::StrCow;
 
@@ -143,13 +133,13 @@ impl EventType {
 
 /// A string field of an event: a span of the received JSON, or a copy when it had escapes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Text {
+pub(super) enum Text {
     Span(u32, u32),
     Owned(Box<str>),
 }
 
 impl Text {
-    fn of(raw: &str, s: StrCow<'_>) -> Text {
+    pub(super) fn of(raw: &str, s: StrCow<'_>) -> Text {
         match s.0 {
             Cow::Borrowed(b) => {
                 // `b` borrows from `raw` (the deserializer reads `raw`), so its offset is a
@@ -165,7 +155,7 @@ impl Text {
         }
     }
 
-    fn get<'a>(&'a self, raw: &'a str) -> &'a str {
+    pub(super) fn get<'a>(&'a self, raw: &'a str) -> &'a str {
         match self {
             Text::Span(s, e) => raw.get(*s as usize..*e as usize).unwrap_or(""),
             Text::Owned(o) => o,
@@ -175,193 +165,47 @@ impl Text {
 
 /// The fields most events do not have, kept out of line so that an event stays small.
 #[derive(Clone, Debug, Default, PartialEq)]
-struct Rare {
-    summary_index: Option<u64>,
-    annotation_index: Option<u64>,
-    text: Option<Text>,
-    arguments: Option<Text>,
-    code: Option<Text>,
-    message: Option<Text>,
-    param: Option<Text>,
-    annotation: Option<Annotation>,
+pub(super) struct Rare {
+    pub(super) summary_index: Option<u64>,
+    pub(super) annotation_index: Option<u64>,
+    pub(super) text: Option<Text>,
+    pub(super) arguments: Option<Text>,
+    pub(super) code: Option<Text>,
+    pub(super) message: Option<Text>,
+    pub(super) param: Option<Text>,
+    pub(super) annotation: Option<Annotation>,
 }
 
 /// A `sequence_number` as sent: valid only when it is an integer ≥ 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum SeqField {
+pub(super) enum SeqField {
     #[default]
     Absent,
     Valid(u64),
     Invalid,
 }
 
-impl<'de> Deserialize<'de> for SeqField {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = SeqField;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<SeqField, E> {
-                Ok(SeqField::Valid(v))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SeqField, E> {
-                Ok(u64::try_from(v).map_or(SeqField::Invalid, SeqField::Valid))
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<SeqField, E> {
-                Ok(SeqField::Invalid)
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<SeqField, E> {
-                Ok(SeqField::Invalid) // JSON `true` is not the integer 1
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<SeqField, E> {
-                Ok(SeqField::Invalid)
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<SeqField, E> {
-                Ok(SeqField::Invalid)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<SeqField, A::Error> {
-                while a.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(SeqField::Invalid)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<SeqField, A::Error> {
-                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(SeqField::Invalid)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// The keys of the schema's `Event`, matched by length first (a derive compares every name in turn).
-enum Key {
-    Type,
-    SequenceNumber,
-    Delta,
-    ItemId,
-    OutputIndex,
-    ContentIndex,
-    SummaryIndex,
-    AnnotationIndex,
-    Text,
-    Arguments,
-    Response,
-    Item,
-    Part,
-    Annotation,
-    Code,
-    Message,
-    Param,
-    Other,
-}
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a field name")
-            }
-            fn visit_str<E: de::Error>(self, k: &str) -> Result<Key, E> {
-                Ok(match (k.len(), k) {
-                    (4, "type") => Key::Type,
-                    (15, "sequence_number") => Key::SequenceNumber,
-                    (5, "delta") => Key::Delta,
-                    (7, "item_id") => Key::ItemId,
-                    (12, "output_index") => Key::OutputIndex,
-                    (13, "content_index") => Key::ContentIndex,
-                    (13, "summary_index") => Key::SummaryIndex,
-                    (16, "annotation_index") => Key::AnnotationIndex,
-                    (4, "text") => Key::Text,
-                    (9, "arguments") => Key::Arguments,
-                    (8, "response") => Key::Response,
-                    (4, "item") => Key::Item,
-                    (4, "part") => Key::Part,
-                    (10, "annotation") => Key::Annotation,
-                    (4, "code") => Key::Code,
-                    (7, "message") => Key::Message,
-                    (5, "param") => Key::Param,
-                    _ => Key::Other,
-                })
-            }
-        }
-        d.deserialize_identifier(V)
-    }
-}
-
-/// Decodes an event object into a [`Fields`] in place: one pass over the JSON, strings kept
-/// as spans of the input, and no large value moved around.
-struct Sink<'s, 'a> {
-    raw: &'a str,
-    f: &'s mut Fields,
-}
-
-impl<'de: 'a, 'a> Visitor<'de> for Sink<'_, 'a> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an event object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
-        let raw = self.raw;
-        let f = self.f;
-        let text = |s: Option<StrCow<'a>>| s.map(|s| Text::of(raw, s));
-        // A repeated key: the last one wins, as in most JSON readers.
-        while let Some(k) = m.next_key::<Key>()? {
-            match k {
-                Key::Type => f.type_name = Some(Text::of(raw, m.next_value::<StrCow<'a>>()?)),
-                Key::SequenceNumber => f.sequence_number = m.next_value()?,
-                Key::Delta => f.delta = Some(Text::of(raw, m.next_value::<StrCow<'a>>()?)),
-                Key::ItemId => f.item_id = Some(Text::of(raw, m.next_value::<StrCow<'a>>()?)),
-                Key::OutputIndex => f.output_index = Some(m.next_value::<u64>()?),
-                Key::ContentIndex => f.content_index = Some(m.next_value::<u64>()?),
-                Key::Response => f.response = m.next_value()?,
-                Key::Item => f.item = m.next_value()?,
-                Key::Part => f.part = m.next_value()?,
-                Key::Other => {
-                    m.next_value::<IgnoredAny>()?;
-                }
-                rare => {
-                    let r = f.rare.get_or_insert_with(Box::default);
-                    match rare {
-                        Key::SummaryIndex => r.summary_index = m.next_value()?,
-                        Key::AnnotationIndex => r.annotation_index = m.next_value()?,
-                        Key::Text => r.text = text(m.next_value()?),
-                        Key::Arguments => r.arguments = text(m.next_value()?),
-                        Key::Code => r.code = text(m.next_value()?),
-                        Key::Message => r.message = text(m.next_value()?),
-                        Key::Param => r.param = text(m.next_value()?),
-                        _ => r.annotation = m.next_value()?,
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
 /// One streamed UHP event.
 ///
 /// Built by [`StreamDecoder`](crate::StreamDecoder) (or [`Event::parse`]) when the data is a
 /// JSON object with a string `type` whose fields have the schema's JSON types; anything else
-/// is a [`Finding`]. A known type lacking the field it needs is still an event (see
-/// [`Event::missing_field`]). `sequence_number` may still be absent or
+/// is a [`Finding`](crate::Finding). A known type lacking the field it needs is still an
+/// event (see [`Event::missing_field`]). `sequence_number` may still be absent or
 /// invalid here: the [`TaskAccumulator`](crate::TaskAccumulator) reports that.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
-    raw: String,
-    type_name: Text,
-    item_id: Option<Text>,
-    delta: Option<Text>,
-    output_index: Option<u64>,
-    content_index: Option<u64>,
-    sequence_number: SeqField,
-    event_type: EventType,
-    response: Option<Box<Response>>,
-    item: Option<Box<OutputItem>>,
-    part: Option<Box<ContentPart>>,
-    rare: Option<Box<Rare>>,
+    pub(super) raw: String,
+    pub(super) type_name: Text,
+    pub(super) item_id: Option<Text>,
+    pub(super) delta: Option<Text>,
+    pub(super) output_index: Option<u64>,
+    pub(super) content_index: Option<u64>,
+    pub(super) sequence_number: SeqField,
+    pub(super) event_type: EventType,
+    pub(super) response: Option<Box<Response>>,
+    pub(super) item: Option<Box<OutputItem>>,
+    pub(super) part: Option<Box<ContentPart>>,
+    pub(super) rare: Option<Box<Rare>>,
 }
 
 /// The typed view of an [`Event`], borrowed from it. Index fields are `Option` because the
@@ -525,140 +369,6 @@ pub enum EventKind<'a> {
 }
 
 impl Event {
-    /// Decodes one event from the data of one SSE message.
-    ///
-    /// Errors are findings about this payload: not JSON, a `[DONE]` sentinel, JSON that is
-    /// not an object, an object without a string `type`, or a known type with a field of the
-    /// wrong JSON type (the finding carries the `sequence_number` when it could be read).
-    pub fn parse(data: String) -> Result<Event, Finding> {
-        let mut f = Fields::default();
-        let decoded = {
-            let mut de = serde_json::Deserializer::from_str(&data);
-            de::Deserializer::deserialize_map(
-                &mut de,
-                Sink {
-                    raw: &data,
-                    f: &mut f,
-                },
-            )
-            .and_then(|()| de.end())
-        };
-        match decoded {
-            Ok(()) => f.into_event(data),
-            Err(_) => Self::slow_path(data),
-        }
-    }
-
-    /// The slow path: an unknown type whose fields have shapes this crate does not expect is
-    /// still an event; anything else says precisely what is wrong with the payload.
-    fn slow_path(data: String) -> Result<Event, Finding> {
-        if data.trim() == "[DONE]" {
-            return Err(Finding::DoneSentinel);
-        }
-        let value: serde_json::Value = match serde_json::from_str(&data) {
-            Ok(v) => v,
-            Err(e) => {
-                return Err(Finding::NotJson {
-                    error: excerpt(&e.to_string()),
-                    data: excerpt(&data),
-                });
-            }
-        };
-        let Some(obj) = value.as_object() else {
-            return Err(Finding::NotObject {
-                data: excerpt(&data),
-            });
-        };
-        let sequence_number = obj
-            .get("sequence_number")
-            .and_then(serde_json::Value::as_u64);
-        let Some(ty) = obj.get("type").and_then(serde_json::Value::as_str) else {
-            return Err(Finding::MissingType { sequence_number });
-        };
-        if EventType::from_wire(ty) == EventType::Unknown {
-            let seq = match obj.get("sequence_number") {
-                None => SeqField::Absent,
-                Some(v) => v.as_u64().map_or(SeqField::Invalid, SeqField::Valid),
-            };
-            return Ok(Event {
-                raw: String::new(),
-                type_name: Text::Owned(ty.into()),
-                item_id: None,
-                delta: None,
-                output_index: None,
-                content_index: None,
-                sequence_number: seq,
-                event_type: EventType::Unknown,
-                response: None,
-                item: None,
-                part: None,
-                rare: None,
-            }
-            .with_raw(data));
-        }
-        // A lifecycle event whose response has a field of the wrong JSON type: the response
-        // is read leniently (its status decides the task; one sloppy field must not cost the
-        // terminal event), when the event's own fields are in order.
-        let lifecycle = matches!(
-            EventType::from_wire(ty),
-            EventType::Created
-                | EventType::InProgress
-                | EventType::Completed
-                | EventType::Incomplete
-                | EventType::Failed
-        );
-        if lifecycle {
-            let seq = match obj.get("sequence_number") {
-                None => SeqField::Absent,
-                Some(v) => v.as_u64().map_or(SeqField::Invalid, SeqField::Valid),
-            };
-            let response = obj
-                .get("response")
-                .filter(|r| !r.is_null())
-                .map(|r| Response::from_value_lenient(r.clone()));
-            if let Some(Ok(response)) = response {
-                return Ok(Event {
-                    raw: String::new(),
-                    type_name: Text::Owned(ty.into()),
-                    item_id: None,
-                    delta: None,
-                    output_index: None,
-                    content_index: None,
-                    sequence_number: seq,
-                    event_type: EventType::from_wire(ty),
-                    response: Some(Box::new(response)),
-                    item: None,
-                    part: None,
-                    rare: None,
-                }
-                .with_raw(data));
-            }
-        }
-        // A JSON object with a string type that did not decode: the error says which field.
-        let mut f = Fields::default();
-        let mut de = serde_json::Deserializer::from_str(&data);
-        let error = de::Deserializer::deserialize_map(
-            &mut de,
-            Sink {
-                raw: &data,
-                f: &mut f,
-            },
-        )
-        .err()
-        .map(|e| excerpt(&e.to_string()))
-        .unwrap_or_default();
-        Err(Finding::InvalidEvent {
-            event_type: excerpt(ty),
-            sequence_number,
-            error,
-        })
-    }
-
-    fn with_raw(mut self, raw: String) -> Event {
-        self.raw = raw;
-        self
-    }
-
     /// The field a known type needs and this event lacks (`response` for a lifecycle event,
     /// `item`, `part`, `delta`, `text`, `arguments`, `annotation`), if any. Such an event is
     /// still an event (its type and number count), but it carries nothing to apply.
@@ -929,50 +639,5 @@ impl Event {
                 event_type: self.type_name(),
             },
         }
-    }
-}
-
-/// The decoded fields of an event, before the raw text is moved in.
-#[derive(Default)]
-struct Fields {
-    type_name: Option<Text>,
-    sequence_number: SeqField,
-    item_id: Option<Text>,
-    delta: Option<Text>,
-    output_index: Option<u64>,
-    content_index: Option<u64>,
-    response: Option<Box<Response>>,
-    item: Option<Box<OutputItem>>,
-    part: Option<Box<ContentPart>>,
-    rare: Option<Box<Rare>>,
-}
-
-impl Fields {
-    /// Checks that the type is there, then moves the raw text in.
-    fn into_event(self, raw: String) -> Result<Event, Finding> {
-        let seq = match self.sequence_number {
-            SeqField::Valid(n) => Some(n),
-            _ => None,
-        };
-        let Some(type_name) = self.type_name else {
-            return Err(Finding::MissingType {
-                sequence_number: seq,
-            });
-        };
-        let event_type = EventType::from_wire(type_name.get(&raw));
-        Ok(Event {
-            raw,
-            type_name,
-            item_id: self.item_id,
-            delta: self.delta,
-            output_index: self.output_index,
-            content_index: self.content_index,
-            sequence_number: self.sequence_number,
-            event_type,
-            response: self.response,
-            item: self.item,
-            part: self.part,
-            rare: self.rare,
-        })
     }
 }
