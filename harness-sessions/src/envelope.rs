@@ -1,5 +1,4 @@
-//! The envelope of every event the host writes: the schema version and a timestamp from the
-//! host's [`Clock`].
+//! The envelope of every event the host writes: the schema version and a [`Clock`] timestamp.
 
 use harness_core::Timestamp;
 use harness_core::event::{Event, EventBody};

@@ -1,5 +1,4 @@
-//! [`JournalError`]: why a journal operation failed. A leaf below `verify` and the stores,
-//! so that `verify` stays pure over records.
+//! [`JournalError`], a leaf below `verify` and the stores, so `verify` stays pure over records.
 
 use crate::record::{Fence, Seq};
 

@@ -71,7 +71,6 @@ pub mod journal;
 mod journal_error;
 mod observer;
 pub mod record;
-mod sink;
 pub mod testing;
 pub mod tools;
 pub mod verify;

@@ -1,0 +1,45 @@
+//! Deterministic execution and model call ids: the same journal and invocation derive the same.
+
+use harness_core::event::ExecutionStart;
+use harness_core::message::Message;
+use sha2::{Digest, Sha256};
+
+use crate::hash::hex;
+use crate::record::{Head, Seq};
+
+/// A 16-hex-digit id derived from a namespace and a position (execution and model call ids
+/// are deterministic, so the same inputs write the same journal).
+pub(crate) fn derive_id(kind: &str, scope: &str, seq: Seq) -> String {
+    let mut h = Sha256::new();
+    h.update(kind.as_bytes());
+    h.update([0]);
+    h.update(scope.as_bytes());
+    h.update([0]);
+    h.update(seq.to_be_bytes());
+    hex(&h.finalize()[..8])
+}
+
+/// The id of a new execution: 16 hex digits of SHA-256 over the session, the position of its
+/// start marker, the head it follows, and what it was invoked with (the marker and the
+/// inputs). Deterministic, so the same journal and the same invocation write the same
+/// records; and never shared by two different invocations of a session, even when a turn's
+/// records were lost (a power loss under a lazy fsync policy) while the executor's durable
+/// receipts, keyed by idempotency keys harnesses derive from this id, were not.
+pub(crate) fn derive_execution_id(
+    session: &str,
+    head: &Head,
+    marker: &ExecutionStart,
+    inputs: &[Message],
+) -> String {
+    let mut h = Sha256::new();
+    h.update(b"execution\0");
+    h.update(session.as_bytes());
+    h.update([0]);
+    h.update(head.seq.wrapping_add(1).to_be_bytes());
+    h.update(head.hash.map_or([0; 32], |c| c.0));
+    // Serializing these types cannot fail; an error would only weaken the id, not break it.
+    h.update(serde_json::to_vec(marker).unwrap_or_default());
+    h.update([0]);
+    h.update(serde_json::to_vec(inputs).unwrap_or_default());
+    hex(&h.finalize()[..8])
+}

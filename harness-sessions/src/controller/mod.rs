@@ -1,0 +1,373 @@
+//! The controller: exec, replay, resume, fork and approvals over a [`Journal`], with the
+//! host's model provider and tool executor plugged in.
+//!
+//! Every operation reads the session's journal, checks what the spec requires before it
+//! writes anything (harness registered and the same version, placement, input completeness,
+//! inherited intents, pending approvals), then acquires a new fence and appends under it.
+//! Replay is read-only and never calls the provider or the executor.
+//!
+//! One concern a file, each an `impl Controller` block: [`exec`](Controller::exec) in
+//! `exec`, [`replay`](Controller::replay) in `replay`, [`resume`](Controller::resume) in
+//! `resume`, approvals in `approval`, [`fork`](Controller::fork) in `fork`; what every turn
+//! shares (harness preparation, the sink context, `Start`, the end of a turn) in `turn`; the
+//! journaling [`EventSink`](harness_core::EventSink) in `sink`.
+
+mod approval;
+mod exec;
+mod fork;
+mod ids;
+mod replay;
+mod resume;
+mod sink;
+mod turn;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use harness_core::Harness;
+use harness_core::event::{EventBody, EventKind};
+use harness_core::model::Model;
+
+pub use self::approval::PendingApproval;
+pub use self::exec::ExecRequest;
+pub use self::fork::ForkOutcome;
+pub use self::replay::ReplayReport;
+pub use crate::envelope::{Clock, NoClock, SCHEMA_VERSION};
+pub use crate::observer::Observer;
+
+use crate::capabilities::RuntimeCapabilities;
+use crate::envelope::envelope;
+use crate::error::Error;
+use crate::journal::{Journal, JournalError, SessionMeta};
+use crate::record::{Record, Seq};
+use crate::tools::ToolExecutor;
+use crate::verify::Verified;
+
+/// How a turn ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TurnStatus {
+    /// END{COMPLETED} was recorded.
+    Completed,
+    /// An approval-gated tool call parked the turn (LIFECYCLE SUSPEND recorded): approve or
+    /// deny, then resume.
+    Parked {
+        /// The gated call.
+        tool_call_id: String,
+        /// Its APPROVAL_REQUEST record.
+        request_seq: Seq,
+    },
+}
+
+/// What a turn did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnOutcome {
+    /// The session.
+    pub session: String,
+    /// The execution.
+    pub execution_id: String,
+    /// How it ended.
+    pub status: TurnStatus,
+    /// The text of the turn's OUTPUT records (served and new).
+    pub output: String,
+    /// Provider calls made by this call (at most one per re-driven MODEL_CALL on resume).
+    pub provider_calls: usize,
+    /// Tool executor invocations made by this call.
+    pub executor_calls: usize,
+    /// Recorded effects served from the journal instead of being redone.
+    pub served_effects: usize,
+    /// Records appended by this call.
+    pub appended: usize,
+    /// The journal's last seq afterwards.
+    pub head_seq: Seq,
+}
+
+/// Builds a [`Controller`].
+pub struct ControllerBuilder {
+    journal: Arc<dyn Journal>,
+    model: Option<Arc<dyn Model>>,
+    executor: Option<Arc<dyn ToolExecutor>>,
+    harnesses: Vec<(String, Arc<dyn Harness>)>,
+    default: Option<String>,
+    runtime: RuntimeCapabilities,
+    clock: Arc<dyn Clock>,
+    observer: Option<Arc<dyn Observer>>,
+}
+
+impl ControllerBuilder {
+    /// The host's model provider (what `sink.model` invokes live).
+    #[must_use]
+    pub fn model(mut self, model: Arc<dyn Model>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// The host's tool executor (controller-mediated and approved calls). Without one,
+    /// host-executed calls fail closed after their intent is recorded.
+    #[must_use]
+    pub fn executor(mut self, executor: Arc<dyn ToolExecutor>) -> Self {
+        self.executor = Some(executor);
+        self
+    }
+
+    /// Registers a harness under a name. The first registered is the default unless
+    /// [`default_harness`](Self::default_harness) says otherwise.
+    #[must_use]
+    pub fn harness(mut self, name: impl Into<String>, harness: Arc<dyn Harness>) -> Self {
+        self.harnesses.push((name.into(), harness));
+        self
+    }
+
+    /// The registry default, for sessions created without a harness name.
+    #[must_use]
+    pub fn default_harness(mut self, name: impl Into<String>) -> Self {
+        self.default = Some(name.into());
+        self
+    }
+
+    /// What the runtime can do (default: filesystem only, no memory snapshots).
+    #[must_use]
+    pub fn runtime(mut self, runtime: RuntimeCapabilities) -> Self {
+        self.runtime = runtime;
+        self
+    }
+
+    /// Where event timestamps come from (default: none).
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Watches turns as they happen.
+    #[must_use]
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The controller.
+    pub fn build(self) -> Controller {
+        let default = self
+            .default
+            .or_else(|| self.harnesses.first().map(|(n, _)| n.clone()))
+            .unwrap_or_default();
+        Controller {
+            journal: self.journal,
+            model: self.model,
+            executor: self.executor,
+            registry: self.harnesses.into_iter().collect(),
+            default,
+            runtime: self.runtime,
+            clock: self.clock,
+            observer: self.observer,
+            guards: Guards::default(),
+        }
+    }
+}
+
+/// The host side of agentsessions: runs harness turns against a journal.
+///
+/// Exec and resume of one session run one at a time (the host's per-session guard); turns
+/// of different sessions run concurrently. Writers elsewhere (another host on the same
+/// journal) are kept out by the journal's fence and compare-and-set instead. As the spec
+/// warns of its serialized operations, re-entry deadlocks: a harness must not exec or
+/// resume its own session from inside its turn.
+///
+/// ```
+/// use std::sync::Arc;
+/// use harness_core::model::ScriptedModel;
+/// use harness_sessions::controller::{Controller, ExecRequest};
+/// use harness_sessions::harnesses::EchoHarness;
+/// use harness_sessions::journal::MemoryJournal;
+///
+/// let model = Arc::new(ScriptedModel::new().reply("Hello!"));
+/// let host = Controller::builder(Arc::new(MemoryJournal::new()))
+///     .model(model.clone())
+///     .harness("echo", Arc::new(EchoHarness))
+///     .build();
+/// futures::executor::block_on(async {
+///     host.create_session("s1", None)?;
+///     let turn = host.exec(ExecRequest::text("s1", "hi")).await?;
+///     assert_eq!(turn.output, "Hello!");
+///     let replay = host.replay("s1").await?;
+///     assert_eq!(replay.provider_calls, 0);
+///     Ok::<(), harness_sessions::Error>(())
+/// }).unwrap();
+/// assert_eq!(model.calls(), 1); // replay served the recorded completion
+/// ```
+pub struct Controller {
+    journal: Arc<dyn Journal>,
+    model: Option<Arc<dyn Model>>,
+    executor: Option<Arc<dyn ToolExecutor>>,
+    registry: HashMap<String, Arc<dyn Harness>>,
+    default: String,
+    runtime: RuntimeCapabilities,
+    clock: Arc<dyn Clock>,
+    observer: Option<Arc<dyn Observer>>,
+    /// The per-session guard that serializes exec and resume of a session on this host.
+    guards: Guards,
+}
+
+type Guards = std::sync::Mutex<HashMap<String, Arc<futures::lock::Mutex<()>>>>;
+
+/// Holds a session's guard; releasing it forgets the session's lock once nobody waits on it.
+struct SessionGuard<'a> {
+    guards: &'a Guards,
+    session: String,
+    held: Option<futures::lock::OwnedMutexGuard<()>>,
+}
+
+impl Drop for SessionGuard<'_> {
+    fn drop(&mut self) {
+        self.held.take();
+        if let Ok(mut map) = self.guards.lock()
+            && map
+                .get(&self.session)
+                .is_some_and(|m| Arc::strong_count(m) == 1)
+        {
+            map.remove(&self.session);
+        }
+    }
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<_> = self.registry.keys().collect();
+        names.sort();
+        f.debug_struct("Controller")
+            .field("harnesses", &names)
+            .field("default", &self.default)
+            .field("runtime", &self.runtime)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Controller {
+    /// A controller over `journal`; add the model, executor and harnesses on the builder.
+    pub fn builder(journal: Arc<dyn Journal>) -> ControllerBuilder {
+        ControllerBuilder {
+            journal,
+            model: None,
+            executor: None,
+            harnesses: Vec::new(),
+            default: None,
+            runtime: RuntimeCapabilities::default(),
+            clock: Arc::new(NoClock),
+            observer: None,
+        }
+    }
+
+    /// The journal.
+    pub fn journal(&self) -> &Arc<dyn Journal> {
+        &self.journal
+    }
+
+    /// Creates an empty session whose default harness is `harness` (or the registry
+    /// default). An unknown name is [`Error::UnknownHarness`].
+    pub fn create_session(
+        &self,
+        session: &str,
+        harness: Option<&str>,
+    ) -> Result<SessionMeta, Error> {
+        if session.is_empty() {
+            return Err(Error::MissingSessionUid);
+        }
+        let name = harness.unwrap_or(&self.default).to_owned();
+        if !self.registry.contains_key(&name) {
+            return Err(Error::UnknownHarness(name));
+        }
+        let meta = SessionMeta {
+            harness: name,
+            parent: None,
+        };
+        self.journal.create(session, &meta)?;
+        Ok(meta)
+    }
+
+    /// Every record of a session (raw journal read: works whatever harness is served).
+    pub fn records(&self, session: &str) -> Result<Vec<Record>, Error> {
+        Ok(self.journal.read(session, 1, None)?)
+    }
+
+    /// Recomputes the session's hash chain.
+    pub fn verify(&self, session: &str) -> Result<Verified, Error> {
+        Ok(self.journal.verify(session)?)
+    }
+
+    /// Waits for the session's guard: exec and resume of one session run one at a time on
+    /// this host (as the spec's per-session guard serializes Exec, Suspend and Resume), so a
+    /// cut MODEL_CALL is re-driven once, not once per racing resume.
+    async fn guard(&self, session: &str) -> SessionGuard<'_> {
+        let lock = match self.guards.lock() {
+            Ok(mut map) => Arc::clone(map.entry(session.to_owned()).or_default()),
+            // A poisoned map (a panic elsewhere while it was held): fence and CAS still keep
+            // the journal single-writer.
+            Err(_) => Arc::default(),
+        };
+        SessionGuard {
+            guards: &self.guards,
+            session: session.to_owned(),
+            held: Some(lock.lock_owned().await),
+        }
+    }
+
+    /// Appends one record the host writes on its own (an approval decision, a fork marker)
+    /// under a new fence, then reaches the durability point; the observer sees it.
+    fn append_host_record(
+        &self,
+        session: &str,
+        execution_id: String,
+        body: EventBody,
+    ) -> Result<Record, Error> {
+        let fence = self.journal.acquire_fence(session)?;
+        let head = self.journal.head(session)?;
+        let ev = envelope(&*self.clock, execution_id, body);
+        let seq = head
+            .next_seq()
+            .ok_or_else(|| JournalError::no_seq_left(session))?;
+        let rec = Record::seal(ev, seq, head.hash, fence)
+            .map_err(|e| Error::InvalidExecutionLog(e.to_string()))?;
+        self.journal
+            .append(session, head.seq, fence, std::slice::from_ref(&rec))?;
+        self.journal.sync(session)?;
+        if let Some(o) = &self.observer {
+            o.on_record(session, &rec);
+        }
+        Ok(rec)
+    }
+
+    /// The text of every OUTPUT of a session, by execution, in order (what a reader sees).
+    pub fn transcript(&self, session: &str) -> Result<Vec<(EventKind, String)>, Error> {
+        Ok(self
+            .records(session)?
+            .into_iter()
+            .filter_map(|r| match r.event.body {
+                EventBody::Input(m) => Some((EventKind::Input, m.text())),
+                EventBody::Output(m) => Some((EventKind::Output, m.text())),
+                _ => None,
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::MemoryJournal;
+
+    /// The per-session guards do not accumulate: a released guard nobody waits on is
+    /// forgotten.
+    #[test]
+    fn session_guards_are_forgotten_once_released() {
+        let host = Controller::builder(Arc::new(MemoryJournal::new())).build();
+        futures::executor::block_on(async {
+            let a = host.guard("a").await;
+            let b = host.guard("b").await;
+            assert_eq!(host.guards.lock().map(|m| m.len()).unwrap_or(0), 2);
+            drop(a);
+            drop(b);
+        });
+        assert_eq!(host.guards.lock().map(|m| m.len()).unwrap_or(99), 0);
+    }
+}

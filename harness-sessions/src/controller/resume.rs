@@ -1,0 +1,92 @@
+//! `resume`: finishing the session's interrupted turn.
+
+use harness_core::event::{EventBody, EventKind, LifecycleKind};
+
+use super::sink::{JournalSink, Mode};
+use super::turn::lifecycle;
+use super::{Controller, TurnOutcome};
+use crate::error::Error;
+use crate::execution::Executions;
+
+impl Controller {
+    /// Resumes the session's interrupted turn, if its last execution did not complete:
+    /// serves the recorded prefix, re-drives a trailing MODEL_CALL once (after the I0 check,
+    /// appending its OUTPUT after that same MODEL_CALL) or a trailing tool intent with its
+    /// original key (same session only), delivers a recorded approval decision, then
+    /// finishes the turn. `Ok(None)` when there is nothing to resume.
+    pub async fn resume(&self, session: &str) -> Result<Option<TurnOutcome>, Error> {
+        let _guard = self.guard(session).await;
+        let meta = self.journal.meta(session)?;
+        let records = self.records(session)?;
+        // A v0.1.2 turn (records without execution ids) at the head is not re-driven: a
+        // legacy END or ERROR finished it (nothing to resume); otherwise resume fails
+        // without calling anything. A new Exec supersedes it.
+        let tail = records
+            .iter()
+            .rev()
+            .find(|r| !(r.event.execution_id.is_empty() && r.event.kind() == EventKind::Lifecycle));
+        if let Some(r) = tail
+            && r.event.execution_id.is_empty()
+        {
+            return match r.event.kind() {
+                EventKind::End | EventKind::Error => Ok(None),
+                _ => Err(Error::Legacy("resume")),
+            };
+        }
+        let xs = Executions::split(&records);
+        let Some(x) = xs.list.last() else {
+            return Ok(None);
+        };
+        if x.is_completed() {
+            return Ok(None);
+        }
+        let p = self
+            .recorded_harness(x, &meta)
+            .await?
+            .journal_rebuildable("resume")?;
+        // Refuse an invocation whose inputs did not all commit, without calling anything.
+        Self::check_inputs(x)?;
+        let pending = Self::pending_in(&records, x);
+        if let Some(pa) = pending {
+            return Err(Error::ApprovalPending {
+                execution_id: x.execution_id.clone(),
+                tool_call_id: pa.call.id,
+                request_seq: pa.request_seq,
+            });
+        }
+        if let Some((id, seq)) = Self::inherited_intent(&records, x, xs.fork_seq) {
+            return Err(Error::InheritedToolIntent {
+                execution_id: x.execution_id.clone(),
+                tool_call_id: id,
+                seq,
+            });
+        }
+        let fence = self.journal.acquire_fence(session)?;
+        let head = self.journal.head(session)?;
+        let ctx = self.ctx(
+            session,
+            &x.execution_id,
+            fence,
+            &p.descriptor,
+            xs.fork_seq,
+            Mode::Recover,
+        );
+        let mut sink = JournalSink::new(ctx, Mode::Recover, &records, x.effects.clone(), head);
+        let suspended = records.iter().rev().find_map(|r| match &r.event.body {
+            EventBody::Lifecycle(l)
+                if matches!(l.kind, LifecycleKind::Suspend | LifecycleKind::Resume) =>
+            {
+                Some(l.kind)
+            }
+            _ => None,
+        }) == Some(LifecycleKind::Suspend);
+        if suspended {
+            sink.append_body(lifecycle(LifecycleKind::Resume, ""), true)
+                .map_err(|_| self.sink_error(&sink))?;
+        }
+        let start = self.start_of(session, &Self::events_of(&records), x, true);
+        let result = p.harness.run(start, &mut sink).await;
+        self.finish(session, &x.execution_id, sink, result)
+            .map(Some)
+    }
+}

@@ -1,0 +1,211 @@
+//! The harness's sink calls ([`EventSink`]): served from the recorded effects, else recorded live.
+
+use async_trait::async_trait;
+use harness_core::event::{EventBody, EventKind, ModelCall};
+use harness_core::message::{
+    Mediation, Message, ModelRequest, ModelResponse, ToolCall, ToolResult, ToolResultCode, Usage,
+};
+use harness_core::model::ModelError;
+use harness_core::{EventSink, SinkError};
+
+use super::super::ids::derive_id;
+use super::{JournalSink, Mode, kind_name};
+use crate::input_hash::{matches_input_hash, model_input_hash};
+
+#[async_trait]
+impl EventSink for JournalSink<'_> {
+    async fn model(&mut self, req: ModelRequest) -> Result<ModelResponse, SinkError> {
+        self.check()?;
+        if let Some(rec) = self.next() {
+            let (recorded_id, input_hash) = match &rec.event.body {
+                EventBody::ModelCall(mc) => {
+                    if !matches_input_hash(&req, &mc.input_hash, &mut self.scratch) {
+                        let seq = rec.seq;
+                        return Err(self.diverge(format!(
+                            "model input hash mismatch at record {seq}: harness violated STATELESS_REPLAY (I0)"
+                        )));
+                    }
+                    (mc.id.clone(), mc.input_hash.clone())
+                }
+                _ => {
+                    let detail =
+                        format!("model call where record {} is {}", rec.seq, kind_name(rec));
+                    return Err(self.diverge(detail));
+                }
+            };
+            let call = ModelCall::journaled(&req, input_hash, recorded_id);
+            self.expect_recorded(EventBody::ModelCall(call), "a model call")?;
+            return match self.next() {
+                Some(rec) if rec.event.kind() == EventKind::Output => {
+                    let EventBody::Output(message) = rec.event.body.clone() else {
+                        return Err(self.diverge("malformed OUTPUT record".into()));
+                    };
+                    self.pos += 1;
+                    self.stats.served += 1;
+                    self.output.push_str(&message.text());
+                    // The completion's usage: the provider's usage is not journaled with
+                    // the completion, only what the harness reports with sink.usage. Serve
+                    // the first USAGE recorded after this completion and before the next
+                    // model call, so a harness that reports each completion's usage replays.
+                    let records = self.records;
+                    let usage = self.effects[self.pos..]
+                        .iter()
+                        .filter_map(|&i| records.get(i))
+                        .take_while(|r| r.event.kind() != EventKind::ModelCall)
+                        .find_map(|r| match &r.event.body {
+                            EventBody::Usage(u) => Some(u.clone()),
+                            _ => None,
+                        })
+                        .unwrap_or_default();
+                    Ok(ModelResponse { message, usage })
+                }
+                Some(_) => Err(SinkError::Model(ModelError::Provider(
+                    "the recorded model call has no completion (it failed)".into(),
+                ))),
+                None => match self.mode {
+                    Mode::Replay => Err(SinkError::Model(ModelError::Provider(
+                        "the recorded model call has no completion (it failed)".into(),
+                    ))),
+                    Mode::Recover => {
+                        // Re-drive the trailing MODEL_CALL once, after the I0 check above,
+                        // and record the completion after that same MODEL_CALL.
+                        let resp = self.invoke_model(&req).await?;
+                        self.append_body(EventBody::Output(resp.message.clone()), false)?;
+                        self.output.push_str(&resp.message.text());
+                        Ok(resp)
+                    }
+                },
+            };
+        }
+        self.live_allowed("a model call")?;
+        let input_hash = model_input_hash(&req);
+        let id = derive_id(
+            "model_call",
+            &self.ctx.execution_id,
+            self.head.seq.wrapping_add(1),
+        );
+        self.append_body(
+            EventBody::ModelCall(ModelCall::journaled(&req, input_hash, id)),
+            false,
+        )?;
+        let resp = self.invoke_model(&req).await?;
+        self.append_body(EventBody::Output(resp.message.clone()), false)?;
+        self.output.push_str(&resp.message.text());
+        Ok(resp)
+    }
+
+    async fn output(&mut self, delta: &str) -> Result<(), SinkError> {
+        self.check()?;
+        let body = EventBody::Output(Message::assistant(delta));
+        let live = self.next().is_none();
+        self.serve_or_record(body, "an output")?;
+        if live && let Some(o) = self.ctx.observer {
+            o.on_delta(self.ctx.session, delta);
+        }
+        self.output.push_str(delta);
+        Ok(())
+    }
+
+    async fn tool_call(&mut self, call: ToolCall) -> Result<ToolResult, SinkError> {
+        self.check()?;
+        match call.mediation {
+            Mediation::Unspecified | Mediation::InHarnessReported => {
+                return Err(self.reject(
+                    &call,
+                    "unmediated tool call: sink.tool_call needs CONTROLLER_MEDIATED or REQUIRES_APPROVAL (run it yourself and sink.report it)",
+                ));
+            }
+            Mediation::ControllerMediated | Mediation::RequiresApproval => {}
+        }
+        if call.idempotency_key.is_empty() {
+            return Err(self.reject(&call, "missing idempotency key"));
+        }
+        if call.mediation == Mediation::RequiresApproval {
+            if call.id.is_empty() {
+                return Err(self.reject(&call, "an approval-gated call needs a call id"));
+            }
+            if self.ctx.memory_snapshot {
+                return Err(self.reject(
+                    &call,
+                    "approval gating is for STATELESS_REPLAY harnesses only",
+                ));
+            }
+        }
+        let intent_seq = self.serve_or_record(EventBody::ToolCall(call.clone()), "a tool call")?;
+        if call.mediation == Mediation::RequiresApproval {
+            return self.gated(&call, intent_seq).await;
+        }
+        match self.next() {
+            Some(rec) => match &rec.event.body {
+                EventBody::ToolResult(r) if r.id == call.id => {
+                    let r = r.clone();
+                    self.pos += 1;
+                    self.stats.served += 1;
+                    Ok(r)
+                }
+                // The executor failed without a receipt: reproduce the failure.
+                _ => Err(SinkError::Tool(
+                    "the recorded tool call has no result (the executor failed)".into(),
+                )),
+            },
+            None => {
+                if self.mode == Mode::Replay {
+                    return Err(SinkError::Tool(
+                        "the recorded tool call has no result (the executor failed)".into(),
+                    ));
+                }
+                if intent_seq < self.ctx.fork_seq {
+                    return Err(self.diverge(format!(
+                        "inherited tool intent {} (record {intent_seq}) cannot be re-driven in a fork",
+                        call.id
+                    )));
+                }
+                // Live, or the re-drive of an intent without result (same session, original
+                // key: the executor deduplicates).
+                match self.run_executor(&call).await? {
+                    Ok(r) => self.record_result(&call, r),
+                    Err(e) => Err(SinkError::Tool(e)),
+                }
+            }
+        }
+    }
+
+    async fn report(&mut self, result: ToolResult) -> Result<(), SinkError> {
+        self.check()?;
+        // The approval seqs and the receipt code (APPROVAL_DENIED, EXECUTOR_ERROR) are set by
+        // the host on its receipts only.
+        if result.approval_request_seq != 0
+            || result.approval_decision_seq != 0
+            || result.code != ToolResultCode::Unspecified
+        {
+            return Err(SinkError::Rejected(
+                "sink.report cannot carry approval request/decision or host receipt fields".into(),
+            ));
+        }
+        let body = EventBody::ToolResult(result);
+        self.serve_or_record(body, "a reported tool result")?;
+        Ok(())
+    }
+
+    async fn usage(&mut self, usage: Usage) -> Result<(), SinkError> {
+        self.check()?;
+        // The journal's Usage counts are proto int64: a larger count cannot be recorded
+        // faithfully, so it is refused before anything is recorded.
+        let limit = u64::try_from(i64::MAX).unwrap_or(u64::MAX);
+        if [
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.reasoning_tokens,
+        ]
+        .iter()
+        .any(|&n| n > limit)
+        {
+            return Err(SinkError::Rejected(
+                "sink.usage: a token count beyond the journal's int64 range".into(),
+            ));
+        }
+        let body = EventBody::Usage(usage);
+        self.serve_or_record(body, "a usage report")?;
+        Ok(())
+    }
+}
