@@ -1,0 +1,148 @@
+//! The AG-UI run endpoint: `POST run` and `GET run`, the plain AG-UI events of one run.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use harness_core::message::Message as CoreMessage;
+
+use super::connection::ConnState;
+use super::{AccessPolicy, ConnId, Host, Transport, may_read};
+use crate::Json;
+use crate::agui;
+use crate::catalog::{self, HarnessEvent, OperationKind};
+use crate::http::HttpAnswer;
+use crate::log::EventLog;
+
+impl<L: EventLog> Host<L> {
+    /// `POST run` (and `GET run`): the standard AG-UI run for `useChat`. The last user
+    /// message of the input runs as a turn of the thread `input.threadId`; the stream carries
+    /// the plain AG-UI events of that run ("with no `harness.*` frames around them") and
+    /// ends after its `RUN_FINISHED` or `RUN_ERROR`.
+    pub fn run_agui(
+        &mut self,
+        now: Instant,
+        input: &agui::RunAgentInput,
+        user: Option<&str>,
+        request_id: &str,
+        traceparent: Option<&str>,
+    ) -> Result<ConnId, HttpAnswer> {
+        self.clock(now);
+        if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
+            return Err(HttpAnswer::error(401, "unauthorized", request_id));
+        }
+        if let Some(e) = self.thread_id_error(&input.thread_id) {
+            return Err(HttpAnswer::error(400, &e, request_id));
+        }
+        if let Some(t) = self.threads.get(&input.thread_id) {
+            if !may_read(&self.cfg.access, t, user) {
+                return Err(HttpAnswer::error(403, "forbidden", request_id));
+            }
+            // A turn runs, or inputs wait for their turn: this run would cut in.
+            if t.running.is_some() || !t.waiting.is_empty() {
+                return Err(HttpAnswer::error(409, "conflict", request_id));
+            }
+        } else {
+            self.make_thread(&input.thread_id, user)
+                .map_err(|_| HttpAnswer::error(500, "internal", request_id))?;
+        }
+        let text = input.last_user_text().unwrap_or_default();
+        // The client's runId, unless the thread has a run by that id already (or it is the
+        // `session` operation of the thread's own events).
+        let taken = input.run_id.is_empty()
+            || input.run_id == "session"
+            || self
+                .threads
+                .get(&input.thread_id)
+                .is_some_and(|t| t.knows_run(&input.run_id));
+        let op = if taken {
+            self.new_op_id(&input.thread_id)
+        } else {
+            input.run_id.clone()
+        };
+        let input_id = self.new_input_id(&input.thread_id);
+        let pos = self.log.head_seq(&input.thread_id);
+        let id = self.new_conn(
+            now,
+            Transport::Sse,
+            user.map(str::to_owned),
+            request_id,
+            ConnState::Run {
+                thread: input.thread_id.clone(),
+                operation_id: op.clone(),
+                pos,
+            },
+        );
+        self.watch(&input.thread_id, id);
+        let tp = crate::http::traceparent(traceparent);
+        let accepted = HarnessEvent::InputAccepted(catalog::InputAccepted {
+            input_id: input_id.clone(),
+            op: "prompt".into(),
+            message: Some(Json::string(&text)),
+            ..catalog::InputAccepted::default()
+        });
+        self.log_harness(now, &input.thread_id, "session", accepted)
+            .map_err(|_| HttpAnswer::error(500, "internal", request_id))?;
+        self.begin_run(
+            now,
+            &input.thread_id,
+            &op,
+            &input_id,
+            OperationKind::Chat,
+            None,
+            CoreMessage::user(text),
+            tp,
+        )
+        .map_err(|_| HttpAnswer::error(500, "internal", request_id))?;
+        Ok(id)
+    }
+
+    /// `GET run?threadId=&runId=`: the plain AG-UI events of a run, from its start.
+    pub fn open_run(
+        &mut self,
+        now: Instant,
+        thread_id: &str,
+        run_id: &str,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> Result<ConnId, HttpAnswer> {
+        self.clock(now);
+        if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
+            return Err(HttpAnswer::error(401, "unauthorized", request_id));
+        }
+        match self.threads.get(thread_id) {
+            None => return Err(HttpAnswer::error(404, "not_found", request_id)),
+            Some(t) if !may_read(&self.cfg.access, t, user) => {
+                return Err(HttpAnswer::error(403, "forbidden", request_id));
+            }
+            // A run the thread never had: no stream that waits for it forever.
+            Some(t) if !t.knows_run(run_id) => {
+                return Err(HttpAnswer::error(404, "not_found", request_id));
+            }
+            _ => {}
+        }
+        let pos = self.log.first_seq(thread_id).saturating_sub(1);
+        let id = self.new_conn(
+            now,
+            Transport::Sse,
+            user.map(str::to_owned),
+            request_id,
+            ConnState::Run {
+                thread: thread_id.to_owned(),
+                operation_id: run_id.to_owned(),
+                pos,
+            },
+        );
+        self.watch(thread_id, id);
+        self.wake(id);
+        Ok(id)
+    }
+}
+
+/// One plain AG-UI SSE event (`POST run` / `GET run`): `data: <event>\n\n`, no `id:`.
+pub(super) fn plain_sse(event_json: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(event_json.len() + 8);
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(event_json);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}

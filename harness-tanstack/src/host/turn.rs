@@ -1,0 +1,299 @@
+//! Running turns (operations): how they start, their events, how they end, and the next input.
+
+use std::time::Instant;
+
+use harness_core::Cursor;
+use harness_core::message::Message as CoreMessage;
+
+use super::input::input_message;
+use super::{HOST_EVENTS, Host, HostError, HostEvent, Refusal, TurnOutcome, TurnRequest};
+use crate::Json;
+use crate::agui::{
+    self, Custom, Event, RunError, RunFinished, RunFinishedOutcome, RunStarted, TextMessageEnd,
+};
+use crate::catalog::{self, Delivery, HarnessEvent, InputOutcome, OperationKind};
+use crate::frame::Input;
+use crate::log::{EventLog, LogError};
+
+#[derive(Clone, Debug)]
+pub(super) struct Running {
+    pub(super) operation_id: String,
+    pub(super) input_id: String,
+    pub(super) kind: OperationKind,
+    /// The text message the run has open (a cancel closes it).
+    pub(super) open_message: Option<String>,
+}
+
+impl<L: EventLog> Host<L> {
+    /// A host-made run id (`op-N`) that no run of the thread has.
+    pub(super) fn new_op_id(&mut self, thread_id: &str) -> String {
+        loop {
+            self.next_op = self.next_op.wrapping_add(1);
+            let id = format!("op-{}", self.next_op);
+            if !self
+                .threads
+                .get(thread_id)
+                .is_some_and(|t| t.knows_run(&id))
+            {
+                return id;
+            }
+        }
+    }
+
+    pub(super) fn start_turn(
+        &mut self,
+        now: Instant,
+        thread_id: &str,
+        input_id: &str,
+        input: &Input,
+        traceparent: Option<String>,
+    ) -> Result<String, Refusal> {
+        let op = self.new_op_id(thread_id);
+        let (kind, agent) = match input {
+            Input::Agent(a) => (OperationKind::Agent, Some(a.agent.clone())),
+            _ => (OperationKind::Chat, None),
+        };
+        self.begin_run(
+            now,
+            thread_id,
+            &op,
+            input_id,
+            kind,
+            agent,
+            input_message(input),
+            traceparent,
+        )?;
+        Ok(op)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn begin_run(
+        &mut self,
+        now: Instant,
+        thread_id: &str,
+        op: &str,
+        input_id: &str,
+        kind: OperationKind,
+        agent: Option<String>,
+        message: CoreMessage,
+        traceparent: Option<String>,
+    ) -> Result<(), Refusal> {
+        let history = match self.threads.get_mut(thread_id) {
+            Some(t) => {
+                t.running = Some(Running {
+                    operation_id: op.to_owned(),
+                    input_id: input_id.to_owned(),
+                    kind: kind.clone(),
+                    open_message: None,
+                });
+                t.history.clone()
+            }
+            None => return Err(Refusal::Internal("no thread".into())),
+        };
+        self.host_status(thread_id, "running");
+        let started = Event::RunStarted(RunStarted {
+            thread_id: thread_id.to_owned(),
+            run_id: op.to_owned(),
+            protocol_version: Some(agui::PROTOCOL_VERSION.to_owned()),
+            ..RunStarted::default()
+        });
+        self.emit(now, thread_id, op, started)
+            .map_err(|e| Refusal::Internal(e.to_string()))?;
+        self.log_harness(
+            now,
+            thread_id,
+            op,
+            HarnessEvent::OperationStarted(catalog::OperationStarted {
+                operation_id: op.to_owned(),
+                kind: kind.clone(),
+                agent: agent.clone(),
+                ..catalog::OperationStarted::default()
+            }),
+        )?;
+        self.log_harness(
+            now,
+            thread_id,
+            op,
+            HarnessEvent::InputApplied(catalog::InputApplied {
+                input_id: input_id.to_owned(),
+                operation_id: op.to_owned(),
+                ..catalog::InputApplied::default()
+            }),
+        )?;
+        self.events.push_back(HostEvent::StartTurn(TurnRequest {
+            thread_id: thread_id.to_owned(),
+            operation_id: op.to_owned(),
+            input_id: input_id.to_owned(),
+            kind,
+            agent,
+            message,
+            history,
+            traceparent,
+        }));
+        Ok(())
+    }
+
+    pub(super) fn start_next(
+        &mut self,
+        now: Instant,
+        thread_id: &str,
+    ) -> Result<Option<String>, Refusal> {
+        let next = self.threads.get_mut(thread_id).and_then(|t| {
+            // A steering input goes first.
+            let i = t
+                .waiting
+                .iter()
+                .position(|w| w.delivery == Delivery::Steer)
+                .unwrap_or(0);
+            t.waiting.remove(i)
+        });
+        match next {
+            Some(w) => self
+                .start_turn(now, thread_id, &w.input_id, &w.input, w.traceparent)
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Appends an event of a run to the thread's log and wakes its subscribers. Returns the
+    /// event's cursor.
+    pub fn emit(
+        &mut self,
+        now: Instant,
+        thread_id: &str,
+        operation_id: &str,
+        event: Event,
+    ) -> Result<Cursor, HostError> {
+        self.clock(now);
+        let rec = self.log.append(thread_id, operation_id, &event)?;
+        {
+            let t = self.threads.entry(thread_id.to_owned()).or_default();
+            t.observe(&event);
+            if let Some(r) = t
+                .running
+                .as_mut()
+                .filter(|r| r.operation_id == operation_id)
+            {
+                match &event {
+                    Event::TextMessageStart(s) => r.open_message = Some(s.message_id.clone()),
+                    Event::TextMessageEnd(_) => r.open_message = None,
+                    _ => {}
+                }
+            }
+        }
+        self.wake_thread(thread_id);
+        Ok(rec.cursor())
+    }
+
+    /// Ends a turn: closes its open text message, sends `RUN_FINISHED` (with
+    /// `outcome: {type:'cancelled'}` when cancelled) or `RUN_ERROR`, then
+    /// `harness.operation.finished` and `harness.input.settled`, and starts the next waiting
+    /// input.
+    pub fn finish_turn(
+        &mut self,
+        now: Instant,
+        thread_id: &str,
+        operation_id: &str,
+        outcome: TurnOutcome,
+    ) -> Result<(), HostError> {
+        self.clock(now);
+        let running = match self.threads.get_mut(thread_id) {
+            Some(t)
+                if t.running.as_ref().map(|r| r.operation_id.as_str()) == Some(operation_id) =>
+            {
+                t.running.take()
+            }
+            _ => None,
+        };
+        let Some(running) = running else {
+            return Ok(());
+        };
+        // "Before it, a cancelled turn ends its open text message and sends `RUN_FINISHED`
+        // with `outcome: { type: 'cancelled' }`."
+        if let Some(m) = &running.open_message {
+            self.emit(
+                now,
+                thread_id,
+                operation_id,
+                Event::TextMessageEnd(TextMessageEnd {
+                    message_id: m.clone(),
+                    ..TextMessageEnd::default()
+                }),
+            )?;
+        }
+        let (status, settled, error) = match &outcome {
+            TurnOutcome::Completed => (
+                catalog::OperationStatus::Completed,
+                InputOutcome::Completed,
+                None,
+            ),
+            TurnOutcome::Cancelled => (
+                catalog::OperationStatus::Cancelled,
+                InputOutcome::Aborted,
+                None,
+            ),
+            TurnOutcome::Failed { message, code } => (
+                catalog::OperationStatus::Failed,
+                InputOutcome::Failed,
+                Some(catalog::InputError {
+                    message: message.clone(),
+                    code: code.clone(),
+                    ..catalog::InputError::default()
+                }),
+            ),
+        };
+        let end = match &outcome {
+            TurnOutcome::Failed { message, code } => Event::RunError(RunError {
+                message: message.clone(),
+                code: code.clone(),
+                ..RunError::default()
+            }),
+            TurnOutcome::Cancelled => Event::RunFinished(RunFinished {
+                thread_id: thread_id.to_owned(),
+                run_id: operation_id.to_owned(),
+                outcome: Some(RunFinishedOutcome::cancelled()),
+                ..RunFinished::default()
+            }),
+            TurnOutcome::Completed => Event::RunFinished(RunFinished {
+                thread_id: thread_id.to_owned(),
+                run_id: operation_id.to_owned(),
+                ..RunFinished::default()
+            }),
+        };
+        self.emit(now, thread_id, operation_id, end)?;
+        let fin = HarnessEvent::OperationFinished(catalog::OperationFinished {
+            operation_id: operation_id.to_owned(),
+            status,
+            ..catalog::OperationFinished::default()
+        });
+        self.emit(now, thread_id, operation_id, fin.to_event())?;
+        let settle = HarnessEvent::InputSettled(catalog::InputSettled {
+            input_id: running.input_id.clone(),
+            operation_id: Some(operation_id.to_owned()),
+            outcome: settled,
+            error,
+            ..catalog::InputSettled::default()
+        });
+        self.emit(now, thread_id, operation_id, settle.to_event())?;
+        let _ = running.kind;
+        self.host_status(thread_id, "idle");
+        self.start_next(now, thread_id).map_err(|r| match r {
+            Refusal::Internal(m) => HostError::Log(LogError::Io(m)),
+            Refusal::Forbidden => HostError::Log(LogError::Io("forbidden".into())),
+        })?;
+        Ok(())
+    }
+
+    pub(super) fn host_status(&mut self, thread_id: &str, status: &str) {
+        let ev = Event::Custom(Custom {
+            name: "harness.session.status".into(),
+            value: Json::from_value(
+                &serde_json::json!({ "threadId": thread_id, "status": status }),
+            ),
+            ..Custom::default()
+        });
+        if self.host_log.append(HOST_EVENTS, "host", &ev).is_ok() {
+            self.wake_thread(HOST_EVENTS);
+        }
+    }
+}
