@@ -41,12 +41,16 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde::{Deserialize, Serialize};
+mod format;
 
+pub use self::format::verify_file_bytes;
+
+use self::format::{
+    BodyCheck, FORMAT, Header, Line, LineFault, Lines, fence_line, parse_line, write_record_line,
+};
 use super::{Journal, JournalError, SessionMeta, check_append};
-use crate::hash::{ContentHash, hex_into};
 use crate::record::{Fence, Head, Record, Seq};
-use crate::verify::{ChainCheck, Verified, VerifyError};
+use crate::verify::{Verified, VerifyError};
 
 /// When the file journal forces writes to stable storage (fsync).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -76,149 +80,6 @@ pub struct TornTail {
     pub len: u64,
     /// Where they were moved.
     pub saved_to: PathBuf,
-}
-
-const FORMAT: u32 = 1;
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Header {
-    harness_rs_journal: u32,
-    session: String,
-    meta: SessionMeta,
-}
-
-/// One parsed line.
-enum Line<'a> {
-    Record(RawRecord<'a>),
-    Fence(Fence),
-}
-
-/// A record line's parts, borrowed from the line.
-struct RawRecord<'a> {
-    seq: Seq,
-    prev_hash: Option<ContentHash>,
-    content_hash: ContentHash,
-    fence: Fence,
-    event: &'a [u8],
-}
-
-fn take(s: &mut &[u8], lit: &[u8]) -> Result<(), &'static str> {
-    match s.strip_prefix(lit) {
-        Some(rest) => {
-            *s = rest;
-            Ok(())
-        }
-        None => Err("unexpected bytes"),
-    }
-}
-
-fn take_until_quote<'a>(s: &mut &'a [u8]) -> Result<&'a [u8], &'static str> {
-    let i = memchr_quote(s).ok_or("unterminated string")?;
-    let (v, rest) = s.split_at(i);
-    *s = rest;
-    Ok(v)
-}
-
-fn memchr_quote(s: &[u8]) -> Option<usize> {
-    memchr::memchr(b'"', s)
-}
-
-fn number(s: &[u8]) -> Result<u64, &'static str> {
-    if s.is_empty() || s.len() > 20 || (s.len() > 1 && s[0] == b'0') {
-        return Err("bad number");
-    }
-    let mut n: u64 = 0;
-    for &d in s {
-        if !d.is_ascii_digit() {
-            return Err("bad number");
-        }
-        n = n
-            .checked_mul(10)
-            .and_then(|n| n.checked_add(u64::from(d - b'0')))
-            .ok_or("number out of range")?;
-    }
-    Ok(n)
-}
-
-/// Parses a record or fence line (without its `\n`), strictly in the form this file writes.
-fn parse_line(line: &[u8]) -> Result<Line<'_>, &'static str> {
-    let mut s = line;
-    if s.starts_with(b"{\"fence\":\"") {
-        take(&mut s, b"{\"fence\":\"")?;
-        let f = number(take_until_quote(&mut s)?)?;
-        take(&mut s, b"\"}")?;
-        if !s.is_empty() || f == 0 {
-            return Err("bad fence line");
-        }
-        return Ok(Line::Fence(f));
-    }
-    take(&mut s, b"{\"seq\":\"")?;
-    let seq = number(take_until_quote(&mut s)?)?;
-    take(&mut s, b"\",\"prev_hash\":\"")?;
-    let prev = take_until_quote(&mut s)?;
-    let prev_hash = if prev.is_empty() {
-        None
-    } else {
-        Some(ContentHash::from_hex(prev).ok_or("bad prev_hash")?)
-    };
-    take(&mut s, b"\",\"content_hash\":\"")?;
-    let content_hash =
-        ContentHash::from_hex(take_until_quote(&mut s)?).ok_or("bad content_hash")?;
-    take(&mut s, b"\",\"fence\":\"")?;
-    let fence = number(take_until_quote(&mut s)?)?;
-    take(&mut s, b"\",\"event\":")?;
-    let event = s
-        .strip_suffix(b"}")
-        .ok_or("record line does not end in }")?;
-    if !(event.starts_with(b"{") && event.ends_with(b"}")) {
-        return Err("event is not an object");
-    }
-    Ok(Line::Record(RawRecord {
-        seq,
-        prev_hash,
-        content_hash,
-        fence,
-        event,
-    }))
-}
-
-/// Lines of a buffer, each with its `\n` (the last one may lack it).
-struct Lines<'a>(&'a [u8]);
-
-impl<'a> Iterator for Lines<'a> {
-    type Item = &'a [u8];
-    fn next(&mut self) -> Option<&'a [u8]> {
-        if self.0.is_empty() {
-            return None;
-        }
-        let end = memchr::memchr(b'\n', self.0).map_or(self.0.len(), |i| i + 1);
-        let (line, rest) = self.0.split_at(end);
-        self.0 = rest;
-        Some(line)
-    }
-}
-
-fn write_record_line(r: &Record, out: &mut Vec<u8>) {
-    let mut s = String::with_capacity(200 + r.canonical().len());
-    s.push_str("{\"seq\":\"");
-    s.push_str(&r.seq.to_string());
-    s.push_str("\",\"prev_hash\":\"");
-    if let Some(p) = &r.prev_hash {
-        hex_into(&p.0, &mut s);
-    }
-    s.push_str("\",\"content_hash\":\"");
-    hex_into(&r.content_hash.0, &mut s);
-    s.push_str("\",\"fence\":\"");
-    s.push_str(&r.fence.to_string());
-    s.push_str("\",\"event\":");
-    s.push_str(r.canonical());
-    s.push_str("}\n");
-    out.extend_from_slice(s.as_bytes());
-}
-
-fn fence_line(f: Fence) -> Vec<u8> {
-    format!("{{\"fence\":\"{f}\"}}\n").into_bytes()
 }
 
 /// An open session file.
@@ -489,37 +350,17 @@ impl FileJournal {
         // The whole chain must hold (the checks of `verify_file_bytes`): a session whose
         // records were changed after they were written is refused, never served as History
         // nor extended (new records would vouch for a prefix that does not verify).
-        let mut chain = ChainCheck::default();
-        let mut marker: Fence = 0;
+        let mut check = BodyCheck::default();
         for (i, line) in lines.enumerate() {
             let lineno = i as u64 + 2;
             let body = &line[..line.len() - 1];
-            match parse_line(body).map_err(|r| corrupt(session, lineno, r))? {
-                Line::Fence(f) => {
-                    if f <= marker {
-                        return Err(corrupt(session, lineno, "fence line does not increase"));
-                    }
-                    marker = f;
-                    head.fence = f;
-                }
+            let fault = |f: LineFault| match f {
+                LineFault::Malformed(r) => corrupt(session, lineno, r),
+                LineFault::Chain(e) => corrupt(session, lineno, e.to_string()),
+            };
+            match check.line(body).map_err(fault)? {
+                Line::Fence(f) => head.fence = f,
                 Line::Record(r) => {
-                    if r.fence != marker {
-                        let e = VerifyError::Fence {
-                            seq: r.seq,
-                            fence: r.fence,
-                            expected: marker,
-                        };
-                        return Err(corrupt(session, lineno, e.to_string()));
-                    }
-                    chain
-                        .check(
-                            r.seq,
-                            r.prev_hash.as_ref(),
-                            &r.content_hash,
-                            r.fence,
-                            r.event,
-                        )
-                        .map_err(|e| corrupt(session, lineno, e.to_string()))?;
                     head.seq = r.seq;
                     head.hash = Some(r.content_hash);
                     index.push((offset, body.len()));
@@ -568,75 +409,11 @@ impl FileJournal {
     }
 }
 
-/// Verifies a session file's bytes: header, every line's form, seqs, links, content hashes
-/// and fences (each record must carry the fence of the last fence line before it).
-pub fn verify_file_bytes(session: &str, bytes: &[u8]) -> Result<Verified, VerifyError> {
-    let mut c = ChainCheck::default();
-    let mut lines = Lines(bytes);
-    let malformed = |seq: Seq, line: u64, reason: &str| VerifyError::Malformed {
-        seq,
-        line,
-        reason: reason.to_owned(),
-    };
-    let header = lines.next().ok_or_else(|| malformed(1, 1, "no header"))?;
-    if !header.ends_with(b"\n") {
-        return Err(VerifyError::Torn { seq: 1, line: 1 });
-    }
-    match serde_json::from_slice::<Header>(header) {
-        Ok(h) if h.harness_rs_journal == FORMAT && h.session == session => {}
-        _ => return Err(malformed(1, 1, "bad header")),
-    }
-    let mut marker: Fence = 0;
-    for (i, line) in lines.enumerate() {
-        let lineno = i as u64 + 2;
-        let next = c.last_seq + 1;
-        let Some(body) = line.strip_suffix(b"\n") else {
-            return Err(VerifyError::Torn {
-                seq: next,
-                line: lineno,
-            });
-        };
-        match parse_line(body).map_err(|r| malformed(next, lineno, r))? {
-            Line::Fence(f) => {
-                if f <= marker {
-                    return Err(malformed(next, lineno, "fence line does not increase"));
-                }
-                marker = f;
-            }
-            Line::Record(r) => {
-                if r.fence != marker {
-                    return Err(VerifyError::Fence {
-                        seq: r.seq,
-                        fence: r.fence,
-                        expected: marker,
-                    });
-                }
-                // No UTF-8 check needed here: the hash covers the bytes as written.
-                c.check(
-                    r.seq,
-                    r.prev_hash.as_ref(),
-                    &r.content_hash,
-                    r.fence,
-                    r.event,
-                )?;
-            }
-        }
-    }
-    Ok(c.finish())
-}
-
 impl Journal for FileJournal {
     fn create(&self, session: &str, meta: &SessionMeta) -> Result<(), JournalError> {
         validate(session)?;
         let _guard = self.lock()?;
-        let header = Header {
-            harness_rs_journal: FORMAT,
-            session: session.to_owned(),
-            meta: meta.clone(),
-        };
-        let mut bytes = serde_json::to_vec(&header).map_err(|e| JournalError::Io(e.to_string()))?;
-        bytes.push(b'\n');
-        self.write_new(session, &bytes)
+        self.write_new(session, &Header::line(session, meta)?)
     }
 
     fn meta(&self, session: &str) -> Result<SessionMeta, JournalError> {
@@ -770,13 +547,7 @@ impl Journal for FileJournal {
             let start = sf.body_start;
             Self::read_span(sf, start, end)?
         };
-        let header = Header {
-            harness_rs_journal: FORMAT,
-            session: child.to_owned(),
-            meta: meta.clone(),
-        };
-        let mut bytes = serde_json::to_vec(&header).map_err(|e| JournalError::Io(e.to_string()))?;
-        bytes.push(b'\n');
+        let mut bytes = Header::line(child, meta)?;
         bytes.extend_from_slice(&body);
         self.write_new(child, &bytes)
     }
