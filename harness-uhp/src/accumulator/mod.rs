@@ -19,6 +19,14 @@ use crate::response::{
 };
 use crate::sequence::{Arrival, SequenceCheck, SequenceReport};
 
+/// Text and tool calls assembled from deltas.
+mod assembly;
+/// [`TaskSummary`]: the task, serializable.
+mod summary;
+
+use assembly::{CallState, Parts};
+pub use summary::{SequenceSummary, TaskSummary};
+
 /// How many findings a task keeps; past this they are only counted.
 pub const MAX_FINDINGS: usize = 1024;
 
@@ -104,133 +112,6 @@ pub enum TerminalSource {
     Stream(EventType),
     /// The stored response (`GET /v1/responses/{id}`), after the stream was lost.
     StoredResponse,
-}
-
-/// Text gathered from deltas for one part, in `sequence_number` order.
-///
-/// Deltas are appended as they arrive while their numbers increase. A delta can only arrive
-/// late into a gap of the sequence, so the text is kept as runs of consecutive numbers (one
-/// mark per run, not per delta); a late delta is placed before the first run that starts
-/// after it, when the text is read.
-#[derive(Clone, Debug, Default)]
-struct PartText {
-    /// Deltas appended in order of arrival while their numbers increase.
-    text: String,
-    /// `(first sequence_number, start offset in text)` of each run of consecutive numbers.
-    runs: Vec<(u64, usize)>,
-    /// Deltas that arrived after a higher-numbered one of the same part.
-    late: Vec<(u64, String)>,
-    /// The number of the last appended delta.
-    last_seq: Option<u64>,
-    /// A `done` event gave the whole text; deltas no longer matter.
-    done: bool,
-}
-
-impl PartText {
-    fn push(&mut self, seq: Option<u64>, delta: &str) {
-        if self.done {
-            return;
-        }
-        let s = seq.or(self.last_seq).unwrap_or(0);
-        match self.last_seq {
-            Some(last) if s < last => {
-                self.late.push((s, delta.to_owned()));
-                return;
-            }
-            Some(last) if s == last || s == last + 1 => {}
-            _ => self.runs.push((s, self.text.len())),
-        }
-        self.text.push_str(delta);
-        self.last_seq = Some(s);
-    }
-
-    fn set_done(&mut self, text: &str) {
-        self.text.clear();
-        self.text.push_str(text);
-        self.runs = Vec::new();
-        self.late = Vec::new();
-        self.done = true;
-    }
-
-    fn assembled(&self) -> Cow<'_, str> {
-        if self.late.is_empty() {
-            return Cow::Borrowed(&self.text);
-        }
-        let mut pieces: Vec<(u64, &str)> = Vec::with_capacity(self.runs.len() + self.late.len());
-        for (i, &(s, start)) in self.runs.iter().enumerate() {
-            let end = self.runs.get(i + 1).map_or(self.text.len(), |r| r.1);
-            pieces.push((s, self.text.get(start..end).unwrap_or("")));
-        }
-        pieces.extend(self.late.iter().map(|(s, t)| (*s, t.as_str())));
-        pieces.sort_by_key(|p| p.0); // stable: equal numbers keep arrival order
-        Cow::Owned(pieces.into_iter().map(|p| p.1).collect())
-    }
-}
-
-/// Text parts keyed by (output_index, content or summary index), with a cache of the last
-/// part touched (deltas of one part come in runs).
-#[derive(Clone, Debug, Default)]
-struct Parts {
-    index: HashMap<(u64, u64), usize>,
-    parts: Vec<((u64, u64), PartText)>,
-    last: Option<((u64, u64), usize)>,
-}
-
-impl Parts {
-    fn get(&mut self, key: (u64, u64)) -> &mut PartText {
-        let i = match self.last {
-            Some((k, i)) if k == key => i,
-            _ => {
-                let next = self.parts.len();
-                let i = *self.index.entry(key).or_insert(next);
-                if i == next {
-                    self.parts.push((key, PartText::default()));
-                }
-                self.last = Some((key, i));
-                i
-            }
-        };
-        &mut self.parts[i].1 // ok: i comes from the index, which only holds valid positions
-    }
-
-    fn joined(&self) -> Cow<'_, str> {
-        match self.parts.as_slice() {
-            [] => Cow::Borrowed(""),
-            [(_, p)] => p.assembled(),
-            _ => {
-                let mut sorted: Vec<&((u64, u64), PartText)> = self.parts.iter().collect();
-                sorted.sort_by_key(|(k, _)| *k);
-                Cow::Owned(sorted.iter().map(|(_, p)| p.assembled()).collect())
-            }
-        }
-    }
-}
-
-/// A function call being assembled from its events.
-#[derive(Clone, Debug, Default)]
-struct CallState {
-    id: Option<String>,
-    call_id: String,
-    name: String,
-    status: Option<String>,
-    arguments: PartText,
-    done: Option<FunctionCall>,
-}
-
-impl CallState {
-    fn to_call(&self) -> FunctionCall {
-        if let Some(done) = &self.done {
-            return done.clone();
-        }
-        FunctionCall {
-            id: self.id.clone(),
-            call_id: self.call_id.clone(),
-            name: self.name.clone(),
-            arguments: self.arguments.assembled().into_owned(),
-            status: self.status.clone(),
-            extra: Default::default(),
-        }
-    }
 }
 
 /// What the terminal response carried, computed once when it arrives.
@@ -804,92 +685,5 @@ impl TaskAccumulator {
     /// Findings past [`MAX_FINDINGS`], counted but not kept.
     pub fn findings_dropped(&self) -> u64 {
         self.findings_dropped
-    }
-}
-
-/// A serializable summary of a task: what `uhp_inspect` prints and the differential tests
-/// compare.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct TaskSummary {
-    /// `in_progress` until terminal, then the terminal status.
-    pub status: String,
-    /// Whether a terminal event (or stored response) arrived.
-    pub terminal: bool,
-    /// [`TaskAccumulator::text`].
-    pub text: String,
-    /// [`TaskAccumulator::reasoning`].
-    pub reasoning: String,
-    /// [`TaskAccumulator::tool_calls`], as `function_call` items.
-    pub tool_calls: Vec<OutputItem>,
-    /// [`TaskAccumulator::annotations`].
-    pub annotations: Vec<Annotation>,
-    /// [`TaskAccumulator::error`].
-    pub error: Option<ErrorObject>,
-    /// The sequence check.
-    pub sequence: SequenceSummary,
-    /// The findings, as messages.
-    pub findings: Vec<String>,
-}
-
-/// The sequence check in [`TaskSummary`].
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct SequenceSummary {
-    /// [`SequenceReport::ok`].
-    pub ok: bool,
-    /// Missing numbers: a number for each one of a short run, `[first, last]` for a run of 16
-    /// or more (so `[0, 5000000]` prints as one pair).
-    pub missing: Vec<serde_json::Value>,
-    /// [`SequenceReport::duplicates`].
-    pub duplicates: Vec<u64>,
-    /// [`SequenceReport::duplicate_count`].
-    pub duplicate_count: u64,
-    /// [`SequenceReport::out_of_order`].
-    pub out_of_order: Vec<u64>,
-    /// [`SequenceReport::out_of_order_count`].
-    pub out_of_order_count: u64,
-    /// [`SequenceReport::unnumbered`].
-    pub unnumbered: u64,
-}
-
-impl From<&SequenceReport> for SequenceSummary {
-    fn from(r: &SequenceReport) -> Self {
-        let mut missing = Vec::new();
-        for run in &r.missing {
-            if run.end() - run.start() >= 15 {
-                missing.push(serde_json::json!([run.start(), run.end()]));
-            } else {
-                missing.extend(run.clone().map(serde_json::Value::from));
-            }
-        }
-        SequenceSummary {
-            ok: r.ok,
-            missing,
-            duplicates: r.duplicates.clone(),
-            duplicate_count: r.duplicate_count,
-            out_of_order: r.out_of_order.clone(),
-            out_of_order_count: r.out_of_order_count,
-            unnumbered: r.unnumbered,
-        }
-    }
-}
-
-impl TaskAccumulator {
-    /// The task as a serializable summary.
-    pub fn summary(&self) -> TaskSummary {
-        TaskSummary {
-            status: self.status.to_string(),
-            terminal: self.is_terminal(),
-            text: self.text().into_owned(),
-            reasoning: self.reasoning().into_owned(),
-            tool_calls: self
-                .tool_calls()
-                .into_iter()
-                .map(OutputItem::FunctionCall)
-                .collect(),
-            annotations: self.annotations(),
-            error: self.error().cloned(),
-            sequence: SequenceSummary::from(&self.sequence()),
-            findings: self.findings.iter().map(ToString::to_string).collect(),
-        }
     }
 }
