@@ -1,0 +1,100 @@
+//! Serving a [`Harness`] as a TanStack host, runtime-agnostic (futures only).
+//!
+//! [`Service`] is the sans-IO [`Host`] behind a mutex, with the wakers of its connections:
+//! HTTP handlers and socket loops call it, and read each connection as a
+//! [`Stream`] of bytes ([`ConnStream`]), whose polling is the
+//! back-pressure signal (bytes count as sent when the stream is polled again). [`run_turns`]
+//! is the future that runs the turns the host asks for, with any harness:
+//!
+//! | the harness does | on the thread |
+//! | --- | --- |
+//! | `sink.model(req)` | the model streams: `TEXT_MESSAGE_START` / `CONTENT` / `END`, then `harness.usage` |
+//! | `sink.output(delta)` | `TEXT_MESSAGE_CONTENT` (a message opened for it) |
+//! | `sink.tool_call(call)` | `TOOL_CALL_START` / `ARGS` / `END`, the host's tool runs, `TOOL_CALL_RESULT` |
+//! | `sink.report(result)` | `TOOL_CALL_RESULT` |
+//! | `sink.usage(u)` | `harness.usage` |
+//! | a `cancel` input | the turn's future is dropped; `RUN_FINISHED` with `outcome: {type:'cancelled'}` |
+//!
+//! Time: the service reads it from the clock function you give it (`Instant::now` in an
+//! application, a virtual clock in a test); nothing here sleeps. Call [`Service::tick`] at
+//! the instant [`Service::next_timeout`] returns (heartbeats, slow consumers).
+//!
+//! A harness served, and read by the [`Client`](crate::client::Client) over a connection
+//! that is two function calls (no network, no runtime: `futures`' local executor; in an
+//! application, `tokio::spawn(run_turns(…))` and the socket's read and write loops):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Instant;
+//! use futures::StreamExt;
+//! use futures::task::LocalSpawnExt;
+//! use harness_core::agent::ToolLoopAgent;
+//! use harness_core::message::{ToolDefinition, ToolResult};
+//! use harness_core::model::ScriptedModel;
+//! use harness_tanstack::agui::Event;
+//! use harness_tanstack::client::{Client, ClientConfig, ClientEvent};
+//! use harness_tanstack::driver::{Service, Tools, run_turns};
+//! use harness_tanstack::frame::Input;
+//! use harness_tanstack::host::{Host, HostConfig, Transport};
+//! use harness_tanstack::log::MemoryLog;
+//! use serde_json::json;
+//!
+//! let agent = ToolLoopAgent::new("weather")
+//!     .with_tool(ToolDefinition::new("get_weather", "Current weather in a city"));
+//! let model = ScriptedModel::new()
+//!     .tool_call("get_weather", json!({"city": "Paris"}))
+//!     .reply("Sunny in Paris.");
+//! let tools = Tools::new()
+//!     .with("get_weather", |call| ToolResult::ok_json(&call.id, json!({"celsius": 21})));
+//! let service = Service::new(
+//!     Host::new(HostConfig::default(), MemoryLog::default()),
+//!     Arc::new(Instant::now),
+//! );
+//! let mut pool = futures::executor::LocalPool::new();
+//! pool.spawner()
+//!     .spawn_local(run_turns(service.clone(), Arc::new(agent), Arc::new(model), tools))
+//!     .unwrap();
+//!
+//! let conn = service.connect(Transport::WebSocket, None, "upgrade-1");
+//! let mut client = Client::new(ClientConfig::new("thread-1"));
+//! client.connect(Instant::now());
+//! client.send_input(Input::prompt("Weather in Paris?"));
+//! while let Some(frame) = client.poll_transmit() {
+//!     conn.handle_text(&frame); // client → host
+//! }
+//! let mut events = Vec::new();
+//! pool.run_until(async {
+//!     let mut to_client = conn.stream(); // host → client
+//!     while let Some(bytes) = to_client.next().await {
+//!         client.handle_frame(Instant::now(), std::str::from_utf8(&bytes).unwrap());
+//!         while let Some(ev) = client.poll_event() {
+//!             if let ClientEvent::Event(d) = ev {
+//!                 let done = d.ends_run(); // RUN_FINISHED or RUN_ERROR
+//!                 events.push(d.event);
+//!                 if done {
+//!                     return;
+//!                 }
+//!             }
+//!         }
+//!     }
+//! });
+//! let text: String = events
+//!     .iter()
+//!     .filter_map(|e| match e {
+//!         Event::TextMessageContent(c) => Some(c.delta.as_str()),
+//!         _ => None,
+//!     })
+//!     .collect();
+//! assert_eq!(text, "Sunny in Paris.");
+//! assert!(events.iter().any(|e| matches!(e, Event::ToolCallResult(_))));
+//! ```
+//!
+//! [`Harness`]: harness_core::Harness
+//! [`Host`]: crate::host::Host
+//! [`Stream`]: futures::Stream
+
+mod service;
+mod turns;
+
+pub use service::{Clock, ConnStream, Connection, Service};
+pub use turns::{ToolFn, Tools, run_turns};

@@ -1,0 +1,374 @@
+//! The [`Service`]: the host behind a mutex, with the wakers of its connections and their streams.
+
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures::Stream;
+use harness_core::SinkError;
+use harness_core::message::Usage;
+
+use crate::agui::{self, Event};
+use crate::host::{ConnId, Host, HostEvent, Transport, TurnOutcome};
+use crate::http::HttpAnswer;
+use crate::log::EventLog;
+
+/// The clock the service reads.
+pub type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
+
+struct Inner<L: EventLog> {
+    host: Host<L>,
+    wakers: HashMap<ConnId, Waker>,
+    turns: VecDeque<HostEvent>,
+    turn_waker: Option<Waker>,
+    totals: HashMap<String, Usage>,
+}
+
+impl<L: EventLog> Inner<L> {
+    /// Drains the host's events (the str0m rule: after every mutation).
+    fn pump(&mut self) {
+        while let Some(ev) = self.host.poll_event() {
+            match ev {
+                HostEvent::Wake(c) => {
+                    if let Some(w) = self.wakers.remove(&c) {
+                        w.wake();
+                    }
+                }
+                // The host keeps the close code until the stream is dropped.
+                HostEvent::Close { conn, .. } => {
+                    if let Some(w) = self.wakers.remove(&conn) {
+                        w.wake();
+                    }
+                }
+                other => {
+                    self.turns.push_back(other);
+                    if let Some(w) = self.turn_waker.take() {
+                        w.wake();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A host shared by the tasks of an application. Cheap to clone.
+pub struct Service<L: EventLog> {
+    inner: Arc<Mutex<Inner<L>>>,
+    clock: Clock,
+}
+
+impl<L: EventLog> Clone for Service<L> {
+    fn clone(&self) -> Self {
+        Service {
+            inner: Arc::clone(&self.inner),
+            clock: Arc::clone(&self.clock),
+        }
+    }
+}
+
+impl<L: EventLog> std::fmt::Debug for Service<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service").finish_non_exhaustive()
+    }
+}
+
+impl<L: EventLog + 'static> Service<L> {
+    /// A service over a host, reading time from `clock`.
+    pub fn new(host: Host<L>, clock: Clock) -> Self {
+        Service {
+            inner: Arc::new(Mutex::new(Inner {
+                host,
+                wakers: HashMap::new(),
+                turns: VecDeque::new(),
+                turn_waker: None,
+                totals: HashMap::new(),
+            })),
+            clock,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner<L>> {
+        // A panic while holding the lock poisons it; the host's state is still consistent
+        // (every method leaves it so), so go on with it.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now(&self) -> Instant {
+        (self.clock)()
+    }
+
+    /// Runs `f` on the host, then pumps its events.
+    pub fn with_host<R>(&self, f: impl FnOnce(&mut Host<L>, Instant) -> R) -> R {
+        let now = self.now();
+        let mut g = self.lock();
+        let r = f(&mut g.host, now);
+        g.pump();
+        r
+    }
+
+    /// `POST control`.
+    pub fn control(
+        &self,
+        user: Option<&str>,
+        body: &[u8],
+        request_id: &str,
+        traceparent: Option<&str>,
+    ) -> HttpAnswer {
+        self.with_host(|h, now| h.control(now, user, body, request_id, traceparent))
+    }
+
+    /// `GET events`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn open_sse(
+        &self,
+        thread_id: Option<&str>,
+        v: Option<&str>,
+        from: Option<&str>,
+        last_event_id: Option<&str>,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> Result<ConnStream<L>, HttpAnswer> {
+        let id = self.with_host(|h, now| {
+            h.open_sse(now, thread_id, v, from, last_event_id, user, request_id)
+        })?;
+        Ok(self.stream(id))
+    }
+
+    /// `GET host-events`.
+    pub fn open_host_events(
+        &self,
+        v: Option<&str>,
+        from: Option<&str>,
+        last_event_id: Option<&str>,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> Result<ConnStream<L>, HttpAnswer> {
+        let id = self.with_host(|h, now| {
+            h.open_host_events(now, v, from, last_event_id, user, request_id)
+        })?;
+        Ok(self.stream(id))
+    }
+
+    /// `POST run`.
+    pub fn run_agui(
+        &self,
+        input: &agui::RunAgentInput,
+        user: Option<&str>,
+        request_id: &str,
+        traceparent: Option<&str>,
+    ) -> Result<ConnStream<L>, HttpAnswer> {
+        let id = self.with_host(|h, now| h.run_agui(now, input, user, request_id, traceparent))?;
+        Ok(self.stream(id))
+    }
+
+    /// `GET run`.
+    pub fn open_run(
+        &self,
+        thread_id: &str,
+        run_id: &str,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> Result<ConnStream<L>, HttpAnswer> {
+        let id = self.with_host(|h, now| h.open_run(now, thread_id, run_id, user, request_id))?;
+        Ok(self.stream(id))
+    }
+
+    /// A WebSocket or stdio connection: feed its frames with [`Connection::handle_text`],
+    /// send what [`Connection::stream`] yields.
+    pub fn connect(
+        &self,
+        transport: Transport,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> Connection<L> {
+        let id = self.with_host(|h, now| h.connect(now, transport, user, request_id));
+        Connection {
+            service: self.clone(),
+            id,
+        }
+    }
+
+    /// `GET snapshot`.
+    pub fn snapshot(&self, thread_id: &str, user: Option<&str>, request_id: &str) -> HttpAnswer {
+        self.with_host(|h, _| h.snapshot(thread_id, user, request_id))
+    }
+
+    /// `GET transcript`.
+    pub fn transcript(&self, thread_id: &str, user: Option<&str>, request_id: &str) -> HttpAnswer {
+        self.with_host(|h, _| h.transcript(thread_id, user, request_id))
+    }
+
+    /// `GET capabilities`.
+    pub fn capabilities(&self, name: &str, request_id: &str) -> HttpAnswer {
+        self.with_host(|h, _| h.capabilities(name, request_id))
+    }
+
+    /// Heartbeats and slow consumers: call at [`next_timeout`](Self::next_timeout).
+    pub fn tick(&self) {
+        let now = self.now();
+        let mut g = self.lock();
+        if g.host.poll_timeout().is_some_and(|t| t <= now) {
+            g.host.handle_timeout(now);
+        }
+        g.pump();
+    }
+
+    /// When to call [`tick`](Self::tick) next.
+    pub fn next_timeout(&self) -> Option<Instant> {
+        self.lock().host.poll_timeout()
+    }
+
+    fn stream(&self, id: ConnId) -> ConnStream<L> {
+        ConnStream {
+            service: self.clone(),
+            id,
+            unacked: 0,
+            done: false,
+        }
+    }
+
+    pub(super) fn emit(&self, thread: &str, op: &str, ev: Event) -> Result<(), SinkError> {
+        let now = self.now();
+        let mut g = self.lock();
+        let r = g.host.emit(now, thread, op, ev);
+        g.pump();
+        r.map(|_| ())
+            .map_err(|e| SinkError::Transport(e.to_string()))
+    }
+
+    pub(super) fn finish(&self, thread: &str, op: &str, outcome: TurnOutcome) {
+        let now = self.now();
+        let mut g = self.lock();
+        // ok: a log failure here cannot be reported to anyone but the log's own readers.
+        let _ = g.host.finish_turn(now, thread, op, outcome);
+        g.pump();
+    }
+
+    pub(super) fn add_usage(&self, thread: &str, u: &Usage) -> Usage {
+        let mut g = self.lock();
+        let t = g.totals.entry(thread.to_owned()).or_default();
+        t.add(u);
+        t.clone()
+    }
+
+    pub(super) fn next_turn_event(&self) -> impl std::future::Future<Output = HostEvent> + '_ {
+        futures::future::poll_fn(move |cx| {
+            let mut g = self.lock();
+            match g.turns.pop_front() {
+                Some(e) => Poll::Ready(e),
+                None => {
+                    g.turn_waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+    }
+}
+
+/// A WebSocket or stdio connection of a [`Service`].
+#[derive(Debug)]
+pub struct Connection<L: EventLog> {
+    service: Service<L>,
+    id: ConnId,
+}
+
+impl<L: EventLog + 'static> Connection<L> {
+    /// The connection's id.
+    pub fn id(&self) -> ConnId {
+        self.id
+    }
+
+    /// A frame from the client (a text frame, an NDJSON line).
+    pub fn handle_text(&self, text: &str) {
+        self.service
+            .with_host(|h, now| h.handle_frame(now, self.id, text));
+    }
+
+    /// The bytes to send, as a stream. Ends when the host closes the connection
+    /// (see [`ConnStream::close_code`]).
+    pub fn stream(&self) -> ConnStream<L> {
+        self.service.stream(self.id)
+    }
+}
+
+/// The bytes a connection sends: SSE events, WebSocket text frames, or NDJSON lines.
+/// Polling it again acknowledges what it yielded before (back-pressure); dropping it
+/// disconnects.
+pub struct ConnStream<L: EventLog> {
+    service: Service<L>,
+    id: ConnId,
+    unacked: usize,
+    done: bool,
+}
+
+impl<L: EventLog> std::fmt::Debug for ConnStream<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnStream")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L: EventLog + 'static> ConnStream<L> {
+    /// The connection's id.
+    pub fn id(&self) -> ConnId {
+        self.id
+    }
+
+    /// The WebSocket close code, once the stream ended because the host closed it.
+    pub fn close_code(&self) -> Option<u16> {
+        self.service.lock().host.close_code(self.id)
+    }
+}
+
+impl<L: EventLog + 'static> Stream for ConnStream<L> {
+    type Item = Bytes;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let now = self.service.now();
+        let id = self.id;
+        let unacked = std::mem::take(&mut self.unacked);
+        let mut g = self.service.lock();
+        if unacked > 0 {
+            g.host.sent(now, id, unacked);
+        }
+        let next = g.host.poll_transmit(now, id);
+        g.pump();
+        match next {
+            Some(b) => {
+                drop(g);
+                self.unacked = b.len();
+                Poll::Ready(Some(b))
+            }
+            None if g.host.close_code(id).is_some() => {
+                drop(g);
+                self.done = true;
+                Poll::Ready(None)
+            }
+            None => {
+                g.wakers.insert(id, cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<L: EventLog> Drop for ConnStream<L> {
+    fn drop(&mut self) {
+        let mut g = self.inner_lock();
+        g.host.disconnect(self.id);
+        g.wakers.remove(&self.id);
+    }
+}
+
+impl<L: EventLog> ConnStream<L> {
+    fn inner_lock(&self) -> MutexGuard<'_, Inner<L>> {
+        self.service.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
