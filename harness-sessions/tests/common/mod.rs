@@ -12,7 +12,8 @@ use harness_core::message::{
 use harness_core::model::{Model, ModelStream, ScriptedModel};
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start};
 use harness_sessions::controller::Controller;
-use harness_sessions::journal::{Journal, JournalError, SessionMeta};
+use harness_sessions::harnesses::EchoHarness;
+use harness_sessions::journal::{Journal, JournalError, MemoryJournal, SessionMeta};
 use harness_sessions::record::{Fence, Head, Record, Seq};
 use harness_sessions::tools::{
     DedupExecutor, MemoryReceipts, ToolCallContext, ToolError, ToolExecutor,
@@ -294,4 +295,40 @@ impl<M: Model> Model for Hooked<M> {
         (self.hook)(req);
         self.inner.stream(req)
     }
+}
+
+/// A controller over a memory journal with session "s" on a script harness (and echo), a
+/// counted dedup executor and `model`.
+pub struct Host {
+    pub host: Controller,
+    pub journal: Arc<MemoryJournal>,
+    pub model: Arc<ScriptedModel>,
+    pub effects: Arc<Effects>,
+    pub harness: ScriptHarness,
+}
+
+pub fn host_with(ops: Vec<Op>, model: Arc<ScriptedModel>) -> Host {
+    let journal = Arc::new(MemoryJournal::new());
+    let effects = Arc::new(Effects::default());
+    let receipts = Arc::new(MemoryReceipts::default());
+    let harness = ScriptHarness::new(ops);
+    let host = Controller::builder(journal.clone())
+        .model(model.clone())
+        .executor(dedup(&effects, &receipts))
+        .harness("script", Arc::new(harness.clone()))
+        .harness("echo", Arc::new(EchoHarness))
+        .build();
+    host.create_session("s", Some("script")).unwrap();
+    Host {
+        host,
+        journal,
+        model,
+        effects,
+        harness,
+    }
+}
+
+/// [`host_with`] on the counting model.
+pub fn host(ops: Vec<Op>) -> Host {
+    host_with(ops, counting_model())
 }
