@@ -1,10 +1,12 @@
-//! The test rig shared by the simulator tests: a `Simulator` driven with raw harness frames on
-//! a virtual clock, with what it sent kept as JSON.
+//! The setup shared by the tests: for the simulator, a `Simulator` driven with raw harness
+//! frames on a virtual clock, with what it sent kept as JSON ([`Rig`]); for the harness side,
+//! a started `HarnessCall` and the frames jambonz sends it ([`started`], [`turn`],
+//! [`cancel`]), with what it emits drained ([`drain_events`], [`sent`]).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
 
 use std::time::{Duration, Instant};
 
-use harness_jambonz::harness_side::Transmit;
+use harness_jambonz::harness_side::{HarnessCall, HarnessEvent, Transmit};
 use harness_jambonz::simulator::{Line, Script, SimConfig, Simulator};
 use serde_json::{Value, json};
 
@@ -122,4 +124,36 @@ impl Rig {
             })
             .collect()
     }
+}
+
+// ---- the harness side -------------------------------------------------------------
+
+pub const START: &str = r#"{"type":"session:start","call_sid":"CA1","protocol":1,"from":"+1555","to":"+1666","direction":"inbound","language":"en-US","metadata":{},"tools":[]}"#;
+
+pub fn turn(id: u64) -> String {
+    json!({"type":"turn:start","call_sid":"CA1","turn_id":id,"input":{"type":"speech","text":"hi"}})
+        .to_string()
+}
+pub fn cancel(id: u64) -> String {
+    json!({"type":"turn:cancel","call_sid":"CA1","turn_id":id,"reason":"barge_in"}).to_string()
+}
+
+pub fn started() -> (HarnessCall, Instant) {
+    let now = Instant::now();
+    let mut c = HarnessCall::new();
+    c.handle_frame(now, START).unwrap();
+    (c, now)
+}
+
+pub fn drain_events(c: &mut HarnessCall) -> Vec<HarnessEvent> {
+    std::iter::from_fn(|| c.poll_event()).collect()
+}
+
+pub fn sent(c: &mut HarnessCall) -> Vec<Value> {
+    std::iter::from_fn(|| c.poll_transmit())
+        .map(|t| match t {
+            Transmit::Text(s) => serde_json::from_str(&s).unwrap(),
+            Transmit::Close { code, reason } => json!({"close": code, "reason": reason}),
+        })
+        .collect()
 }
