@@ -12,7 +12,7 @@
 //!   entry is named after the tool of the model's call whose id the reported result
 //!   carries (the result's id when no model call of the turn had it);
 //! - `turn:cancel` drops the turn's future; a sink call made after it fails with
-//!   [`SinkError::Cancelled`].
+//!   [`SinkError::Cancelled`](harness_core::SinkError::Cancelled).
 //!
 //! Time comes from a [`Clock`] (any `Fn() -> Instant`): the examples pass `Instant::now`,
 //! tests a virtual clock. The driver spawns nothing and never sleeps.

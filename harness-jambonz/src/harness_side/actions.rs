@@ -148,7 +148,7 @@ impl HarnessCall {
     }
 
     /// Asks jambonz to run one of the agent's tools for a started turn; the answer comes as
-    /// [`HarnessEvent::ToolResult`]. Returns the `call_id`.
+    /// [`HarnessEvent::ToolResult`](super::HarnessEvent::ToolResult). Returns the `call_id`.
     pub fn call_tool(
         &mut self,
         turn_id: TurnId,
@@ -176,7 +176,8 @@ impl HarnessCall {
         Ok(id)
     }
 
-    /// Sends a command; the answer comes as [`HarnessEvent::CommandResult`]. Returns the
+    /// Sends a command; the answer comes as
+    /// [`HarnessEvent::CommandResult`](super::HarnessEvent::CommandResult). Returns the
     /// `command_id`.
     pub fn send_command(&mut self, command: Command) -> Result<String, ActionError> {
         self.check_turn(None)?;
