@@ -1,6 +1,4 @@
-//! One turn: the agent run with a sink that speaks its output as `reply:chunk`s, sends its
-//! tool calls as `tool:call`s (or commands), and builds the turn record sent on
-//! `reply:done`.
+//! One turn: the agent run with a sink that speaks, calls tools and fills the turn record.
 
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};

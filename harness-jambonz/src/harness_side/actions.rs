@@ -1,5 +1,4 @@
-//! The app's actions: replies (started, chunks, finished with a turn record), tool calls
-//! and commands, each checked against the spec's rules before its frame is queued.
+//! The app's actions (replies, tool calls, commands), checked against the spec before sending.
 
 use std::collections::HashMap;
 

@@ -1,5 +1,4 @@
-//! Frames from jambonz: each message taken (or refused, the state unchanged) and turned
-//! into events; `turn:cancel`, `session:end` and a hangup drop what still waits to be sent.
+//! Frames from jambonz: each taken (or refused, the state unchanged) and turned into events.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;

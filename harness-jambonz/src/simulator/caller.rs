@@ -1,5 +1,4 @@
-//! The scripted caller (the greeting, speech with its partial and final transcripts, the
-//! script's steps) and the turns it opens, cancels and closes.
+//! The scripted caller (greeting, speech, transcripts, steps) and the turns it opens and cancels.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

@@ -1,5 +1,4 @@
-//! The floor: one reply spoken at a time, what plays and what waits (queued, held,
-//! interrupting), and barge-in (the caller speaking over a reply).
+//! The floor: one reply spoken at a time (playing, queued, held, interrupting) and barge-in.
 
 use std::collections::HashMap;
 use std::time::Instant;

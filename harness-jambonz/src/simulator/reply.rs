@@ -1,6 +1,4 @@
-//! Reply tracking: each reply's chunks (bounded text, `interrupt`, a reply refused before
-//! its turn's start), its `reply:done` answering its turn, and replies dropped with their
-//! turn.
+//! Reply tracking: each reply's chunks and `reply:done`; replies refused, cut off or dropped.
 
 use std::time::Instant;
 

@@ -1,6 +1,4 @@
-//! Time: the next thing due (speech, playback, tools, script steps, deadlines), the clock
-//! advancing through it, and what a deadline's expiry does (the turn fails, an unprompted
-//! reply is cut off).
+//! Time: what comes due next, the clock advancing through it, and deadlines expiring.
 
 use std::time::Instant;
 

@@ -1,5 +1,4 @@
-//! The platform's tools: `tool:call` answered from the registered tools (with their latency
-//! and deadline), and commands (`hangup`; `play` and `listen` refused).
+//! The platform's tools (`tool:call` answered, with latency and deadline) and commands.
 
 use std::time::{Duration, Instant};
 
