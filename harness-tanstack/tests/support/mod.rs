@@ -1,12 +1,16 @@
-//! A virtual network between a sans-IO host and its clients: no sockets, no clock.
+//! A virtual network between a sans-IO host and its clients: no sockets, no clock; and the
+//! setup the host tests share.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use harness_tanstack::host::{ConnId, Host, HostEvent, TurnRequest};
-use harness_tanstack::log::EventLog;
+use harness_tanstack::agui::Event;
+use harness_tanstack::host::{ConnId, Host, HostConfig, HostEvent, TurnOutcome, TurnRequest};
+use harness_tanstack::http::StreamOptions;
+use harness_tanstack::log::{EventLog, MemoryLog};
+use serde_json::Value;
 
 /// What one connection received, and whether it was closed.
 #[derive(Debug, Default)]
@@ -92,5 +96,81 @@ impl<L: EventLog> Net<L> {
 
     pub fn closed(&self, c: ConnId) -> Option<u16> {
         self.wires.get(&c).and_then(|w| w.closed)
+    }
+}
+
+/// The first prompt of `thread-1`, as the body of `POST control`.
+pub const PROMPT: &[u8] = br#"{"threadId":"thread-1","input":{"op":"prompt","message":"Hello"}}"#;
+
+/// A host over a memory log, with the defaults.
+pub fn net() -> Net<MemoryLog> {
+    Net::new(Host::new(HostConfig::default(), MemoryLog::default()))
+}
+
+/// Parses JSON text.
+pub fn json(s: &str) -> Value {
+    serde_json::from_str(s).unwrap()
+}
+
+/// Runs the turn the host asked for: a text message, then completed.
+pub fn reply<L: harness_tanstack::log::EventLog>(n: &mut Net<L>, text: &str) -> String {
+    let t = n.turns.remove(0);
+    let now = n.now;
+    let op = t.operation_id.clone();
+    n.host
+        .emit(
+            now,
+            &t.thread_id,
+            &op,
+            Event::TextMessageStart(harness_tanstack::agui::TextMessageStart {
+                message_id: format!("{op}-m"),
+                ..Default::default()
+            }),
+        )
+        .unwrap();
+    n.host
+        .emit(
+            now,
+            &t.thread_id,
+            &op,
+            Event::text_content(format!("{op}-m"), text),
+        )
+        .unwrap();
+    n.host
+        .emit(
+            now,
+            &t.thread_id,
+            &op,
+            Event::TextMessageEnd(harness_tanstack::agui::TextMessageEnd {
+                message_id: format!("{op}-m"),
+                ..Default::default()
+            }),
+        )
+        .unwrap();
+    n.host
+        .finish_turn(now, &t.thread_id, &op, TurnOutcome::Completed)
+        .unwrap();
+    n.pump();
+    op
+}
+
+/// The `data:` JSON of each SSE event received.
+pub fn data_frames(texts: &[String]) -> Vec<Value> {
+    texts
+        .iter()
+        .filter_map(|t| t.lines().find_map(|l| l.strip_prefix("data: ")).map(json))
+        .collect()
+}
+
+/// The default host configuration with this `sseQueueBytes`.
+pub fn sse_cfg(sse_queue_bytes: f64) -> HostConfig {
+    HostConfig {
+        stream: StreamOptions {
+            sse_queue_bytes: Some(sse_queue_bytes),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap(),
+        ..HostConfig::default()
     }
 }

@@ -1,0 +1,484 @@
+//! The host's inputs, against the spec (tanstack-harness-wire-protocol.md, version 2): `POST
+//! control` and its statuses, receipts, `inputId` idempotency, the inputs that wait for a turn,
+//! bad shapes and thread ids, request ids and traces. Each test quotes the words it checks.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::field_reassign_with_default)]
+
+mod support;
+
+use harness_tanstack::host::{AccessPolicy, Host, HostConfig, Transport, TurnOutcome};
+use harness_tanstack::http;
+use harness_tanstack::log::MemoryLog;
+use serde_json::Value;
+use support::{Net, PROMPT, json, net, reply};
+
+#[test]
+fn post_control_answers_the_receipt_and_the_first_prompt_makes_the_thread() {
+    let mut n = net();
+    // "The command prints the receipt, for example {"inputId":"in-1","status":"accepted","operationId":"op-1"}. The first prompt also makes the thread."
+    let a = n.host.control(n.now, None, PROMPT, "req-1", None);
+    assert_eq!(a.status, 200);
+    assert_eq!(
+        json(&a.body),
+        json(r#"{"inputId":"in-1","status":"accepted","operationId":"op-1"}"#)
+    );
+    assert!(n.host.has_thread("thread-1"));
+    // "Every HTTP answer of the handler sends the id back in the X-Request-Id header."
+    assert_eq!(a.request_id, "req-1");
+}
+
+#[test]
+fn post_control_statuses() {
+    let mut cfg = HostConfig::default();
+    cfg.access = AccessPolicy::MembersOnly;
+    let mut n = Net::new(Host::new(cfg, MemoryLog::default()));
+    // "401: getUser returned null."
+    assert_eq!(n.host.control(n.now, None, PROMPT, "r", None).status, 401);
+    // "400: { error }. The input has a bad shape, or threadId is missing."
+    let a = n.host.control(
+        n.now,
+        Some("ann"),
+        br#"{"input":{"op":"prompt","message":"x"}}"#,
+        "r",
+        None,
+    );
+    assert_eq!(a.status, 400);
+    assert!(json(&a.body)["error"].is_string());
+    assert_eq!(
+        n.host
+            .control(
+                n.now,
+                Some("ann"),
+                br#"{"threadId":"t","input":{"op":"fly"}}"#,
+                "r",
+                None
+            )
+            .status,
+        400
+    );
+    assert_eq!(
+        n.host
+            .control(n.now, Some("ann"), b"not json", "r", None)
+            .status,
+        400
+    );
+    // "403: { error: 'forbidden' }. The host refused the action."
+    assert_eq!(
+        n.host.control(n.now, Some("ann"), PROMPT, "r", None).status,
+        200
+    );
+    let a = n.host.control(n.now, Some("bob"), PROMPT, "r", None);
+    assert_eq!(
+        (a.status, json(&a.body)),
+        (403, json(r#"{"error":"forbidden"}"#))
+    );
+    // "A rejected receipt is still 200. Its reason says why"
+    let a = n.host.control(
+        n.now,
+        Some("ann"),
+        br#"{"threadId":"thread-1","input":{"op":"cancel","operationId":"op-9"}}"#,
+        "r",
+        None,
+    );
+    assert_eq!(a.status, 200);
+    assert_eq!(json(&a.body)["status"], "rejected");
+    assert_eq!(json(&a.body)["reason"], "not_running");
+}
+
+#[test]
+fn receipts_are_accepted_queued_or_rejected() {
+    let mut n = net();
+    // "The status of a receipt is accepted, queued, or rejected."
+    let a = json(&n.host.control(n.now, None, PROMPT, "r", None).body);
+    assert_eq!(a["status"], "accepted");
+    let q = json(
+        &n.host
+            .control(
+                n.now,
+                None,
+                br#"{"threadId":"thread-1","input":{"op":"followUp","message":"more"}}"#,
+                "r",
+                None,
+            )
+            .body,
+    );
+    assert_eq!(q["status"], "queued");
+    let r = json(
+        &n.host
+            .control(
+                n.now,
+                None,
+                br#"{"threadId":"thread-1","input":{"op":"agent","agent":"nobody"}}"#,
+                "r",
+                None,
+            )
+            .body,
+    );
+    assert_eq!(
+        (r["status"].as_str(), r["reason"].as_str()),
+        (Some("rejected"), Some("unknown_agent"))
+    );
+    // The queued follow-up runs when the turn ends.
+    n.pump();
+    assert_eq!(n.turns.len(), 1);
+    reply(&mut n, "Hi");
+    assert_eq!(n.turns.len(), 1);
+    assert_eq!(n.turns[0].message.text(), "more");
+}
+
+#[test]
+fn the_same_input_id_runs_once_and_the_receipt_repeats_it() {
+    let mut n = net();
+    // "A prompt, command, agent, or append input with the same inputId runs once. The inputId of its receipt is the id that you sent."
+    let body =
+        br#"{"threadId":"thread-1","input":{"op":"prompt","message":"Hello","inputId":"mine-1"}}"#;
+    let a = n.host.control(n.now, None, body, "r1", None);
+    let b = n.host.control(n.now, None, body, "r2", None);
+    assert_eq!(a.body, b.body);
+    assert_eq!(json(&a.body)["inputId"], "mine-1");
+    n.pump();
+    assert_eq!(n.turns.len(), 1);
+    for body in [
+        &br#"{"threadId":"thread-1","input":{"op":"command","command":"compact","inputId":"c-1"}}"#
+            [..],
+        br#"{"threadId":"thread-1","input":{"op":"agent","agent":"x","inputId":"g-1"}}"#,
+        br#"{"threadId":"thread-1","input":{"op":"append","message":"note","inputId":"a-1"}}"#,
+    ] {
+        let a = n.host.control(n.now, None, body, "r", None);
+        let b = n.host.control(n.now, None, body, "r", None);
+        assert_eq!(a.body, b.body);
+    }
+    let appended = n
+        .host
+        .messages("thread-1")
+        .iter()
+        .filter(|m| m.text() == "note")
+        .count();
+    assert_eq!(appended, 1);
+}
+
+#[test]
+fn request_ids_and_traceparents_are_validated() {
+    // "1 to 128 letters, digits, -, _, ., or :. Else the server makes a new UUID."
+    assert_eq!(http::request_id(Some("abc-1_2.3:4")), "abc-1_2.3:4");
+    assert_eq!(http::request_id(Some(&"a".repeat(128))).len(), 128);
+    for bad in ["", "has space", "slash/", &"a".repeat(129)] {
+        let id = http::request_id(Some(bad));
+        assert_ne!(id, bad);
+        assert_eq!(id.len(), 36); // a UUID
+    }
+    // "It drops a value that is not a valid W3C traceparent."
+    let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    assert!(http::is_valid_traceparent(good));
+    for bad in [
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        "garbage",
+    ] {
+        assert!(!http::is_valid_traceparent(bad), "{bad}");
+    }
+    let mut n = net();
+    n.host.control(n.now, None, PROMPT, "r", Some(good));
+    n.pump();
+    assert_eq!(n.turns[0].traceparent.as_deref(), Some(good));
+    reply(&mut n, "x");
+    n.host.control(
+        n.now,
+        None,
+        br#"{"threadId":"thread-1","input":{"op":"prompt","message":"y"}}"#,
+        "r",
+        Some("junk"),
+    );
+    n.pump();
+    assert_eq!(n.turns[0].traceparent, None);
+}
+
+#[test]
+fn idempotency_receipts_are_bounded() {
+    let cfg = HostConfig {
+        max_receipts: 2,
+        ..HostConfig::default()
+    };
+    let mut n = Net::new(Host::new(cfg, MemoryLog::default()));
+    for id in ["a-1", "a-2", "a-3", "a-3", "a-1"] {
+        let body = format!(
+            r#"{{"threadId":"thread-1","input":{{"op":"append","message":"note {id}","inputId":"{id}"}}}}"#
+        );
+        assert_eq!(
+            n.host
+                .control(n.now, None, body.as_bytes(), "r", None)
+                .status,
+            200
+        );
+    }
+    let texts: Vec<String> = n
+        .host
+        .messages("thread-1")
+        .iter()
+        .map(|m| m.text())
+        .collect();
+    // a-3 repeated within the window ran once; a-1 was forgotten (oldest of more than 2) and ran again.
+    assert_eq!(texts, ["note a-1", "note a-2", "note a-3", "note a-1"]);
+}
+
+/// Inputs that wait behind a running turn are kept in memory until they run: a client that
+/// sends without end must get `rejected` receipts past a bound, not grow the host's memory.
+#[test]
+fn waiting_inputs_are_bounded_per_thread() {
+    let mut n = Net::new(Host::new(
+        HostConfig {
+            max_waiting_inputs: 3,
+            ..HostConfig::default()
+        },
+        MemoryLog::default(),
+    ));
+    n.host.control(n.now, None, PROMPT, "r", None);
+    let mut statuses = Vec::new();
+    for i in 0..5 {
+        let body =
+            format!(r#"{{"threadId":"thread-1","input":{{"op":"followUp","message":"f{i}"}}}}"#);
+        let a = json(&n.host.control(n.now, None, body.as_bytes(), "r", None).body);
+        statuses.push((
+            a["status"].as_str().unwrap().to_owned(),
+            a["reason"].clone(),
+        ));
+    }
+    assert_eq!(statuses[..3].iter().filter(|s| s.0 == "queued").count(), 3);
+    assert_eq!(statuses[3].0, "rejected");
+    assert_eq!(statuses[4].1, "queue_full");
+    let snap = json(&n.host.snapshot("thread-1", None, "r").body);
+    assert_eq!(snap["waitingInputs"].as_array().unwrap().len(), 3);
+}
+
+/// Ids the host makes up (`in-N`, `op-N`) must not collide, in one thread, with ids a client
+/// chose (an `inputId`, a `POST run` runId): a collision would answer one input with
+/// another's receipt, or give two runs one operationId.
+#[test]
+fn host_made_ids_do_not_collide_with_client_chosen_ones() {
+    let mut n = net();
+    // The client takes "in-1" for an append and "op-1" for a POST run.
+    let a = json(
+        &n.host
+            .control(
+                n.now,
+                None,
+                br#"{"threadId":"thread-1","input":{"op":"append","message":"x","inputId":"in-1"}}"#,
+                "r",
+                None,
+            )
+            .body,
+    );
+    let input: harness_tanstack::agui::RunAgentInput = serde_json::from_str(
+        r#"{"threadId":"thread-1","runId":"op-1","messages":[{"id":"u","role":"user","content":"Hi"}]}"#,
+    )
+    .unwrap();
+    n.host.run_agui(n.now, &input, None, "r", None).unwrap();
+    n.pump();
+    let run = n.turns.remove(0);
+    assert_eq!(run.operation_id, "op-1");
+    n.host
+        .finish_turn(n.now, "thread-1", "op-1", TurnOutcome::Completed)
+        .unwrap();
+    // The host's own ids for a prompt must be different ones.
+    let p = json(&n.host.control(n.now, None, PROMPT, "r", None).body);
+    assert_ne!(p["inputId"], "in-1");
+    assert_ne!(p["operationId"], "op-1");
+    // And the append's retry still gets the append's receipt.
+    let again = json(
+        &n.host
+            .control(
+                n.now,
+                None,
+                br#"{"threadId":"thread-1","input":{"op":"append","message":"x","inputId":"in-1"}}"#,
+                "r",
+                None,
+            )
+            .body,
+    );
+    assert_eq!(again, a);
+}
+
+/// "`400`: `{ error }`. The input has a bad shape" (and on the socket, `invalid_frame` for
+/// "a bad `input`"): the message of a message input is text, a message object or its
+/// parts; `null`, a number or a boolean is no message, and must not run a turn.
+#[test]
+fn a_message_that_is_not_text_an_object_or_parts_is_a_bad_shape() {
+    let mut n = net();
+    for bad in ["null", "1", "true"] {
+        for op in ["prompt", "steer", "followUp", "append"] {
+            let body =
+                format!(r#"{{"threadId":"thread-1","input":{{"op":"{op}","message":{bad}}}}}"#);
+            let a = n.host.control(n.now, None, body.as_bytes(), "r", None);
+            assert_eq!(a.status, 400, "{op} {bad}: {}", a.body);
+            assert!(json(&a.body)["error"].as_str().unwrap().contains("message"));
+        }
+    }
+    assert!(!n.host.has_thread("thread-1"));
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#,
+    );
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.input","requestId":"r-9","input":{"op":"prompt","message":null}}"#,
+    );
+    n.pump();
+    let got: Vec<Value> = n.take(c).iter().map(|s| json(s)).collect();
+    assert_eq!(got[1]["code"], "invalid_frame");
+    assert_eq!(got[1]["requestId"], "r-9");
+    assert!(n.turns.is_empty());
+    // Text, a message object and parts are messages.
+    for good in [
+        r#""hi""#,
+        r#"{"role":"user","content":"hi"}"#,
+        r#"[{"type":"text","text":"hi"}]"#,
+    ] {
+        let body =
+            format!(r#"{{"threadId":"thread-2","input":{{"op":"append","message":{good}}}}}"#);
+        assert_eq!(
+            n.host
+                .control(n.now, None, body.as_bytes(), "r", None)
+                .status,
+            200,
+            "{good}"
+        );
+    }
+}
+
+/// "`400`: … `threadId` is missing": an empty thread id is no thread, on every way in (the
+/// socket's subscribe is an `invalid_frame` that does not close).
+#[test]
+fn an_empty_thread_id_is_refused_everywhere() {
+    let mut n = net();
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.subscribe","threadId":"","v":2}"#,
+    );
+    n.pump();
+    let e = json(&n.take(c)[0]);
+    assert_eq!(e["code"], "invalid_frame");
+    assert_eq!(n.closed(c), None);
+    // Still waiting for a real subscribe: an input is refused, and makes no thread "".
+    n.host.handle_frame(
+        n.now,
+        c,
+        r#"{"type":"harness.input","requestId":"r","input":{"op":"prompt","message":"x"}}"#,
+    );
+    n.pump();
+    assert_eq!(json(&n.take(c)[0])["code"], "invalid_frame");
+    assert!(!n.host.has_thread(""));
+    let typed = n.host.input(
+        n.now,
+        "",
+        None,
+        harness_tanstack::frame::Input::prompt("x"),
+        None,
+    );
+    assert_eq!(typed.unwrap_err().status, 400);
+    assert_eq!(
+        n.host
+            .control(
+                n.now,
+                None,
+                br#"{"threadId":"","input":{"op":"prompt","message":"x"}}"#,
+                "r",
+                None
+            )
+            .status,
+        400
+    );
+    assert!(!n.host.has_thread(""));
+    assert_eq!(n.host.stats().threads, 0);
+}
+
+/// The spec sets no length for a thread id; this host takes up to
+/// `HostConfig::max_thread_id_bytes` (1 KiB by default). A longer one is refused at every
+/// way in as a bad request, like a missing one: "`400`: `{ error }`. The input has a bad
+/// shape, or `threadId` is missing.", and on the socket `invalid_frame`, which "does not
+/// close". Never a `500`.
+#[test]
+fn a_thread_id_over_the_limit_is_a_bad_request_everywhere() {
+    let mut n = net();
+    assert_eq!(n.host.config().max_thread_id_bytes, 1024);
+    let ok = "t".repeat(1024);
+    let long = "t".repeat(1025);
+    let body = |id: &str| {
+        serde_json::json!({ "threadId": id, "input": { "op": "prompt", "message": "x" } })
+            .to_string()
+    };
+    let a = n
+        .host
+        .control(n.now, None, body(&long).as_bytes(), "r", None);
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(
+        json(&a.body)["error"]
+            .as_str()
+            .unwrap()
+            .contains("threadId")
+    );
+    let typed = n.host.input(
+        n.now,
+        &long,
+        None,
+        harness_tanstack::frame::Input::prompt("x"),
+        None,
+    );
+    assert_eq!(typed.unwrap_err().status, 400);
+    let sse = n
+        .host
+        .open_sse(n.now, Some(&long), Some("2"), None, None, None, "r");
+    assert_eq!(sse.unwrap_err().status, 400);
+    let run: harness_tanstack::agui::RunAgentInput = serde_json::from_value(serde_json::json!({
+        "threadId": long, "runId": "run-1", "messages": [{"id": "u", "role": "user", "content": "hi"}]
+    }))
+    .unwrap();
+    assert_eq!(
+        n.host
+            .run_agui(n.now, &run, None, "r", None)
+            .unwrap_err()
+            .status,
+        400
+    );
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    let sub = |id: &str| {
+        serde_json::json!({ "type": "harness.subscribe", "threadId": id, "v": 2 }).to_string()
+    };
+    n.host.handle_frame(n.now, c, &sub(&long));
+    n.pump();
+    assert_eq!(json(&n.take(c)[0])["code"], "invalid_frame");
+    assert_eq!(n.closed(c), None);
+    assert_eq!(n.host.stats().threads, 0);
+    assert_eq!(n.host.stats().watched_threads, 0);
+    // At the limit: a thread.
+    n.host.handle_frame(n.now, c, &sub(&ok));
+    assert_eq!(
+        n.host
+            .control(n.now, None, body(&ok).as_bytes(), "r", None)
+            .status,
+        200
+    );
+    n.pump();
+    assert_eq!(json(&n.take(c)[0])["type"], "harness.hello");
+    assert!(n.host.has_thread(&ok));
+    // The limit is the host's to set.
+    let mut n = Net::new(Host::new(
+        HostConfig {
+            max_thread_id_bytes: 4096,
+            ..HostConfig::default()
+        },
+        MemoryLog::default(),
+    ));
+    assert_eq!(
+        n.host
+            .control(n.now, None, body(&long).as_bytes(), "r", None)
+            .status,
+        200
+    );
+}
