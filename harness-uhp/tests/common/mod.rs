@@ -1,8 +1,16 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use harness_uhp::{Event, Finding, StreamDecoder, TaskAccumulator};
-use serde_json::Value;
+use std::time::{Duration, Instant};
+
+use harness_uhp::builder::StreamBuilder;
+use harness_uhp::client::{ClientConfig, CreateRequest, TaskClient, TaskEvent, Transmit};
+use harness_uhp::retry::RetryPolicy;
+use harness_uhp::{
+    Annotation, ContainerFileCitation, Event, Finding, StreamDecoder, TaskAccumulator,
+};
+use http::HeaderMap;
+use serde_json::{Value, json};
 
 /// What a stream decoded to.
 pub struct Run {
@@ -94,4 +102,103 @@ pub fn delta(seq: u64, text: &str) -> Value {
 
 pub fn terminal(kind: &str, seq: u64, status: &str, text: &str) -> Value {
     serde_json::json!({"type": kind, "sequence_number": seq, "response": response(status, text)})
+}
+
+// The task client, driven without a network.
+
+/// A header map of these pairs.
+pub fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (k, v) in pairs {
+        h.insert(
+            http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            v.parse().unwrap(),
+        );
+    }
+    h
+}
+
+/// The head of an event-stream answer.
+pub fn sse_head() -> HeaderMap {
+    headers(&[("content-type", "text/event-stream")])
+}
+
+/// The head of a JSON answer.
+pub fn json_head() -> HeaderMap {
+    headers(&[("content-type", "application/json")])
+}
+
+/// The server's side of a task (`resp_1`): created, the message `Hel` `lo`, completed.
+pub fn server() -> StreamBuilder {
+    let mut b = StreamBuilder::new("resp_1");
+    b.created().message(&["Hel", "lo"], &[]).completed();
+    b
+}
+
+/// The client under test: token `tok`, harness `chrn_1`, a poll every 500 ms, a seeded policy.
+pub fn client() -> TaskClient {
+    let mut cfg = ClientConfig::new("http://uhp.test/api/").with_token("tok");
+    cfg.poll_interval = Duration::from_millis(500);
+    TaskClient::with_policy(
+        cfg,
+        CreateRequest::new("hi").harness("chrn_1"),
+        RetryPolicy::new().with_seed(5),
+    )
+}
+
+/// Every event the client has queued.
+pub fn events(c: &mut TaskClient) -> Vec<TaskEvent> {
+    std::iter::from_fn(|| c.poll_event()).collect()
+}
+
+/// Answers request `t` in one go: head, JSON body, end.
+pub fn answer_json(
+    c: &mut TaskClient,
+    now: Instant,
+    t: &Transmit,
+    status: u16,
+    h: &HeaderMap,
+    body: &Value,
+) {
+    c.handle_head(now, t.id, status, h);
+    c.handle_data(now, t.id, body.to_string().as_bytes());
+    c.handle_end(now, t.id);
+}
+
+/// A `response.created` carrying this id, as SSE.
+pub fn created_with_id(id: &str) -> Vec<u8> {
+    let ev = json!({"type": "response.created", "sequence_number": 0,
+        "response": {"id": id, "object": "response", "status": "in_progress", "output": []}});
+    format!("data: {ev}\n\n").into_bytes()
+}
+
+// A task with every kind of output.
+
+/// A `container_file_citation` of the file `file`.
+pub fn citation(file: &str) -> Annotation {
+    Annotation::ContainerFileCitation(ContainerFileCitation {
+        container_id: "cntr_1".into(),
+        file_id: file.into(),
+        filename: format!("{file}.md"),
+        download_url: Some(format!(
+            "https://x/v1/containers/cntr_1/files/{file}/content"
+        )),
+        start_index: Some(0),
+        end_index: Some(4),
+        extra: Default::default(),
+    })
+}
+
+/// A whole task: reasoning, a `write_file` tool call, and a message citing two files.
+pub fn full_task() -> StreamBuilder {
+    let mut b = StreamBuilder::new("resp_1");
+    b.created()
+        .reasoning(&["Think", "ing."])
+        .tool_call("call_1", "write_file", &["{\"path\":", "\"a.md\"}"])
+        .message(
+            &["Wrote", " it."],
+            &[citation("file_1"), citation("file_2")],
+        )
+        .completed();
+    b
 }
