@@ -12,6 +12,7 @@ use crate::http::StreamConfig;
 use crate::log::EventLog;
 use crate::transport::sse_encode;
 
+/// What a connection streams.
 #[derive(Debug)]
 pub(super) enum ConnState {
     /// A socket before its `harness.subscribe`.
@@ -39,6 +40,7 @@ pub(super) enum ConnState {
     Closed,
 }
 
+/// One connection of the host.
 #[derive(Debug)]
 pub(super) struct Conn {
     pub(super) transport: Transport,

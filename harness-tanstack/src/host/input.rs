@@ -11,6 +11,7 @@ use crate::frame::{ControlRequest, Input, Receipt, ReceiptStatus};
 use crate::http::HttpAnswer;
 use crate::log::EventLog;
 
+/// An input that waits behind the running turn.
 #[derive(Clone, Debug)]
 pub(super) struct Waiting {
     pub(super) input_id: String,

@@ -15,13 +15,14 @@ use crate::catalog::{self, Delivery, HarnessEvent, InputOutcome, OperationKind};
 use crate::frame::Input;
 use crate::log::{EventLog, LogError};
 
+/// The turn a thread runs.
 #[derive(Clone, Debug)]
 pub(super) struct Running {
     pub(super) operation_id: String,
     pub(super) input_id: String,
     pub(super) kind: OperationKind,
     /// The text message the run has open (a cancel closes it).
-    pub(super) open_message: Option<String>,
+    open_message: Option<String>,
 }
 
 impl<L: EventLog> Host<L> {
