@@ -8,8 +8,8 @@ use harness_core::message::{
 use harness_core::model::ModelError;
 use harness_core::{EventSink, SinkError};
 
-use super::super::ids::derive_id;
 use super::{JournalSink, Mode, kind_name};
+use crate::controller::ids::derive_id;
 use crate::input_hash::{matches_input_hash, model_input_hash};
 
 #[async_trait]
