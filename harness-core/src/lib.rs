@@ -15,7 +15,9 @@
 //!   any protocol; [`agent`]: a reference model-and-tools agent.
 //!
 //! Nothing here opens a socket, spawns a task, sleeps or reads a clock: bytes come in
-//! through `push`, events go out through `poll_*`, and you own the I/O.
+//! through `push`, events go out through `poll_*`, and you own the I/O. [`run_loop`] states
+//! the contract every state machine of every harness-rs crate follows (the order of
+//! `handle_*` and `poll_*`, time passed in and only moving forward, drain after every input).
 //!
 //! ```
 //! use harness_core::sse::SseDecoder;
@@ -49,6 +51,7 @@ pub mod message;
 pub mod model;
 pub mod ndjson;
 mod proto_json;
+pub mod run_loop;
 pub mod sse;
 pub mod testing;
 

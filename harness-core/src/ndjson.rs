@@ -4,6 +4,7 @@
 //! one UTF-8 BOM at the start of the stream (RFC 8259 §8.1 allows it; Windows writers send
 //! one), and bounds the length of a line; a line that is not valid JSON (or not the type asked for) is
 //! an error for that line only. [`NdjsonEncoder`] writes compact JSON, one value per line.
+//! The decoder is driven as [`crate::run_loop`] states: `push`, drain `poll_line`/`poll`.
 //!
 //! ```
 //! use harness_core::ndjson::{NdjsonDecoder, NdjsonEncoder};

@@ -3,7 +3,8 @@
 //! Framing is harness-core's WHATWG [`SseDecoder`] (CRLF, CR and LF line ends, a BOM, UTF-8
 //! split across reads, an unterminated final event not dispatched); this layer turns each
 //! message's data into an [`Event`], or into a [`Finding`] for that one message, after which
-//! the stream goes on.
+//! the stream goes on. It is driven like every codec here: `push`, drain `poll_event`,
+//! `finish` at the end ([`harness_core::run_loop`]).
 
 use harness_core::sse::{SseConfig, SseDecoder};
 

@@ -1,4 +1,5 @@
-//! The WHATWG server-sent events parser as a sans-IO pull decoder.
+//! The WHATWG server-sent events parser as a sans-IO pull decoder, driven as
+//! [`crate::run_loop`] states: `push`, drain `poll_event`, `finish` at the end.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -3,7 +3,8 @@
 //! Frames from jambonz go in through [`HarnessCall::handle_frame`]; typed events come out of
 //! [`HarnessCall::poll_event`]; the app acts (start a reply, push chunks, finish it with a
 //! turn record, call a tool, send a command, hang up) and the frames to send come out of
-//! [`HarnessCall::poll_transmit`], in order. After any call that changes state, drain both.
+//! [`HarnessCall::poll_transmit`], in order. After any call that changes state, drain both
+//! ([`harness_core::run_loop`] is the contract every machine follows).
 //!
 //! The spec's rules for the harness are enforced here, so an app cannot break them by
 //! mistake:

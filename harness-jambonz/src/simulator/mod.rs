@@ -28,7 +28,8 @@
 //!
 //! The run loop is the harness side's: feed frames with [`Simulator::handle_frame`], call
 //! [`Simulator::handle_timeout`] at [`Simulator::poll_timeout`], and drain
-//! [`Simulator::poll_transmit`] and [`Simulator::poll_event`] after each call.
+//! [`Simulator::poll_transmit`] and [`Simulator::poll_event`] after each call, as
+//! [`harness_core::run_loop`] states for every machine.
 //!
 //! ```
 //! use std::time::{Duration, Instant};

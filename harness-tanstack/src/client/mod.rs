@@ -3,6 +3,11 @@
 //! requests, cursor tracking, the gap procedure, close and error codes mapped to what to
 //! do, idle detection, and the run tree.
 //!
+//! Drive it as [`harness_core::run_loop`] states: after each input (`connect`,
+//! `handle_frame`, `send_input`, `handle_close`, `handle_timeout`), drain
+//! [`Client::poll_event`] and [`Client::poll_transmit`], and call
+//! [`Client::handle_timeout`] at [`Client::poll_timeout`].
+//!
 //! ```
 //! use std::time::Instant;
 //! use harness_tanstack::client::{Client, ClientConfig, ClientEvent};

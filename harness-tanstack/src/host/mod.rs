@@ -6,7 +6,8 @@
 //! `connect`, `handle_frame`, `control`, `sent`, `emit`, `finish_turn`, `handle_timeout`),
 //! then drain [`Host::poll_event`] (which connections to wake, which ones to close, which
 //! turns to start or cancel) and, for each woken connection, [`Host::poll_transmit`] until it
-//! returns `None`. Call [`Host::handle_timeout`] at [`Host::poll_timeout`].
+//! returns `None`. Call [`Host::handle_timeout`] at [`Host::poll_timeout`]. The contract
+//! every machine follows is [`harness_core::run_loop`].
 //!
 //! ```
 //! use std::time::Instant;

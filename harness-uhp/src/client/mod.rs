@@ -7,7 +7,8 @@
 //! [`poll_transmit`](TaskClient::poll_transmit) (requests to send, in order) and
 //! [`poll_event`](TaskClient::poll_event), and arm a timer for
 //! [`poll_timeout`](TaskClient::poll_timeout) that calls
-//! [`handle_timeout`](TaskClient::handle_timeout).
+//! [`handle_timeout`](TaskClient::handle_timeout), as [`harness_core::run_loop`] states for
+//! every machine.
 //!
 //! [`requests`] builds each request on its own, for a driver of its own; [`TaskClient`] is the
 //! state machine that sends them for one task. The types here are what passes between the
