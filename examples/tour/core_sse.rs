@@ -2,11 +2,11 @@
 //! (odd chunk sizes, CRLF line ends, a BOM), then unit-test an agent with no protocol at all.
 
 use harness_core::agent::ToolLoopAgent;
-use harness_core::message::{Message, ToolDefinition, ToolResult};
+use harness_core::message::Message;
 use harness_core::model::ScriptedModel;
 use harness_core::sse::SseDecoder;
 use harness_core::testing::{RecordingSink, SinkCall};
-use harness_core::{Harness, Start};
+use harness_core::{Harness, Start, Tool, Tools};
 
 const CAPTURE: &[u8] = include_bytes!("data/uhp_simple_text.sse");
 
@@ -49,13 +49,11 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
     let model = ScriptedModel::new()
         .tool_call("get_hours", serde_json::json!({}))
         .reply("We're open eight to six on weekdays.");
-    let mut sink = RecordingSink::new(model).with_tool("get_hours", |call| {
-        let mut out = serde_json::Map::new();
-        out.insert("weekdays".into(), "8am to 6pm".into());
-        ToolResult::ok(&call.id, out)
-    });
-    let agent =
-        ToolLoopAgent::new("faq").with_tool(ToolDefinition::new("get_hours", "Opening hours"));
+    let tools = Tools::new().with(Tool::json("get_hours", "Opening hours", |_| {
+        Ok(serde_json::json!({"weekdays": "8am to 6pm"}))
+    }));
+    let agent = ToolLoopAgent::new("faq").with_tools(&tools); // offers what the host runs
+    let mut sink = RecordingSink::new(model).with_tools(tools);
     let start = Start::with_inputs(vec![Message::user("When are you open?")]);
     futures::executor::block_on(agent.run(start, &mut sink))?;
     println!("\n  the agent, unit-tested with RecordingSink:");

@@ -7,9 +7,11 @@ use async_trait::async_trait;
 
 use crate::harness::{Descriptor, EventSink, Harness, HarnessError, Start};
 use crate::message::{Mediation, Message, ModelRequest, ToolCall, ToolDefinition, ToolSpec, Usage};
+use crate::tool::Tools;
 
 /// A harness that sends the conversation to the model, runs the tool calls the model asks
-/// for through the host (`sink.tool_call`, controller-mediated, with an idempotency key made
+/// for through the host (`sink.tool_call`, controller-mediated or gated as the tool is
+/// offered, with an idempotency key made
 /// of the execution id and the call id, unique within the turn even when the model repeats
 /// or omits call ids), feeds the results back, and stops when the model
 /// answers without a tool call.
@@ -49,16 +51,55 @@ impl ToolLoopAgent {
         self
     }
 
-    /// Offers a tool to the model (run by the host).
+    /// Offers the model every tool of a registry, each with its own mediation: the same
+    /// [`Tools`] the host runs, so the names cannot drift. A tool that
+    /// [requires approval](crate::tool::Tool::requires_approval) is called gated.
     #[must_use]
-    pub fn with_tool(mut self, tool: ToolDefinition) -> Self {
+    pub fn with_tools(mut self, tools: &Tools) -> Self {
+        for tool in tools.iter() {
+            self = self.offer(tool.definition().clone(), tool.mediation());
+        }
+        self
+    }
+
+    /// Offers a tool to the model, run by the host ([`Mediation::ControllerMediated`]).
+    #[must_use]
+    pub fn with_tool(self, tool: ToolDefinition) -> Self {
+        self.offer(tool, Mediation::ControllerMediated)
+    }
+
+    /// Offers a tool to the model that the host runs only after an approval
+    /// ([`Mediation::RequiresApproval`]): the turn parks until a person decides (or the host's
+    /// policy does), and a denied call never runs; the model gets the denial as the tool's
+    /// result.
+    #[must_use]
+    pub fn with_gated_tool(self, tool: ToolDefinition) -> Self {
+        self.offer(tool, Mediation::RequiresApproval)
+    }
+
+    fn offer(mut self, tool: ToolDefinition, mediation: Mediation) -> Self {
+        let mediation = if mediation == Mediation::RequiresApproval {
+            Mediation::RequiresApproval
+        } else {
+            Mediation::ControllerMediated
+        };
+        self.descriptor.tools.retain(|t| t.name != tool.name);
         self.descriptor.tools.push(ToolSpec {
             name: tool.name.clone(),
             description: tool.description.clone(),
-            mediation: Mediation::ControllerMediated,
+            mediation,
         });
+        self.tools.retain(|t| t.name != tool.name);
         self.tools.push(tool);
         self
+    }
+
+    fn mediation_of(&self, tool: &str) -> Mediation {
+        self.descriptor
+            .tools
+            .iter()
+            .find(|t| t.name == tool)
+            .map_or(Mediation::ControllerMediated, |t| t.mediation)
     }
 
     /// Caps the model calls of one turn.
@@ -104,7 +145,11 @@ impl Harness for ToolLoopAgent {
             }
             messages.push(resp.message);
             for call in calls {
-                let call = unique_key(call.controller_mediated(&start.execution_id), &mut keys);
+                let mediation = self.mediation_of(&call.tool);
+                let call = call
+                    .controller_mediated(&start.execution_id)
+                    .with_mediation(mediation);
+                let call = unique_key(call, &mut keys);
                 let result = sink.tool_call(call).await?;
                 messages.push(Message::tool_result(result));
             }

@@ -15,6 +15,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::event::Event;
+use crate::interaction::{
+    Answer, Command, CommandResult, Feature, Handoff, Question, StateUpdate, Step,
+};
 use crate::message::{Message, ModelRequest, ModelResponse, ToolCall, ToolResult, ToolSpec, Usage};
 use crate::model::ModelError;
 
@@ -271,6 +274,18 @@ pub enum SinkError {
         /// Journal seq of the approval request.
         request_seq: i64,
     },
+    /// The turn is parked waiting for a person's answer to a question
+    /// ([`EventSink::ask`]); return this error from `run`. The host drives the turn again
+    /// once the answer comes, and the same `ask` then returns it.
+    #[error("parked: waiting for the answer to question {question_id}")]
+    AwaitingAnswer {
+        /// The question.
+        question_id: String,
+    },
+    /// This host cannot do what was asked (a question on a phone call, a platform command
+    /// on a chat thread): nothing was sent. See [`EventSink::supports`].
+    #[error("this host does not support {0}")]
+    Unsupported(Feature),
     /// Replaying a journal, the harness did something the journal did not record: it is not
     /// deterministic (agentsessions I0).
     #[error("replay diverged: {0}")]
@@ -296,6 +311,17 @@ pub enum HarnessError {
     Failed(String),
 }
 
+impl SinkError {
+    /// Whether the turn is parked (waiting for an approval or an answer) rather than failed:
+    /// the host keeps it and drives it again once the decision comes.
+    pub fn is_parked(&self) -> bool {
+        matches!(
+            self,
+            SinkError::ApprovalParked { .. } | SinkError::AwaitingAnswer { .. }
+        )
+    }
+}
+
 impl HarnessError {
     /// A failure with a message.
     pub fn failed(msg: impl Into<String>) -> Self {
@@ -305,6 +331,12 @@ impl HarnessError {
     /// Whether the turn ended because it was cancelled.
     pub fn is_cancelled(&self) -> bool {
         matches!(self, HarnessError::Sink(SinkError::Cancelled))
+    }
+
+    /// Whether the turn is parked, waiting for an approval or an answer (see
+    /// [`SinkError::is_parked`]).
+    pub fn is_parked(&self) -> bool {
+        matches!(self, HarnessError::Sink(e) if e.is_parked())
     }
 }
 
@@ -378,6 +410,54 @@ pub trait EventSink: Send {
 
     /// Records token usage.
     async fn usage(&mut self, usage: Usage) -> Result<(), SinkError>;
+
+    /// Whether this host offers `feature` (see [`interaction`](crate::interaction)). The
+    /// methods below answer [`SinkError::Unsupported`] for a feature it does not offer.
+    fn supports(&self, feature: Feature) -> bool {
+        let _ = feature;
+        false
+    }
+
+    /// Asks a person a question and waits for the answer.
+    ///
+    /// On a host that parks (TanStack), the first call returns
+    /// [`SinkError::AwaitingAnswer`]: return it from `run` (the `?` does). The host drives
+    /// the turn again when the answer comes, serving everything the turn did before from its
+    /// record, and this call then returns the answer.
+    async fn ask(&mut self, question: Question) -> Result<Answer, SinkError> {
+        let _ = question;
+        Err(SinkError::Unsupported(Feature::Questions))
+    }
+
+    /// Hands the conversation off to a person or another agent.
+    async fn handoff(&mut self, handoff: Handoff) -> Result<(), SinkError> {
+        let _ = handoff;
+        Err(SinkError::Unsupported(Feature::Handoff))
+    }
+
+    /// Sends a platform command (jambonz `hangup`, …) and waits for its result.
+    async fn command(&mut self, command: Command) -> Result<CommandResult, SinkError> {
+        let _ = command;
+        Err(SinkError::Unsupported(Feature::Commands))
+    }
+
+    /// Streams reasoning text, shown apart from the answer.
+    async fn reasoning(&mut self, delta: &str) -> Result<(), SinkError> {
+        let _ = delta;
+        Err(SinkError::Unsupported(Feature::Reasoning))
+    }
+
+    /// Publishes the turn's shared state, whole or as a JSON Patch.
+    async fn state(&mut self, update: StateUpdate) -> Result<(), SinkError> {
+        let _ = update;
+        Err(SinkError::Unsupported(Feature::State))
+    }
+
+    /// Marks a named step of the turn as started or finished.
+    async fn step(&mut self, step: Step) -> Result<(), SinkError> {
+        let _ = step;
+        Err(SinkError::Unsupported(Feature::Steps))
+    }
 }
 
 #[async_trait]

@@ -11,8 +11,18 @@
 //!   harness sees as history.
 //! - [`model`]: the provider trait drivers call, and [`ScriptedModel`](model::ScriptedModel),
 //!   a deterministic model for tests and demos.
+//! - [`tool`]: a [`Tool`] is its definition and its code; [`Tools`] is the one registry
+//!   every host takes, and [`tool::rules`] the tool-call rules every host enforces
+//!   (mediation, idempotency keys, approval gating).
+//! - [`interaction`]: what an agent can do beyond model calls, text and tools where its host
+//!   offers it (questions, hand-offs, platform commands, reasoning, state, steps), each
+//!   answered [`SinkError::Unsupported`] where it does not.
+//! - [`tape`]: park and drive again, so a turn waiting for an approval or an answer resumes
+//!   without the agent knowing.
+//! - [`clock`]: monotonic time for machines, wall-clock time for records: two names.
 //! - [`testing`]: [`RecordingSink`](testing::RecordingSink), to unit-test an agent without
-//!   any protocol; [`agent`]: a reference model-and-tools agent.
+//!   any protocol, with the strictest host's rules; [`agent`]: a reference
+//!   model-and-tools agent.
 //!
 //! Nothing here opens a socket, spawns a task, sleeps or reads a clock: bytes come in
 //! through `push`, events go out through `poll_*`, and you own the I/O. [`run_loop`] states
@@ -44,20 +54,26 @@
 
 pub mod agent;
 mod buffer;
+pub mod clock;
 pub mod cursor;
 pub mod event;
 pub mod harness;
+pub mod interaction;
 pub mod message;
 pub mod model;
 pub mod ndjson;
 mod proto_json;
 pub mod run_loop;
 pub mod sse;
+pub mod tape;
 pub mod testing;
+pub mod tool;
 
 pub use cursor::Cursor;
 pub use harness::{
     Capabilities, Descriptor, EventSink, Harness, HarnessError, History, IdentityContext,
     Resumability, SinkError, Start,
 };
+pub use interaction::Feature;
 pub use proto_json::{Timestamp, TimestampError};
+pub use tool::{Tool, Tools};

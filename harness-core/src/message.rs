@@ -475,6 +475,33 @@ impl ToolResult {
         }
     }
 
+    /// The result of a gated call whose approval was denied: the tool never ran. It is an
+    /// error result with the code [`ToolResultCode::ApprovalDenied`] and the message
+    /// `approval denied: <reason>` (`approval denied` when there is no reason), the same on
+    /// every host, so an agent can tell the person what happened.
+    ///
+    /// ```
+    /// use harness_core::message::{ToolResult, ToolResultCode};
+    ///
+    /// let r = ToolResult::denied("call_1", "not approved by the caller");
+    /// assert!(r.is_error && r.output.is_none());
+    /// assert_eq!(r.code, ToolResultCode::ApprovalDenied);
+    /// assert_eq!(r.error, "approval denied: not approved by the caller");
+    /// ```
+    pub fn denied(id: impl Into<String>, reason: &str) -> Self {
+        let error = if reason.is_empty() {
+            "approval denied".to_owned()
+        } else {
+            format!("approval denied: {reason}")
+        };
+        ToolResult::error(id, error).with_code(ToolResultCode::ApprovalDenied)
+    }
+
+    /// Whether this is the result of a denied approval (the tool never ran).
+    pub fn is_denied(&self) -> bool {
+        self.code == ToolResultCode::ApprovalDenied
+    }
+
     /// Sets the code.
     #[must_use]
     pub fn with_code(mut self, code: ToolResultCode) -> Self {

@@ -54,7 +54,8 @@ pub enum ModelEvent {
 }
 
 /// Why a model call failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ModelError {
     /// The provider could not be reached or refused the call.

@@ -9,6 +9,7 @@ use harness_core::agent::ToolLoopAgent;
 use harness_core::message::{JsonObject, Mediation, Message, Part, Role, ToolCall, ToolResult};
 use harness_core::model::ScriptedModel;
 use harness_core::testing::RecordingSink;
+use harness_core::tool::Tool;
 use harness_core::{EventSink, Harness, SinkError, Start};
 use serde_json::json;
 
@@ -39,8 +40,9 @@ fn idempotency_keys_stay_unique_when_the_model_repeats_or_omits_call_ids() {
             .reply("Done.")
     };
     for exec in ["x1", ""] {
-        let mut sink =
-            RecordingSink::new(script()).with_tool("a", |c| ToolResult::ok_json(&c.id, json!(1)));
+        let mut sink = RecordingSink::new(script()).with_tool(Tool::sync("a", "", |c| {
+            ToolResult::ok_json(&c.id, json!(1))
+        }));
         let mut start = Start::with_inputs(vec![Message::user("go")]);
         start.execution_id = exec.into();
         block_on(ToolLoopAgent::new("a").run(start, &mut sink))
@@ -88,27 +90,44 @@ fn idempotency_keys_are_deterministic() {
 /// agentsessions: "Set MediationRequiresApproval and a nonempty call ID/idempotency key before
 /// sink.ToolCall" (harness-sessions refuses it: "an approval-gated call needs a call id").
 /// `RecordingSink` promises "an agent that passes here runs on every host", so it refuses
-/// the call too, before running or recording it; `lenient_tools()` still accepts it.
+/// the call too, before running or recording it. A gated call with an id parks until it is
+/// approved ("a gated tool never runs silently on any host").
 #[test]
 fn recording_sink_refuses_an_approval_gated_call_without_a_call_id() {
     let gated = ToolCall::new("", "delete_account", JsonObject::new())
         .with_mediation(Mediation::RequiresApproval)
         .with_idempotency_key("x1:k");
-    let mut sink = RecordingSink::new(ScriptedModel::new()).with_tool("delete_account", |c| {
-        ToolResult::ok_json(&c.id, json!("deleted"))
-    });
+    let mut sink =
+        RecordingSink::new(ScriptedModel::new()).with_tool(Tool::sync("delete_account", "", |c| {
+            ToolResult::ok_json(&c.id, json!("deleted"))
+        }));
     let err = block_on(sink.tool_call(gated.clone())).unwrap_err();
     assert!(
         matches!(err, SinkError::Rejected(ref m) if m.contains("call id")),
         "{err:?}"
     );
     assert!(sink.calls().is_empty());
-    // With a call id it runs; controller-mediated calls need no call id (only a key).
+    // With a call id it is accepted, and gated: it parks, and runs only once approved.
     let mut with_id = gated.clone();
     with_id.id = "c1".into();
-    assert!(block_on(sink.tool_call(with_id)).is_ok());
+    let parked = block_on(sink.tool_call(with_id.clone())).unwrap_err();
+    assert!(
+        matches!(parked, SinkError::ApprovalParked { ref tool_call_id, .. } if tool_call_id == "c1"),
+        "{parked:?}"
+    );
+    assert!(
+        sink.tool_results().is_empty(),
+        "a gated call ran without approval"
+    );
+    sink.approve("c1");
+    assert!(!block_on(sink.tool_call(with_id)).unwrap().is_error);
+    // Controller-mediated calls need no call id (only a key).
     let mediated = gated.clone().with_mediation(Mediation::ControllerMediated);
     assert!(block_on(sink.tool_call(mediated)).is_ok());
+    // lenient_tools() turns the check off, never the gate.
     let mut lenient = RecordingSink::new(ScriptedModel::new()).lenient_tools();
-    assert!(block_on(lenient.tool_call(gated)).is_ok());
+    assert!(matches!(
+        block_on(lenient.tool_call(gated)),
+        Err(SinkError::ApprovalParked { .. })
+    ));
 }

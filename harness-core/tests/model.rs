@@ -12,6 +12,7 @@ use harness_core::message::{
 };
 use harness_core::model::{Model, ModelError, ScriptedModel, word_deltas};
 use harness_core::testing::{RecordingSink, SinkCall};
+use harness_core::tool::Tool;
 use harness_core::{
     Cursor, Descriptor, EventSink, Harness, HarnessError, SinkError, Start, Timestamp,
 };
@@ -242,9 +243,9 @@ fn tool_loop_agent_runs_tools_through_the_host_with_keys() {
             .tool_call("book", json!({}))
             .reply("Booked for Saturday."),
     );
-    let mut sink = RecordingSink::with_model(model.clone()).with_tool("get_hours", |c| {
+    let mut sink = RecordingSink::new(model.clone()).with_tool(Tool::sync("get_hours", "", |c| {
         ToolResult::ok(&c.id, json!({"sat": "closed"}).as_object().unwrap().clone())
-    });
+    }));
     let agent = ToolLoopAgent::new("faq")
         .with_system_prompt("Be brief.")
         .with_tool(ToolDefinition::new("get_hours", "Opening hours"))
@@ -405,8 +406,9 @@ fn event_kinds_by_number_and_null_members_are_read() {
 #[test]
 fn recording_sink_holds_tool_calls_to_the_controller_rules() {
     use harness_core::message::JsonObject;
-    let mut sink = RecordingSink::new(ScriptedModel::new())
-        .with_tool("t", |c| ToolResult::ok_json(&c.id, json!("done")));
+    let mut sink = RecordingSink::new(ScriptedModel::new()).with_tool(Tool::sync("t", "", |c| {
+        ToolResult::ok_json(&c.id, json!("done"))
+    }));
     let plain = ToolCall::new("c1", "t", JsonObject::new());
     // Unmediated, then mediated without a key: refused, nothing recorded.
     let err = block_on(sink.tool_call(plain.clone())).unwrap_err();

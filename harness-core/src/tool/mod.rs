@@ -1,0 +1,318 @@
+//! Tools: a tool is its definition and its code together, and [`Tools`] is the one registry
+//! every host takes.
+//!
+//! The same [`Tools`] value is what an agent offers its model ([`Tools::definitions`], used
+//! by [`ToolLoopAgent::with_tools`](crate::agent::ToolLoopAgent::with_tools)) and what a host
+//! runs when the agent calls `sink.tool_call` ([`Tools::call`]): the [`RecordingSink`](crate::testing::RecordingSink) of a
+//! unit test, the jambonz driver (the harness's own tools) and the jambonz simulator (the
+//! platform's tools), the TanStack driver, and the agentsessions executor (with receipts as a
+//! layer over it). A name is written once, so the definition and the code cannot drift.
+//!
+//! A tool's code is async ([`ToolHandler`]); [`Tool::sync`] and [`Tool::json`] take plain
+//! closures, and [`Tool::typed`] (feature `schemars`) reads typed arguments and derives the
+//! JSON Schema the model sees.
+//!
+//! Every host applies the same rules to a call before it runs anything: see [`rules`].
+//!
+//! ```
+//! use harness_core::message::{JsonObject, Mediation, ToolCall, ToolResult};
+//! use harness_core::tool::{Tool, ToolContext, Tools};
+//! use serde_json::json;
+//!
+//! let tools = Tools::new()
+//!     .with(Tool::json("get_hours", "Opening hours for a day", |args| {
+//!         let day = args.get("day").and_then(|d| d.as_str()).unwrap_or("today");
+//!         Ok(json!({"day": day, "hours": "8am to 6pm"}))
+//!     }))
+//!     .with(
+//!         Tool::new("refund", "Refund an order", |call: ToolCall, _cx: ToolContext| async move {
+//!             // A real effect takes the key, so that a re-driven call is not paid twice.
+//!             let key = call.idempotency_key.clone();
+//!             ToolResult::ok_json(&call.id, json!({"refunded": call.args["order_id"], "key": key}))
+//!         })
+//!         .requires_approval(),
+//!     );
+//! assert_eq!(tools.get("refund").unwrap().mediation(), Mediation::RequiresApproval);
+//! assert_eq!(tools.definitions().len(), 2); // what the model is offered
+//!
+//! let mut args = JsonObject::new();
+//! args.insert("day".into(), json!("Saturday"));
+//! let call = ToolCall::new("call_1", "get_hours", args).controller_mediated("x1");
+//! let result = futures::executor::block_on(tools.call(call, ToolContext::default()));
+//! assert_eq!(result.output.unwrap()["day"], "Saturday");
+//! ```
+
+pub mod rules;
+#[cfg(feature = "schemars")]
+mod typed;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use crate::message::{JsonObject, Mediation, ToolCall, ToolDefinition, ToolResult, ToolSpec};
+
+/// Where a call runs, as the host binds it (never chosen by the harness).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ToolContext {
+    /// The session (call, thread) the call belongs to: with the call's idempotency key, the
+    /// scope an effect is deduplicated on.
+    pub session_uid: String,
+    /// The execution (turn) that made the call.
+    pub execution_id: String,
+}
+
+impl ToolContext {
+    /// The context of a call made in `session_uid` by the turn `execution_id`.
+    pub fn new(session_uid: impl Into<String>, execution_id: impl Into<String>) -> Self {
+        ToolContext {
+            session_uid: session_uid.into(),
+            execution_id: execution_id.into(),
+        }
+    }
+}
+
+/// A tool's code: runs one call and returns its result.
+///
+/// A tool that ran and failed returns a [`ToolResult`] with `is_error` (the agent reads it
+/// and can say so); it never panics the host. The call carries its idempotency key: an
+/// effect that must not happen twice (a payment, a mail) passes it to the service that
+/// performs it, since a host can re-drive a call whose result it did not get to record.
+///
+/// Implemented for every `Fn(ToolCall, ToolContext) -> impl Future<Output = ToolResult>`.
+pub trait ToolHandler: Send + Sync {
+    /// Runs `call`.
+    fn call(&self, call: ToolCall, cx: ToolContext) -> BoxFuture<'static, ToolResult>;
+}
+
+impl<F, Fut> ToolHandler for F
+where
+    F: Fn(ToolCall, ToolContext) -> Fut + Send + Sync,
+    Fut: Future<Output = ToolResult> + Send + 'static,
+{
+    fn call(&self, call: ToolCall, cx: ToolContext) -> BoxFuture<'static, ToolResult> {
+        self(call, cx).boxed()
+    }
+}
+
+/// A tool: its definition (what the model is offered), its default mediation (who runs it,
+/// and whether a person must approve it) and its code. Cheap to clone.
+#[derive(Clone)]
+pub struct Tool {
+    definition: ToolDefinition,
+    mediation: Mediation,
+    handler: Arc<dyn ToolHandler>,
+}
+
+impl fmt::Debug for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tool")
+            .field("name", &self.definition.name)
+            .field("mediation", &self.mediation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tool {
+    /// A tool run by the host ([`Mediation::ControllerMediated`]) with async code.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        handler: impl ToolHandler + 'static,
+    ) -> Self {
+        Tool {
+            definition: ToolDefinition::new(name, description),
+            mediation: Mediation::ControllerMediated,
+            handler: Arc::new(handler),
+        }
+    }
+
+    /// A tool whose code is a synchronous function of the call (it must not block: it runs
+    /// inside the host's async driver).
+    pub fn sync(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        f: impl Fn(&ToolCall) -> ToolResult + Send + Sync + 'static,
+    ) -> Self {
+        Tool::new(
+            name,
+            description,
+            move |call: ToolCall, _cx: ToolContext| {
+                let mut result = f(&call);
+                stamp(&mut result, &call);
+                async move { result }
+            },
+        )
+    }
+
+    /// A tool whose code maps the arguments to a JSON value (an object is the output, any
+    /// other value is wrapped as `{"result": value}`) or to an error message.
+    pub fn json(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        f: impl Fn(&JsonObject) -> Result<Value, String> + Send + Sync + 'static,
+    ) -> Self {
+        Tool::sync(name, description, move |call| match f(&call.args) {
+            Ok(v) => ToolResult::ok_json(&call.id, v),
+            Err(e) => ToolResult::error(&call.id, e),
+        })
+    }
+
+    /// Sets the JSON Schema of the arguments offered to the model.
+    #[must_use]
+    pub fn with_input_schema(mut self, schema: JsonObject) -> Self {
+        self.definition.input_schema = Some(schema);
+        self
+    }
+
+    /// Gates the tool: the host runs it only after a person (or the host's policy) approves
+    /// the call ([`Mediation::RequiresApproval`]). A gated call never runs silently: see
+    /// [`rules`].
+    #[must_use]
+    pub fn requires_approval(mut self) -> Self {
+        self.mediation = Mediation::RequiresApproval;
+        self
+    }
+
+    /// Sets who runs the tool.
+    #[must_use]
+    pub fn with_mediation(mut self, mediation: Mediation) -> Self {
+        self.mediation = mediation;
+        self
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.definition.name
+    }
+
+    /// What the model is offered.
+    pub fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
+
+    /// Who runs it by default.
+    pub fn mediation(&self) -> Mediation {
+        self.mediation
+    }
+
+    /// Its declaration in a [`Descriptor`](crate::Descriptor).
+    pub fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.definition.name.clone(),
+            description: self.definition.description.clone(),
+            mediation: self.mediation,
+        }
+    }
+
+    /// Runs `call` with this tool's code. The result answers the call (its id is the call's
+    /// when the code left it empty).
+    pub fn run(&self, call: ToolCall, cx: ToolContext) -> BoxFuture<'static, ToolResult> {
+        let id = call.id.clone();
+        let fut = self.handler.call(call, cx);
+        async move {
+            let mut result = fut.await;
+            if result.id.is_empty() {
+                result.id = id;
+            }
+            result
+        }
+        .boxed()
+    }
+}
+
+fn stamp(result: &mut ToolResult, call: &ToolCall) {
+    if result.id.is_empty() {
+        result.id.clone_from(&call.id);
+    }
+}
+
+/// The tools of an agent, by name: one registry that every host takes. Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct Tools {
+    by_name: BTreeMap<String, Tool>,
+}
+
+impl Tools {
+    /// No tools.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool (replacing one of the same name).
+    #[must_use]
+    pub fn with(mut self, tool: Tool) -> Self {
+        self.insert(tool);
+        self
+    }
+
+    /// Adds a tool (replacing one of the same name).
+    pub fn insert(&mut self, tool: Tool) {
+        self.by_name.insert(tool.name().to_owned(), tool);
+    }
+
+    /// The tool named `name`.
+    pub fn get(&self, name: &str) -> Option<&Tool> {
+        self.by_name.get(name)
+    }
+
+    /// Whether there are no tools.
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    /// How many tools.
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    /// The tools, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Tool> {
+        self.by_name.values()
+    }
+
+    /// What the model is offered: each tool's definition, by name.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.iter().map(|t| t.definition.clone()).collect()
+    }
+
+    /// Each tool's declaration, for a [`Descriptor`](crate::Descriptor).
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.iter().map(Tool::spec).collect()
+    }
+
+    /// The mediation a call of `name` needs at least: the tool's own (an unknown tool
+    /// needs none).
+    pub fn mediation_of(&self, name: &str) -> Option<Mediation> {
+        self.get(name).map(Tool::mediation)
+    }
+
+    /// Runs `call` with the tool of its name; an unknown tool is an error result
+    /// (`unknown tool: <name>`), never a panic. Apply [`rules::check_call`] first: this runs
+    /// the code and nothing else.
+    pub fn call(&self, call: ToolCall, cx: ToolContext) -> BoxFuture<'static, ToolResult> {
+        match self.get(&call.tool) {
+            Some(t) => t.run(call, cx),
+            None => {
+                let r = ToolResult::error(&call.id, format!("unknown tool: {}", call.tool));
+                async move { r }.boxed()
+            }
+        }
+    }
+}
+
+impl FromIterator<Tool> for Tools {
+    fn from_iter<I: IntoIterator<Item = Tool>>(iter: I) -> Self {
+        let mut t = Tools::new();
+        for tool in iter {
+            t.insert(tool);
+        }
+        t
+    }
+}
