@@ -5,8 +5,11 @@ use std::collections::HashSet;
 
 use async_trait::async_trait;
 
-use crate::harness::{Descriptor, EventSink, Harness, HarnessError, Start};
-use crate::message::{Mediation, Message, ModelRequest, ToolCall, ToolDefinition, ToolSpec, Usage};
+use crate::harness::{Descriptor, EventSink, Harness, HarnessError, SinkError, Start};
+use crate::interaction::{Command, Feature};
+use crate::message::{
+    Mediation, Message, ModelRequest, ToolCall, ToolDefinition, ToolResult, ToolSpec, Usage,
+};
 use crate::tool::Tools;
 
 /// A harness that sends the conversation to the model, runs the tool calls the model asks
@@ -16,6 +19,9 @@ use crate::tool::Tools;
 /// or omits call ids), feeds the results back, and stops when the model
 /// answers without a tool call.
 ///
+/// A tool offered with [`with_command_tool`](Self::with_command_tool) is carried out as a
+/// platform command (`sink.command`) rather than run by the host as a tool.
+///
 /// It is stateless (conversation from [`Start::history`]) and follows agentsessions' rules:
 /// every model call through `sink.model`, the completion never re-sent through
 /// `sink.output`, a model's tool call part copied before its mediation and key are set.
@@ -24,6 +30,8 @@ pub struct ToolLoopAgent {
     descriptor: Descriptor,
     system_prompt: Option<String>,
     tools: Vec<ToolDefinition>,
+    /// `(tool name, command name)` of the tools carried out as platform commands.
+    commands: Vec<(String, String)>,
     max_steps: usize,
     report_usage: bool,
 }
@@ -39,6 +47,7 @@ impl ToolLoopAgent {
             descriptor,
             system_prompt: None,
             tools: Vec::new(),
+            commands: Vec::new(),
             max_steps: 8,
             report_usage: false,
         }
@@ -77,7 +86,54 @@ impl ToolLoopAgent {
         self.offer(tool, Mediation::RequiresApproval)
     }
 
+    /// Offers the model a tool that is carried out as the platform command `command`
+    /// ([`EventSink::command`]), with the call's arguments as the command's: on jambonz,
+    /// `with_command_tool(ToolDefinition::new("hangup", "End the call"), "hangup")` lets the
+    /// model hang up. The command's result is the tool's result (`{"ok": true, …}`, or an
+    /// error result saying why not). On a host without platform commands
+    /// ([`Feature::Commands`]) the model gets an error result saying the host cannot do it,
+    /// and the turn goes on.
+    ///
+    /// It is not a tool the host runs, so it is not among the [`Descriptor`]'s tools.
+    ///
+    /// ```
+    /// use harness_core::agent::ToolLoopAgent;
+    /// use harness_core::interaction::Feature;
+    /// use harness_core::message::{Message, ToolDefinition};
+    /// use harness_core::model::ScriptedModel;
+    /// use harness_core::testing::RecordingSink;
+    /// use harness_core::{Harness, Start};
+    /// use serde_json::json;
+    ///
+    /// let agent = ToolLoopAgent::new("faq")
+    ///     .with_command_tool(ToolDefinition::new("hangup", "End the call"), "hangup");
+    /// let model = || {
+    ///     ScriptedModel::new()
+    ///         .tool_call("hangup", json!({"reason": "resolved"}))
+    ///         .reply("Goodbye.")
+    /// };
+    /// // A host with commands (jambonz): the command is sent.
+    /// let mut phone = RecordingSink::new(model());
+    /// let start = Start::with_inputs(vec![Message::user("Thanks, bye")]);
+    /// futures::executor::block_on(agent.run(start.clone(), &mut phone)).unwrap();
+    /// assert!(phone.tool_calls().is_empty()); // not a tool call
+    /// // A host without: the model is told, and the turn goes on.
+    /// let mut chat = RecordingSink::new(model()).without(Feature::Commands);
+    /// futures::executor::block_on(agent.run(start, &mut chat)).unwrap();
+    /// assert_eq!(chat.spoken_text(), "Goodbye.");
+    /// ```
+    #[must_use]
+    pub fn with_command_tool(mut self, tool: ToolDefinition, command: impl Into<String>) -> Self {
+        self.descriptor.tools.retain(|t| t.name != tool.name);
+        self.commands.retain(|(t, _)| *t != tool.name);
+        self.commands.push((tool.name.clone(), command.into()));
+        self.tools.retain(|t| t.name != tool.name);
+        self.tools.push(tool);
+        self
+    }
+
     fn offer(mut self, tool: ToolDefinition, mediation: Mediation) -> Self {
+        self.commands.retain(|(t, _)| *t != tool.name);
         let mediation = if mediation == Mediation::RequiresApproval {
             Mediation::RequiresApproval
         } else {
@@ -145,6 +201,11 @@ impl Harness for ToolLoopAgent {
             }
             messages.push(resp.message);
             for call in calls {
+                if let Some((_, command)) = self.commands.iter().find(|(t, _)| *t == call.tool) {
+                    let result = run_command(sink, command, call).await?;
+                    messages.push(Message::tool_result(result));
+                    continue;
+                }
                 let mediation = self.mediation_of(&call.tool);
                 let call = call
                     .controller_mediated(&start.execution_id)
@@ -158,6 +219,39 @@ impl Harness for ToolLoopAgent {
             "no answer after {} model calls",
             self.max_steps
         )))
+    }
+}
+
+/// Carries out a model's call of a command tool as the platform command `name`, its
+/// arguments the call's; the result answers the call. A host without commands is an error
+/// result the model can speak about, not a failed turn.
+async fn run_command(
+    sink: &mut dyn EventSink,
+    name: &str,
+    call: ToolCall,
+) -> Result<ToolResult, SinkError> {
+    let command = Command {
+        name: name.to_owned(),
+        args: call.args,
+    };
+    match sink.command(command).await {
+        Ok(r) if r.ok => {
+            let mut output = r.data;
+            output.insert("ok".into(), true.into());
+            Ok(ToolResult::ok(call.id, output))
+        }
+        Ok(r) => Ok(ToolResult::error(
+            call.id,
+            match r.error {
+                Some(e) => format!("{name} failed: {e}"),
+                None => format!("{name} failed"),
+            },
+        )),
+        Err(SinkError::Unsupported(Feature::Commands)) => Ok(ToolResult::error(
+            call.id,
+            format!("this host cannot {name}: it has no platform commands"),
+        )),
+        Err(e) => Err(e),
     }
 }
 

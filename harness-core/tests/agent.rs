@@ -6,9 +6,12 @@ use std::collections::HashSet;
 
 use futures::executor::block_on;
 use harness_core::agent::ToolLoopAgent;
-use harness_core::message::{JsonObject, Mediation, Message, Part, Role, ToolCall, ToolResult};
+use harness_core::interaction::{Command, CommandResult, Feature};
+use harness_core::message::{
+    JsonObject, Mediation, Message, Part, Role, ToolCall, ToolDefinition, ToolResult,
+};
 use harness_core::model::ScriptedModel;
-use harness_core::testing::RecordingSink;
+use harness_core::testing::{RecordingSink, SinkCall};
 use harness_core::tool::Tool;
 use harness_core::{EventSink, Harness, SinkError, Start};
 use serde_json::json;
@@ -130,4 +133,114 @@ fn recording_sink_refuses_an_approval_gated_call_without_a_call_id() {
         block_on(lenient.tool_call(gated)),
         Err(SinkError::ApprovalParked { .. })
     ));
+}
+
+/// The tool results the model was given, in order (from the requests of later model calls).
+fn results_seen(sink: &RecordingSink) -> Vec<ToolResult> {
+    let Some(SinkCall::Model { request, .. }) = sink
+        .calls()
+        .iter()
+        .rev()
+        .find(|c| matches!(c, SinkCall::Model { .. }))
+    else {
+        return Vec::new();
+    };
+    request
+        .messages
+        .iter()
+        .flat_map(|m| m.parts.iter())
+        .filter_map(|p| match p {
+            Part::ToolResult(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn hangup_agent() -> ToolLoopAgent {
+    ToolLoopAgent::new("faq")
+        .with_command_tool(ToolDefinition::new("hangup", "End the call"), "hangup")
+}
+
+fn hangup_model() -> ScriptedModel {
+    ScriptedModel::new()
+        .tool_call("hangup", json!({"reason": "resolved"}))
+        .reply("Goodbye.")
+}
+
+/// A command tool on a host with platform commands (jambonz): the model's call becomes
+/// `sink.command` with the call's arguments, never a tool call, and the command's result
+/// (with the platform's other fields) is the tool's result.
+#[test]
+fn a_command_tool_is_sent_as_a_platform_command() {
+    let mut sink = RecordingSink::new(hangup_model()).on_command(|c| {
+        let mut data = JsonObject::new();
+        data.insert("at_ms".into(), json!(41250));
+        CommandResult {
+            ok: c.name == "hangup",
+            error: None,
+            data,
+        }
+    });
+    let start = Start::with_inputs(vec![Message::user("Thanks, bye")]);
+    block_on(hangup_agent().run(start, &mut sink)).unwrap();
+    assert!(sink.tool_calls().is_empty());
+    let sent: Vec<_> = sink
+        .calls()
+        .iter()
+        .filter_map(|c| match c {
+            SinkCall::Command { command, .. } => Some(command.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, [Command::hangup("resolved")]);
+    let seen = results_seen(&sink);
+    assert_eq!(seen.len(), 1);
+    assert!(!seen[0].is_error);
+    assert_eq!(seen[0].id, "call_1");
+    assert_eq!(
+        serde_json::Value::Object(seen[0].output.clone().unwrap()),
+        json!({"ok": true, "at_ms": 41250})
+    );
+    // Not among the tools the host runs.
+    assert!(
+        block_on(hangup_agent().describe())
+            .unwrap()
+            .tools
+            .is_empty()
+    );
+}
+
+/// A command the platform refuses is an error result with its reason.
+#[test]
+fn a_refused_command_is_an_error_result() {
+    let mut sink = RecordingSink::new(hangup_model()).on_command(|_| CommandResult {
+        ok: false,
+        error: Some("not now".into()),
+        data: JsonObject::new(),
+    });
+    let start = Start::with_inputs(vec![Message::user("Thanks, bye")]);
+    block_on(hangup_agent().run(start, &mut sink)).unwrap();
+    let seen = results_seen(&sink);
+    assert!(seen[0].is_error);
+    assert_eq!(seen[0].error, "hangup failed: not now");
+}
+
+/// On a host without platform commands (TanStack, agentsessions) the model gets an error
+/// result saying the host cannot do it, and the turn goes on to its answer.
+#[test]
+fn a_command_tool_on_a_host_without_commands_tells_the_model() {
+    let mut sink = RecordingSink::new(hangup_model()).without(Feature::Commands);
+    let start = Start::with_inputs(vec![Message::user("Thanks, bye")]);
+    block_on(hangup_agent().run(start, &mut sink)).unwrap();
+    assert!(
+        !sink
+            .calls()
+            .iter()
+            .any(|c| matches!(c, SinkCall::Command { .. }))
+    );
+    let seen = results_seen(&sink);
+    assert!(seen[0].is_error);
+    assert!(seen[0].error.contains("cannot hangup"), "{}", seen[0].error);
+    assert_eq!(sink.spoken_text(), "Goodbye.");
+    assert_eq!(sink.model_calls(), 2);
 }
