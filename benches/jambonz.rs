@@ -11,6 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -20,6 +21,7 @@ use futures::channel::mpsc;
 use harness_core::agent::ToolLoopAgent;
 use harness_core::message::ToolDefinition;
 use harness_core::model::ScriptedModel;
+use harness_core::{Tool, Tools};
 use harness_jambonz::driver::{Incoming, ServeConfig, serve};
 use harness_jambonz::frame::{HarnessMessage, JambonzMessage};
 use harness_jambonz::harness_side::{HarnessCall, HarnessEvent, Transmit};
@@ -297,7 +299,7 @@ fn codec(c: &mut Criterion) {
 fn faq() -> (ToolLoopAgent, ScriptedModel) {
     let agent = ToolLoopAgent::new("faq")
         .with_tool(ToolDefinition::new("get_hours", "hours"))
-        .with_tool(ToolDefinition::new("hangup", "end"));
+        .with_command_tool(ToolDefinition::new("hangup", "end"), "hangup");
     let model = ScriptedModel::new()
         .reply("Thanks for calling Acme.")
         .tool_call("get_hours", serde_json::json!({}))
@@ -315,9 +317,9 @@ fn whole_call_sim(start: Instant) -> Simulator {
             .say("When are you open")
             .barge_in(Duration::from_millis(1100), "Thanks, bye"),
     )
-    .with_tool("get_hours", |_| {
+    .with_tool(Tool::json("get_hours", "hours", |_| {
         Ok(serde_json::json!({"weekdays": "8am to 6pm"}))
-    })
+    }))
 }
 
 fn whole_call(c: &mut Criterion) {
@@ -331,8 +333,9 @@ fn whole_call(c: &mut Criterion) {
             let (agent, model) = faq();
             let start = Instant::now();
             let call = simulate_call(
-                &agent,
-                &model,
+                agent,
+                model,
+                Tools::new(),
                 whole_call_sim(start),
                 start,
                 ServeConfig::default(),
@@ -396,11 +399,12 @@ fn rss_bytes() -> Option<usize> {
 fn idle_call_memory() {
     const CALLS: usize = 10_000;
     let (agent, _) = faq();
-    let model = ScriptedModel::new().otherwise(|_| {
+    let agent = Arc::new(agent);
+    let model = Arc::new(ScriptedModel::new().otherwise(|_| {
         Ok(harness_core::message::Message::assistant(
             "Thanks for calling Acme.",
         ))
-    });
+    }));
     let waker = futures::task::noop_waker();
     let mut cx = Context::from_waker(&waker);
     let before = rss_bytes();
@@ -412,8 +416,9 @@ fn idle_call_memory() {
         let (to_h, incoming) = mpsc::unbounded::<Incoming>();
         let (outgoing, mut from_h) = mpsc::unbounded::<Transmit>();
         let mut fut = Box::pin(serve(
-            &agent,
-            &model,
+            agent.clone(),
+            model.clone(),
+            Tools::new(),
             Instant::now,
             incoming,
             outgoing.sink_map_err(|e| e.to_string()),

@@ -1,6 +1,8 @@
 //! Plays jambonz against any harness URL: the simulator over a real WebSocket, running the
-//! spec's "A whole call" (greeting, "When are you open", a barge-in with "Thanks, bye"), with
-//! the agent's `get_hours` tool. Prints every frame and what the caller heard; exits non-zero
+//! spec's "A whole call" (greeting, "Please refund order 42", "When are you open", a barge-in
+//! with "Thanks, bye"), with the platform's `get_hours` tool. Against `jambonz_server` the
+//! refund is refused: the demo agent's `refund` tool needs an approval, which no one can give
+//! on a phone call. Prints every frame and what the caller heard; exits non-zero
 //! if the harness broke a rule, missed a deadline or left a turn unanswered.
 //!
 //! ```text

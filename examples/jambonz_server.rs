@@ -1,6 +1,6 @@
 //! A jambonz harness over a real WebSocket: the demo FAQ agent (the built-in deterministic
-//! model, a `get_hours` tool that jambonz runs, a hang-up on goodbye) served with the
-//! upgrade check.
+//! model, a `get_hours` tool that jambonz runs, its own gated `refund` tool that the driver's
+//! policy denies on the phone, a `hangup` command on goodbye) served with the upgrade check.
 //!
 //! ```text
 //! cargo run --example jambonz_server -- --addr 127.0.0.1:8080 [--secret S]

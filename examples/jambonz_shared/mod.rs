@@ -16,6 +16,7 @@ use futures::{SinkExt, StreamExt};
 use harness_core::agent::ToolLoopAgent;
 use harness_core::message::{Message, Part, Role, ToolCall, ToolDefinition};
 use harness_core::model::ScriptedModel;
+use harness_core::{Tool, Tools};
 use harness_jambonz::driver::{CallReport, Incoming, ServeConfig, serve};
 use harness_jambonz::harness_side::Transmit;
 use harness_jambonz::simulator::{Script, SimConfig, Simulator, Transcript};
@@ -28,14 +29,41 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-/// The demo agent: answers calls for Acme, looks up opening hours with the agent's
-/// `get_hours` tool (run by jambonz), hangs up when the caller says goodbye.
+/// The harness's own tools: `refund(order_id)`, gated (`requires_approval`): a person must
+/// approve a refund. On a phone call no one can (jambonz has no approval message), so the
+/// driver's policy denies it and the code never runs; `refunds_run` counts the times it did.
+pub fn faq_tools(refunds_run: Arc<AtomicUsize>) -> Tools {
+    Tools::new().with(
+        Tool::json("refund", "Refund an order", move |args| {
+            refunds_run.fetch_add(1, Ordering::SeqCst);
+            Ok(serde_json::json!({"refunded": args.get("order_id")}))
+        })
+        .requires_approval(),
+    )
+}
+
+/// The platform's tools, which jambonz runs on `tool:call` (the simulator plays them).
+pub fn platform_tools() -> Tools {
+    Tools::new().with(Tool::json("get_hours", "Acme's opening hours", |_| {
+        Ok(serde_json::json!({"weekdays": "8am to 6pm"}))
+    }))
+}
+
+/// The demo agent: answers calls for Acme, looks up opening hours with the platform's
+/// `get_hours` tool (run by jambonz), offers its own gated `refund` tool (refused on the
+/// phone), and hangs up with the `hangup` command when the caller says goodbye.
 pub fn faq_agent() -> ToolLoopAgent {
     ToolLoopAgent::new("acme-faq")
         .with_system_prompt("You answer calls for Acme.")
-        .with_tool(ToolDefinition::new("get_hours", "Acme's opening hours"))
-        .with_tool(ToolDefinition::new("hangup", "End the call"))
+        .with_tools(&platform_tools())
+        .with_tools(&faq_tools(Arc::default()))
+        .with_command_tool(ToolDefinition::new("hangup", "End the call"), "hangup")
 }
+
+/// What the model says when the refund was denied: the words come from seeing the
+/// denial as the tool's result.
+pub const REFUND_REFUSED: &str =
+    "Sorry, I can't make refunds on the phone. Please ask at acme.example/refunds.";
 
 /// The built-in deterministic model behind the demo agent (no network, no key).
 pub fn faq_model() -> ScriptedModel {
@@ -57,15 +85,20 @@ pub fn faq_model() -> ScriptedModel {
             };
             let last = req.messages.last();
             if let Some(m) = last.filter(|m| m.role == Role::Tool) {
-                let hours = m.parts.iter().find_map(|p| match p {
-                    Part::ToolResult(r) => r
-                        .output
-                        .as_ref()?
-                        .get("weekdays")?
-                        .as_str()
-                        .map(str::to_owned),
+                let result = m.parts.iter().find_map(|p| match p {
+                    Part::ToolResult(r) => Some(r),
                     _ => None,
                 });
+                if result.is_some_and(|r| r.is_denied()) {
+                    return Ok(Message::assistant(REFUND_REFUSED));
+                }
+                let output = result.and_then(|r| r.output.as_ref());
+                if let Some(order) = output.and_then(|o| o.get("refunded")) {
+                    return Ok(Message::assistant(format!("Order {order} is refunded.")));
+                }
+                let hours = output
+                    .and_then(|o| o.get("weekdays"))
+                    .and_then(|h| h.as_str());
                 return Ok(Message::assistant(match hours {
                     Some(h) if h.contains("8am to 6pm") => {
                         "We're open eight to six on weekdays.".to_owned()
@@ -79,6 +112,11 @@ pub fn faq_model() -> ScriptedModel {
                 Message::assistant("Thanks for calling Acme.")
             } else if said.contains("bye") {
                 call("hangup", serde_json::json!({"reason": "resolved"}))
+            } else if said.contains("refund") {
+                let order = said
+                    .split(|c: char| !c.is_ascii_digit())
+                    .find_map(|d| d.parse::<u64>().ok());
+                call("refund", serde_json::json!({"order_id": order}))
             } else if said.contains("open") || said.contains("hours") {
                 call("get_hours", serde_json::json!({}))
             } else {
@@ -87,32 +125,34 @@ pub fn faq_model() -> ScriptedModel {
         })
 }
 
-/// The spec's "A whole call": greeting, "When are you open", a barge-in with "Thanks, bye".
+/// The spec's "A whole call" (greeting, "When are you open", a barge-in with "Thanks, bye"),
+/// with a refund request before the question.
 pub fn whole_call_script() -> Script {
     Script::new()
         .greeting()
+        .say("Please refund order 42")
         .say("When are you open")
         .barge_in(Duration::from_millis(1100), "Thanks, bye")
 }
 
-/// A simulator for the whole call, with the agent's `get_hours` tool.
+/// A simulator for the whole call, with the platform's `get_hours` tool.
 pub fn whole_call_simulator(now: Instant) -> Simulator {
-    Simulator::new(now, SimConfig::default(), whole_call_script()).with_tool("get_hours", |_| {
-        Ok(serde_json::json!({"weekdays": "8am to 6pm"}))
-    })
+    Simulator::new(now, SimConfig::default(), whole_call_script()).with_tools(platform_tools())
 }
 
 /// Serves the FAQ agent on `listener` forever, one task per call.
 pub async fn run_server(listener: TcpListener, secret: Option<String>, verbose: bool) {
     let agent = Arc::new(faq_agent());
     let model = Arc::new(faq_model());
+    let tools = faq_tools(Arc::default());
     loop {
         let Ok((tcp, peer)) = listener.accept().await else {
             continue;
         };
-        let (agent, model, secret) = (agent.clone(), model.clone(), secret.clone());
+        let (agent, model, tools, secret) =
+            (agent.clone(), model.clone(), tools.clone(), secret.clone());
         tokio::spawn(async move {
-            match serve_connection(tcp, &agent, &model, secret.as_deref()).await {
+            match serve_connection(tcp, agent, model, tools, secret.as_deref()).await {
                 Ok(report) if verbose => println!(
                     "call {} from {peer}: {} turns, {} cancelled, {} failed, {} bad frames, end {:?}",
                     report
@@ -134,11 +174,13 @@ pub async fn run_server(listener: TcpListener, secret: Option<String>, verbose: 
     }
 }
 
-/// One call: the upgrade check, then the driver over the socket.
+/// One call: the upgrade check, then the driver over the socket, with the agent's own
+/// `tools` (a gated one is denied: the default policy).
 pub async fn serve_connection(
     tcp: TcpStream,
-    agent: &ToolLoopAgent,
-    model: &ScriptedModel,
+    agent: Arc<ToolLoopAgent>,
+    model: Arc<ScriptedModel>,
+    tools: Tools,
     secret: Option<&str>,
 ) -> Result<CallReport, String> {
     let check = |req: &Request, mut resp: Response| -> Result<Response, ErrorResponse> {
@@ -188,6 +230,7 @@ pub async fn serve_connection(
     let report = serve(
         agent,
         model,
+        tools,
         Instant::now,
         Box::pin(incoming),
         &mut sink,

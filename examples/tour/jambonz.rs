@@ -1,7 +1,9 @@
 //! Chapter: harness-jambonz. A phone call without a phone: the FAQ agent served over a real
 //! WebSocket on loopback (with the Bearer-secret upgrade check), and the jambonz simulator
-//! calling it in real time through the spec's "A whole call": greeting, a question answered
-//! with a tool, a barge-in, a hang-up.
+//! calling it in real time through the spec's "A whole call": greeting, a refund request (the
+//! agent's own `refund` tool is gated, and on the phone no one can approve it: the driver's
+//! policy denies it and the agent says so), a question answered with the platform's tool, a
+//! barge-in, a hang-up with the `hangup` command.
 
 #[path = "../jambonz_shared/mod.rs"]
 mod jambonz_shared;

@@ -108,3 +108,40 @@ wire_struct! {
         pub ok: bool = "ok",
     }
 }
+
+impl From<harness_core::interaction::Command> for Command {
+    /// A command an agent sent with `sink.command`, typed by its name.
+    fn from(c: harness_core::interaction::Command) -> Self {
+        CommandMessage {
+            name: c.name,
+            args: c.args,
+            ..Default::default()
+        }
+        .command()
+    }
+}
+
+impl CommandResult {
+    /// The error text, when the result carries one. The spec shows only `{command_id, ok}`;
+    /// an `error` field is read when jambonz sends one (a string as given, any other value
+    /// as its JSON).
+    pub fn error_text(&self) -> Option<String> {
+        match self.extra.get("error") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => Some(other.to_string()),
+        }
+    }
+
+    /// As a [`harness_core`] command result: `ok`, the error text, and every other field
+    /// jambonz sent kept in `data` (all but `call_sid`, `command_id` and `error`).
+    pub fn to_command_result(&self) -> harness_core::interaction::CommandResult {
+        let mut data = self.extra.clone();
+        data.remove("error");
+        harness_core::interaction::CommandResult {
+            ok: self.ok,
+            error: self.error_text(),
+            data,
+        }
+    }
+}

@@ -8,7 +8,7 @@
 //! | codec | [`frame`] ([`JambonzMessage`], [`HarnessMessage`]: every message of the spec, unknown types and fields kept), [`session`], [`turn`], [`reply`], [`tool`], [`command`], [`event`], [`turn_record`] |
 //! | harness side | [`harness_side::HarnessCall`] (one call: frames in, events out, actions in, frames out, the spec's rules enforced), [`history`] (what the caller heard), [`early_start`], [`upgrade`] (the Bearer-secret / subprotocol check) |
 //! | jambonz side | [`simulator::Simulator`]: a scripted call with jambonz's floor, barge-in, tool and deadline rules, on explicit time |
-//! | driver | [`driver::serve`]: any [`harness_core::Harness`] served over a `Stream`/`Sink` of frames, runtime-agnostic; [`testing::simulate_call`]: driver + simulator on a virtual clock |
+//! | driver | [`driver::serve`]: any [`harness_core::Harness`] served over a `Stream`/`Sink` of frames, runtime-agnostic, with the harness's own tools run locally, the platform's sent as `tool:call`, gated calls decided by a policy, `sink.command` as `command`; [`testing::simulate_call`]: driver + simulator on a virtual clock |
 //!
 //! Nothing here opens a socket, spawns a task, sleeps or reads the clock: `now` comes in,
 //! frames go out through `poll_transmit`, and the app owns the WebSocket. The examples
@@ -19,14 +19,18 @@
 //! ```
 //! use std::time::{Duration, Instant};
 //! use harness_core::agent::ToolLoopAgent;
-//! use harness_core::message::ToolDefinition;
 //! use harness_core::model::ScriptedModel;
+//! use harness_core::{Tool, Tools};
 //! use harness_jambonz::driver::ServeConfig;
 //! use harness_jambonz::simulator::{Script, SimConfig, Simulator};
 //! use harness_jambonz::testing::simulate_call;
 //! use serde_json::json;
 //!
-//! let agent = ToolLoopAgent::new("faq").with_tool(ToolDefinition::new("get_hours", "Opening hours"));
+//! // The platform's tools, which jambonz runs on tool:call (here, the simulator does).
+//! let platform = Tools::new().with(Tool::json("get_hours", "Opening hours", |_| {
+//!     Ok(json!({"weekdays": "8am to 6pm"}))
+//! }));
+//! let agent = ToolLoopAgent::new("faq").with_tools(&platform);
 //! let model = ScriptedModel::new()
 //!     .reply("Thanks for calling Acme.")
 //!     .tool_call("get_hours", json!({}))
@@ -39,9 +43,9 @@
 //!     .say("When are you open")
 //!     .barge_in(Duration::from_millis(1100), "Thanks");
 //! let start = Instant::now();
-//! let sim = Simulator::new(start, SimConfig::default(), script)
-//!     .with_tool("get_hours", |_| Ok(json!({"weekdays": "8am to 6pm"})));
-//! let call = simulate_call(&agent, &model, sim, start, ServeConfig::default());
+//! let sim = Simulator::new(start, SimConfig::default(), script).with_tools(platform);
+//! // The harness's own tools (none here) run in the driver and are never sent.
+//! let call = simulate_call(agent, model, Tools::new(), sim, start, ServeConfig::default());
 //!
 //! let t = &call.transcript;
 //! assert_eq!(t.heard(), ["Thanks for calling Acme.", "We're open eight", "You're welcome."]);

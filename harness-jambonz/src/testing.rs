@@ -5,22 +5,27 @@
 //! ```
 //! use std::time::{Duration, Instant};
 //! use harness_core::agent::ToolLoopAgent;
-//! use harness_core::message::ToolDefinition;
 //! use harness_core::model::ScriptedModel;
+//! use harness_core::{Tool, Tools};
 //! use harness_jambonz::driver::ServeConfig;
 //! use harness_jambonz::simulator::{Script, SimConfig, Simulator};
 //! use harness_jambonz::testing::simulate_call;
 //! use serde_json::json;
 //!
-//! let agent = ToolLoopAgent::new("faq").with_tool(ToolDefinition::new("get_hours", "Opening hours"));
+//! // The platform's tools: jambonz runs them (here, the simulator).
+//! let platform = Tools::new().with(Tool::json("get_hours", "Opening hours", |_| {
+//!     Ok(json!({"weekdays": "8am to 6pm"}))
+//! }));
+//! let agent = ToolLoopAgent::new("faq").with_tools(&platform);
 //! let model = ScriptedModel::new()
 //!     .reply("Thanks for calling Acme.")
 //!     .tool_call("get_hours", json!({}))
 //!     .reply("We're open eight to six on weekdays.");
 //! let start = Instant::now();
 //! let sim = Simulator::new(start, SimConfig::default(), Script::new().greeting().say("When are you open"))
-//!     .with_tool("get_hours", |_| Ok(json!({"weekdays": "8am to 6pm"})));
-//! let call = simulate_call(&agent, &model, sim, start, ServeConfig::default());
+//!     .with_tools(platform);
+//! // The harness has no tools of its own here.
+//! let call = simulate_call(agent, model, Tools::new(), sim, start, ServeConfig::default());
 //! assert_eq!(call.transcript.heard(), ["Thanks for calling Acme.", "We're open eight to six on weekdays."]);
 //! assert!(call.transcript.violations.is_empty());
 //! ```
@@ -32,8 +37,8 @@ use std::time::{Duration, Instant};
 
 use futures::SinkExt;
 use futures::channel::mpsc;
-use harness_core::Harness;
 use harness_core::model::Model;
+use harness_core::{Harness, Tools};
 
 use crate::driver::{CallReport, Incoming, ServeConfig, ServeError, serve};
 use crate::harness_side::Transmit;
@@ -87,19 +92,20 @@ impl SimulatedCall {
 }
 
 /// Runs a whole simulated call: `harness` served by the driver (its model calls answered by
-/// `model`), `sim` playing jambonz, on a virtual clock starting at `start`. Returns when the
-/// call ended (or after 24 virtual hours, or if nothing can make progress).
-pub fn simulate_call<H, M>(
-    harness: &H,
-    model: &M,
+/// `model`, its own tools `tools` run by the driver), `sim` playing jambonz (with the
+/// platform's tools), on a virtual clock starting at `start`. Returns when the call ended
+/// (or after 24 virtual hours, or if nothing can make progress).
+///
+/// Pass an `Arc` of the harness or the model to keep a handle (to read a
+/// [`ScriptedModel`](harness_core::model::ScriptedModel)'s calls afterwards).
+pub fn simulate_call(
+    harness: impl Harness + 'static,
+    model: impl Model + 'static,
+    tools: Tools,
     mut sim: Simulator,
     start: Instant,
     config: ServeConfig,
-) -> SimulatedCall
-where
-    H: Harness + ?Sized,
-    M: Model,
-{
+) -> SimulatedCall {
     let now = Arc::new(Mutex::new(start));
     let clock_now = now.clone();
     let clock = move || {
@@ -113,7 +119,9 @@ where
     let (to_harness, incoming) = mpsc::unbounded::<Incoming>();
     let (outgoing, mut from_harness) = mpsc::unbounded::<Transmit>();
     let outgoing = outgoing.sink_map_err(|e| e.to_string());
-    let mut fut = pin!(serve(harness, model, clock, incoming, outgoing, config));
+    let mut fut = pin!(serve(
+        harness, model, tools, clock, incoming, outgoing, config,
+    ));
     let waker = futures::task::noop_waker();
     let mut cx = Context::from_waker(&waker);
     let mut frames = Vec::new();

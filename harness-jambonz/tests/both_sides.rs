@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use harness_core::Tool;
 use harness_jambonz::command::Command;
 use harness_jambonz::harness_side::{HarnessCall, HarnessEvent, Transmit};
 use harness_jambonz::simulator::{Deadlines, Script, SimConfig, Simulator, ViolationKind};
@@ -65,7 +66,9 @@ proptest! {
         (d.first_chunk, d.reply_done, d.tool_result) = (None, None, None);
         cfg.deadlines = d;
         let mut sim = Simulator::new(t0, cfg, script(&steps))
-            .with_tool("get_hours", |_| Ok(json!({"weekdays": "8am to 6pm"})));
+            .with_tool(Tool::json("get_hours", "", |_| {
+                Ok(json!({"weekdays": "8am to 6pm"}))
+            }));
         let mut call = HarnessCall::new();
         let mut now = t0;
         let mut turns: Vec<u64> = Vec::new();

@@ -7,36 +7,53 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use harness_core::agent::ToolLoopAgent;
+use harness_core::interaction::Command;
 use harness_core::message::{Message, ModelRequest, ToolCall, ToolDefinition, ToolResult, Usage};
-use harness_core::model::{ModelError, ScriptedModel};
-use harness_core::{Descriptor, EventSink, Harness, HarnessError, SinkError, Start};
+use harness_core::model::{Model, ModelError, ScriptedModel};
+use harness_core::{Descriptor, EventSink, Harness, HarnessError, SinkError, Start, Tool, Tools};
 use harness_jambonz::driver::ServeConfig;
 use harness_jambonz::harness_side::Transmit;
 use harness_jambonz::simulator::{Script, SimConfig, Simulator};
 use harness_jambonz::testing::{Direction, SimulatedCall, simulate_call};
 use serde_json::{Value, json};
 
-fn call<H: Harness>(
-    agent: &H,
-    model: &ScriptedModel,
+/// The platform's tools: jambonz runs them (the simulator, here).
+fn platform_tools() -> Tools {
+    Tools::new().with(Tool::json("get_hours", "Opening hours", |_| {
+        Ok(json!({"weekdays": "8am to 6pm"}))
+    }))
+}
+
+fn call(
+    agent: impl Harness + 'static,
+    model: impl Model + 'static,
     script: Script,
     cfg: ServeConfig,
 ) -> SimulatedCall {
-    call_with(agent, model, SimConfig::default(), script, cfg, |s| s)
+    call_with(
+        agent,
+        model,
+        Tools::new(),
+        SimConfig::default(),
+        script,
+        cfg,
+        |s| s,
+    )
 }
 
-fn call_with<H: Harness>(
-    agent: &H,
-    model: &ScriptedModel,
+/// A call with the harness's own `tools`, the simulator holding the platform's.
+fn call_with(
+    agent: impl Harness + 'static,
+    model: impl Model + 'static,
+    tools: Tools,
     sim_cfg: SimConfig,
     script: Script,
     cfg: ServeConfig,
     f: impl FnOnce(Simulator) -> Simulator,
 ) -> SimulatedCall {
     let start = Instant::now();
-    let sim = f(Simulator::new(start, sim_cfg, script)
-        .with_tool("get_hours", |_| Ok(json!({"weekdays": "8am to 6pm"}))));
-    simulate_call(agent, model, sim, start, cfg)
+    let sim = f(Simulator::new(start, sim_cfg, script).with_tools(platform_tools()));
+    simulate_call(agent, model, tools, sim, start, cfg)
 }
 
 fn sent(c: &SimulatedCall, ty: &str) -> Vec<Value> {
@@ -52,8 +69,8 @@ fn sent(c: &SimulatedCall, ty: &str) -> Vec<Value> {
 fn model_deltas_become_reply_chunks_as_they_arrive() {
     let model = ScriptedModel::new().reply("Thanks for calling Acme.");
     let c = call(
-        &ToolLoopAgent::new("faq"),
-        &model,
+        ToolLoopAgent::new("faq"),
+        model,
         Script::new().greeting(),
         ServeConfig::default(),
     );
@@ -119,7 +136,10 @@ impl Harness for Probe {
             }
             "When are you open" => {
                 let r = sink
-                    .tool_call(ToolCall::new("x1", "get_hours", serde_json::Map::new()))
+                    .tool_call(
+                        ToolCall::new("x1", "get_hours", serde_json::Map::new())
+                            .controller_mediated(&start.execution_id),
+                    )
                     .await?;
                 self.log
                     .lock()
@@ -128,7 +148,10 @@ impl Harness for Probe {
                 sink.output("We're open eight to six on weekdays.").await?;
                 // Wait for a tool that never answers in time: the barge-in comes first.
                 let r = sink
-                    .tool_call(ToolCall::new("x2", "slow", serde_json::Map::new()))
+                    .tool_call(
+                        ToolCall::new("x2", "slow", serde_json::Map::new())
+                            .controller_mediated(&start.execution_id),
+                    )
                     .await;
                 self.log
                     .lock()
@@ -136,13 +159,8 @@ impl Harness for Probe {
                     .push(format!("slow returned {r:?}"));
             }
             "Thanks, bye" => {
-                let mut args = serde_json::Map::new();
-                args.insert("reason".into(), "resolved".into());
-                let r = sink.tool_call(ToolCall::new("h1", "hangup", args)).await?;
-                self.log
-                    .lock()
-                    .unwrap()
-                    .push(format!("hangup ok={}", !r.is_error));
+                let r = sink.command(Command::hangup("resolved")).await?;
+                self.log.lock().unwrap().push(format!("hangup ok={}", r.ok));
                 let after = sink.output("Bye!").await;
                 self.log
                     .lock()
@@ -168,12 +186,18 @@ fn sink_calls_tool_calls_reports_cancel_and_history() {
         .say("When are you open")
         .barge_in(Duration::from_millis(1100), "Thanks, bye");
     let c = call_with(
-        &probe,
-        &ScriptedModel::new(),
+        probe,
+        ScriptedModel::new(),
+        Tools::new(),
         SimConfig::default(),
         script,
         ServeConfig::default(),
-        |s| s.with_slow_tool("slow", Duration::from_secs(8), |_| Ok(json!({}))),
+        |s| {
+            s.with_slow_tool(
+                Tool::json("slow", "", |_| Ok(json!({}))),
+                Duration::from_secs(8),
+            )
+        },
     );
     let log = log.lock().unwrap().clone();
     assert_eq!(log[0], r#"run "(call connected)" history=[]"#);
@@ -190,7 +214,7 @@ fn sink_calls_tool_calls_reports_cancel_and_history() {
         log[3],
         r#"run "Thanks, bye" history=["(call connected)", "Hello, this is Acme.", "When are you open", "We're open eight"]"#
     );
-    // A hangup through the `hangup` command tool; after it, sink calls fail Cancelled.
+    // A hangup through `sink.command`; after it, sink calls fail Cancelled.
     assert_eq!(log[4], "hangup ok=true");
     assert_eq!(log[5], "after hangup: Err(Cancelled)");
     let cmd = &sent(&c, "command")[0];
@@ -239,8 +263,8 @@ fn tool_call_steps_are_recorded() {
         .tool_call("get_hours", json!({}))
         .reply("Eight to six.");
     let c = call(
-        &agent,
-        &model,
+        agent,
+        model,
         Script::new().greeting(),
         ServeConfig::default(),
     );
@@ -300,8 +324,8 @@ fn own_tools_are_recorded_by_tool_name() {
         ],
     });
     let c = call(
-        &OwnTools,
-        &model,
+        OwnTools,
+        model,
         Script::new().greeting(),
         ServeConfig::default(),
     );
@@ -319,12 +343,12 @@ fn own_tools_are_recorded_by_tool_name() {
 /// The SDK's `greeting`: "spoken when the call connects, without a model call".
 #[test]
 fn a_configured_greeting_needs_no_model_call() {
-    let model = ScriptedModel::new();
+    let model = Arc::new(ScriptedModel::new());
     let mut cfg = ServeConfig::default();
     cfg.greeting = Some("Thanks for calling Acme.".into());
     let c = call(
-        &ToolLoopAgent::new("faq"),
-        &model,
+        ToolLoopAgent::new("faq"),
+        model.clone(),
         Script::new().greeting(),
         cfg,
     );
@@ -347,8 +371,8 @@ fn a_route_over_16_kb_still_ends_every_reply() {
     cfg.greeting = Some("Thanks for calling Acme.".into());
     cfg.route = Some("r".repeat(17 * 1024));
     let c = call(
-        &ToolLoopAgent::new("faq"),
-        &model,
+        ToolLoopAgent::new("faq"),
+        model,
         Script::new().greeting().say("When do you open?"),
         cfg,
     );
@@ -366,8 +390,8 @@ fn a_route_over_16_kb_still_ends_every_reply() {
 fn a_failed_turn_speaks_the_error_reply() {
     let model = ScriptedModel::new().fail(ModelError::Unavailable("down".into()));
     let c = call(
-        &ToolLoopAgent::new("faq"),
-        &model,
+        ToolLoopAgent::new("faq"),
+        model,
         Script::new().greeting(),
         ServeConfig::default(),
     );
@@ -385,8 +409,9 @@ fn the_driver_closes_4000_on_another_protocol() {
     let mut cfg = SimConfig::default();
     cfg.protocol = json!(2);
     let c = call_with(
-        &ToolLoopAgent::new("faq"),
-        &ScriptedModel::new(),
+        ToolLoopAgent::new("faq"),
+        ScriptedModel::new(),
+        Tools::new(),
         cfg,
         Script::new().greeting(),
         ServeConfig::default(),
@@ -410,8 +435,8 @@ fn bad_frames_are_reported_and_the_call_goes_on() {
         .raw(r#"{"type":"hologram","x":1}"#)
         .say("When do you open");
     let c = call(
-        &ToolLoopAgent::new("faq"),
-        &model,
+        ToolLoopAgent::new("faq"),
+        model,
         script,
         ServeConfig::default(),
     );
@@ -429,8 +454,8 @@ fn back_pressure_loses_nothing() {
     let mut cfg = ServeConfig::default();
     cfg.max_pending_frames = 1;
     let c = call(
-        &ToolLoopAgent::new("faq"),
-        &model,
+        ToolLoopAgent::new("faq"),
+        model,
         Script::new().greeting(),
         cfg,
     );
@@ -458,8 +483,8 @@ fn the_model_sees_the_trimmed_history() {
         .say("When are you open")
         .barge_in(Duration::from_millis(1100), "Thanks");
     let c = call(
-        &ToolLoopAgent::new("faq"),
-        &model,
+        ToolLoopAgent::new("faq"),
+        model,
         script,
         ServeConfig::default(),
     );
@@ -513,10 +538,10 @@ fn concurrent_turns_are_bounded() {
     let mut cfg = ServeConfig::default();
     cfg.max_concurrent_turns = 2;
     let c = call(
-        &Waits {
+        Waits {
             dropped: dropped.clone(),
         },
-        &ScriptedModel::new(),
+        ScriptedModel::new(),
         script,
         cfg,
     );
@@ -581,8 +606,9 @@ fn text_streamed_between_user_interruption_and_turn_cancel_is_not_in_the_history
     let (to_driver, incoming) = futures::channel::mpsc::unbounded::<Incoming>();
     let (outgoing, mut sent) = futures::channel::mpsc::unbounded::<Transmit>();
     let mut fut = Box::pin(serve(
-        &agent,
-        &model,
+        agent,
+        model,
+        Tools::new(),
         Instant::now,
         incoming,
         futures::SinkExt::sink_map_err(outgoing, |e| e.to_string()),
@@ -648,10 +674,10 @@ fn the_longest_running_turn_is_dropped_first() {
     let mut cfg = ServeConfig::default();
     cfg.max_concurrent_turns = 2;
     call(
-        &Waits {
+        Waits {
             dropped: dropped.clone(),
         },
-        &ScriptedModel::new(),
+        ScriptedModel::new(),
         script,
         cfg,
     );
@@ -685,8 +711,8 @@ impl Harness for GivesUp {
 #[test]
 fn an_agent_returning_cancelled_on_an_open_turn_still_ends_its_reply() {
     let c = call(
-        &GivesUp,
-        &ScriptedModel::new(),
+        GivesUp,
+        ScriptedModel::new(),
         Script::new().greeting().say("Thanks, bye"),
         ServeConfig::default(),
     );

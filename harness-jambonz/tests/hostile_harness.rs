@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use harness_core::Tool;
 use harness_jambonz::simulator::{Script, SimConfig, ViolationKind};
 use serde_json::{Value, json};
 
@@ -123,7 +124,9 @@ fn an_unprompted_reply_that_never_finishes_is_cut_at_the_reply_deadline() {
 #[test]
 fn a_malformed_tool_call_still_gets_an_error_result() {
     let mut r = Rig::with(SimConfig::default(), Script::new().greeting(), |s| {
-        s.with_tool("get_hours", |_| Ok(json!({"weekdays": "8am to 6pm"})))
+        s.with_tool(Tool::json("get_hours", "", |_| {
+            Ok(json!({"weekdays": "8am to 6pm"}))
+        }))
     });
     r.send(
         json!({"type":"tool:call","call_id":"t1","turn_id":1,"name":"get_hours","args":"a string"}),

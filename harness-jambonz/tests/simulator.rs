@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use harness_core::Tool;
 use harness_jambonz::simulator::{
     Deadlines, Script, SimConfig, SimEvent, ViolationKind, split_spoken,
 };
@@ -17,7 +18,7 @@ use common::Rig;
 #[test]
 fn session_start_then_the_greeting_turn() {
     let r = Rig::with(SimConfig::default(), Script::new().greeting(), |s| {
-        s.with_tool("get_hours", |_| Ok(json!({})))
+        s.with_tool(Tool::json("get_hours", "", |_| Ok(json!({}))))
     });
     let s = r.of("session:start")[0];
     assert_eq!(s["protocol"], 1);
@@ -283,7 +284,9 @@ fn the_spoken_split_is_at_a_word_boundary() {
 #[test]
 fn tool_calls_inside_chunks_are_ignored() {
     let mut r = Rig::with(SimConfig::default(), Script::new().greeting(), |s| {
-        s.with_tool("get_hours", |_| Ok(json!({"weekdays": "8am to 6pm"})))
+        s.with_tool(Tool::json("get_hours", "", |_| {
+            Ok(json!({"weekdays": "8am to 6pm"}))
+        }))
     });
     r.send(json!({"type":"reply:chunk","reply_id":"r1","turn_id":1,"chunk":{"choices":[{"delta":{"content":"One moment.","tool_calls":[{"index":0,"id":"x","function":{"name":"get_hours","arguments":"{}"}}]}}]}}));
     r.done("r1", Some(1));
@@ -306,11 +309,14 @@ fn tool_calls_are_answered_from_registered_tools() {
     let mut cfg = SimConfig::default();
     cfg.deadlines.tool_result = Some(Duration::from_secs(2));
     let mut r = Rig::with(cfg, Script::new().greeting(), |s| {
-        s.with_tool("get_hours", |args| {
+        s.with_tool(Tool::json("get_hours", "", |args| {
             Ok(json!({"weekdays": "8am to 6pm", "asked": args}))
-        })
-        .with_slow_tool("slow", Duration::from_secs(5), |_| Ok(json!({})))
-        .with_tool("broken", |_| Err("backend down".into()))
+        }))
+        .with_slow_tool(
+            Tool::json("slow", "", |_| Ok(json!({}))),
+            Duration::from_secs(5),
+        )
+        .with_tool(Tool::json("broken", "", |_| Err("backend down".into())))
     });
     r.send(json!({"type":"tool:call","call_id":"t1","turn_id":1,"name":"get_hours","args":{"day":"mon"}}));
     r.send(json!({"type":"tool:call","call_id":"t2","turn_id":1,"name":"nope","args":{}}));
@@ -604,7 +610,7 @@ fn absurd_configuration_never_panics() {
     cfg.deadlines.reply_done = Some(Duration::MAX);
     cfg.deadlines.tool_result = Some(Duration::MAX);
     let mut r = Rig::with(cfg, Script::new().greeting().say("hello there"), |s| {
-        s.with_slow_tool("t", Duration::MAX, |_| Ok(json!({})))
+        s.with_slow_tool(Tool::json("t", "", |_| Ok(json!({}))), Duration::MAX)
     });
     r.chunk("r1", Some(1), "Hi.");
     r.send(json!({"type":"tool:call","call_id":"t1","turn_id":1,"name":"t","args":{}}));
@@ -721,9 +727,10 @@ fn the_first_chunk_deadline_does_not_count_the_time_jambonz_runs_a_tool() {
     let mut cfg = SimConfig::default();
     cfg.deadlines.first_chunk = Some(Duration::from_secs(2));
     let mut r = Rig::with(cfg.clone(), Script::new().greeting(), |s| {
-        s.with_slow_tool("get_hours", Duration::from_secs(3), |_| {
-            Ok(json!({"weekdays": "8am to 6pm"}))
-        })
+        s.with_slow_tool(
+            Tool::json("get_hours", "", |_| Ok(json!({"weekdays": "8am to 6pm"}))),
+            Duration::from_secs(3),
+        )
     });
     r.send(json!({"type":"tool:call","call_id":"t1","turn_id":1,"name":"get_hours","args":{}}));
     r.until(3000);
@@ -741,7 +748,10 @@ fn the_first_chunk_deadline_does_not_count_the_time_jambonz_runs_a_tool() {
 
     // The harness's own time still counts: 1.5 s before the tool, 0.6 s after it.
     let mut r = Rig::with(cfg, Script::new().greeting(), |s| {
-        s.with_slow_tool("get_hours", Duration::from_secs(3), |_| Ok(json!({})))
+        s.with_slow_tool(
+            Tool::json("get_hours", "", |_| Ok(json!({}))),
+            Duration::from_secs(3),
+        )
     });
     r.until(1500);
     r.send(json!({"type":"tool:call","call_id":"t1","turn_id":1,"name":"get_hours","args":{}}));

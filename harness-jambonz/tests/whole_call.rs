@@ -7,16 +7,26 @@ use std::time::{Duration, Instant};
 use harness_core::agent::ToolLoopAgent;
 use harness_core::message::ToolDefinition;
 use harness_core::model::ScriptedModel;
+use harness_core::{Tool, Tools};
 use harness_jambonz::driver::ServeConfig;
 use harness_jambonz::simulator::{Script, SimConfig, Simulator};
 use harness_jambonz::testing::{Direction, simulate_call};
 use serde_json::{Value, json};
 
+/// The platform's tools: jambonz runs them.
+fn platform_tools() -> Tools {
+    Tools::new().with(Tool::json("get_hours", "Opening hours", |_| {
+        Ok(json!({"weekdays": "8am to 6pm"}))
+    }))
+}
+
+/// The agent hangs up with the `hangup` command ("command {command_id: "c1", name:
+/// "hangup", args: {reason: "resolved"}}").
 fn agent() -> ToolLoopAgent {
     ToolLoopAgent::new("faq")
         .with_system_prompt("You answer calls for Acme.")
-        .with_tool(ToolDefinition::new("get_hours", "Opening hours"))
-        .with_tool(ToolDefinition::new("hangup", "End the call"))
+        .with_tools(&platform_tools())
+        .with_command_tool(ToolDefinition::new("hangup", "End the call"), "hangup")
 }
 
 fn model() -> ScriptedModel {
@@ -39,9 +49,15 @@ fn the_spec_whole_call_runs_end_to_end() {
         .say("When are you open")
         // 16 characters at 15 per second: "We're open eight" has been heard after 1.1 s.
         .barge_in(Duration::from_millis(1100), "Thanks, bye");
-    let sim = Simulator::new(start, SimConfig::default(), script)
-        .with_tool("get_hours", |_| Ok(json!({"weekdays": "8am to 6pm"})));
-    let call = simulate_call(&agent(), &model(), sim, start, ServeConfig::default());
+    let sim = Simulator::new(start, SimConfig::default(), script).with_tools(platform_tools());
+    let call = simulate_call(
+        agent(),
+        model(),
+        Tools::new(),
+        sim,
+        start,
+        ServeConfig::default(),
+    );
 
     // Collapse the frames into the spec's listing: (direction, type, key fields).
     let mut seq = Vec::new();

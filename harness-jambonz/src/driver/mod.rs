@@ -6,16 +6,33 @@
 //!   the caller heard after each `user_interruption`) and the turn's words as input;
 //! - `sink.output` text and the model's streamed deltas (from `sink.model`, served by the
 //!   [`Model`] given here) become `reply:chunk`s as they arrive, with back-pressure;
-//! - `sink.tool_call` becomes `tool:call` and waits for its `tool:result`;
+//! - `sink.tool_call` applies the tool-call rules every host applies
+//!   ([`rules::check_call`](harness_core::tool::rules::check_call), then
+//!   [`rules::gate`](harness_core::tool::rules::gate)). A tool of the harness's own (in the
+//!   [`Tools`] given here) runs here and is never sent: "Tools of the harness's own stay
+//!   between it and its model" (it is recorded in the turn record's `own_tools` with its
+//!   name, `ok` and `ms`). Any other tool is the platform's: "To run one of the agent's
+//!   tools, send tool:call", and the result is its `tool:result`;
+//! - jambonz has no approval channel, so a gated call (the call, or the registered tool,
+//!   requires approval) is decided by [`ServeConfig::approval_policy`] (deny by default): a
+//!   denied call is neither run nor sent, and the agent gets
+//!   [`ToolResult::denied`](harness_core::message::ToolResult::denied), which it can speak
+//!   about; the call goes on. An approved call runs as any other;
+//! - `sink.command` sends a `command` and waits for its `command:result` ("each gets a
+//!   command:result"); hanging up is `sink.command(Command::hangup(reason))`, after which
+//!   every sink call fails with [`SinkError::Cancelled`](harness_core::SinkError::Cancelled).
+//!   `sink.handoff` is a command where [`ServeConfig::handoff`] maps it to one (jambonz has no
+//!   hand-off message), else [`SinkError::Unsupported`](harness_core::SinkError::Unsupported).
+//!   Questions, reasoning, state and steps have no message in the protocol: `Unsupported`;
 //! - `sink.model`, `sink.report` and `sink.usage` fill the turn record (`model_calls` with
 //!   `first_token_ms` and `ms`, `own_tools`, `steps`), sent on `reply:done`; an `own_tools`
-//!   entry is named after the tool of the model's call whose id the reported result
-//!   carries (the result's id when no model call of the turn had it);
+//!   entry the harness reports itself is named after the tool of the model's call whose id
+//!   the reported result carries (the result's id when no model call of the turn had it);
 //! - `turn:cancel` drops the turn's future; a sink call made after it fails with
 //!   [`SinkError::Cancelled`](harness_core::SinkError::Cancelled).
 //!
-//! Time comes from a [`Clock`] (any `Fn() -> Instant`): the examples pass `Instant::now`,
-//! tests a virtual clock. The driver spawns nothing and never sleeps.
+//! Time comes from a [`MonotonicClock`] (any `Fn() -> Instant`): the examples pass
+//! `Instant::now`, tests a virtual clock. The driver spawns nothing and never sleeps.
 
 mod turn;
 
@@ -24,33 +41,25 @@ use std::fmt;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Poll, Waker};
-use std::time::Instant;
 
 use futures::channel::oneshot;
 use futures::future::{AbortHandle, Abortable, Aborted, BoxFuture};
 use futures::stream::FuturesUnordered;
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use harness_core::Harness;
-use harness_core::message::ToolResult;
+use harness_core::clock::MonotonicClock;
+use harness_core::interaction::{Command, Handoff};
 use harness_core::model::Model;
+use harness_core::tool::Tools;
+use harness_core::tool::rules::ApprovalPolicy;
 
 use self::turn::{TurnOutcome, greet, run_turn};
+use crate::command::CommandResult;
 use crate::harness_side::{FrameError, HarnessCall, HarnessConfig, HarnessEvent, Transmit};
 use crate::history::History;
 use crate::session::{SessionEnd, SessionStart};
+use crate::tool::ToolResultMessage;
 use crate::turn::{InputKind, TurnId};
-
-/// Where the driver reads the time.
-pub trait Clock: Send + Sync {
-    /// The current instant.
-    fn now(&self) -> Instant;
-}
-
-impl<F: Fn() -> Instant + Send + Sync> Clock for F {
-    fn now(&self) -> Instant {
-        self()
-    }
-}
 
 /// A frame from the socket.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,8 +77,13 @@ pub enum Incoming {
     },
 }
 
+/// How a hand-off is carried out on a call: the platform command for it, or `None` when
+/// this hand-off cannot be done (`sink.handoff` then answers
+/// [`SinkError::Unsupported`](harness_core::SinkError::Unsupported)).
+pub type HandoffCommand = Arc<dyn Fn(&Handoff) -> Option<Command> + Send + Sync>;
+
 /// How the driver serves the call.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct ServeConfig {
     /// Spoken for the greeting turn without running the agent (the SDK's `greeting`);
@@ -87,10 +101,18 @@ pub struct ServeConfig {
     /// future of the turn running longest (the caller has moved on); nothing more is sent
     /// for it.
     pub max_concurrent_turns: usize,
-    /// Tool names sent as commands (`{type: "command", name, args}`) rather than
-    /// `tool:call`: the agent hangs up by calling a `hangup` tool with `{reason}`. The tool
-    /// result is `{ok}` from `command:result` (an error result when not ok).
-    pub command_tools: Vec<String>,
+    /// How a gated tool call is decided (the call, or the harness's registered tool,
+    /// requires approval): jambonz has no message to ask a person, so this policy decides.
+    /// [`ApprovalPolicy::Deny`] by default: the tool is neither run nor sent, and the agent
+    /// gets the denial as the tool's result.
+    pub approval_policy: ApprovalPolicy,
+    /// How `sink.handoff` is carried out, `None` by default (then it answers
+    /// [`SinkError::Unsupported`](harness_core::SinkError::Unsupported)). The spec has no
+    /// hand-off message; jambonz "transfers, hangs up …" with commands, but the `transfer`
+    /// command's arguments are not documented (the Commands table of the spec was lost), so
+    /// the driver does not guess them: an app that knows its platform's transfer maps a
+    /// [`Handoff`] to it here ([`with_handoff`](Self::with_handoff)).
+    pub handoff: Option<HandoffCommand>,
     /// Limits of the harness side.
     pub harness: HarnessConfig,
 }
@@ -104,9 +126,58 @@ impl Default for ServeConfig {
             max_pending_frames: 64,
             max_history: 200,
             max_concurrent_turns: 4,
-            command_tools: vec!["hangup".into()],
+            approval_policy: ApprovalPolicy::Deny,
+            handoff: None,
             harness: HarnessConfig::default(),
         }
+    }
+}
+
+impl fmt::Debug for ServeConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServeConfig")
+            .field("greeting", &self.greeting)
+            .field("error_reply", &self.error_reply)
+            .field("route", &self.route)
+            .field("max_pending_frames", &self.max_pending_frames)
+            .field("max_history", &self.max_history)
+            .field("max_concurrent_turns", &self.max_concurrent_turns)
+            .field("approval_policy", &self.approval_policy)
+            .field("handoff", &self.handoff.as_ref().map(|_| ".."))
+            .field("harness", &self.harness)
+            .finish()
+    }
+}
+
+impl ServeConfig {
+    /// Decides gated tool calls with `policy` (see [`approval_policy`](Self::approval_policy)).
+    #[must_use]
+    pub fn with_approval_policy(mut self, policy: ApprovalPolicy) -> Self {
+        self.approval_policy = policy;
+        self
+    }
+
+    /// Carries out `sink.handoff` as the platform command `f` returns (`None`: this
+    /// hand-off cannot be done). See [`handoff`](Self::handoff).
+    ///
+    /// ```
+    /// use harness_core::interaction::{Command, HandoffTarget};
+    /// use harness_jambonz::driver::ServeConfig;
+    ///
+    /// // A platform whose transfer takes a SIP URI (an assumption of this app, not the spec's).
+    /// let cfg = ServeConfig::default().with_handoff(|h| match &h.to {
+    ///     HandoffTarget::Human => Some(Command::new("transfer").with_arg("target", "sip:desk@acme.example")),
+    ///     _ => None,
+    /// });
+    /// assert!(cfg.handoff.is_some());
+    /// ```
+    #[must_use]
+    pub fn with_handoff(
+        mut self,
+        f: impl Fn(&Handoff) -> Option<Command> + Send + Sync + 'static,
+    ) -> Self {
+        self.handoff = Some(Arc::new(f));
+        self
     }
 }
 
@@ -139,15 +210,35 @@ pub enum ServeError {
     Transport(String),
 }
 
+/// Who waits for an answer from jambonz, by `call_id` or `command_id`.
+enum Waiter {
+    /// A `tool:call` waits for its `tool:result`.
+    Tool(oneshot::Sender<ToolResultMessage>),
+    /// A `command` waits for its `command:result`.
+    Command(oneshot::Sender<CommandResult>),
+}
+
 /// The call's state, shared by the serve loop and the sinks of its running turns.
 struct Shared {
     call: HarnessCall,
     history: History,
     call_sid: String,
-    waiters: HashMap<String, (TurnId, String, oneshot::Sender<ToolResult>)>,
+    waiters: HashMap<String, (TurnId, Waiter)>,
     space: Vec<Waker>,
     max_pending: usize,
-    command_tools: Vec<String>,
+}
+
+/// What every turn of the call runs with: the agent, its model, its own tools, the clock,
+/// and the parts of the config a turn reads.
+struct Env {
+    harness: Arc<dyn Harness>,
+    model: Arc<dyn Model>,
+    tools: Tools,
+    clock: Arc<dyn MonotonicClock>,
+    policy: ApprovalPolicy,
+    handoff: Option<HandoffCommand>,
+    route: Option<String>,
+    error_reply: Option<String>,
 }
 
 fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
@@ -164,10 +255,15 @@ enum Next {
     Flush,
 }
 
-type TurnFuture<'a> = Abortable<BoxFuture<'a, (TurnId, TurnOutcome)>>;
+type TurnFuture = Abortable<BoxFuture<'static, (TurnId, TurnOutcome)>>;
 
 /// Serves one call: runs `harness` for every turn jambonz starts, until `session:end`, a
 /// close, or the end of `incoming`.
+///
+/// `model` answers the agent's `sink.model`; `tools` are the harness's own tools, run here
+/// (every other tool the agent calls is the platform's, sent as `tool:call`); `clock` is
+/// read for the turn record's timings. Pass an `Arc` of the harness, the model or the clock
+/// to share one between calls.
 ///
 /// `incoming` yields the socket's frames; `outgoing` takes what to send (text frames and
 /// at most one close). The driver does not close the socket after `session:end`; the app
@@ -178,6 +274,7 @@ type TurnFuture<'a> = Abortable<BoxFuture<'a, (TurnId, TurnOutcome)>>;
 /// use futures::{SinkExt, StreamExt};
 /// use harness_core::model::ScriptedModel;
 /// use harness_core::agent::ToolLoopAgent;
+/// use harness_core::Tools;
 /// use harness_jambonz::driver::{serve, Incoming, ServeConfig};
 /// use harness_jambonz::harness_side::Transmit;
 ///
@@ -191,25 +288,24 @@ type TurnFuture<'a> = Abortable<BoxFuture<'a, (TurnId, TurnOutcome)>>;
 /// let incoming = futures::stream::iter(frames.map(|f| Incoming::Text(f.into())));
 /// let (tx, rx) = futures::channel::mpsc::unbounded::<Transmit>();
 /// let report = futures::executor::block_on(serve(
-///     &agent, &model, Instant::now, incoming, tx.sink_map_err(|e| e.to_string()), ServeConfig::default(),
+///     agent, model, Tools::new(), Instant::now, incoming, tx.sink_map_err(|e| e.to_string()),
+///     ServeConfig::default(),
 /// ))?;
 /// assert_eq!(report.turns, 1);
 /// let sent: Vec<Transmit> = futures::executor::block_on(rx.collect());
 /// assert!(matches!(&sent[0], Transmit::Text(t) if t.contains(r#""content":"Thanks ""#)));
 /// # Ok::<(), harness_jambonz::driver::ServeError>(())
 /// ```
-pub async fn serve<H, M, C, I, O>(
-    harness: &H,
-    model: &M,
-    clock: C,
+pub async fn serve<I, O>(
+    harness: impl Harness + 'static,
+    model: impl Model + 'static,
+    tools: Tools,
+    clock: impl MonotonicClock + 'static,
     incoming: I,
     mut outgoing: O,
     config: ServeConfig,
 ) -> Result<CallReport, ServeError>
 where
-    H: Harness + ?Sized,
-    M: Model,
-    C: Clock,
     I: Stream<Item = Incoming> + Unpin,
     O: Sink<Transmit> + Unpin,
     O::Error: fmt::Display,
@@ -221,17 +317,25 @@ where
         waiters: HashMap::new(),
         space: Vec::new(),
         max_pending: config.max_pending_frames.max(1),
-        command_tools: config.command_tools.clone(),
     }));
+    let env = Arc::new(Env {
+        harness: Arc::new(harness),
+        model: Arc::new(model),
+        tools,
+        clock: Arc::new(clock),
+        policy: config.approval_policy.clone(),
+        handoff: config.handoff.clone(),
+        route: config.route.clone(),
+        error_reply: config.error_reply.clone(),
+    });
     let mut incoming = incoming.fuse();
-    let mut turns: FuturesUnordered<TurnFuture<'_>> = FuturesUnordered::new();
+    let mut turns: FuturesUnordered<TurnFuture> = FuturesUnordered::new();
     // Running turns: the order they started in (to drop the longest running first) and
     // the handle that drops their future.
     let mut aborts: HashMap<TurnId, (u64, AbortHandle)> = HashMap::new();
     let mut turns_started = 0u64;
     let mut report = CallReport::default();
     let mut over = false;
-    let error_reply = config.error_reply.clone();
 
     loop {
         // 1. Send what is queued, in order.
@@ -298,13 +402,13 @@ where
                 over = true;
             }
             Next::Frame(Some(Incoming::Binary)) => {
-                let now = clock.now();
+                let now = env.clock.now();
                 if let Err(e) = lock(&shared).call.handle_binary(now) {
                     push_error(&mut report, e);
                 }
             }
             Next::Frame(Some(Incoming::Text(text))) => {
-                let now = clock.now();
+                let now = env.clock.now();
                 let events = {
                     let mut s = lock(&shared);
                     if let Err(e) = s.call.handle_frame(now, &text) {
@@ -342,21 +446,12 @@ where
                                 if let Some((_, h)) = aborts.remove(&oldest) {
                                     h.abort();
                                 }
-                                lock(&shared).waiters.retain(|_, (t, _, _)| *t != oldest);
+                                lock(&shared).waiters.retain(|_, (t, _)| *t != oldest);
                             }
                             let (handle, reg) = AbortHandle::new_pair();
                             turns_started += 1;
                             aborts.insert(turn_id, (turns_started, handle));
-                            let fut = run_turn(
-                                harness,
-                                model,
-                                &clock,
-                                shared.clone(),
-                                t,
-                                turn_id,
-                                config.route.clone(),
-                                error_reply.clone(),
-                            );
+                            let fut = run_turn(env.clone(), shared.clone(), t, turn_id);
                             turns.push(Abortable::new(fut, reg));
                         }
                         HarnessEvent::TurnCancelled(c) => {
@@ -368,7 +463,7 @@ where
                                 if aborts.is_empty() {
                                     aborts = HashMap::new();
                                 }
-                                lock(&shared).waiters.retain(|_, (t, _, _)| *t != id);
+                                lock(&shared).waiters.retain(|_, (t, _)| *t != id);
                             }
                         }
                         HarnessEvent::Interrupted(u) => {
@@ -376,21 +471,15 @@ where
                         }
                         HarnessEvent::ToolResult { result, .. } => {
                             let waiter = lock(&shared).waiters.remove(&result.call_id);
-                            if let Some((_, _, tx)) = waiter {
-                                let _ = tx.send(result.to_tool_result());
+                            if let Some((_, Waiter::Tool(tx))) = waiter {
+                                // The turn may be gone: nobody waits any more.
+                                let _ = tx.send(result);
                             }
                         }
                         HarnessEvent::CommandResult { result, .. } => {
                             let waiter = lock(&shared).waiters.remove(&result.command_id);
-                            if let Some((_, _, tx)) = waiter {
-                                let mut out = serde_json::Map::new();
-                                out.insert("ok".into(), result.ok.into());
-                                let r = if result.ok {
-                                    ToolResult::ok(&result.command_id, out)
-                                } else {
-                                    ToolResult::error(&result.command_id, "command failed")
-                                };
-                                let _ = tx.send(r);
+                            if let Some((_, Waiter::Command(tx))) = waiter {
+                                let _ = tx.send(result);
                             }
                         }
                         HarnessEvent::SessionEnded(e) => {

@@ -1,4 +1,5 @@
-//! One turn: the agent run with a sink that speaks, calls tools and fills the turn record.
+//! One turn: the agent run with a sink that speaks, runs or sends tools, sends commands and
+//! fills the turn record.
 
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -8,12 +9,15 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::channel::oneshot;
 use futures::future::BoxFuture;
+use harness_core::interaction::{Command, CommandResult, Feature, Handoff};
 use harness_core::message::{Message, ModelRequest, ModelResponse, ToolCall, ToolResult, Usage};
-use harness_core::model::{Model, ModelError, ModelEvent};
-use harness_core::{EventSink, Harness, HarnessError, SinkError, Start};
+use harness_core::model::{ModelError, ModelEvent};
+use harness_core::tool::ToolContext;
+use harness_core::tool::rules::{self, Gate};
+use harness_core::{EventSink, HarnessError, SinkError, Start};
+use serde_json::{Map, Value};
 
-use super::{Clock, Shared, lock};
-use crate::command::CommandMessage;
+use super::{Env, Shared, Waiter, lock};
 use crate::harness_side::ActionError;
 use crate::turn::{InputKind, TurnId, TurnStart};
 use crate::turn_record::{ModelCallRecord, OwnToolRecord, StepRecord, TurnRecord};
@@ -28,11 +32,12 @@ fn sink_error(e: ActionError) -> SinkError {
 }
 
 /// The sink of one turn.
-struct TurnSink<'a, C: ?Sized> {
+struct TurnSink {
     shared: Arc<Mutex<Shared>>,
-    model: &'a (dyn Model + 'a),
-    clock: &'a C,
+    env: Arc<Env>,
     turn_id: TurnId,
+    /// Where the harness's own tools run: the call and this turn.
+    context: ToolContext,
     reply: Option<String>,
     record: TurnRecord,
     last_model_usage: Option<Usage>,
@@ -45,7 +50,19 @@ struct TurnSink<'a, C: ?Sized> {
 /// The most model tool calls a turn remembers the names of.
 const MAX_TOOL_NAMES: usize = 64;
 
-impl<C: Clock + ?Sized> TurnSink<'_, C> {
+/// A turn record step's `detail`: `{<what>: name, ok}`, plus `denied: true` for a gated call
+/// the policy denied.
+fn detail(what: &str, name: &str, ok: bool, denied: bool) -> Value {
+    let mut d = Map::new();
+    d.insert(what.into(), name.into());
+    d.insert("ok".into(), ok.into());
+    if denied {
+        d.insert("denied".into(), true.into());
+    }
+    d.into()
+}
+
+impl TurnSink {
     fn check(&self) -> Result<(), SinkError> {
         let s = lock(&self.shared);
         if s.call.is_turn_open(self.turn_id) {
@@ -90,16 +107,94 @@ impl<C: Clock + ?Sized> TurnSink<'_, C> {
         Ok(())
     }
 
+    fn now(&self) -> Instant {
+        self.env.clock.now()
+    }
+
     fn ms_since(&self, t: Instant) -> u64 {
-        u64::try_from(self.clock.now().saturating_duration_since(t).as_millis()).unwrap_or(u64::MAX)
+        u64::try_from(self.now().saturating_duration_since(t).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn step(&mut self, name: &str, ms: Option<u64>, detail: Value) {
+        self.record.steps_mut().push(StepRecord {
+            name: Some(name.to_owned()),
+            ms,
+            detail: Some(detail),
+            ..Default::default()
+        });
+    }
+
+    fn own_tool(&mut self, name: String, ok: bool, ms: Option<u64>, denied: bool) {
+        let mut extra = Map::new();
+        if denied {
+            extra.insert("denied".into(), true.into());
+        }
+        self.record.own_tools_mut().push(OwnToolRecord {
+            name: Some(name),
+            ok: Some(ok),
+            ms,
+            extra,
+        });
+    }
+
+    /// A gated call the policy denied: nothing runs or is sent; the agent is told.
+    fn denied(&mut self, call: &ToolCall, reason: &str) -> ToolResult {
+        if self.env.tools.get(&call.tool).is_some() {
+            self.own_tool(call.tool.clone(), false, None, true);
+        } else {
+            self.step("tool_call", None, detail("tool", &call.tool, false, true));
+        }
+        ToolResult::denied(&call.id, reason)
+    }
+
+    /// A tool of the harness's own: run here, never sent.
+    async fn run_own(&mut self, call: ToolCall) -> ToolResult {
+        let started = self.now();
+        let (id, name) = (call.id.clone(), call.tool.clone());
+        let mut result = self.env.tools.call(call, self.context.clone()).await;
+        result.id = id;
+        let ms = self.ms_since(started);
+        self.own_tool(name, !result.is_error, Some(ms), false);
+        result
+    }
+
+    /// Sends a frame made by `send` (it returns the frame's id) and waits for its answer.
+    async fn ask_jambonz<T>(
+        &self,
+        send: impl FnOnce(&mut Shared) -> Result<String, ActionError>,
+        waiter: impl FnOnce(oneshot::Sender<T>) -> Waiter,
+    ) -> Result<T, SinkError> {
+        let rx = {
+            let mut s = lock(&self.shared);
+            let id = send(&mut s).map_err(sink_error)?;
+            let (tx, rx) = oneshot::channel();
+            s.waiters.insert(id, (self.turn_id, waiter(tx)));
+            rx
+        };
+        // Dropped unanswered: the turn was cancelled or the call ended.
+        rx.await.map_err(|_| SinkError::Cancelled)
+    }
+
+    /// A tool of the platform's: `tool:call`, then its `tool:result`.
+    async fn call_platform(&mut self, call: ToolCall) -> Result<ToolResult, SinkError> {
+        let started = self.now();
+        let (turn_id, name, args) = (self.turn_id, call.tool.clone(), call.args);
+        let answer = self
+            .ask_jambonz(|s| s.call.call_tool(turn_id, name, args), Waiter::Tool)
+            .await?;
+        let mut result = answer.to_tool_result();
+        result.id.clone_from(&call.id);
+        let ms = self.ms_since(started);
+        self.step(
+            "tool_call",
+            Some(ms),
+            detail("tool", &call.tool, !result.is_error, false),
+        );
+        Ok(result)
     }
 
     /// Ends the turn: `reply:done` with the record (an empty reply if nothing was said).
-    fn finish(
-        mut self,
-        outcome: Result<(), HarnessError>,
-        error_reply: Option<&str>,
-    ) -> TurnOutcome {
+    fn finish(mut self, outcome: Result<(), HarnessError>) -> TurnOutcome {
         match outcome {
             Ok(()) => {}
             Err(e) => {
@@ -110,9 +205,9 @@ impl<C: Clock + ?Sized> TurnSink<'_, C> {
                 if self.check().is_err() {
                     return TurnOutcome::Cancelled;
                 }
-                if let Some(text) = error_reply {
+                if let Some(text) = self.env.error_reply.clone() {
                     // Best effort: the turn may be closing.
-                    let _ = self.speak(text);
+                    let _ = self.speak(&text);
                 }
                 self.record.flags_mut().push("harness_error".into());
                 let mut note = e.to_string();
@@ -158,12 +253,13 @@ impl<C: Clock + ?Sized> TurnSink<'_, C> {
 }
 
 #[async_trait]
-impl<C: Clock + ?Sized> EventSink for TurnSink<'_, C> {
+impl EventSink for TurnSink {
     async fn model(&mut self, req: ModelRequest) -> Result<ModelResponse, SinkError> {
         self.check()?;
-        let started = self.clock.now();
+        let started = self.now();
         let mut first_token_ms = None;
-        let mut stream = self.model.stream(&req);
+        let model = Arc::clone(&self.env.model);
+        let mut stream = model.stream(&req);
         let mut response: Result<ModelResponse, ModelError> = Err(ModelError::Incomplete);
         while let Some(ev) = stream.next().await {
             match ev {
@@ -219,40 +315,21 @@ impl<C: Clock + ?Sized> EventSink for TurnSink<'_, C> {
 
     async fn tool_call(&mut self, call: ToolCall) -> Result<ToolResult, SinkError> {
         self.check()?;
-        let started = self.clock.now();
-        let rx = {
-            let mut s = lock(&self.shared);
-            let call_id = if s.command_tools.contains(&call.tool) {
-                let command = CommandMessage {
-                    name: call.tool.clone(),
-                    args: call.args.clone(),
-                    ..Default::default()
-                }
-                .command();
-                s.call.send_command(command).map_err(sink_error)?
-            } else {
-                s.call
-                    .call_tool(self.turn_id, call.tool.clone(), call.args.clone())
-                    .map_err(sink_error)?
-            };
-            let (tx, rx) = oneshot::channel();
-            s.waiters
-                .insert(call_id, (self.turn_id, call.tool.clone(), tx));
-            rx
+        rules::check_call(&call)?;
+        let call = match rules::gate(call, &self.env.tools) {
+            Gate::Run(call) => call,
+            // No approval channel on a call: the policy decides, and a gated call never
+            // runs silently.
+            Gate::NeedsApproval(call) => match self.env.policy.decide(&call) {
+                Ok(()) => call,
+                Err(reason) => return Ok(self.denied(&call, &reason)),
+            },
         };
-        let mut result = rx.await.map_err(|_| SinkError::Cancelled)?;
-        result.id.clone_from(&call.id);
-        let ms = self.ms_since(started);
-        let mut detail = serde_json::Map::new();
-        detail.insert("tool".into(), call.tool.clone().into());
-        detail.insert("ok".into(), (!result.is_error).into());
-        self.record.steps_mut().push(StepRecord {
-            name: Some("tool_call".into()),
-            ms: Some(ms),
-            detail: Some(detail.into()),
-            ..Default::default()
-        });
-        Ok(result)
+        if self.env.tools.get(&call.tool).is_some() {
+            Ok(self.run_own(call).await)
+        } else {
+            self.call_platform(call).await
+        }
     }
 
     async fn report(&mut self, result: ToolResult) -> Result<(), SinkError> {
@@ -262,11 +339,7 @@ impl<C: Clock + ?Sized> EventSink for TurnSink<'_, C> {
             Some(i) => self.tool_names.remove(i).1,
             None => result.id.clone(),
         };
-        self.record.own_tools_mut().push(OwnToolRecord {
-            name: Some(name),
-            ok: Some(!result.is_error),
-            ..Default::default()
-        });
+        self.own_tool(name, !result.is_error, None, false);
         Ok(())
     }
 
@@ -285,6 +358,51 @@ impl<C: Clock + ?Sized> EventSink for TurnSink<'_, C> {
             ..Default::default()
         });
         Ok(())
+    }
+
+    fn supports(&self, feature: Feature) -> bool {
+        match feature {
+            Feature::Commands => true,
+            Feature::Handoff => self.env.handoff.is_some(),
+            _ => false,
+        }
+    }
+
+    async fn command(&mut self, command: Command) -> Result<CommandResult, SinkError> {
+        self.check()?;
+        let started = self.now();
+        let name = command.name.clone();
+        let answer = self
+            .ask_jambonz(|s| s.call.send_command(command.into()), Waiter::Command)
+            .await?;
+        let result = answer.to_command_result();
+        let ms = self.ms_since(started);
+        self.step(
+            "command",
+            Some(ms),
+            detail("command", &name, result.ok, false),
+        );
+        Ok(result)
+    }
+
+    async fn handoff(&mut self, handoff: Handoff) -> Result<(), SinkError> {
+        self.check()?;
+        let command = self
+            .env
+            .handoff
+            .as_ref()
+            .and_then(|f| f(&handoff))
+            .ok_or(SinkError::Unsupported(Feature::Handoff))?;
+        let name = command.name.clone();
+        let result = self.command(command).await?;
+        if result.ok {
+            Ok(())
+        } else {
+            Err(SinkError::Rejected(match result.error {
+                Some(e) => format!("the hand-off command {name} failed: {e}"),
+                None => format!("the hand-off command {name} failed"),
+            }))
+        }
     }
 }
 
@@ -313,22 +431,12 @@ pub(super) fn greet(shared: &Mutex<Shared>, turn_id: TurnId, greeting: &str, rou
     let _ = s.call.finish_reply(&reply, record);
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn run_turn<'a, H, M, C>(
-    harness: &'a H,
-    model: &'a M,
-    clock: &'a C,
+pub(super) fn run_turn(
+    env: Arc<Env>,
     shared: Arc<Mutex<Shared>>,
     t: TurnStart,
     turn_id: TurnId,
-    route: Option<String>,
-    error_reply: Option<String>,
-) -> BoxFuture<'a, (TurnId, TurnOutcome)>
-where
-    H: Harness + ?Sized,
-    M: Model,
-    C: Clock,
-{
+) -> BoxFuture<'static, (TurnId, TurnOutcome)> {
     let text = match t.input.kind() {
         InputKind::Speech => t.input.text.clone().unwrap_or_default(),
         InputKind::Greeting => GREETING_INPUT.to_owned(),
@@ -351,18 +459,19 @@ where
     Box::pin(async move {
         let mut sink = TurnSink {
             shared,
-            model: model as &(dyn Model + 'a),
-            clock,
+            context: ToolContext::new(start.session_uid.clone(), start.execution_id.clone()),
             turn_id,
             reply: None,
             record: TurnRecord {
-                route,
+                route: env.route.clone(),
                 ..Default::default()
             },
             last_model_usage: None,
             tool_names: Vec::new(),
+            env,
         };
+        let harness = Arc::clone(&sink.env.harness);
         let outcome = harness.run(start, &mut sink).await;
-        (turn_id, sink.finish(outcome, error_reply.as_deref()))
+        (turn_id, sink.finish(outcome))
     })
 }

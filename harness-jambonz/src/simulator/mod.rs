@@ -15,8 +15,11 @@
 //!   speaking rate and the clock, split at a word boundary) and `turn:cancel` reason
 //!   `barge_in`;
 //! - `delta.tool_calls` in chunks are ignored;
-//! - `tool:call` is answered from the tools registered with [`Simulator::with_tool`] (an
-//!   unknown tool gets an error result);
+//! - `tool:call` is answered by the platform's tools, a [`Tools`] registry given with
+//!   [`Simulator::with_tools`] or [`Simulator::with_tool`] (an unknown tool gets an error
+//!   result). The simulator is jambonz: it runs what the harness sends, and the approval
+//!   gate is the harness's (the [`driver`](crate::driver) applies it before anything is
+//!   sent);
 //! - `hangup` gets `command:result` ok, then `session:end` reason `harness_hangup`; `play`
 //!   and `listen` get `ok: false`; `session:end` carries `duration_ms`;
 //! - deadlines (first chunk after `turn:start`, `reply:done`, tool result) whose expiry is
@@ -79,6 +82,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use harness_core::tool::{Tool, Tools};
 use serde_json::{Map, Value};
 
 pub use floor::split_spoken;
@@ -90,7 +94,7 @@ pub use transcript::{
 use caller::{Caller, SimTurn, TurnStatus};
 use floor::Playback;
 use reply::SimReply;
-use tools::{SimTool, ToolRun};
+use tools::ToolRun;
 
 use crate::frame::{HarnessMessage, JambonzMessage};
 use crate::harness_side::Transmit;
@@ -244,7 +248,9 @@ enum Phase {
 pub struct Simulator {
     cfg: SimConfig,
     script: VecDeque<Step>,
-    tools: HashMap<String, SimTool>,
+    tools: Tools,
+    /// How long a tool takes to answer, by name (none: at once).
+    latencies: HashMap<String, Duration>,
     phase: Phase,
     t0: Instant,
     clock: Instant,
@@ -309,7 +315,8 @@ impl Simulator {
         Simulator {
             cfg: config,
             script: script.steps,
-            tools: HashMap::new(),
+            tools: Tools::new(),
+            latencies: HashMap::new(),
             phase: Phase::Idle,
             t0: t,
             clock: t,
@@ -336,44 +343,56 @@ impl Simulator {
 }
 
 impl Simulator {
-    /// Registers a tool jambonz runs on `tool:call`, answering at once. Its definition is
-    /// added to `session:start`'s `tools` unless one of that name is configured.
+    /// Registers the platform's tools, which jambonz runs on `tool:call`, each answering at
+    /// once: the same [`Tools`] an agent offers its model
+    /// ([`ToolLoopAgent::with_tools`](harness_core::agent::ToolLoopAgent::with_tools)). Each
+    /// definition is added to `session:start`'s `tools` (`{name, description, parameters}`)
+    /// unless one of that name is configured.
+    ///
+    /// The simulator runs on virtual time: a tool's code must finish when polled (as
+    /// [`Tool::sync`], [`Tool::json`] and an async body that does not wait on real I/O do).
+    /// One still pending when its answer is due is answered with an error.
     #[must_use]
-    pub fn with_tool(
-        self,
-        name: impl Into<String>,
-        run: impl Fn(&Map<String, Value>) -> Result<Value, String> + Send + Sync + 'static,
-    ) -> Self {
-        self.with_slow_tool(name, Duration::ZERO, run)
+    pub fn with_tools(mut self, tools: Tools) -> Self {
+        for tool in tools.iter() {
+            self = self.with_tool(tool.clone());
+        }
+        self
     }
 
-    /// Registers a tool that takes `latency` to answer.
+    /// Registers one of the platform's tools (see [`with_tools`](Self::with_tools)),
+    /// replacing one of the same name.
     #[must_use]
-    pub fn with_slow_tool(
-        mut self,
-        name: impl Into<String>,
-        latency: Duration,
-        run: impl Fn(&Map<String, Value>) -> Result<Value, String> + Send + Sync + 'static,
-    ) -> Self {
-        let name = name.into();
+    pub fn with_tool(self, tool: Tool) -> Self {
+        self.with_slow_tool(tool, Duration::ZERO)
+    }
+
+    /// Registers one of the platform's tools that takes `latency` to answer.
+    #[must_use]
+    pub fn with_slow_tool(mut self, tool: Tool, latency: Duration) -> Self {
+        let name = tool.name().to_owned();
         let declared = self.cfg.tools.iter().any(|t| {
             t.get("name").and_then(Value::as_str) == Some(name.as_str())
                 || t.pointer("/function/name").and_then(Value::as_str) == Some(name.as_str())
         });
         if !declared {
+            let def = tool.definition();
+            let parameters = match &def.input_schema {
+                Some(schema) => Value::Object(schema.clone()),
+                None => serde_json::json!({"type": "object", "properties": {}}),
+            };
             self.cfg.tools.push(serde_json::json!({
                 "name": name,
-                "description": "",
-                "parameters": {"type": "object", "properties": {}},
+                "description": def.description,
+                "parameters": parameters,
             }));
         }
-        self.tools.insert(
-            name,
-            SimTool {
-                latency,
-                run: Box::new(run),
-            },
-        );
+        if latency.is_zero() {
+            self.latencies.remove(&name);
+        } else {
+            self.latencies.insert(name, latency);
+        }
+        self.tools.insert(tool);
         self
     }
 

@@ -1,7 +1,12 @@
 //! The platform's tools (`tool:call` answered, with latency and deadline) and commands.
 
-use std::time::{Duration, Instant};
+use std::fmt;
+use std::task::{Context, Poll};
+use std::time::Instant;
 
+use futures::future::BoxFuture;
+use harness_core::message::{ToolCall, ToolResult};
+use harness_core::tool::ToolContext;
 use serde_json::{Map, Value};
 
 use super::{Simulator, ViolationKind, harness_error, later};
@@ -11,13 +16,40 @@ use crate::session::end_reason;
 use crate::tool::{ToolCallMessage, ToolResultMessage};
 use crate::turn::TurnId;
 
-/// A tool's body: the call's `args` in, the result (or an error message) out.
-pub(super) type ToolFn = Box<dyn Fn(&Map<String, Value>) -> Result<Value, String> + Send + Sync>;
+/// A tool's answer: ready, or its code still running (polled again when the answer is due).
+enum Outcome {
+    Ready(ToolResultMessage),
+    Running(BoxFuture<'static, ToolResult>),
+}
 
-/// A tool registered with [`Simulator::with_tool`] or [`Simulator::with_slow_tool`].
-pub(super) struct SimTool {
-    pub(super) latency: Duration,
-    pub(super) run: ToolFn,
+impl fmt::Debug for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Ready(m) => f.debug_tuple("Ready").field(m).finish(),
+            Outcome::Running(_) => f.write_str("Running(..)"),
+        }
+    }
+}
+
+/// Polls a tool's code once. The simulator has no wakers (time is virtual): a tool must
+/// finish when polled; one still pending is polled again when its answer is due.
+fn poll_once(mut fut: BoxFuture<'static, ToolResult>) -> Outcome {
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    match fut.as_mut().poll(&mut cx) {
+        Poll::Ready(r) => Outcome::Ready(answer(&r)),
+        Poll::Pending => Outcome::Running(fut),
+    }
+}
+
+/// A [`ToolResult`] as jambonz answers it: the output as `result`, or the error.
+fn answer(r: &ToolResult) -> ToolResultMessage {
+    if r.is_error {
+        ToolResultMessage::error(&r.id, r.error.clone())
+    } else {
+        let output = r.output.clone().unwrap_or_default();
+        ToolResultMessage::ok(&r.id, Value::Object(output))
+    }
 }
 
 /// A `tool:call` being answered: its result goes out at `due` (or an error at the
@@ -28,7 +60,7 @@ pub(super) struct ToolRun {
     pub(super) deadline: Option<Instant>,
     call_id: String,
     turn_id: Option<TurnId>,
-    result: Result<Value, String>,
+    outcome: Outcome,
 }
 
 impl Simulator {
@@ -51,8 +83,9 @@ impl Simulator {
             Some(tid) => self.turn_usable(tid),
             None => Err((ViolationKind::ClosedTurn, false)),
         };
-        let result = if let Some(why) = malformed {
-            Err(why)
+        let failed = |why: String| Outcome::Ready(ToolResultMessage::error(&c.call_id, why));
+        let outcome = if let Some(why) = malformed {
+            failed(why)
         } else if let Err((kind, _)) = usable {
             self.violation(
                 kind,
@@ -61,20 +94,27 @@ impl Simulator {
                     c.call_id, c.turn_id
                 ),
             );
-            Err(format!("turn {:?} is not open", c.turn_id))
+            failed(format!("turn {:?} is not open", c.turn_id))
         } else {
             match self.tools.get(&c.name) {
-                None => Err(format!("unknown tool: {}", c.name)),
+                None => failed(format!("unknown tool: {}", c.name)),
                 Some(tool) => {
-                    let due = later(t, tool.latency);
-                    let result = (tool.run)(&c.args);
+                    let latency = self.latencies.get(&c.name).copied().unwrap_or_default();
+                    let due = later(t, latency);
+                    // jambonz's call of the tool: call ids are unique within the call, so
+                    // the call id is the idempotency key, scoped by the call.
+                    let call = ToolCall::new(c.call_id.clone(), c.name.clone(), c.args)
+                        .with_idempotency_key(c.call_id.clone());
+                    let turn = c.turn_id.map(|id| id.to_string()).unwrap_or_default();
+                    let cx = ToolContext::new(self.cfg.call_sid.clone(), turn);
+                    let outcome = poll_once(tool.run(call, cx));
                     self.tool_running(c.turn_id, true);
                     self.tool_runs.push(ToolRun {
                         due,
                         deadline: self.cfg.deadlines.tool_result.map(|d| later(t, d)),
                         call_id: c.call_id,
                         turn_id: c.turn_id,
-                        result,
+                        outcome,
                     });
                     return;
                 }
@@ -86,7 +126,7 @@ impl Simulator {
             deadline: None,
             call_id: c.call_id,
             turn_id: c.turn_id,
-            result,
+            outcome,
         });
     }
 
@@ -114,15 +154,19 @@ impl Simulator {
     pub(super) fn tool_answer(&mut self, run: ToolRun) {
         self.tool_running(run.turn_id, false);
         let timed_out = run.deadline.is_some_and(|d| d < run.due);
-        let msg = if timed_out {
-            ToolResultMessage::error(&run.call_id, "tool timed out")
-        } else {
-            match run.result {
-                Ok(v) => ToolResultMessage::ok(&run.call_id, v),
-                Err(e) => ToolResultMessage::error(&run.call_id, e),
-            }
+        let outcome = match run.outcome {
+            Outcome::Running(fut) if !timed_out => poll_once(fut),
+            other => other,
         };
-        let mut msg = msg;
+        let mut msg = match outcome {
+            _ if timed_out => ToolResultMessage::error(&run.call_id, "tool timed out"),
+            Outcome::Ready(m) => m,
+            Outcome::Running(_) => ToolResultMessage::error(
+                &run.call_id,
+                "the tool did not finish (the simulator runs tools on virtual time)",
+            ),
+        };
+        msg.call_id.clone_from(&run.call_id);
         msg.call_sid = self.sid();
         self.send(JambonzMessage::ToolResult(msg));
         if timed_out {
