@@ -3,66 +3,22 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use harness_core::agent::ToolLoopAgent;
 use harness_core::interaction::Command;
 use harness_core::message::{Message, ModelRequest, ToolCall, ToolDefinition, ToolResult, Usage};
-use harness_core::model::{Model, ModelError, ScriptedModel};
+use harness_core::model::{ModelError, ScriptedModel};
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, SinkError, Start, Tool, Tools};
 use harness_jambonz::driver::ServeConfig;
 use harness_jambonz::harness_side::Transmit;
-use harness_jambonz::simulator::{Script, SimConfig, Simulator};
-use harness_jambonz::testing::{Direction, SimulatedCall, simulate_call};
+use harness_jambonz::simulator::{Script, SimConfig};
+use harness_jambonz::testing::Direction;
 use serde_json::{Value, json};
 
-/// The platform's tools: jambonz runs them (the simulator, here).
-fn platform_tools() -> Tools {
-    Tools::new().with(Tool::json("get_hours", "Opening hours", |_| {
-        Ok(json!({"weekdays": "8am to 6pm"}))
-    }))
-}
-
-fn call(
-    agent: impl Harness + 'static,
-    model: impl Model + 'static,
-    script: Script,
-    cfg: ServeConfig,
-) -> SimulatedCall {
-    call_with(
-        agent,
-        model,
-        Tools::new(),
-        SimConfig::default(),
-        script,
-        cfg,
-        |s| s,
-    )
-}
-
-/// A call with the harness's own `tools`, the simulator holding the platform's.
-fn call_with(
-    agent: impl Harness + 'static,
-    model: impl Model + 'static,
-    tools: Tools,
-    sim_cfg: SimConfig,
-    script: Script,
-    cfg: ServeConfig,
-    f: impl FnOnce(Simulator) -> Simulator,
-) -> SimulatedCall {
-    let start = Instant::now();
-    let sim = f(Simulator::new(start, sim_cfg, script).with_tools(platform_tools()));
-    simulate_call(agent, model, tools, sim, start, cfg)
-}
-
-fn sent(c: &SimulatedCall, ty: &str) -> Vec<Value> {
-    c.texts(Direction::ToJambonz)
-        .into_iter()
-        .map(|t| serde_json::from_str::<Value>(t).unwrap())
-        .filter(|v| v["type"] == ty)
-        .collect()
-}
+mod common;
+use common::driver::{Call, Live, call, sent};
 
 /// "sink.output and streamed model deltas become reply:chunks as they arrive."
 #[test]
@@ -185,20 +141,12 @@ fn sink_calls_tool_calls_reports_cancel_and_history() {
         .greeting()
         .say("When are you open")
         .barge_in(Duration::from_millis(1100), "Thanks, bye");
-    let c = call_with(
-        probe,
-        ScriptedModel::new(),
-        Tools::new(),
-        SimConfig::default(),
-        script,
-        ServeConfig::default(),
-        |s| {
-            s.with_slow_tool(
-                Tool::json("slow", "", |_| Ok(json!({}))),
-                Duration::from_secs(8),
-            )
-        },
-    );
+    let c = Call::default().run_with(probe, ScriptedModel::new(), script, |s| {
+        s.with_slow_tool(
+            Tool::json("slow", "", |_| Ok(json!({}))),
+            Duration::from_secs(8),
+        )
+    });
     let log = log.lock().unwrap().clone();
     assert_eq!(log[0], r#"run "(call connected)" history=[]"#);
     // sink.tool_call → tool:call, waits for tool:result; the result carries the agent's id.
@@ -408,14 +356,14 @@ fn a_failed_turn_speaks_the_error_reply() {
 fn the_driver_closes_4000_on_another_protocol() {
     let mut cfg = SimConfig::default();
     cfg.protocol = json!(2);
-    let c = call_with(
+    let c = Call {
+        sim: cfg,
+        ..Call::default()
+    }
+    .run(
         ToolLoopAgent::new("faq"),
         ScriptedModel::new(),
-        Tools::new(),
-        cfg,
         Script::new().greeting(),
-        ServeConfig::default(),
-        |s| s,
     );
     let (code, reason) = c.transcript.closed_by_harness.clone().unwrap();
     assert_eq!(code, 4000);
@@ -591,64 +539,31 @@ impl Harness for Gated {
 /// history the next turn is given.
 #[test]
 fn text_streamed_between_user_interruption_and_turn_cancel_is_not_in_the_history() {
-    use futures::task::noop_waker;
-    use harness_jambonz::driver::{Incoming, serve};
-    use std::future::Future;
-    use std::task::{Context, Poll};
-
     let (gate_tx, gate_rx) = futures::channel::oneshot::channel();
     let histories = Arc::new(Mutex::new(Vec::new()));
     let agent = Gated {
         gate: Mutex::new(Some(gate_rx)),
         histories: histories.clone(),
     };
-    let model = ScriptedModel::new();
-    let (to_driver, incoming) = futures::channel::mpsc::unbounded::<Incoming>();
-    let (outgoing, mut sent) = futures::channel::mpsc::unbounded::<Transmit>();
-    let mut fut = Box::pin(serve(
-        agent,
-        model,
-        Tools::new(),
-        Instant::now,
-        incoming,
-        futures::SinkExt::sink_map_err(outgoing, |e| e.to_string()),
-        ServeConfig::default(),
-    ));
-    let waker = noop_waker();
-    let mut cx = Context::from_waker(&waker);
-    let feed = |f: Value| {
-        to_driver
-            .unbounded_send(Incoming::Text(f.to_string()))
-            .unwrap()
-    };
-    let mut poll = || {
-        for _ in 0..10 {
-            assert!(matches!(fut.as_mut().poll(&mut cx), Poll::Pending));
-        }
-    };
-    feed(json!({"type":"session:start","call_sid":"CA1","protocol":1}));
-    feed(
-        json!({"type":"turn:start","call_sid":"CA1","turn_id":2,"input":{"type":"speech","text":"When are you open"}}),
+    let mut live = Live::new(agent, Tools::new(), ServeConfig::default());
+    live.turn(2, "When are you open");
+    live.poll();
+    live.feed(
+        json!({"type":"event","name":"user_interruption","turn_id":2,"reply_id":"r1","spoken":"We're open eight","unspoken":" to six"}),
     );
-    poll();
-    feed(
-        json!({"type":"event","name":"user_interruption","call_sid":"CA1","turn_id":2,"reply_id":"r1","spoken":"We're open eight","unspoken":" to six"}),
-    );
-    poll();
+    live.poll();
     // The model yields more text before jambonz's turn:cancel arrives.
     gate_tx.send(()).unwrap();
-    poll();
-    feed(json!({"type":"turn:cancel","call_sid":"CA1","turn_id":2,"reason":"barge_in"}));
-    feed(
-        json!({"type":"turn:start","call_sid":"CA1","turn_id":3,"input":{"type":"speech","text":"Thanks"}}),
-    );
-    poll();
-    let mut chunks = Vec::new();
-    while let Ok(Transmit::Text(t)) = sent.try_recv() {
-        if t.contains("reply:chunk") && t.contains(r#""turn_id":2"#) {
-            chunks.push(t);
-        }
-    }
+    live.poll();
+    live.feed(json!({"type":"turn:cancel","turn_id":2,"reason":"barge_in"}));
+    live.turn(3, "Thanks");
+    live.poll();
+    assert!(live.report.is_none(), "the call goes on");
+    let chunks: Vec<Value> = live
+        .sent()
+        .into_iter()
+        .filter(|v| v["type"] == "reply:chunk" && v["turn_id"] == 2)
+        .collect();
     assert_eq!(
         chunks.len(),
         2,

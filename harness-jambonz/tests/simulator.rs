@@ -2,9 +2,12 @@
 //! frames on a virtual clock and cites the rule.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use harness_core::Tool;
+use harness_core::message::{ToolCall, ToolResult};
+use harness_core::tool::ToolContext;
+use harness_core::{Tool, Tools};
 use harness_jambonz::simulator::{
     Deadlines, Script, SimConfig, SimEvent, ViolationKind, split_spoken,
 };
@@ -341,6 +344,77 @@ fn tool_calls_are_answered_from_registered_tools() {
     let t = r.sim.transcript().turn(1).unwrap();
     assert_eq!(t.completion_reason, "harness_failure");
     assert_eq!(t.harness_error.as_deref(), Some("tool_result_timeout"));
+}
+
+/// The platform's tools are a core `Tools`: `session:start`'s `tools` declares each one's
+/// definition (name, description, the JSON Schema of its arguments), and a `tool:call` runs
+/// its code with the call (`call_id` as the call's id and idempotency key) in the context of
+/// the call and turn.
+#[test]
+fn platform_tools_are_declared_and_run_with_the_call() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let mut schema = serde_json::Map::new();
+    schema.insert("type".into(), json!("object"));
+    schema.insert("properties".into(), json!({"day": {"type": "string"}}));
+    let hours = Tool::new(
+        "get_hours",
+        "Opening hours for a day",
+        move |call: ToolCall, cx: ToolContext| {
+            s2.lock().unwrap().push((call.clone(), cx));
+            async move { ToolResult::ok_json(&call.id, json!({"weekdays": "8am to 6pm"})) }
+        },
+    )
+    .with_input_schema(schema);
+    let mut r = Rig::with(SimConfig::default(), Script::new().greeting(), |s| {
+        s.with_tools(Tools::new().with(hours))
+    });
+    assert_eq!(
+        r.of("session:start")[0]["tools"],
+        json!([{
+            "name": "get_hours",
+            "description": "Opening hours for a day",
+            "parameters": {"type": "object", "properties": {"day": {"type": "string"}}},
+        }])
+    );
+    r.send(json!({"type":"tool:call","call_id":"t1","turn_id":1,"name":"get_hours","args":{"day":"mon"}}));
+    assert_eq!(
+        r.of("tool:result")[0]["result"],
+        json!({"weekdays": "8am to 6pm"})
+    );
+    let seen = seen.lock().unwrap();
+    let (call, cx) = &seen[0];
+    assert_eq!((call.id.as_str(), call.tool.as_str()), ("t1", "get_hours"));
+    assert_eq!(call.args["day"], "mon");
+    assert_eq!(call.idempotency_key, "t1");
+    assert_eq!(
+        (cx.session_uid.as_str(), cx.execution_id.as_str()),
+        ("CA00000000000000000000000000000001", "1")
+    );
+}
+
+/// The simulator runs on virtual time and has no waker: a tool whose code is still pending
+/// when its answer is due is answered with an error (the harness is not left waiting), and
+/// one that finishes by then is answered with its result.
+#[test]
+fn a_tool_still_running_when_its_answer_is_due_gets_an_error() {
+    let never = Tool::new("never", "", |_call: ToolCall, _cx: ToolContext| {
+        futures::future::pending::<ToolResult>()
+    });
+    let mut r = Rig::with(SimConfig::default(), Script::new().greeting(), |s| {
+        s.with_slow_tool(never, Duration::from_secs(1))
+    });
+    r.send(json!({"type":"tool:call","call_id":"t1","turn_id":1,"name":"never","args":{}}));
+    assert!(r.of("tool:result").is_empty());
+    r.until(1000);
+    let res = r.of("tool:result");
+    assert_eq!(res.len(), 1);
+    assert_eq!(res[0]["call_id"], "t1");
+    assert!(
+        res[0]["error"].as_str().unwrap().contains("did not finish"),
+        "{:?}",
+        res[0]
+    );
 }
 
 /// "Commands … each gets a command:result." hangup → ok, then session:end harness_hangup

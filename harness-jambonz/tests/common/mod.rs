@@ -1,8 +1,11 @@
 //! The setup shared by the tests: for the simulator, a `Simulator` driven with raw harness
 //! frames on a virtual clock, with what it sent kept as JSON ([`Rig`]); for the harness side,
 //! a started `HarnessCall` and the frames jambonz sends it ([`started`], [`turn`],
-//! [`cancel`]), with what it emits drained ([`drain_events`], [`sent`]).
+//! [`cancel`]), with what it emits drained ([`drain_events`], [`sent`]); for the driver,
+//! [`driver`].
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
+
+pub mod driver;
 
 use std::time::{Duration, Instant};
 
