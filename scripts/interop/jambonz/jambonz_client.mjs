@@ -1,6 +1,7 @@
 // A client playing jambonz, on the ws package, against a harness URL: greeting, speech with
-// transcripts, a tool call, a barge-in, a turn cancelled while its tool runs, unknown and
-// malformed frames, a hang-up; every frame the harness sends is checked. Also: the upgrade
+// transcripts, a tool call, a barge-in, a turn cancelled while its tool runs, a refund the
+// harness must refuse without sending a tool:call (its own gated tool, denied on the phone),
+// unknown and malformed frames, a hang-up command; every frame the harness sends is checked. Also: the upgrade
 // is refused without the secret (401), and protocol 2 is closed with 4000.
 // Usage: node jambonz_client.mjs ws://127.0.0.1:PORT SECRET
 import WebSocket from 'ws';
@@ -163,10 +164,17 @@ async function main() {
   const stray = await frames.next(400);
   if (stray) fail(`frame after turn 3 was cancelled: ${JSON.stringify(stray)}`);
 
-  // Goodbye: the harness hangs up.
-  send(ws, 'speech:start', { turn_id: 4 });
-  send(ws, 'transcript', { turn_id: 4, text: 'Thanks, bye', final: true });
-  start(4, { type: 'speech', text: 'Thanks, bye', language: 'en-US' });
+  // A refund: the harness's own tool, gated; on the phone no one can approve it, so no
+  // tool:call comes, and the agent says it cannot refund.
+  start(4, { type: 'speech', text: 'Please refund order 42', language: 'en-US' });
+  const r4 = await reply(frames, 4);
+  if (!/can't make refunds on the phone/.test(r4.text)) fail(`refund answer: ${JSON.stringify(r4.text)}`);
+  eq(r4.record?.own_tools, [{ name: 'refund', ok: false, denied: true }], 'turn_record.own_tools of the refused refund');
+
+  // Goodbye: the harness hangs up with the hangup command.
+  send(ws, 'speech:start', { turn_id: 5 });
+  send(ws, 'transcript', { turn_id: 5, text: 'Thanks, bye', final: true });
+  start(5, { type: 'speech', text: 'Thanks, bye', language: 'en-US' });
   const cmd = await frames.next();
   eq([cmd?.type, cmd?.name, cmd?.args], ['command', 'hangup', { reason: 'resolved' }], 'hangup command');
   send(ws, 'command:result', { command_id: cmd?.command_id, ok: true });

@@ -3,8 +3,8 @@
 #  1. the spec's "minimal harness without the SDK" in JavaScript (scripted model) must pass
 #     our jambonz_call (the simulator over a real socket, the spec's whole call);
 #  2. a jambonz client in JavaScript drives our jambonz_server (greeting, speech, a tool
-#     call, a barge-in, a cancelled turn, a hang-up, the 401 and 4000 refusals) and checks
-#     every frame;
+#     call, a barge-in, a cancelled turn, a refund refused without a tool:call, a hang-up
+#     command, the 401 and 4000 refusals) and checks every frame;
 #  3. a harness that accepts TCP and never answers the upgrade (hostile_harness.mjs
 #     tcp_silent): jambonz_call must give up at its connect timeout, not hang.
 # Exits non-zero on any mismatch.
