@@ -13,7 +13,8 @@ use harness_core::model::ScriptedModel;
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start, Tools};
 use harness_jambonz::driver::ServeConfig;
 use harness_jambonz::simulator::Script;
-use serde_json::json;
+use harness_jambonz::testing::SimulatedCall;
+use serde_json::{Value, json};
 
 mod common;
 use common::driver::{Call, Live, call, sent};
@@ -72,19 +73,36 @@ impl Harness for Acts {
     }
 }
 
+/// A call in which the caller says `said` to [`Acts`]: the call, and what each sink call
+/// returned.
+fn act(said: &str, cfg: ServeConfig) -> (SimulatedCall, Vec<String>) {
+    let (acts, log) = Acts::new();
+    let c = call(acts, ScriptedModel::new(), Script::new().say(said), cfg);
+    let log = log.lock().unwrap().clone();
+    (c, log)
+}
+
+/// The same on a driver fed by hand, up to the command [`Acts`] sends: the driver, what each
+/// sink call returned, and the command frame (for the test to answer).
+fn act_live(said: &str, cfg: ServeConfig) -> (Live, Arc<Mutex<Vec<String>>>, Value) {
+    let (acts, log) = Acts::new();
+    let mut live = Live::new(acts, Tools::new(), cfg);
+    live.turn(1, said);
+    live.poll();
+    let cmd = live
+        .sent()
+        .into_iter()
+        .find(|v| v["type"] == "command")
+        .unwrap();
+    (live, log, cmd)
+}
+
 /// "play, and listen with hints, are not supported yet: they get command:result with ok:
 /// false." `sink.command` sends `{type: "command", command_id, name, args}` and returns the
 /// `command:result` as a `CommandResult`; the turn goes on.
 #[test]
 fn a_command_is_sent_and_its_command_result_answers_it() {
-    let (acts, log) = Acts::new();
-    let c = call(
-        acts,
-        ScriptedModel::new(),
-        Script::new().say("play"),
-        ServeConfig::default(),
-    );
-    let log = log.lock().unwrap();
+    let (c, log) = act("play", ServeConfig::default());
     assert_eq!(
         log[0],
         r#"Ok(CommandResult { ok: false, error: None, data: {} })"#
@@ -106,15 +124,7 @@ fn a_command_is_sent_and_its_command_result_answers_it() {
 /// `error` is the result's `error`, and every other field jambonz sends is kept in `data`.
 #[test]
 fn a_command_result_keeps_its_other_fields() {
-    let (acts, log) = Acts::new();
-    let mut live = Live::new(acts, Tools::new(), ServeConfig::default());
-    live.turn(1, "play");
-    live.poll();
-    let cmd = live
-        .sent()
-        .into_iter()
-        .find(|v| v["type"] == "command")
-        .unwrap();
+    let (mut live, log, cmd) = act_live("play", ServeConfig::default());
     live.feed(json!({"type":"command:result","command_id":cmd["command_id"],"ok":false,"error":"no media server","retry_ms":500}));
     live.poll();
     assert_eq!(
@@ -129,14 +139,7 @@ fn a_command_result_keeps_its_other_fields() {
 /// command or any other sink call returns `Cancelled`, and nothing more is sent.
 #[test]
 fn hanging_up_is_a_command_and_ends_the_call() {
-    let (acts, log) = Acts::new();
-    let c = call(
-        acts,
-        ScriptedModel::new(),
-        Script::new().say("bye"),
-        ServeConfig::default(),
-    );
-    let log = log.lock().unwrap();
+    let (c, log) = act("bye", ServeConfig::default());
     assert_eq!(
         log[..],
         [
@@ -158,17 +161,8 @@ fn hanging_up_is_a_command_and_ends_the_call() {
 /// sent, and the turn goes on.
 #[test]
 fn a_handoff_is_unsupported_by_default() {
-    let (acts, log) = Acts::new();
-    let c = call(
-        acts,
-        ScriptedModel::new(),
-        Script::new().say("transfer"),
-        ServeConfig::default(),
-    );
-    assert_eq!(
-        log.lock().unwrap()[..],
-        ["false", "Err(Unsupported(Handoff))"]
-    );
+    let (c, log) = act("transfer", ServeConfig::default());
+    assert_eq!(log[..], ["false", "Err(Unsupported(Handoff))"]);
     assert!(sent(&c, "command").is_empty());
     assert_eq!(c.transcript.heard(), ["OK."]);
 }
@@ -187,29 +181,14 @@ fn transfer_config() -> ServeConfig {
 /// commands other than `hangup` with `ok: false`).
 #[test]
 fn a_handoff_is_the_mapped_command_when_configured() {
-    let (acts, log) = Acts::new();
-    let mut live = Live::new(acts, Tools::new(), transfer_config());
-    live.turn(1, "transfer");
-    live.poll();
-    let cmd = live
-        .sent()
-        .into_iter()
-        .find(|v| v["type"] == "command")
-        .unwrap();
+    let (mut live, log, cmd) = act_live("transfer", transfer_config());
     assert_eq!(cmd["name"], "transfer");
     assert_eq!(cmd["args"], json!({"target": "sip:billing@acme.example"}));
     live.feed(json!({"type":"command:result","command_id":cmd["command_id"],"ok":true}));
     live.poll();
     assert_eq!(log.lock().unwrap()[..], ["true", "Ok(())"]);
 
-    let (acts, log) = Acts::new();
-    let c = call(
-        acts,
-        ScriptedModel::new(),
-        Script::new().say("transfer"),
-        transfer_config(),
-    );
-    let log = log.lock().unwrap();
+    let (c, log) = act("transfer", transfer_config());
     assert_eq!(
         log[1],
         r#"Err(Rejected("the hand-off command transfer failed"))"#
@@ -252,14 +231,7 @@ fn a_handoff_the_mapping_refuses_is_unsupported() {
 /// `Unsupported` with the feature, typed. Commands are supported.
 #[test]
 fn questions_reasoning_state_and_steps_are_unsupported() {
-    let (acts, log) = Acts::new();
-    let c = call(
-        acts,
-        ScriptedModel::new(),
-        Script::new().say("features"),
-        ServeConfig::default(),
-    );
-    let log = log.lock().unwrap();
+    let (c, log) = act("features", ServeConfig::default());
     assert_eq!(
         log[..],
         [

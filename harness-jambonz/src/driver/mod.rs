@@ -79,11 +79,33 @@ pub enum Incoming {
 
 /// How a hand-off is carried out on a call: the platform command for it, or `None` when
 /// this hand-off cannot be done (`sink.handoff` then answers
-/// [`SinkError::Unsupported`](harness_core::SinkError::Unsupported)).
-pub type HandoffCommand = Arc<dyn Fn(&Handoff) -> Option<Command> + Send + Sync>;
+/// [`SinkError::Unsupported`](harness_core::SinkError::Unsupported)). See
+/// [`ServeConfig::handoff`].
+#[derive(Clone)]
+pub struct HandoffCommand(Arc<HandoffFn>);
+
+type HandoffFn = dyn Fn(&Handoff) -> Option<Command> + Send + Sync;
+
+impl HandoffCommand {
+    /// A mapping from hand-offs to commands.
+    pub fn new(f: impl Fn(&Handoff) -> Option<Command> + Send + Sync + 'static) -> Self {
+        HandoffCommand(Arc::new(f))
+    }
+
+    /// The command that carries out `handoff`, if any.
+    pub fn command_for(&self, handoff: &Handoff) -> Option<Command> {
+        (self.0)(handoff)
+    }
+}
+
+impl fmt::Debug for HandoffCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("HandoffCommand(..)")
+    }
+}
 
 /// How the driver serves the call.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ServeConfig {
     /// Spoken for the greeting turn without running the agent (the SDK's `greeting`);
@@ -133,22 +155,6 @@ impl Default for ServeConfig {
     }
 }
 
-impl fmt::Debug for ServeConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ServeConfig")
-            .field("greeting", &self.greeting)
-            .field("error_reply", &self.error_reply)
-            .field("route", &self.route)
-            .field("max_pending_frames", &self.max_pending_frames)
-            .field("max_history", &self.max_history)
-            .field("max_concurrent_turns", &self.max_concurrent_turns)
-            .field("approval_policy", &self.approval_policy)
-            .field("handoff", &self.handoff.as_ref().map(|_| ".."))
-            .field("harness", &self.harness)
-            .finish()
-    }
-}
-
 impl ServeConfig {
     /// Decides gated tool calls with `policy` (see [`approval_policy`](Self::approval_policy)).
     #[must_use]
@@ -176,7 +182,7 @@ impl ServeConfig {
         mut self,
         f: impl Fn(&Handoff) -> Option<Command> + Send + Sync + 'static,
     ) -> Self {
-        self.handoff = Some(Arc::new(f));
+        self.handoff = Some(HandoffCommand::new(f));
         self
     }
 }

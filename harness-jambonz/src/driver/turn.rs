@@ -391,7 +391,7 @@ impl EventSink for TurnSink {
             .env
             .handoff
             .as_ref()
-            .and_then(|f| f(&handoff))
+            .and_then(|h| h.command_for(&handoff))
             .ok_or(SinkError::Unsupported(Feature::Handoff))?;
         let name = command.name.clone();
         let result = self.command(command).await?;
