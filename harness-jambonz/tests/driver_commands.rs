@@ -1,5 +1,5 @@
 //! The driver's platform features: commands ("Sent as {type: "command", command_id, name,
-//! args}; each gets a command:result"), hang-up as a command, hand-offs where configured, and
+//! args}; each gets a command:result", spec line 57), hang-up as a command, hand-offs where configured, and
 //! the features jambonz has no message for, answered `Unsupported`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -98,7 +98,7 @@ fn act_live(said: &str, cfg: ServeConfig) -> (Live, Arc<Mutex<Vec<String>>>, Val
 }
 
 /// "play, and listen with hints, are not supported yet: they get command:result with ok:
-/// false." `sink.command` sends `{type: "command", command_id, name, args}` and returns the
+/// false." (spec line 59) `sink.command` sends `{type: "command", command_id, name, args}` and returns the
 /// `command:result` as a `CommandResult`; the turn goes on.
 #[test]
 fn a_command_is_sent_and_its_command_result_answers_it() {
@@ -134,7 +134,8 @@ fn a_command_result_keeps_its_other_fields() {
 }
 
 /// "command {command_id: "c1", name: "hangup", args: {reason: "resolved"}}", "command:result
-/// {command_id: "c1", ok: true}", "session:end {reason: "harness_hangup", …}": hanging up is
+/// {command_id: "c1", ok: true}", "session:end {reason: "harness_hangup", …}" (spec lines
+/// 29-31): hanging up is
 /// `sink.command(Command::hangup(reason))`. After it the call is over for the agent: a
 /// command or any other sink call returns `Cancelled`, and nothing more is sent.
 #[test]

@@ -1,5 +1,5 @@
 //! The driver's tools: "To run one of the agent's tools, send tool:call. Tools of the
-//! harness's own stay between it and its model." (spec, Replies), with the tool-call rules
+//! harness's own stay between it and its model." (spec line 49, Replies), with the tool-call rules
 //! every host applies (`harness_core::tool::rules`): jambonz has no approval message, so a
 //! gated call is decided by `ServeConfig::approval_policy`, deny by default.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -62,9 +62,9 @@ fn script() -> Script {
     Script::new().say("do it").say("and then")
 }
 
-/// "Tools of the harness's own stay between it and its model": an own tool runs in the
-/// driver, is never sent as tool:call, and is in the turn record's `own_tools` as
-/// `{ "name": "lookup_account", "ok": true, "ms": 220 }` shows (name, ok, ms).
+/// "Tools of the harness's own stay between it and its model" (spec line 49): an own tool
+/// runs in the driver, is never sent as tool:call, and is in the turn record's `own_tools`
+/// as `{ "name": "lookup_account", "ok": true, "ms": 220 }` shows (line 84: name, ok, ms).
 #[test]
 fn an_own_tool_runs_in_the_harness_and_is_never_sent() {
     let (own, ran) = counted("lookup_account");
@@ -91,9 +91,9 @@ fn an_own_tool_runs_in_the_harness_and_is_never_sent() {
     assert!(c.transcript.violations.is_empty());
 }
 
-/// "To run one of the agent's tools, send tool:call": a tool not among the harness's own is
-/// the platform's; jambonz runs it ("tool:call {call_id: "t1", turn_id: 2, name:
-/// "get_hours", args: {}}" then "tool:result {call_id: "t1", result: …}").
+/// "To run one of the agent's tools, send tool:call" (spec line 49): a tool not among the
+/// harness's own is the platform's; jambonz runs it ("tool:call {call_id: "t1", turn_id: 2,
+/// name: "get_hours", args: {}}" then "tool:result {call_id: "t1", result: …}", lines 23-24).
 #[test]
 fn a_platform_tool_goes_as_tool_call() {
     let (own, own_ran) = counted("lookup_account");
