@@ -181,7 +181,8 @@ fn a_gated_platform_tool_is_denied_by_default_and_never_sent() {
 }
 
 /// `ApprovalPolicy::Approve`: a gated call runs as any other, exactly once: the harness's
-/// own in the driver, the platform's through one tool:call.
+/// own in the driver, the platform's through one tool:call; the turn record marks each
+/// `approved`.
 #[test]
 fn an_approving_policy_runs_each_gated_call_exactly_once() {
     let (refund, refund_ran) = counted("refund");
@@ -211,6 +212,16 @@ fn an_approving_policy_runs_each_gated_call_exactly_once() {
     assert_eq!(calls[0]["name"], "cancel_order");
     assert_eq!(calls[0]["args"], json!({"order_id": 42}));
     assert_eq!(c.transcript.heard(), ["Refunded and cancelled."]);
+    // Never silently: the turn record says each ran approved.
+    let rec = &sent(&c, "reply:done")[0]["turn_record"];
+    assert_eq!(
+        rec["own_tools"],
+        json!([{"name": "refund", "ok": true, "ms": 0, "approved": true}])
+    );
+    assert_eq!(
+        rec["steps"][0]["detail"],
+        json!({"tool": "cancel_order", "ok": true, "approved": true})
+    );
 }
 
 /// A policy that decides each call: its reason is what the agent is told.

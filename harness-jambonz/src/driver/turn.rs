@@ -50,15 +50,39 @@ struct TurnSink {
 /// The most model tool calls a turn remembers the names of.
 const MAX_TOOL_NAMES: usize = 64;
 
-/// A turn record step's `detail`: `{<what>: name, ok}`, plus `denied: true` for a gated call
-/// the policy denied.
-fn detail(what: &str, name: &str, ok: bool, denied: bool) -> Value {
+/// What the approval gate made of a call, as the turn record shows it: a gated call is never
+/// run silently, so one that ran says it was approved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gated {
+    /// Not gated.
+    No,
+    /// Gated, and the policy approved it.
+    Approved,
+    /// Gated, and the policy denied it: nothing ran or was sent.
+    Denied,
+}
+
+impl Gated {
+    /// Adds `approved: true` or `denied: true` to a record entry.
+    fn mark(self, entry: &mut Map<String, Value>) {
+        match self {
+            Gated::No => {}
+            Gated::Approved => {
+                entry.insert("approved".into(), true.into());
+            }
+            Gated::Denied => {
+                entry.insert("denied".into(), true.into());
+            }
+        }
+    }
+}
+
+/// A turn record step's `detail`: `{<what>: name, ok}`, marked by the gate.
+fn detail(what: &str, name: &str, ok: bool, gated: Gated) -> Value {
     let mut d = Map::new();
     d.insert(what.into(), name.into());
     d.insert("ok".into(), ok.into());
-    if denied {
-        d.insert("denied".into(), true.into());
-    }
+    gated.mark(&mut d);
     d.into()
 }
 
@@ -124,11 +148,9 @@ impl TurnSink {
         });
     }
 
-    fn own_tool(&mut self, name: String, ok: bool, ms: Option<u64>, denied: bool) {
+    fn own_tool(&mut self, name: String, ok: bool, ms: Option<u64>, gated: Gated) {
         let mut extra = Map::new();
-        if denied {
-            extra.insert("denied".into(), true.into());
-        }
+        gated.mark(&mut extra);
         self.record.own_tools_mut().push(OwnToolRecord {
             name: Some(name),
             ok: Some(ok),
@@ -140,21 +162,25 @@ impl TurnSink {
     /// A gated call the policy denied: nothing runs or is sent; the agent is told.
     fn denied(&mut self, call: &ToolCall, reason: &str) -> ToolResult {
         if self.env.tools.get(&call.tool).is_some() {
-            self.own_tool(call.tool.clone(), false, None, true);
+            self.own_tool(call.tool.clone(), false, None, Gated::Denied);
         } else {
-            self.step("tool_call", None, detail("tool", &call.tool, false, true));
+            self.step(
+                "tool_call",
+                None,
+                detail("tool", &call.tool, false, Gated::Denied),
+            );
         }
         ToolResult::denied(&call.id, reason)
     }
 
     /// A tool of the harness's own: run here, never sent.
-    async fn run_own(&mut self, call: ToolCall) -> ToolResult {
+    async fn run_own(&mut self, call: ToolCall, gated: Gated) -> ToolResult {
         let started = self.now();
         let (id, name) = (call.id.clone(), call.tool.clone());
         let mut result = self.env.tools.call(call, self.context.clone()).await;
         result.id = id;
         let ms = self.ms_since(started);
-        self.own_tool(name, !result.is_error, Some(ms), false);
+        self.own_tool(name, !result.is_error, Some(ms), gated);
         result
     }
 
@@ -176,7 +202,11 @@ impl TurnSink {
     }
 
     /// A tool of the platform's: `tool:call`, then its `tool:result`.
-    async fn call_platform(&mut self, call: ToolCall) -> Result<ToolResult, SinkError> {
+    async fn call_platform(
+        &mut self,
+        call: ToolCall,
+        gated: Gated,
+    ) -> Result<ToolResult, SinkError> {
         let started = self.now();
         let (turn_id, name, args) = (self.turn_id, call.tool.clone(), call.args);
         let answer = self
@@ -188,7 +218,7 @@ impl TurnSink {
         self.step(
             "tool_call",
             Some(ms),
-            detail("tool", &call.tool, !result.is_error, false),
+            detail("tool", &call.tool, !result.is_error, gated),
         );
         Ok(result)
     }
@@ -316,19 +346,19 @@ impl EventSink for TurnSink {
     async fn tool_call(&mut self, call: ToolCall) -> Result<ToolResult, SinkError> {
         self.check()?;
         rules::check_call(&call)?;
-        let call = match rules::gate(call, &self.env.tools) {
-            Gate::Run(call) => call,
+        let (call, gated) = match rules::gate(call, &self.env.tools) {
+            Gate::Run(call) => (call, Gated::No),
             // No approval channel on a call: the policy decides, and a gated call never
-            // runs silently.
+            // runs silently (the turn record says it was approved).
             Gate::NeedsApproval(call) => match self.env.policy.decide(&call) {
-                Ok(()) => call,
+                Ok(()) => (call, Gated::Approved),
                 Err(reason) => return Ok(self.denied(&call, &reason)),
             },
         };
         if self.env.tools.get(&call.tool).is_some() {
-            Ok(self.run_own(call).await)
+            Ok(self.run_own(call, gated).await)
         } else {
-            self.call_platform(call).await
+            self.call_platform(call, gated).await
         }
     }
 
@@ -339,7 +369,7 @@ impl EventSink for TurnSink {
             Some(i) => self.tool_names.remove(i).1,
             None => result.id.clone(),
         };
-        self.own_tool(name, !result.is_error, None, false);
+        self.own_tool(name, !result.is_error, None, Gated::No);
         Ok(())
     }
 
@@ -380,7 +410,7 @@ impl EventSink for TurnSink {
         self.step(
             "command",
             Some(ms),
-            detail("command", &name, result.ok, false),
+            detail("command", &name, result.ok, Gated::No),
         );
         Ok(result)
     }
