@@ -9,7 +9,7 @@
 //! layer over it). A name is written once, so the definition and the code cannot drift.
 //!
 //! A tool's code is async ([`ToolHandler`]); [`Tool::sync`] and [`Tool::json`] take plain
-//! closures, and [`Tool::typed`] (feature `schemars`) reads typed arguments and derives the
+//! closures, and `Tool::typed` (feature `schemars`) reads typed arguments and derives the
 //! JSON Schema the model sees.
 //!
 //! Every host applies the same rules to a call before it runs anything: see [`rules`].
