@@ -84,13 +84,28 @@ fn builtin_model() -> ScriptedModel {
     })
 }
 
-/// `println!` that never panics: a closed stdout (`sessions log … | head`) must not kill the
-/// process, least of all in the middle of a turn (the observer prints while effects run).
-/// The journal, not the terminal, is the record.
+/// Writes to stdout and never panics: a closed stdout (`sessions log … | head`) must not kill
+/// the process, least of all in the middle of a turn (the observer prints while effects run).
+/// The journal, not the terminal, is the record. Under test, what would be printed is kept
+/// for the test to read.
+fn write_out(s: &str) {
+    #[cfg(test)]
+    tests::OUT.with(|o| o.borrow_mut().push_str(s));
+    #[cfg(not(test))]
+    {
+        let mut o = std::io::stdout();
+        let _ = o.write_all(s.as_bytes()).and_then(|()| o.flush());
+    }
+}
+
+/// `println!` through [`write_out`].
 macro_rules! out {
-    ($($t:tt)*) => {{
-        let _ = writeln!(std::io::stdout(), $($t)*);
-    }};
+    () => {
+        write_out("\n")
+    };
+    ($($t:tt)*) => {
+        write_out(&format!("{}\n", format_args!($($t)*)))
+    };
 }
 
 /// `eprintln!` that never panics.
@@ -104,8 +119,7 @@ struct Print;
 
 impl Observer for Print {
     fn on_delta(&self, _session: &str, delta: &str) {
-        let mut o = std::io::stdout();
-        let _ = o.write_all(delta.as_bytes()).and_then(|()| o.flush());
+        write_out(delta);
     }
 }
 
@@ -314,22 +328,48 @@ fn summary(r: &Record) -> String {
     }
 }
 
-async fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+/// What a command did, and what opening the journal found on the way (for stderr).
+struct Outcome {
+    result: Result<(), Box<dyn std::error::Error>>,
+    notes: Vec<String>,
+}
+
+async fn run(a: Args) -> Outcome {
     let dir = a.dir.clone().unwrap_or_else(|| "./journal".into());
-    let files = Arc::new(FileJournal::open(&dir)?);
+    let files = match FileJournal::open(&dir) {
+        Ok(f) => Arc::new(f),
+        Err(e) => {
+            return Outcome {
+                result: Err(Error::from(e).into()),
+                notes: Vec::new(),
+            };
+        }
+    };
     let journal: Arc<dyn Journal> = files.clone();
     let result = command(&a, &dir, journal).await;
     // Opening a session sets a torn last record (a crash mid-write) aside: say so.
-    for t in files.torn_tails() {
-        err!(
-            "note: session {}: set aside a torn last record ({} bytes at offset {}) in {}",
-            t.session,
-            t.len,
-            t.offset,
-            t.saved_to.display()
-        );
+    let notes = files
+        .torn_tails()
+        .into_iter()
+        .map(|t| {
+            format!(
+                "note: session {}: set aside a torn last record ({} bytes at offset {}) in {}",
+                t.session,
+                t.len,
+                t.offset,
+                t.saved_to.display()
+            )
+        })
+        .collect();
+    Outcome { result, notes }
+}
+
+/// The line an error is reported with: a controller error names its gRPC status.
+fn diagnostic(e: &(dyn std::error::Error + 'static)) -> String {
+    match e.downcast_ref::<Error>() {
+        Some(err) => format!("error {} ({}): {err}", err.code().name(), err.code().grpc()),
+        None => format!("error: {e}"),
     }
-    result
 }
 
 async fn command(
@@ -467,14 +507,81 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match futures::executor::block_on(run(args)) {
+    let outcome = futures::executor::block_on(run(args));
+    for n in &outcome.notes {
+        err!("{n}");
+    }
+    match outcome.result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            match e.downcast_ref::<Error>() {
-                Some(err) => err!("error ({:?}): {err}", err.code()),
-                None => err!("error: {e}"),
-            }
+            err!("{}", diagnostic(&*e));
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    thread_local! {
+        /// What the commands run on this thread printed on stdout.
+        pub(super) static OUT: RefCell<String> = const { RefCell::new(String::new()) };
+    }
+
+    static DIRS: AtomicUsize = AtomicUsize::new(0);
+
+    /// A fresh journal folder.
+    fn tmpdir(name: &str) -> PathBuf {
+        let n = DIRS.fetch_add(1, Ordering::SeqCst);
+        let d = std::env::temp_dir().join(format!(
+            "harness-rs-sessions-cli-{}-{name}-{n}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// Runs one command line against `dir`; returns its outcome and what it printed.
+    fn cli(dir: &Path, args: &[&str]) -> (Outcome, String) {
+        OUT.with(|o| o.borrow_mut().clear());
+        let mut argv = vec!["--dir".to_owned(), dir.display().to_string()];
+        argv.extend(args.iter().map(|s| (*s).to_owned()));
+        let outcome = futures::executor::block_on(run(parse(argv.into_iter()).unwrap()));
+        (outcome, OUT.with(|o| o.borrow().clone()))
+    }
+
+    /// `exec` in a new session: its uid.
+    fn new_session(dir: &Path, input: &str) -> String {
+        let (o, printed) = cli(dir, &["exec", "--input", input]);
+        o.result.unwrap();
+        printed
+            .lines()
+            .find_map(|l| l.strip_prefix("session "))
+            .unwrap()
+            .to_owned()
+    }
+
+    /// A journal changed after it was written is corruption: the diagnostic names gRPC
+    /// `DATA_LOSS`, not `INTERNAL`, for `verify` and for any command that opens it.
+    #[test]
+    fn a_changed_journal_is_reported_as_data_loss() {
+        let dir = tmpdir("data-loss");
+        let sid = new_session(&dir, "What is a prime number?");
+        let path = dir.join(format!("{sid}.journal"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("prime", "prune")).unwrap();
+        for cmd in ["verify", "log", "replay", "resume"] {
+            let (o, _) = cli(&dir, &[cmd, "--session", &sid]);
+            let e = o.result.unwrap_err();
+            let line = diagnostic(&*e);
+            assert!(line.starts_with("error DATA_LOSS (15): "), "{cmd}: {line}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
