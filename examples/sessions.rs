@@ -29,6 +29,11 @@
 //! across restarts of this tool. The publish itself also checks the log for its key: a crash
 //! between the effect and its receipt would otherwise publish it again.
 //!
+//! Only writers change the journal. `exec`, `resume`, `approve`, `deny` and `fork` open it
+//! for writing, and set aside a torn last record (a crash mid-write) to
+//! `UID.journal.torn-<offset>`; `log`, `replay`, `pending`, `verify` and `sessions` open it
+//! read-only: they never change a file, serve the complete records and say a record is torn.
+//!
 //! `exec` options: `--harness echo|chat|publish|counter` (default: the session's, `chat`
 //! for a new one), `--config JSON` (per-execution config, e.g. `{"system_prompt":"Be
 //! brief."}`), `--input TEXT` (repeatable), `--interrupt-after N` (simulate the process dying
@@ -66,7 +71,11 @@ const USAGE: &str = "usage: sessions --dir DIR <command> [options]
   fork     --session UID --at SEQ [--child UID]
   verify   --session UID
   log      --session UID
-  sessions";
+  sessions
+
+exec, resume, approve, deny and fork write the journal (and set a torn last record aside);
+log, replay, pending, verify and sessions only read it (a torn last record is reported and
+left in place).";
 
 /// The built-in model: canned answers for the README's questions, an echo otherwise.
 fn builtin_model() -> ScriptedModel {
@@ -334,9 +343,20 @@ struct Outcome {
     notes: Vec<String>,
 }
 
+/// The commands that write to the journal. The others open it read-only: they never change
+/// a file, and report a torn last record instead of setting it aside.
+fn writes(cmd: Option<&str>) -> bool {
+    matches!(cmd, Some("exec" | "resume" | "approve" | "deny" | "fork"))
+}
+
 async fn run(a: Args) -> Outcome {
     let dir = a.dir.clone().unwrap_or_else(|| "./journal".into());
-    let files = match FileJournal::open(&dir) {
+    let opened = if writes(a.cmd.as_deref()) {
+        FileJournal::open(&dir)
+    } else {
+        FileJournal::open_read_only(&dir)
+    };
+    let files = match opened {
         Ok(f) => Arc::new(f),
         Err(e) => {
             return Outcome {
@@ -347,18 +367,24 @@ async fn run(a: Args) -> Outcome {
     };
     let journal: Arc<dyn Journal> = files.clone();
     let result = command(&a, &dir, journal).await;
-    // Opening a session sets a torn last record (a crash mid-write) aside: say so.
+    // A torn last record (a crash mid-write): a writer set it aside, a reader left it.
     let notes = files
         .torn_tails()
         .into_iter()
-        .map(|t| {
-            format!(
+        .map(|t| match &t.saved_to {
+            Some(p) => format!(
                 "note: session {}: set aside a torn last record ({} bytes at offset {}) in {}",
                 t.session,
                 t.len,
                 t.offset,
-                t.saved_to.display()
-            )
+                p.display()
+            ),
+            None => format!(
+                "note: session {}: the last record is torn ({} bytes at offset {}, a crash \
+                 mid-write); served the complete records before it and left the file as it \
+                 is: the next exec, resume, approve, deny or fork sets it aside",
+                t.session, t.len, t.offset
+            ),
         })
         .collect();
     Outcome { result, notes }
@@ -565,6 +591,77 @@ mod tests {
             .find_map(|l| l.strip_prefix("session "))
             .unwrap()
             .to_owned()
+    }
+
+    /// The torn-tail files set aside next to the journals in `dir`.
+    fn set_aside(dir: &Path) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains(".journal.torn-"))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Only writers repair; readers report. `log`, `replay`, `pending` and `verify` on a
+    /// session whose last record is torn (a crash mid-write) leave the file byte for byte as
+    /// it was, say that the record is torn, and serve the complete records before it; `exec`
+    /// (a writer) sets the torn bytes aside and carries on.
+    #[test]
+    fn readers_leave_a_torn_tail_in_place_and_report_it_writers_set_it_aside() {
+        let dir = tmpdir("torn");
+        let sid = new_session(&dir, "What is a prime number?");
+        let path = dir.join(format!("{sid}.journal"));
+        let whole = std::fs::read(&path).unwrap();
+        let torn: &[u8] = b"{\"seq\":\"6\",\"prev_hash\":\"ab";
+        let mut bytes = whole.clone();
+        bytes.extend_from_slice(torn);
+        std::fs::write(&path, &bytes).unwrap();
+
+        for cmd in ["log", "replay", "pending", "verify"] {
+            let (o, printed) = cli(&dir, &[cmd, "--session", &sid]);
+            assert!(
+                std::fs::read(&path).unwrap() == bytes,
+                "{cmd} changed the file"
+            );
+            assert!(set_aside(&dir).is_empty(), "{cmd} set the tail aside");
+            let reported = o.notes.iter().any(|n| n.contains("torn"))
+                || o.result
+                    .as_ref()
+                    .is_err_and(|e| e.to_string().contains("torn"));
+            assert!(
+                reported,
+                "{cmd} did not report the torn record: {:?}",
+                o.notes
+            );
+            match cmd {
+                // The five complete records of the turn: START, INPUT, MODEL_CALL, OUTPUT, END.
+                "log" => assert_eq!(printed.lines().count(), 5, "{printed}"),
+                "replay" => assert!(printed.contains("replayed 1 execution"), "{printed}"),
+                "pending" => assert!(printed.contains("no approval pending"), "{printed}"),
+                _ => {}
+            }
+            if cmd != "verify" {
+                o.result.unwrap();
+            }
+        }
+
+        let (o, _) = cli(&dir, &["exec", "--session", &sid, "--input", "More?"]);
+        o.result.unwrap();
+        assert!(
+            o.notes.iter().any(|n| n.contains("set aside")),
+            "{:?}",
+            o.notes
+        );
+        let aside = set_aside(&dir);
+        assert_eq!(aside.len(), 1);
+        assert_eq!(std::fs::read(&aside[0]).unwrap(), torn);
+        let now = std::fs::read(&path).unwrap();
+        assert!(now.starts_with(&whole) && now.ends_with(b"\n"));
+        let (o, _) = cli(&dir, &["verify", "--session", &sid]);
+        o.result.unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A journal changed after it was written is corruption: the diagnostic names gRPC

@@ -246,6 +246,7 @@ fn journal_code(e: &JournalError) -> Code {
         JournalError::NotFound(_) => Code::NotFound,
         JournalError::AlreadyExists(_) => Code::AlreadyExists,
         JournalError::InvalidSession(_) => Code::InvalidArgument,
+        JournalError::ReadOnly { .. } => Code::FailedPrecondition,
         JournalError::Fenced { .. } | JournalError::Conflict { .. } | JournalError::Busy(_) => {
             Code::Aborted
         }

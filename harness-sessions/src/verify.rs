@@ -64,8 +64,8 @@ pub enum VerifyError {
         /// What is wrong.
         reason: String,
     },
-    /// The last record is incomplete (no terminating newline): a torn write. Opening the
-    /// journal sets it aside.
+    /// The last record is incomplete (no terminating newline): a torn write. A writer
+    /// opening the session sets it aside; a read-only journal leaves it in place.
     #[error("record {seq} (line {line}): torn (incomplete last record)")]
     Torn {
         /// The seq the record would have.
