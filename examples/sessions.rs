@@ -10,6 +10,7 @@
 //! cargo run --example sessions -- --dir ./journal replay --session UID
 //! cargo run --example sessions -- --dir ./journal fork --session UID --at 5
 //! cargo run --example sessions -- --dir ./journal verify --session UID
+//! cargo run --example sessions -- --dir ./journal verify --session UID --head SEQ:HASH
 //! cargo run --example sessions -- --dir ./journal log --session UID
 //! ```
 //!
@@ -38,7 +39,13 @@
 //! for a new one), `--config JSON` (per-execution config, e.g. `{"system_prompt":"Be
 //! brief."}`), `--input TEXT` (repeatable), `--interrupt-after N` (simulate the process dying
 //! after N records of the turn reach the journal, to try `resume`). `verify` exits 1 and
-//! names the first record that does not hold. `counter` needs memory snapshots, which this
+//! names the first record that does not hold.
+//!
+//! Every command that writes prints the head it leaves, `head SEQ:HASH` (the seq and content
+//! hash of the session's last record). A chain that holds vouches for every record up to its
+//! last one, so a journal cut after a whole record still passes `verify`; keep the printed
+//! head elsewhere, and `verify --head SEQ:HASH` fails (DATA_LOSS, naming the missing records)
+//! unless the journal still holds that record. `counter` needs memory snapshots, which this
 //! filesystem-only tool cannot take: it is refused before anything is journaled.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -59,6 +66,7 @@ use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness};
 use harness_sessions::journal::{FileJournal, Journal};
 use harness_sessions::testing::CrashAfter;
 use harness_sessions::tools::{DedupExecutor, FileReceipts, ToolError, executor_fn};
+use harness_sessions::verify::HeadPin;
 use harness_sessions::{Error, Record};
 
 const USAGE: &str = "usage: sessions --dir DIR <command> [options]
@@ -69,13 +77,15 @@ const USAGE: &str = "usage: sessions --dir DIR <command> [options]
   deny     --session UID [--reason TEXT]
   replay   --session UID
   fork     --session UID --at SEQ [--child UID]
-  verify   --session UID
+  verify   --session UID [--head SEQ:HASH]
   log      --session UID
   sessions
 
-exec, resume, approve, deny and fork write the journal (and set a torn last record aside);
-log, replay, pending, verify and sessions only read it (a torn last record is reported and
-left in place).";
+exec, resume, approve, deny and fork write the journal (and set a torn last record aside)
+and print the head they leave, `head SEQ:HASH`; log, replay, pending, verify and sessions only
+read it (a torn last record is reported and left in place). Keep a printed head: `verify
+--head SEQ:HASH` fails (DATA_LOSS) if the journal no longer holds that record, e.g. records
+were cut off its tail, which a plain verify cannot see.";
 
 /// The built-in model: canned answers for the README's questions, an echo otherwise.
 fn builtin_model() -> ScriptedModel {
@@ -248,6 +258,7 @@ struct Args {
     child: Option<String>,
     reason: Option<String>,
     interrupt_after: Option<usize>,
+    head: Option<HeadPin>,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -262,6 +273,13 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--input" => a.inputs.push(value("--input")?),
             "--child" => a.child = Some(value("--child")?),
             "--reason" => a.reason = Some(value("--reason")?),
+            "--head" => {
+                a.head = Some(
+                    value("--head")?
+                        .parse()
+                        .map_err(|e| format!("--head: {e}"))?,
+                )
+            }
             "--at" => a.at = Some(value("--at")?.parse().map_err(|_| "--at needs a number")?),
             "--interrupt-after" => {
                 a.interrupt_after = Some(
@@ -279,16 +297,22 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     Ok(a)
 }
 
+/// The head a writer leaves, to keep outside the journal for `verify --head`.
+fn print_head(pin: Option<HeadPin>) {
+    if let Some(pin) = pin {
+        out!("head {pin}");
+    }
+}
+
 fn print_turn(turn: &TurnOutcome, done: &str) {
     out!();
     match &turn.status {
         TurnStatus::Completed => out!(
-            "execution {} {done}: {} recorded effect(s) served, {} provider call(s), {} tool call(s) run, head at record {}",
+            "execution {} {done}: {} recorded effect(s) served, {} provider call(s), {} tool call(s) run",
             turn.execution_id,
             turn.served_effects,
             turn.provider_calls,
             turn.executor_calls,
-            turn.head_seq
         ),
         TurnStatus::Parked {
             tool_call_id,
@@ -300,6 +324,7 @@ fn print_turn(turn: &TurnOutcome, done: &str) {
         ),
         other => out!("execution {}: {other:?}", turn.execution_id),
     }
+    print_head(turn.head_pin());
 }
 
 fn summary(r: &Record) -> String {
@@ -432,14 +457,21 @@ async fn command(
                 Ok(turn) => print_turn(&turn, "completed"),
                 Err(Error::Journal(e)) if a.interrupt_after.is_some() => {
                     out!("\ninterrupted ({e}): run `resume --session {sid}`");
+                    print_head(host.head(&sid)?);
                 }
                 Err(e) => return Err(e.into()),
             }
         }
-        Some("resume") => match host.resume(&session()?).await? {
-            None => out!("nothing to resume: the last turn completed"),
-            Some(turn) => print_turn(&turn, "resumed and completed"),
-        },
+        Some("resume") => {
+            let sid = session()?;
+            match host.resume(&sid).await? {
+                None => {
+                    out!("nothing to resume: the last turn completed");
+                    print_head(host.head(&sid)?);
+                }
+                Some(turn) => print_turn(&turn, "resumed and completed"),
+            }
+        }
         Some("pending") => match host.pending_approval(&session()?)? {
             None => out!("no approval pending"),
             Some(p) => out!(
@@ -467,7 +499,10 @@ async fn command(
                 pending.call.tool
             );
             match host.resume(&sid).await? {
-                None => out!("nothing to resume"),
+                None => {
+                    out!("nothing to resume");
+                    print_head(host.head(&sid)?);
+                }
                 Some(turn) => print_turn(&turn, "resumed and completed"),
             }
         }
@@ -493,11 +528,24 @@ async fn command(
                 "forked at record {at}; LIFECYCLE FORK is record {}",
                 out.fork_seq
             );
+            print_head(Some(out.head_pin()));
         }
         Some("verify") => {
-            let v = host.verify(&session()?)?;
-            let head = v.head.map(|h| h.to_string()).unwrap_or_default();
-            out!("ok: {} records, head {head}", v.records);
+            let sid = session()?;
+            let v = match &a.head {
+                Some(pin) => host.verify_head(&sid, pin)?,
+                None => host.verify(&sid)?,
+            };
+            let head = v
+                .head_pin()
+                .map_or_else(|| "none".into(), |p| p.to_string());
+            match &a.head {
+                Some(pin) => out!(
+                    "ok: {} records, head {head}; pinned head {pin} holds",
+                    v.records
+                ),
+                None => out!("ok: {} records, head {head}", v.records),
+            }
         }
         Some("log") => {
             for r in host.records(&session()?)? {
@@ -661,6 +709,69 @@ mod tests {
         assert!(now.starts_with(&whole) && now.ends_with(b"\n"));
         let (o, _) = cli(&dir, &["verify", "--session", &sid]);
         o.result.unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The `head SEQ:HASH` line a command printed.
+    fn printed_head(printed: &str) -> String {
+        printed
+            .lines()
+            .find_map(|l| l.strip_prefix("head "))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no head printed: {printed}"))
+            .to_owned()
+    }
+
+    /// Writers print the head they leave (`head SEQ:HASH`); `verify --head SEQ:HASH` checks
+    /// the journal still holds it. Whole records cut off the tail pass a plain `verify` (the
+    /// chain of what is left holds) and fail `verify --head`, as DATA_LOSS, naming the
+    /// records that are missing.
+    #[test]
+    fn verify_against_a_printed_head_catches_records_cut_off_the_tail() {
+        let dir = tmpdir("head");
+        let sid = new_session(&dir, "What is a prime number?");
+        let (o, printed) = cli(
+            &dir,
+            &[
+                "exec",
+                "--session",
+                &sid,
+                "--input",
+                "Give me three examples.",
+            ],
+        );
+        o.result.unwrap();
+        let head = printed_head(&printed);
+        assert!(head.starts_with("10:"), "{head}");
+        let (o, printed) = cli(&dir, &["verify", "--session", &sid, "--head", &head]);
+        o.result.unwrap();
+        assert!(
+            printed.contains(&format!("pinned head {head} holds")),
+            "{printed}"
+        );
+        // A fork prints its child's head.
+        let (o, printed) = cli(&dir, &["fork", "--session", &sid, "--at", "5"]);
+        o.result.unwrap();
+        assert!(printed_head(&printed).starts_with("6:"), "{printed}");
+
+        let path = dir.join(format!("{sid}.journal"));
+        let whole = std::fs::read_to_string(&path).unwrap();
+        let end = whole.find("{\"seq\":\"8\"").unwrap();
+        std::fs::write(&path, &whole[..end]).unwrap();
+        let (o, printed) = cli(&dir, &["verify", "--session", &sid]);
+        o.result.unwrap();
+        assert!(printed.starts_with("ok: 7 records, head 7:"), "{printed}");
+        let (o, _) = cli(&dir, &["verify", "--session", &sid, "--head", &head]);
+        let line = diagnostic(&*o.result.unwrap_err());
+        assert!(line.starts_with("error DATA_LOSS (15): "), "{line}");
+        assert!(line.contains("records 8..=10 are missing"), "{line}");
+
+        for bad in ["10", "ten:abc", &head[3..]] {
+            assert!(
+                parse(["verify", "--head", bad].map(String::from).into_iter()).is_err(),
+                "{bad}"
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

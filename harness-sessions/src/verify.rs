@@ -1,4 +1,14 @@
 //! `verify`: recompute a session's hash chain and name the first record that does not hold.
+//!
+//! Each record's hash covers the one before it, so a chain that holds vouches for everything
+//! up to its last record, but not for records cut off after it: a journal cut after a whole
+//! record verifies. Pin the head elsewhere ([`HeadPin`], the seq and content hash of the last
+//! record, e.g. as printed after a turn) and check against it
+//! ([`Journal::verify_head`](crate::journal::Journal::verify_head),
+//! [`Controller::verify_head`](crate::Controller::verify_head)) to catch that too.
+
+use std::fmt;
+use std::str::FromStr;
 
 use crate::hash::{ContentHash, content_hash_bytes};
 use crate::journal_error::JournalError;
@@ -12,6 +22,70 @@ pub struct Verified {
     /// The last record's content hash (`None` for an empty journal): anchor it elsewhere to
     /// make the whole history tamper-evident.
     pub head: Option<ContentHash>,
+}
+
+impl Verified {
+    /// The head as a pin (`None` for an empty journal).
+    pub fn head_pin(&self) -> Option<HeadPin> {
+        self.head.map(|hash| HeadPin {
+            seq: self.records,
+            hash,
+        })
+    }
+}
+
+/// A session's head kept outside its journal: the seq and content hash of what was its last
+/// record. Checked against it, a journal must still hold that record at that seq: one cut
+/// after an earlier record fails ([`VerifyError::Truncated`]), and so does one whose history
+/// up to it was replaced ([`VerifyError::NotPinnedHead`]); one that grew past it holds.
+///
+/// Its text form is `SEQ:HASH`, the seq in decimal and the 64 lowercase hex digits of the
+/// content hash:
+///
+/// ```
+/// use harness_sessions::verify::HeadPin;
+///
+/// let text = "7:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+/// let pin: HeadPin = text.parse().unwrap();
+/// assert_eq!(pin.seq, 7);
+/// assert_eq!(pin.to_string(), text);
+/// assert!("0:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad".parse::<HeadPin>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HeadPin {
+    /// The record's seq (from 1).
+    pub seq: Seq,
+    /// Its content hash.
+    pub hash: ContentHash,
+}
+
+impl fmt::Display for HeadPin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.seq, self.hash)
+    }
+}
+
+/// A string that is not `SEQ:HASH` (a seq from 1 in decimal, a colon, 64 lowercase hex
+/// digits).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not a head pin: expected SEQ:HASH (a seq from 1, then 64 lowercase hex digits)")]
+pub struct HeadPinError;
+
+impl FromStr for HeadPin {
+    type Err = HeadPinError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (seq, hash) = s.split_once(':').ok_or(HeadPinError)?;
+        if seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(HeadPinError);
+        }
+        let seq: Seq = seq.parse().map_err(|_| HeadPinError)?;
+        if seq == 0 {
+            return Err(HeadPinError);
+        }
+        let hash = ContentHash::from_hex(hash.as_bytes()).ok_or(HeadPinError)?;
+        Ok(HeadPin { seq, hash })
+    }
 }
 
 /// The first record that does not hold, and why.
@@ -73,6 +147,31 @@ pub enum VerifyError {
         /// 1-based line in the session's file.
         line: u64,
     },
+    /// The journal ends before a pinned head: records `last + 1 ..= pinned` were cut off
+    /// its tail (the chain of what is left holds, so only the pin tells).
+    #[error(
+        "records {first}..={pinned} are missing: the journal ends at record {last}, the pinned head is record {pinned} (records were cut off its tail)",
+        first = last.saturating_add(1)
+    )]
+    Truncated {
+        /// The pinned head's seq.
+        pinned: Seq,
+        /// The journal's last seq (0 when it is empty).
+        last: Seq,
+    },
+    /// The record at a pinned head's seq is not the pinned record: the history up to it was
+    /// replaced (by a chain that holds on its own).
+    #[error(
+        "record {seq}: content_hash {found} is not the pinned head's {pinned}: the history up to it was replaced"
+    )]
+    NotPinnedHead {
+        /// The pinned seq.
+        seq: Seq,
+        /// The pinned content hash.
+        pinned: ContentHash,
+        /// The content hash of the journal's record at that seq.
+        found: ContentHash,
+    },
     /// The journal could not be read.
     #[error(transparent)]
     Journal(#[from] JournalError),
@@ -88,6 +187,9 @@ impl VerifyError {
             | VerifyError::Malformed { seq, .. }
             | VerifyError::Torn { seq, .. } => Some(*seq),
             VerifyError::SeqGap { expected, .. } => Some(*expected),
+            VerifyError::NotPinnedHead { seq, .. } => Some(*seq),
+            // The first record missing.
+            VerifyError::Truncated { last, .. } => Some(last.saturating_add(1)),
             VerifyError::Journal(_) => None,
         }
     }
@@ -99,6 +201,8 @@ pub(crate) struct ChainCheck {
     pub(crate) last_seq: Seq,
     pub(crate) last_hash: Option<ContentHash>,
     pub(crate) last_fence: Fence,
+    /// A head the chain must reach and hold.
+    pub(crate) pin: Option<HeadPin>,
 }
 
 impl ChainCheck {
@@ -136,24 +240,57 @@ impl ChainCheck {
                 expected: self.last_fence.max(1),
             });
         }
+        if let Some(pin) = &self.pin
+            && pin.seq == seq
+            && pin.hash != *content_hash
+        {
+            return Err(VerifyError::NotPinnedHead {
+                seq,
+                pinned: pin.hash,
+                found: *content_hash,
+            });
+        }
         self.last_seq = seq;
         self.last_hash = Some(*content_hash);
         self.last_fence = fence;
         Ok(())
     }
 
-    pub(crate) fn finish(self) -> Verified {
-        Verified {
+    /// The chain that held, once it reached the pinned head (if any).
+    pub(crate) fn finish(self) -> Result<Verified, VerifyError> {
+        if let Some(pin) = &self.pin
+            && self.last_seq < pin.seq
+        {
+            return Err(VerifyError::Truncated {
+                pinned: pin.seq,
+                last: self.last_seq,
+            });
+        }
+        Ok(Verified {
             records: self.last_seq,
             head: self.last_hash,
-        }
+        })
     }
 }
 
 /// Verifies records in memory: seqs 1, 2, …; each `prev_hash` the previous `content_hash`;
 /// each `content_hash` recomputed from the stored canonical event; fences never decrease.
 pub fn verify_records(records: &[Record]) -> Result<Verified, VerifyError> {
-    let mut c = ChainCheck::default();
+    check_records(records, None)
+}
+
+/// [`verify_records`], and the records reach `pin` and hold it: the record at `pin.seq` has
+/// `pin.hash` ([`VerifyError::Truncated`] if there is none, [`VerifyError::NotPinnedHead`]
+/// if it differs). Records after the pin are fine: the journal grew.
+pub fn verify_records_head(records: &[Record], pin: &HeadPin) -> Result<Verified, VerifyError> {
+    check_records(records, Some(*pin))
+}
+
+fn check_records(records: &[Record], pin: Option<HeadPin>) -> Result<Verified, VerifyError> {
+    let mut c = ChainCheck {
+        pin,
+        ..ChainCheck::default()
+    };
     for r in records {
         c.check(
             r.seq,
@@ -163,5 +300,5 @@ pub fn verify_records(records: &[Record]) -> Result<Verified, VerifyError> {
             r.canonical().as_bytes(),
         )?;
     }
-    Ok(c.finish())
+    c.finish()
 }

@@ -49,14 +49,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 mod format;
 
-pub use self::format::verify_file_bytes;
+pub use self::format::{verify_file_bytes, verify_file_bytes_head};
 
 use self::format::{
     BodyCheck, FORMAT, Header, Line, LineFault, Lines, fence_line, parse_line, write_record_line,
 };
 use super::{Journal, JournalError, SessionMeta, check_append};
 use crate::record::{Fence, Head, Record, Seq};
-use crate::verify::{Verified, VerifyError};
+use crate::verify::{HeadPin, Verified, VerifyError};
 
 /// When the file journal forces writes to stable storage (fsync).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -653,14 +653,24 @@ impl Journal for FileJournal {
     }
 
     fn verify(&self, session: &str) -> Result<Verified, VerifyError> {
+        verify_file_bytes(session, &self.file_bytes(session)?)
+    }
+
+    fn verify_head(&self, session: &str, pin: &HeadPin) -> Result<Verified, VerifyError> {
+        verify_file_bytes_head(session, &self.file_bytes(session)?, pin)
+    }
+}
+
+impl FileJournal {
+    /// The bytes of a session's file, as they are (what `verify` checks).
+    fn file_bytes(&self, session: &str) -> Result<Vec<u8>, JournalError> {
         validate(session)?;
-        let bytes = match fs::read(self.path_of(session)) {
-            Ok(b) => b,
+        match fs::read(self.path_of(session)) {
+            Ok(b) => Ok(b),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(JournalError::NotFound(session.to_owned()).into());
+                Err(JournalError::NotFound(session.to_owned()))
             }
-            Err(e) => return Err(JournalError::from(e).into()),
-        };
-        verify_file_bytes(session, &bytes)
+            Err(e) => Err(JournalError::from(e)),
+        }
     }
 }
