@@ -35,6 +35,13 @@
 //! `UID.journal.torn-<offset>`; `log`, `replay`, `pending`, `verify` and `sessions` open it
 //! read-only: they never change a file, serve the complete records and say a record is torn.
 //!
+//! `exec` without `--session` creates a session for the turn and prints its uid, as agentctl
+//! does, but only once the request is admitted: a request refused before anything is
+//! journaled (an unknown harness, one this tool cannot place, an input the journal cannot
+//! hold) creates no session. A config is the harness's to read: one the harness rejects
+//! fails its turn after the start and inputs are journaled, as the spec says ("A rejected
+//! config leaves the turn incomplete ... recovery requires a new Exec with valid config").
+//!
 //! `exec` options: `--harness echo|chat|publish|counter` (default: the session's, `chat`
 //! for a new one), `--config JSON` (per-execution config, e.g. `{"system_prompt":"Be
 //! brief."}`), `--input TEXT` (repeatable), `--interrupt-after N` (simulate the process dying
@@ -134,9 +141,24 @@ macro_rules! err {
     }};
 }
 
-struct Print;
+/// Prints the model's text as it streams, and a new session's uid with its first record.
+#[derive(Default)]
+struct Print {
+    /// A session created by this exec, to print (as agentctl does) once its first record is
+    /// journaled: a refused request creates no session and prints none.
+    announce: std::sync::Mutex<Option<String>>,
+}
 
 impl Observer for Print {
+    fn on_record(&self, session: &str, _record: &Record) {
+        if let Ok(mut a) = self.announce.lock()
+            && a.as_deref() == Some(session)
+        {
+            *a = None;
+            out!("session {session}");
+        }
+    }
+
     fn on_delta(&self, _session: &str, delta: &str) {
         write_out(delta);
     }
@@ -230,7 +252,7 @@ fn executor(dir: &Path) -> Arc<dyn harness_sessions::tools::ToolExecutor> {
     ))
 }
 
-fn controller(journal: Arc<dyn Journal>, dir: &Path) -> Controller {
+fn controller(journal: Arc<dyn Journal>, dir: &Path, print: Arc<Print>) -> Controller {
     Controller::builder(journal)
         .model(Arc::new(builtin_model()))
         .executor(executor(dir))
@@ -242,7 +264,7 @@ fn controller(journal: Arc<dyn Journal>, dir: &Path) -> Controller {
         .clock(Arc::new(|| {
             Some(Timestamp::from_system_time(std::time::SystemTime::now()))
         }))
-        .observer(Arc::new(Print))
+        .observer(print)
         .build()
 }
 
@@ -428,32 +450,43 @@ async fn command(
     dir: &str,
     journal: Arc<dyn Journal>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let host = controller(journal.clone(), Path::new(dir));
+    let print = Arc::new(Print::default());
+    let host = controller(journal.clone(), Path::new(dir), print.clone());
     let session = || a.session.clone().ok_or("--session UID is required");
     match a.cmd.as_deref() {
         Some("exec") => {
             if a.inputs.is_empty() {
                 return Err("exec needs at least one --input".into());
             }
-            let sid = match &a.session {
-                Some(s) => s.clone(),
-                None => {
-                    let s = uuid::Uuid::new_v4().to_string();
-                    host.create_session(&s, a.harness.as_deref())?;
-                    out!("session {s}");
-                    s
-                }
-            };
+            // Without --session, a new session is created for the turn once the request is
+            // admitted, with --harness (or chat) as its default harness.
+            let new = a.session.is_none();
+            let sid = a
+                .session
+                .clone()
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
             let mut req = ExecRequest::new(&sid, a.inputs.iter().map(Message::user).collect());
             req.harness = a.harness.clone();
             if let Some(c) = &a.config {
                 req.config = c.clone().into_bytes();
             }
             let host = match a.interrupt_after {
-                Some(n) => controller(Arc::new(CrashAfter::new(journal, n)), Path::new(dir)),
+                Some(n) => controller(
+                    Arc::new(CrashAfter::new(journal, n)),
+                    Path::new(dir),
+                    print.clone(),
+                ),
                 None => host,
             };
-            match host.exec(req).await {
+            let turn = if new {
+                if let Ok(mut announce) = print.announce.lock() {
+                    *announce = Some(sid.clone());
+                }
+                host.exec_new_session(req).await
+            } else {
+                host.exec(req).await
+            };
+            match turn {
                 Ok(turn) => print_turn(&turn, "completed"),
                 Err(Error::Journal(e)) if a.interrupt_after.is_some() => {
                     out!("\ninterrupted ({e}): run `resume --session {sid}`");
@@ -772,6 +805,84 @@ mod tests {
                 "{bad}"
             );
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The session journals in `dir`.
+    fn journals(dir: &Path) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "journal"))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// `exec` without `--session` creates a session for the turn, but only once the request
+    /// is admitted: a request refused before anything would be journaled (a harness this
+    /// tool cannot place, an unknown harness, no input) leaves no session behind.
+    #[test]
+    fn a_refused_exec_creates_no_session() {
+        let dir = tmpdir("refused");
+        for (args, code) in [
+            (
+                &["exec", "--harness", "counter", "--input", "hi"][..],
+                "FAILED_PRECONDITION",
+            ),
+            (
+                &["exec", "--harness", "nope", "--input", "hi"][..],
+                "INVALID_ARGUMENT",
+            ),
+        ] {
+            let (o, printed) = cli(&dir, args);
+            let line = diagnostic(&*o.result.unwrap_err());
+            assert!(
+                line.starts_with(&format!("error {code} ")),
+                "{args:?}: {line}"
+            );
+            assert!(!printed.contains("session "), "{args:?}: {printed}");
+            assert_eq!(journals(&dir), Vec::<PathBuf>::new(), "{args:?}");
+        }
+        let (o, _) = cli(&dir, &["exec"]);
+        assert!(o.result.is_err());
+        assert_eq!(journals(&dir), Vec::<PathBuf>::new());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A config is the harness's to read, so the spec has a rejected one journaled: "A
+    /// rejected config leaves the turn incomplete. Every Resume retries that turn with the
+    /// same journaled config and fails again; recovery requires a new Exec with valid
+    /// config." A chat config nested 60000 deep (Go's decoder stops at 10000) is that case:
+    /// INVALID_ARGUMENT, the session is printed, its turn is START, INPUT, ERROR; resume
+    /// fails again, a new exec in that session with a valid config completes.
+    #[test]
+    fn a_config_chat_rejects_fails_its_turn_as_the_spec_says() {
+        let dir = tmpdir("deep-config");
+        let config = format!("{}{}", "[".repeat(60_000), "]".repeat(60_000));
+        let (o, printed) = cli(&dir, &["exec", "--config", &config, "--input", "hi"]);
+        let line = diagnostic(&*o.result.unwrap_err());
+        assert!(line.starts_with("error INVALID_ARGUMENT (3): "), "{line}");
+        assert!(
+            !line.contains("[["),
+            "the diagnostic quotes the config: {line}"
+        );
+        let sid = printed
+            .lines()
+            .find_map(|l| l.strip_prefix("session "))
+            .unwrap()
+            .to_owned();
+        let (o, log) = cli(&dir, &["log", "--session", &sid]);
+        o.result.unwrap();
+        let kinds: Vec<&str> = log
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .collect();
+        assert_eq!(kinds, ["EXECUTION_START", "INPUT", "ERROR"], "{log}");
+        let (o, _) = cli(&dir, &["resume", "--session", &sid]);
+        assert!(diagnostic(&*o.result.unwrap_err()).contains("INVALID_ARGUMENT"));
+        let (o, _) = cli(&dir, &["exec", "--session", &sid, "--input", "again"]);
+        o.result.unwrap();
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -86,6 +86,16 @@ pub enum Error {
     /// The requested harness name is not registered.
     #[error("unknown harness {0:?}")]
     UnknownHarness(String),
+    /// An input the journal cannot hold (e.g. nested deeper than
+    /// [`MAX_EVENT_DEPTH`](crate::hash::MAX_EVENT_DEPTH) levels of JSON): the request is
+    /// refused before anything is journaled.
+    #[error("input {index}: {reason}")]
+    InvalidInput {
+        /// Its position in the request's inputs, from 0.
+        index: usize,
+        /// Why.
+        reason: String,
+    },
     /// The harness that recorded an execution is not served here (`ErrHarnessMismatch`).
     #[error("harness {recorded:?} that recorded execution {execution_id} is not served")]
     HarnessMismatch {
@@ -218,9 +228,10 @@ impl Error {
     /// The gRPC status code agentsessions maps this error to.
     pub fn code(&self) -> Code {
         match self {
-            Error::MissingSessionUid | Error::UnknownHarness(_) | Error::ForkPoint { .. } => {
-                Code::InvalidArgument
-            }
+            Error::MissingSessionUid
+            | Error::UnknownHarness(_)
+            | Error::InvalidInput { .. }
+            | Error::ForkPoint { .. } => Code::InvalidArgument,
             Error::HarnessMismatch { .. }
             | Error::HarnessVersionMismatch { .. }
             | Error::CannotPlace { .. }

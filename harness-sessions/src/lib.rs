@@ -62,6 +62,7 @@
 
 pub mod capabilities;
 pub mod controller;
+mod depth;
 mod envelope;
 mod error;
 pub mod execution;
