@@ -631,7 +631,6 @@ fn main() -> ExitCode {
 mod tests {
     use std::cell::RefCell;
     use std::path::PathBuf;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
 
@@ -640,15 +639,15 @@ mod tests {
         pub(super) static OUT: RefCell<String> = const { RefCell::new(String::new()) };
     }
 
-    static DIRS: AtomicUsize = AtomicUsize::new(0);
-
-    /// A fresh journal folder.
-    fn tmpdir(name: &str) -> PathBuf {
-        let n = DIRS.fetch_add(1, Ordering::SeqCst);
-        let d = std::env::temp_dir().join(format!(
-            "harness-rs-sessions-cli-{}-{name}-{n}",
-            std::process::id()
-        ));
+    /// A fresh journal folder for the calling test: libtest runs each test on a thread
+    /// named after it.
+    fn tmpdir() -> PathBuf {
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("main")
+            .replace("::", "-");
+        let pid = std::process::id();
+        let d = std::env::temp_dir().join(format!("harness-rs-sessions-cli-{pid}-{test}"));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
@@ -663,15 +662,22 @@ mod tests {
         (outcome, OUT.with(|o| o.borrow().clone()))
     }
 
-    /// `exec` in a new session: its uid.
-    fn new_session(dir: &Path, input: &str) -> String {
-        let (o, printed) = cli(dir, &["exec", "--input", input]);
-        o.result.unwrap();
+    /// The uid a new session was announced with.
+    fn printed_session(printed: &str) -> String {
         printed
             .lines()
             .find_map(|l| l.strip_prefix("session "))
-            .unwrap()
+            .unwrap_or_else(|| panic!("no session printed: {printed}"))
             .to_owned()
+    }
+
+    /// `exec` in a new session: its uid and its journal file.
+    fn new_session(dir: &Path, input: &str) -> (String, PathBuf) {
+        let (o, printed) = cli(dir, &["exec", "--input", input]);
+        o.result.unwrap();
+        let sid = printed_session(&printed);
+        let path = dir.join(format!("{sid}.journal"));
+        (sid, path)
     }
 
     /// The torn-tail files set aside next to the journals in `dir`.
@@ -691,9 +697,8 @@ mod tests {
     /// (a writer) sets the torn bytes aside and carries on.
     #[test]
     fn readers_leave_a_torn_tail_in_place_and_report_it_writers_set_it_aside() {
-        let dir = tmpdir("torn");
-        let sid = new_session(&dir, "What is a prime number?");
-        let path = dir.join(format!("{sid}.journal"));
+        let dir = tmpdir();
+        let (sid, path) = new_session(&dir, "What is a prime number?");
         let whole = std::fs::read(&path).unwrap();
         let torn: &[u8] = b"{\"seq\":\"6\",\"prev_hash\":\"ab";
         let mut bytes = whole.clone();
@@ -761,8 +766,8 @@ mod tests {
     /// records that are missing.
     #[test]
     fn verify_against_a_printed_head_catches_records_cut_off_the_tail() {
-        let dir = tmpdir("head");
-        let sid = new_session(&dir, "What is a prime number?");
+        let dir = tmpdir();
+        let (sid, path) = new_session(&dir, "What is a prime number?");
         let (o, printed) = cli(
             &dir,
             &[
@@ -787,7 +792,6 @@ mod tests {
         o.result.unwrap();
         assert!(printed_head(&printed).starts_with("6:"), "{printed}");
 
-        let path = dir.join(format!("{sid}.journal"));
         let whole = std::fs::read_to_string(&path).unwrap();
         let end = whole.find("{\"seq\":\"8\"").unwrap();
         std::fs::write(&path, &whole[..end]).unwrap();
@@ -824,7 +828,7 @@ mod tests {
     /// tool cannot place, an unknown harness, no input) leaves no session behind.
     #[test]
     fn a_refused_exec_creates_no_session() {
-        let dir = tmpdir("refused");
+        let dir = tmpdir();
         for (args, code) in [
             (
                 &["exec", "--harness", "counter", "--input", "hi"][..],
@@ -858,7 +862,7 @@ mod tests {
     /// fails again, a new exec in that session with a valid config completes.
     #[test]
     fn a_config_chat_rejects_fails_its_turn_as_the_spec_says() {
-        let dir = tmpdir("deep-config");
+        let dir = tmpdir();
         let config = format!("{}{}", "[".repeat(60_000), "]".repeat(60_000));
         let (o, printed) = cli(&dir, &["exec", "--config", &config, "--input", "hi"]);
         let line = diagnostic(&*o.result.unwrap_err());
@@ -867,11 +871,7 @@ mod tests {
             !line.contains("[["),
             "the diagnostic quotes the config: {line}"
         );
-        let sid = printed
-            .lines()
-            .find_map(|l| l.strip_prefix("session "))
-            .unwrap()
-            .to_owned();
+        let sid = printed_session(&printed);
         let (o, log) = cli(&dir, &["log", "--session", &sid]);
         o.result.unwrap();
         let kinds: Vec<&str> = log
@@ -890,9 +890,8 @@ mod tests {
     /// `DATA_LOSS`, not `INTERNAL`, for `verify` and for any command that opens it.
     #[test]
     fn a_changed_journal_is_reported_as_data_loss() {
-        let dir = tmpdir("data-loss");
-        let sid = new_session(&dir, "What is a prime number?");
-        let path = dir.join(format!("{sid}.journal"));
+        let dir = tmpdir();
+        let (sid, path) = new_session(&dir, "What is a prime number?");
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, text.replace("prime", "prune")).unwrap();
         for cmd in ["verify", "log", "replay", "resume"] {

@@ -27,10 +27,7 @@ pub struct Verified {
 impl Verified {
     /// The head as a pin (`None` for an empty journal).
     pub fn head_pin(&self) -> Option<HeadPin> {
-        self.head.map(|hash| HeadPin {
-            seq: self.records,
-            hash,
-        })
+        HeadPin::of(self.records, self.head)
     }
 }
 
@@ -59,31 +56,45 @@ pub struct HeadPin {
     pub hash: ContentHash,
 }
 
+impl HeadPin {
+    /// The pin of a head at `seq` whose record hashes to `hash` (`None` without a record).
+    pub fn of(seq: Seq, hash: Option<ContentHash>) -> Option<Self> {
+        hash.map(|hash| HeadPin { seq, hash })
+    }
+}
+
 impl fmt::Display for HeadPin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.seq, self.hash)
     }
 }
 
-/// A string that is not `SEQ:HASH` (a seq from 1 in decimal, a colon, 64 lowercase hex
-/// digits).
+/// Why a string is not a head pin `SEQ:HASH`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("not a head pin: expected SEQ:HASH (a seq from 1, then 64 lowercase hex digits)")]
-pub struct HeadPinError;
+#[non_exhaustive]
+pub enum HeadPinError {
+    /// No `:` between the seq and the hash.
+    #[error("a head pin is SEQ:HASH, with a colon")]
+    NoColon,
+    /// The seq is not a record's: decimal digits, from 1.
+    #[error("the seq of a head pin is a record's, in decimal from 1")]
+    Seq,
+    /// The hash is not 64 lowercase hex digits.
+    #[error("the hash of a head pin is 64 lowercase hex digits")]
+    Hash,
+}
 
 impl FromStr for HeadPin {
     type Err = HeadPinError;
 
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (seq, hash) = s.split_once(':').ok_or(HeadPinError)?;
-        if seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(HeadPinError);
-        }
-        let seq: Seq = seq.parse().map_err(|_| HeadPinError)?;
-        if seq == 0 {
-            return Err(HeadPinError);
-        }
-        let hash = ContentHash::from_hex(hash.as_bytes()).ok_or(HeadPinError)?;
+    fn from_str(text: &str) -> Result<Self, HeadPinError> {
+        let (seq, hash) = text.split_once(':').ok_or(HeadPinError::NoColon)?;
+        let seq = Some(seq)
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<Seq>().ok())
+            .filter(|&s| s > 0)
+            .ok_or(HeadPinError::Seq)?;
+        let hash = ContentHash::from_hex(hash.as_bytes()).ok_or(HeadPinError::Hash)?;
         Ok(HeadPin { seq, hash })
     }
 }

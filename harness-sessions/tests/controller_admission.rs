@@ -19,16 +19,6 @@ use harness_sessions::harnesses::{CounterHarness, EchoHarness};
 use harness_sessions::journal::{FileJournal, Journal, JournalError, MemoryJournal};
 use harness_sessions::{Code, Error};
 
-fn tmpdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "harness-sessions-admission-{}-{name}",
-        std::process::id()
-    ));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// A user message with one data part: `{"d": [[…[1]…]]}`, `depth` arrays deep.
 fn nested_input(depth: usize) -> Message {
     let mut v = serde_json::json!(1);
@@ -57,7 +47,7 @@ fn echo_host(j: Arc<dyn Journal>) -> Controller {
 /// accepted and reads back.
 #[test]
 fn an_input_the_journal_cannot_read_back_is_refused_before_anything_is_journaled() {
-    let dir = tmpdir("deep-input");
+    let dir = scratch_dir("deep-input");
     let path = dir.join("s.journal");
     let host = echo_host(Arc::new(FileJournal::open(&dir).unwrap()));
     host.create_session("s", None).unwrap();
@@ -88,9 +78,7 @@ fn an_input_the_journal_cannot_read_back_is_refused_before_anything_is_journaled
 /// it (which recurses once per level and overflowed the stack before anything was refused).
 #[test]
 fn an_input_far_too_deep_is_refused_without_overflowing() {
-    let journal = Arc::new(MemoryJournal::new());
-    let host = echo_host(journal.clone());
-    host.create_session("s", None).unwrap();
+    let (journal, host) = on_memory(echo_host);
     let err = std::thread::scope(|scope| {
         std::thread::Builder::new()
             .stack_size(1 << 20)
@@ -105,23 +93,6 @@ fn an_input_far_too_deep_is_refused_without_overflowing() {
     assert_eq!(err.code(), Code::InvalidArgument);
     assert_eq!(journal.head("s").unwrap().fence, 0, "no fence acquired");
     assert!(host.records("s").unwrap().is_empty());
-}
-
-/// A harness that cannot describe itself (a remote one that does not answer).
-struct Silent;
-
-#[async_trait::async_trait]
-impl harness_core::Harness for Silent {
-    async fn describe(&self) -> Result<harness_core::Descriptor, harness_core::HarnessError> {
-        Err(harness_core::HarnessError::failed("connection refused"))
-    }
-    async fn run(
-        &self,
-        _: harness_core::Start,
-        _: &mut dyn harness_core::EventSink,
-    ) -> Result<(), harness_core::HarnessError> {
-        panic!("never run")
-    }
 }
 
 /// `exec_new_session` creates the session only once the request is admitted: every request

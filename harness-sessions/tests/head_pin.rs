@@ -11,19 +11,9 @@ use std::sync::Arc;
 
 use common::*;
 use harness_sessions::controller::{Controller, ExecRequest};
-use harness_sessions::journal::{FileJournal, Journal, MemoryJournal};
+use harness_sessions::journal::{FileJournal, Journal};
 use harness_sessions::verify::{HeadPin, VerifyError};
 use harness_sessions::{Code, Error};
-
-fn tmpdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "harness-sessions-head-pin-{}-{name}",
-        std::process::id()
-    ));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn controller(j: Arc<dyn Journal>) -> Controller {
     Controller::builder(j)
@@ -50,7 +40,7 @@ fn two_turns(dir: &std::path::Path, inputs: [&str; 2]) -> [HeadPin; 2] {
 /// DATA_LOSS, naming the records that are missing.
 #[test]
 fn whole_records_cut_off_the_tail_fail_against_the_pinned_head() {
-    let dir = tmpdir("cut");
+    let dir = scratch_dir("cut");
     let [first, head] = two_turns(&dir, ["one", "two"]);
     assert_eq!((first.seq, head.seq), (5, 10));
     let path = dir.join("s.journal");
@@ -96,8 +86,8 @@ fn whole_records_cut_off_the_tail_fail_against_the_pinned_head() {
 /// not against the pin: the record at the pinned seq is not the pinned one.
 #[test]
 fn a_replaced_history_fails_against_the_pinned_head() {
-    let dir = tmpdir("replaced");
-    let other = tmpdir("replaced-other");
+    let dir = scratch_dir("replaced");
+    let other = scratch_dir("replaced-other");
     let [_, head] = two_turns(&dir, ["one", "two"]);
     two_turns(&other, ["one", "TWO"]);
     fs::copy(other.join("s.journal"), dir.join("s.journal")).unwrap();
@@ -117,9 +107,7 @@ fn a_replaced_history_fails_against_the_pinned_head() {
 /// The memory journal answers the same, through the trait's default `verify_head`.
 #[test]
 fn the_memory_journal_checks_a_pinned_head_too() {
-    let journal = Arc::new(MemoryJournal::new());
-    let host = controller(journal.clone());
-    host.create_session("s", None).unwrap();
+    let (_, host) = on_memory(controller);
     let turn = block(host.exec(ExecRequest::text("s", "one"))).unwrap();
     let head = turn.head_pin().unwrap();
     assert_eq!(host.verify_head("s", &head).unwrap().records, 5);
@@ -150,9 +138,7 @@ fn the_memory_journal_checks_a_pinned_head_too() {
 /// content hash; anything else is refused.
 #[test]
 fn a_pin_reads_back_from_its_text() {
-    let journal = Arc::new(MemoryJournal::new());
-    let host = controller(journal);
-    host.create_session("s", None).unwrap();
+    let (_, host) = on_memory(controller);
     let pin = block(host.exec(ExecRequest::text("s", "one")))
         .unwrap()
         .head_pin()

@@ -187,17 +187,24 @@ fn file_journal_survives_reopen_and_keeps_meta() {
     ));
 }
 
-/// Issue: "a torn last record after a crash is detected on open and set aside, nothing
-/// before it is lost".
-#[test]
-fn torn_last_record_is_set_aside_on_open() {
-    let dir = tmpdir("torn");
+/// A file journal in a fresh folder holding session `s` with three records; the folder,
+/// the records and the session's file.
+fn three_records(name: &str) -> (PathBuf, Vec<Record>, PathBuf) {
+    let dir = tmpdir(name);
     let recs = {
         let j = FileJournal::open(&dir).unwrap();
         j.create("s", &meta()).unwrap();
         fill(&j, "s", 3)
     };
     let path = dir.join("s.journal");
+    (dir, recs, path)
+}
+
+/// Issue: "a torn last record after a crash is detected on open and set aside, nothing
+/// before it is lost".
+#[test]
+fn torn_last_record_is_set_aside_on_open() {
+    let (dir, recs, path) = three_records("torn");
     let whole = fs::read(&path).unwrap();
     // Every way the last record's write can be cut short.
     let last_start = whole[..whole.len() - 1]
@@ -242,13 +249,7 @@ fn torn_last_record_is_set_aside_on_open() {
 /// session afterwards sets the bytes aside as before.
 #[test]
 fn a_read_only_journal_reports_a_torn_tail_and_changes_nothing() {
-    let dir = tmpdir("read-only-torn");
-    let recs = {
-        let j = FileJournal::open(&dir).unwrap();
-        j.create("s", &meta()).unwrap();
-        fill(&j, "s", 3)
-    };
-    let path = dir.join("s.journal");
+    let (dir, recs, path) = three_records("read-only-torn");
     let mut bytes = fs::read(&path).unwrap();
     let complete = bytes.len() as u64;
     bytes.extend_from_slice(b"{\"seq\":\"4\",\"prev");

@@ -89,10 +89,7 @@ impl TurnOutcome {
     /// The journal's head afterwards, as a pin to keep outside the journal: checked with
     /// [`Controller::verify_head`], it catches records later cut off the journal's tail.
     pub fn head_pin(&self) -> Option<HeadPin> {
-        self.head_hash.map(|hash| HeadPin {
-            seq: self.head_seq,
-            hash,
-        })
+        HeadPin::of(self.head_seq, self.head_hash)
     }
 }
 
@@ -325,10 +322,7 @@ impl Controller {
     /// The session's head as a pin (`None` while it has no record).
     pub fn head(&self, session: &str) -> Result<Option<HeadPin>, Error> {
         let head = self.journal.head(session)?;
-        Ok(head.hash.map(|hash| HeadPin {
-            seq: head.seq,
-            hash,
-        }))
+        Ok(HeadPin::of(head.seq, head.hash))
     }
 
     /// Waits for the session's guard: exec and resume of one session run one at a time on
