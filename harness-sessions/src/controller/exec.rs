@@ -81,7 +81,8 @@ impl Controller {
     /// refused before anything would be journaled creates no session either. (agentsessions'
     /// Exec without a session creates one first, so a refused request leaves it behind empty:
     /// "resending the session-less request creates another empty session".) A session of
-    /// that uid already there is [`JournalError::AlreadyExists`](crate::JournalError).
+    /// that uid already there is
+    /// [`JournalError::AlreadyExists`](crate::JournalError::AlreadyExists).
     pub async fn exec_new_session(&self, req: ExecRequest) -> Result<TurnOutcome, Error> {
         self.exec_in(req, true).await
     }
@@ -92,11 +93,12 @@ impl Controller {
         }
         Self::admit_inputs(&req.inputs)?;
         let _guard = self.guard(&req.session).await;
-        let name = match (&req.harness, create) {
-            (Some(name), _) => name.clone(),
-            (None, true) => self.default.clone(),
-            (None, false) => self.journal.meta(&req.session)?.harness,
+        let default = if create {
+            self.default.clone()
+        } else {
+            self.journal.meta(&req.session)?.harness
         };
+        let name = req.harness.clone().unwrap_or(default);
         let p = self.prepare(&name).await?;
         if create {
             self.create_session(&req.session, Some(&name))?;
