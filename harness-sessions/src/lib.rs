@@ -6,7 +6,8 @@
 //!
 //! - [`journal`]: the storage trait ([`Journal`]) with CAS on the expected last seq and a
 //!   fence, and two stores: [`MemoryJournal`] and the embedded default [`FileJournal`] (one
-//!   append-only file per session, torn tails set aside on open, fsync per turn by default).
+//!   append-only file per session, torn tails set aside by a writer and only reported by a
+//!   read-only journal, fsync per turn by default).
 //! - [`record`] and [`hash`]: records and their `content_hash`, computed exactly as
 //!   agentsessions does (RFC 8785 canonical JSON of `{event, prev_hash, seq}`, SHA-256), so
 //!   its golden vectors reproduce; [`verify`] names the first record that does not hold.
@@ -61,6 +62,7 @@
 
 pub mod capabilities;
 pub mod controller;
+mod depth;
 mod envelope;
 mod error;
 pub mod execution;

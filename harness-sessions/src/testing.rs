@@ -25,7 +25,7 @@ use std::sync::Mutex;
 
 use crate::journal::{Journal, JournalError, SessionMeta};
 use crate::record::{Fence, Head, Record, Seq};
-use crate::verify::{Verified, VerifyError};
+use crate::verify::{HeadPin, Verified, VerifyError};
 
 /// Wraps a journal: after `records` appended records every write fails.
 #[derive(Debug)]
@@ -114,5 +114,8 @@ impl<J: Journal> Journal for CrashAfter<J> {
     }
     fn verify(&self, session: &str) -> Result<Verified, VerifyError> {
         self.inner.verify(session)
+    }
+    fn verify_head(&self, session: &str, pin: &HeadPin) -> Result<Verified, VerifyError> {
+        self.inner.verify_head(session, pin)
     }
 }

@@ -163,13 +163,6 @@ fn usage_beyond_int64_is_refused_before_it_is_recorded() {
     }
 }
 
-fn tmpdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("hs-hostile-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// An executor whose results hold a negative zero.
 struct NegativeZero;
 
@@ -229,7 +222,7 @@ fn a_completion_or_tool_result_is_handed_over_as_a_file_journal_serves_it() {
         role: Role::Assistant,
         parts: vec![Part::Data(DataPart { data })],
     };
-    let dir = tmpdir("negzero");
+    let dir = scratch_dir("negzero");
     let ops = vec![Op::Model, Op::Tool, Op::Model, Op::Model];
     let model = Arc::new(
         ScriptedModel::new()

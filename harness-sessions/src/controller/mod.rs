@@ -38,10 +38,11 @@ pub use crate::observer::Observer;
 use crate::capabilities::RuntimeCapabilities;
 use crate::envelope::envelope;
 use crate::error::Error;
+use crate::hash::ContentHash;
 use crate::journal::{Journal, JournalError, SessionMeta};
 use crate::record::{Record, Seq};
 use crate::tools::ToolExecutor;
-use crate::verify::Verified;
+use crate::verify::{HeadPin, Verified};
 
 /// How a turn ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,6 +81,16 @@ pub struct TurnOutcome {
     pub appended: usize,
     /// The journal's last seq afterwards.
     pub head_seq: Seq,
+    /// The content hash of that last record.
+    pub head_hash: Option<ContentHash>,
+}
+
+impl TurnOutcome {
+    /// The journal's head afterwards, as a pin to keep outside the journal: checked with
+    /// [`Controller::verify_head`], it catches records later cut off the journal's tail.
+    pub fn head_pin(&self) -> Option<HeadPin> {
+        HeadPin::of(self.head_seq, self.head_hash)
+    }
 }
 
 /// Builds a [`Controller`].
@@ -291,8 +302,27 @@ impl Controller {
     }
 
     /// Recomputes the session's hash chain.
+    ///
+    /// A chain that holds vouches for every record up to its last one, not for records cut
+    /// off after it: keep a [`HeadPin`] and use [`verify_head`](Self::verify_head) for that.
     pub fn verify(&self, session: &str) -> Result<Verified, Error> {
         Ok(self.journal.verify(session)?)
+    }
+
+    /// [`verify`](Self::verify), and the session still holds `pin`, a head kept outside the
+    /// journal (from [`TurnOutcome::head_pin`], [`ForkOutcome::head_pin`] or
+    /// [`head`](Self::head)): whole records cut off the tail are
+    /// [`VerifyError::Truncated`](crate::verify::VerifyError::Truncated), a replaced history
+    /// [`VerifyError::NotPinnedHead`](crate::verify::VerifyError::NotPinnedHead), both
+    /// `DATA_LOSS`. A session that grew past the pin holds.
+    pub fn verify_head(&self, session: &str, pin: &HeadPin) -> Result<Verified, Error> {
+        Ok(self.journal.verify_head(session, pin)?)
+    }
+
+    /// The session's head as a pin (`None` while it has no record).
+    pub fn head(&self, session: &str) -> Result<Option<HeadPin>, Error> {
+        let head = self.journal.head(session)?;
+        Ok(HeadPin::of(head.seq, head.hash))
     }
 
     /// Waits for the session's guard: exec and resume of one session run one at a time on

@@ -157,6 +157,7 @@ impl Controller {
             served_effects: sink.stats.served,
             appended: sink.stats.appended,
             head_seq: sink.head().seq,
+            head_hash: sink.head().hash,
         };
         let error_body =
             |description: String, code: i32| EventBody::Error(ErrorInfo { code, description });

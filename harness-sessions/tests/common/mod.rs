@@ -332,3 +332,38 @@ pub fn host_with(ops: Vec<Op>, model: Arc<ScriptedModel>) -> Host {
 pub fn host(ops: Vec<Op>) -> Host {
     host_with(ops, counting_model())
 }
+
+/// A harness that cannot describe itself (a remote one that does not answer).
+pub struct Silent;
+
+#[async_trait]
+impl Harness for Silent {
+    async fn describe(&self) -> Result<Descriptor, HarnessError> {
+        Err(HarnessError::failed("connection refused"))
+    }
+    async fn run(&self, _: Start, _: &mut dyn EventSink) -> Result<(), HarnessError> {
+        panic!("never run")
+    }
+}
+
+/// A fresh, empty folder for a test's file journal, named after the test binary and `name`.
+pub fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let d = std::env::temp_dir().join(format!("hs-{exe}-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A controller `build` makes over a new memory journal, with an empty session `s`.
+pub fn on_memory(
+    build: impl FnOnce(Arc<dyn Journal>) -> Controller,
+) -> (Arc<MemoryJournal>, Controller) {
+    let journal = Arc::new(MemoryJournal::new());
+    let host = build(journal.clone());
+    host.create_session("s", None).unwrap();
+    (journal, host)
+}
