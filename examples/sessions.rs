@@ -65,14 +65,16 @@ use async_trait::async_trait;
 use harness_core::event::EventBody;
 use harness_core::message::{JsonObject, Mediation, Message, ModelRequest, ToolCall, ToolResult};
 use harness_core::model::ScriptedModel;
+use harness_core::tool::ToolContext;
 use harness_core::{
     Capabilities, Descriptor, EventSink, Harness, HarnessError, Resumability, Start, Timestamp,
+    Tool, Tools,
 };
 use harness_sessions::controller::{Controller, ExecRequest, Observer, TurnOutcome, TurnStatus};
 use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness};
 use harness_sessions::journal::{FileJournal, Journal};
 use harness_sessions::testing::CrashAfter;
-use harness_sessions::tools::{DedupExecutor, FileReceipts, ToolError, executor_fn};
+use harness_sessions::tools::FileReceipts;
 use harness_sessions::verify::HeadPin;
 use harness_sessions::{Error, Record};
 
@@ -207,63 +209,75 @@ impl Harness for PublishHarness {
     }
 }
 
-/// The host's executor: `publish` appends its text to DIR/published.log, at most once per
-/// (session uid, idempotency key), with durable receipts in DIR/receipts.jsonl.
-fn executor(dir: &Path) -> Arc<dyn harness_sessions::tools::ToolExecutor> {
+/// The agent's tools, as the host runs them: `publish` appends its text to
+/// DIR/published.log. It is gated (`requires_approval`): the host parks the turn until a
+/// person decides, whatever the call says.
+fn tools(dir: &Path) -> Tools {
     let log = dir.join("published.log");
-    let publish = executor_fn(move |scope, call: &ToolCall| {
-        use std::io::{Read as _, Seek as _};
-        let text = call.args.get("text").and_then(|v| v.as_str()).unwrap_or("");
-        let io = |e: std::io::Error| ToolError(e.to_string());
+    let publish = Tool::new(
+        "publish",
+        "Publish a text",
+        move |call: ToolCall, cx: ToolContext| {
+            let result = publish(&log, &cx, &call);
+            async move { result }
+        },
+    )
+    .requires_approval();
+    Tools::new().with(publish)
+}
+
+/// Appends the call's text to `log`, once per (session uid, idempotency key).
+fn publish(log: &Path, cx: &ToolContext, call: &ToolCall) -> ToolResult {
+    use std::io::{Read as _, Seek as _};
+    let text = call.args.get("text").and_then(|v| v.as_str()).unwrap_or("");
+    let run = || -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .read(true)
             .append(true)
-            .open(&log)
-            .map_err(io)?;
-        // The effect itself is idempotent on (session uid, key): a crash after the line was
-        // written but before DedupExecutor stored its receipt must not publish it again on
-        // the re-drive (the receipt store cannot close that window on its own).
-        let tag = format!("{} {}: ", scope.session_uid, call.idempotency_key);
+            .open(log)?;
+        // The effect itself is idempotent on (session uid, key), which the tool receives:
+        // a crash after the line was written but before the receipt was stored must not
+        // publish it again on the re-drive (the receipts cannot close that window).
+        let tag = format!("{} {}: ", cx.session_uid, call.idempotency_key);
         let mut published = Vec::new();
-        f.read_to_end(&mut published).map_err(io)?;
+        f.read_to_end(&mut published)?;
         // Lossy: a line torn in the middle of a character must not stop every publish.
         let published = String::from_utf8_lossy(&published);
-        let done = published.lines().any(|l| l.starts_with(&tag));
-        if !done {
-            // A line torn by a crash would swallow this one: start on a fresh line.
-            let sep = if published.is_empty() || published.ends_with('\n') {
-                ""
-            } else {
-                "\n"
-            };
-            f.seek(std::io::SeekFrom::End(0)).map_err(io)?;
-            writeln!(f, "{sep}{tag}{text:?}")
-                .and_then(|()| f.sync_data())
-                .map_err(io)?;
+        if published.lines().any(|l| l.starts_with(&tag)) {
+            return Ok(());
         }
-        let mut out = JsonObject::new();
-        out.insert("published".into(), true.into());
-        Ok(ToolResult::ok(&call.id, out))
-    });
-    Arc::new(DedupExecutor::new(
-        publish,
-        FileReceipts::new(dir.join("receipts.jsonl")),
-    ))
+        // A line torn by a crash would swallow this one: start on a fresh line.
+        let sep = if published.is_empty() || published.ends_with('\n') {
+            ""
+        } else {
+            "\n"
+        };
+        f.seek(std::io::SeekFrom::End(0))?;
+        writeln!(f, "{sep}{tag}{text:?}")?;
+        f.sync_data()
+    };
+    match run() {
+        Ok(()) => {
+            let mut out = JsonObject::new();
+            out.insert("published".into(), true.into());
+            ToolResult::ok(&call.id, out)
+        }
+        Err(e) => ToolResult::error(&call.id, format!("publish: {e}")),
+    }
 }
 
 fn controller(journal: Arc<dyn Journal>, dir: &Path, print: Arc<Print>) -> Controller {
     Controller::builder(journal)
-        .model(Arc::new(builtin_model()))
-        .executor(executor(dir))
-        .harness("chat", Arc::new(ChatHarness::new("builtin")))
-        .harness("echo", Arc::new(EchoHarness))
-        .harness("publish", Arc::new(PublishHarness))
-        .harness("counter", Arc::new(CounterHarness::new()))
+        .model(builtin_model())
+        .tools(tools(dir))
+        .receipts(FileReceipts::new(dir.join("receipts.jsonl")))
+        .harness("chat", ChatHarness::new("builtin"))
+        .harness("echo", EchoHarness)
+        .harness("publish", PublishHarness)
+        .harness("counter", CounterHarness::new())
         .default_harness("chat")
-        .clock(Arc::new(|| {
-            Some(Timestamp::from_system_time(std::time::SystemTime::now()))
-        }))
+        .clock(|| Some(Timestamp::from_system_time(std::time::SystemTime::now())))
         .observer(print)
         .build()
 }

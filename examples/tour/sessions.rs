@@ -29,7 +29,7 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
     let host_on = |journal: Arc<dyn Journal>| {
         Controller::builder(journal)
             .model(model.clone())
-            .harness("chat", Arc::new(ChatHarness::new("tour-model")))
+            .harness("chat", ChatHarness::new("tour-model"))
             .build()
     };
     let journal: Arc<dyn Journal> = Arc::new(FileJournal::open(&dir)?);

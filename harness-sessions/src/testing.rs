@@ -12,7 +12,7 @@
 //! let journal = Arc::new(MemoryJournal::new());
 //! let model = Arc::new(ScriptedModel::new().reply("hi").reply("hi"));
 //! let build = |j: Arc<dyn Journal>| Controller::builder(j)
-//!     .model(model.clone()).harness("echo", Arc::new(EchoHarness)).build();
+//!     .model(model.clone()).harness("echo", EchoHarness).build();
 //! build(journal.clone()).create_session("s", None).unwrap();
 //! // START, INPUT, MODEL_CALL reach the journal; the process "dies" before OUTPUT.
 //! let crashing = build(Arc::new(CrashAfter::new(journal.clone(), 3)));

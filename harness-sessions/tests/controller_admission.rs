@@ -36,7 +36,7 @@ fn nested_input(depth: usize) -> Message {
 fn echo_host(j: Arc<dyn Journal>) -> Controller {
     Controller::builder(j)
         .model(counting_model())
-        .harness("echo", Arc::new(EchoHarness))
+        .harness("echo", EchoHarness)
         .build()
 }
 
@@ -105,9 +105,9 @@ fn exec_new_session_creates_nothing_for_a_refused_request() {
     let journal = Arc::new(MemoryJournal::new());
     let host = Controller::builder(journal.clone())
         .model(counting_model())
-        .harness("echo", Arc::new(EchoHarness))
-        .harness("counter", Arc::new(CounterHarness::new()))
-        .harness("silent", Arc::new(Silent))
+        .harness("echo", EchoHarness)
+        .harness("counter", CounterHarness::new())
+        .harness("silent", Silent)
         .runtime(RuntimeCapabilities::default())
         .build();
     let refused = [

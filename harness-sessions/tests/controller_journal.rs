@@ -154,8 +154,8 @@ fn every_operation_that_writes_ends_at_a_durability_point() {
         let host = Controller::builder(logged.clone())
             .model(model.clone())
             .executor(dedup(&effects, &Arc::new(MemoryReceipts::default())))
-            .harness("script", Arc::new(ScriptHarness::new(vec![Op::Model])))
-            .harness("gated", Arc::new(ScriptHarness::new(vec![Op::Gated])))
+            .harness("script", ScriptHarness::new(vec![Op::Model]))
+            .harness("gated", ScriptHarness::new(vec![Op::Gated]))
             .build();
         op(&host);
         let log = logged.log.lock().unwrap().clone();
@@ -236,7 +236,7 @@ fn a_journal_that_does_not_hold_is_data_loss() {
             harness_sessions::journal::FileJournal::open(&dir).unwrap(),
         ))
         .model(counting_model())
-        .harness("script", Arc::new(ScriptHarness::new(vec![Op::Model])))
+        .harness("script", ScriptHarness::new(vec![Op::Model]))
         .build()
     };
     let host = build();

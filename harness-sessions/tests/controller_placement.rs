@@ -44,7 +44,7 @@ fn can_place_refuses_a_memory_snapshot_harness_before_journaling() {
 fn a_harness_that_does_not_describe_itself_is_unavailable_and_nothing_is_journaled() {
     let journal = Arc::new(MemoryJournal::new());
     let host = Controller::builder(journal.clone())
-        .harness("silent", Arc::new(Silent))
+        .harness("silent", Silent)
         .build();
     host.create_session("s", None).unwrap();
     let head = journal.head("s").unwrap();

@@ -41,7 +41,7 @@ fn controller(
     Controller::builder(j)
         .model(model.clone())
         .executor(exec)
-        .harness("script", Arc::new(ScriptHarness::new(script())))
+        .harness("script", ScriptHarness::new(script()))
         .build()
 }
 
@@ -217,7 +217,7 @@ fn crash_after_each_record_on_files_with_a_torn_tail() {
         let exec = || {
             let effects = Arc::new(Effects::default());
             let e: Arc<dyn ToolExecutor> = Arc::new(DedupExecutor::new(
-                effects.clone(),
+                effects.tools(),
                 FileReceipts::new(receipts_path.clone()),
             ));
             (e, effects)
@@ -296,7 +296,7 @@ fn a_crash_anywhere_on_the_approval_path_is_recovered() {
         Controller::builder(j)
             .model(model.clone())
             .executor(e)
-            .harness("script", Arc::new(ScriptHarness::new(gated_script())))
+            .harness("script", ScriptHarness::new(gated_script()))
             .build()
     };
     // Uncut: START INPUT MODEL_CALL OUTPUT TOOL_CALL APPROVAL_REQUEST SUSPEND | decision |

@@ -117,14 +117,12 @@ fn a_journal_with_every_event_kind_verifies() {
     let receipts = Arc::new(MemoryReceipts::default());
     let build = |j: Arc<dyn Journal>| {
         Controller::builder(j)
-            .model(Arc::new(reasoning_model()))
+            .model(reasoning_model())
             .executor(dedup(&effects, &receipts))
-            .harness("everything", Arc::new(Everything))
-            .harness("chat", Arc::new(ChatHarness::new("m")))
-            .harness("echo", Arc::new(EchoHarness))
-            .clock(Arc::new(|| {
-                Some(Timestamp::new(1_700_000_000, 123_000_000))
-            }))
+            .harness("everything", Everything)
+            .harness("chat", ChatHarness::new("m"))
+            .harness("echo", EchoHarness)
+            .clock(|| Some(Timestamp::new(1_700_000_000, 123_000_000)))
             .build()
     };
     let host = build(journal.clone());

@@ -18,7 +18,7 @@ use harness_sessions::{Code, Error};
 fn controller(j: Arc<dyn Journal>) -> Controller {
     Controller::builder(j)
         .model(counting_model())
-        .harness("script", Arc::new(ScriptHarness::new(vec![Op::Model])))
+        .harness("script", ScriptHarness::new(vec![Op::Model]))
         .build()
 }
 

@@ -118,6 +118,7 @@ impl Controller {
             fence,
             clock: &*self.clock,
             model: if live { self.model.as_deref() } else { None },
+            tools: &self.tools,
             executor: if live { self.executor.as_deref() } else { None },
             observer: self.observer.as_deref(),
             memory_snapshot: descriptor.capabilities.resumability

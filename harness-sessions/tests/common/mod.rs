@@ -10,14 +10,13 @@ use harness_core::message::{
     JsonObject, Mediation, Message, ModelRequest, Part, Role, ToolCall, ToolResult, Usage,
 };
 use harness_core::model::{Model, ModelStream, ScriptedModel};
+use harness_core::tool::{Tool, ToolContext, Tools};
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start};
 use harness_sessions::controller::Controller;
 use harness_sessions::harnesses::EchoHarness;
 use harness_sessions::journal::{Journal, JournalError, MemoryJournal, SessionMeta};
 use harness_sessions::record::{Fence, Head, Record, Seq};
-use harness_sessions::tools::{
-    DedupExecutor, MemoryReceipts, ToolCallContext, ToolError, ToolExecutor,
-};
+use harness_sessions::tools::{DedupExecutor, MemoryReceipts};
 use harness_sessions::verify::{Verified, VerifyError};
 use serde_json::json;
 
@@ -132,7 +131,7 @@ pub fn counting_model() -> Arc<ScriptedModel> {
     }))
 }
 
-/// An executor that counts every effect it performs, by (session, key).
+/// Every effect the `effect` tool performed, by (session, key).
 #[derive(Debug, Default)]
 pub struct Effects {
     pub log: Mutex<Vec<(String, String)>>,
@@ -145,34 +144,39 @@ impl Effects {
     pub fn keys(&self) -> Vec<(String, String)> {
         self.log.lock().unwrap().clone()
     }
-}
 
-#[async_trait]
-impl ToolExecutor for Effects {
-    async fn execute(
-        &self,
-        scope: &ToolCallContext,
-        call: &ToolCall,
-    ) -> Result<ToolResult, ToolError> {
-        self.log
-            .lock()
-            .unwrap()
-            .push((scope.session_uid.clone(), call.idempotency_key.clone()));
-        let mut out = JsonObject::new();
-        out.insert("done".into(), json!(call.idempotency_key));
-        Ok(ToolResult::ok("", out))
+    /// The `effect` tool: logs (session, key) each time it runs and answers `{"done": key}`.
+    pub fn tool(self: &Arc<Self>) -> Tool {
+        let effects = Arc::clone(self);
+        Tool::new(
+            "effect",
+            "A counted effect",
+            move |call: ToolCall, cx: ToolContext| {
+                effects
+                    .log
+                    .lock()
+                    .unwrap()
+                    .push((cx.session_uid.clone(), call.idempotency_key.clone()));
+                let mut out = JsonObject::new();
+                out.insert("done".into(), json!(call.idempotency_key));
+                async move { ToolResult::ok("", out) }
+            },
+        )
+    }
+
+    /// A registry holding only [`tool`](Self::tool).
+    pub fn tools(self: &Arc<Self>) -> Tools {
+        Tools::new().with(self.tool())
     }
 }
 
-/// A durable-dedup executor over counted effects (the receipts outlive a "crash").
+/// A durable-dedup executor over the counted effects' tools (the receipts outlive a "crash"):
+/// the executor layer as a host with a custom executor composes it.
 pub fn dedup(
     effects: &Arc<Effects>,
     receipts: &Arc<MemoryReceipts>,
-) -> Arc<DedupExecutor<Arc<Effects>, Arc<MemoryReceipts>>> {
-    Arc::new(DedupExecutor::new(
-        Arc::clone(effects),
-        Arc::clone(receipts),
-    ))
+) -> Arc<DedupExecutor<Tools, Arc<MemoryReceipts>>> {
+    Arc::new(DedupExecutor::new(effects.tools(), Arc::clone(receipts)))
 }
 
 /// A journal that dies after a number of appended records: every later write fails, as if
@@ -314,9 +318,10 @@ pub fn host_with(ops: Vec<Op>, model: Arc<ScriptedModel>) -> Host {
     let harness = ScriptHarness::new(ops);
     let host = Controller::builder(journal.clone())
         .model(model.clone())
-        .executor(dedup(&effects, &receipts))
-        .harness("script", Arc::new(harness.clone()))
-        .harness("echo", Arc::new(EchoHarness))
+        .tools(effects.tools())
+        .receipts(receipts)
+        .harness("script", harness.clone())
+        .harness("echo", EchoHarness)
         .build();
     host.create_session("s", Some("script")).unwrap();
     Host {
