@@ -14,10 +14,9 @@ use async_trait::async_trait;
 use common::*;
 use harness_core::event::EventKind;
 use harness_core::message::{
-    DataPart, FilePart, JsonObject, Mediation, Message, ModelRequest, Part, ReasoningPart, Role,
-    ToolCall, ToolResult,
+    DataPart, FilePart, JsonObject, Mediation, Message, ModelRequest, Part, Role, ToolCall,
+    ToolResult,
 };
-use harness_core::model::ScriptedModel;
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start, Timestamp};
 use harness_sessions::controller::{Controller, ExecRequest};
 use harness_sessions::harnesses::{ChatHarness, EchoHarness};
@@ -60,6 +59,7 @@ impl Harness for Everything {
                 Part::Data(DataPart { data }),
             ],
         };
+        sink.reasoning("weighing the options").await?;
         let resp = sink
             .model(ModelRequest::new(vec![user]).with_model("m"))
             .await?;
@@ -79,26 +79,6 @@ impl Harness for Everything {
             .await?;
         Ok(())
     }
-}
-
-fn reasoning_model() -> ScriptedModel {
-    ScriptedModel::new().otherwise(|req| {
-        Ok(Message {
-            role: Role::Assistant,
-            parts: vec![
-                Part::Reasoning(ReasoningPart {
-                    provider: "p".into(),
-                    model_id: "m".into(),
-                    opaque: Some(b"\x00opaque\xff".to_vec()),
-                    summary: vec![Part::text("thought")],
-                    item_id: "rs_1".into(),
-                    ordinal: 1,
-                    ..Default::default()
-                }),
-                Part::text(format!("answer to {} messages", req.messages.len())),
-            ],
-        })
-    })
 }
 
 #[test]

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use harness_core::event::EventKind;
 use harness_core::message::{
-    JsonObject, Mediation, Message, ModelRequest, Part, Role, ToolCall, ToolResult, Usage,
+    JsonObject, Mediation, Message, ModelRequest, Part, ReasoningPart, Role, ToolCall, ToolResult,
+    Usage,
 };
 use harness_core::model::{Model, ModelStream, ScriptedModel};
 use harness_core::tool::{Tool, ToolContext, Tools};
@@ -129,6 +130,28 @@ pub fn counting_model() -> Arc<ScriptedModel> {
             req.messages.len()
         )))
     }))
+}
+
+/// A provider whose completions carry an opaque reasoning part (bytes that are not UTF-8, a
+/// summary, an item id) before the text, as the spec's Rule 5 describes them.
+pub fn reasoning_model() -> ScriptedModel {
+    ScriptedModel::new().otherwise(|req| {
+        Ok(Message {
+            role: Role::Assistant,
+            parts: vec![
+                Part::Reasoning(ReasoningPart {
+                    provider: "p".into(),
+                    model_id: "m".into(),
+                    opaque: Some(b"\x00opaque\xff".to_vec()),
+                    summary: vec![Part::text("thought")],
+                    item_id: "rs_1".into(),
+                    ordinal: 1,
+                    ..Default::default()
+                }),
+                Part::text(format!("answer to {} messages", req.messages.len())),
+            ],
+        })
+    })
 }
 
 /// Every effect the `effect` tool performed, by (session, key).

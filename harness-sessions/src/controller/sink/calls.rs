@@ -2,8 +2,10 @@
 
 use async_trait::async_trait;
 use harness_core::event::{EventBody, EventKind, ModelCall};
+use harness_core::interaction::Feature;
 use harness_core::message::{
-    Mediation, Message, ModelRequest, ModelResponse, ToolCall, ToolResult, ToolResultCode, Usage,
+    Mediation, Message, ModelRequest, ModelResponse, Part, ReasoningPart, Role, ToolCall,
+    ToolResult, ToolResultCode, Usage,
 };
 use harness_core::model::ModelError;
 use harness_core::tool::rules::{self, Gate};
@@ -206,6 +208,39 @@ impl EventSink for JournalSink<'_> {
         }
         let body = EventBody::Usage(usage);
         self.serve_or_record(body, "a usage report")?;
+        Ok(())
+    }
+
+    /// Approvals (a person decides a gated call: `APPROVAL_REQUEST`, park, `approve`; not for
+    /// a memory-snapshot harness, whose gated calls are refused) and reasoning (journaled as
+    /// reasoning parts). Questions, hand-offs, platform commands, shared state and steps have
+    /// no event in the agentsessions journal: those methods answer
+    /// [`SinkError::Unsupported`] and journal nothing.
+    fn supports(&self, feature: Feature) -> bool {
+        match feature {
+            Feature::Approvals => !self.ctx.memory_snapshot,
+            Feature::Reasoning => true,
+            _ => false,
+        }
+    }
+
+    /// Journals `delta` as an OUTPUT whose one part is a reasoning part, as the spec records
+    /// reasoning ("The host records them verbatim and replays them, so reasoning continuity
+    /// survives resume and fork (I2)"): the readable text is the part's `summary`, its
+    /// `validity_scope` the execution. Replay and recovery serve it back byte for byte (I5);
+    /// it is not the turn's output text.
+    async fn reasoning(&mut self, delta: &str) -> Result<(), SinkError> {
+        self.check()?;
+        let part = ReasoningPart {
+            summary: vec![Part::text(delta)],
+            validity_scope: self.ctx.execution_id.clone(),
+            ..ReasoningPart::default()
+        };
+        let body = EventBody::Output(Message {
+            role: Role::Assistant,
+            parts: vec![Part::Reasoning(part)],
+        });
+        self.serve_or_record(body, "reasoning")?;
         Ok(())
     }
 }
