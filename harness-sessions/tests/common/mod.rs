@@ -1,6 +1,9 @@
 //! Shared test helpers: a scripted harness, a counting executor, a journal that "crashes".
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod approval_rig;
+pub mod faq;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -298,6 +301,15 @@ pub fn kinds(host: &Controller, session: &str) -> Vec<EventKind> {
         .iter()
         .map(|r| r.event.kind())
         .collect()
+}
+
+/// The kinds of a session's records, as their names, one line (`EXECUTION_START INPUT …`).
+pub fn kind_names(host: &Controller, session: &str) -> String {
+    kinds(host, session)
+        .iter()
+        .map(|k| k.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The content hashes of a session's records.
