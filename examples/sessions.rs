@@ -24,11 +24,13 @@
 //! cargo run --example sessions -- --dir ./journal approve --session UID --reason "looks right"
 //! ```
 //!
-//! The host's executor runs an approved `publish` by appending a line to
-//! `DIR/published.log`, deduplicated on (session uid, idempotency key) with receipts in
-//! `DIR/receipts.jsonl`, so a re-driven call after a crash never publishes twice, even
-//! across restarts of this tool. The publish itself also checks the log for its key: a crash
-//! between the effect and its receipt would otherwise publish it again.
+//! `publish` is a tool of the host's `Tools` registry, registered `requires_approval` (the
+//! host gates it whatever the call says). An approved `publish` appends a line to
+//! `DIR/published.log`; its receipt is stored in `DIR/receipts.jsonl`, keyed by (session
+//! uid, idempotency key), so a call re-driven after a crash is answered from its receipt,
+//! even across restarts of this tool. A receipt is stored after the effect, so the publish
+//! itself also checks the log for its key: a crash between the effect and its receipt would
+//! otherwise publish it again.
 //!
 //! Only writers change the journal. `exec`, `resume`, `approve`, `deny` and `fork` open it
 //! for writing, and set aside a torn last record (a crash mid-write) to
