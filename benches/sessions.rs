@@ -176,7 +176,7 @@ fn recorded_session(
     let model = Arc::new(ScriptedModel::new().otherwise(|_| Ok(Message::assistant(ANSWER))));
     let host = Controller::builder(journal.clone())
         .model(model.clone())
-        .harness("agent", Arc::new(Agent { steps }))
+        .harness("agent", Agent { steps })
         .build();
     host.create_session("s", None).unwrap();
     for i in 0..turns {
@@ -230,7 +230,7 @@ fn bench_replay(c: &mut Criterion) {
     };
     fj.append("s", 0, f, &resealed).unwrap();
     let fhost = Controller::builder(fj.clone())
-        .harness("agent", Arc::new(Agent { steps: STEPS }))
+        .harness("agent", Agent { steps: STEPS })
         .build();
     g.bench_function("replay_file", |b| {
         b.iter(|| {

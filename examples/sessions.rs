@@ -10,6 +10,7 @@
 //! cargo run --example sessions -- --dir ./journal replay --session UID
 //! cargo run --example sessions -- --dir ./journal fork --session UID --at 5
 //! cargo run --example sessions -- --dir ./journal verify --session UID
+//! cargo run --example sessions -- --dir ./journal verify --session UID --head SEQ:HASH
 //! cargo run --example sessions -- --dir ./journal log --session UID
 //! ```
 //!
@@ -23,17 +24,37 @@
 //! cargo run --example sessions -- --dir ./journal approve --session UID --reason "looks right"
 //! ```
 //!
-//! The host's executor runs an approved `publish` by appending a line to
-//! `DIR/published.log`, deduplicated on (session uid, idempotency key) with receipts in
-//! `DIR/receipts.jsonl`, so a re-driven call after a crash never publishes twice, even
-//! across restarts of this tool. The publish itself also checks the log for its key: a crash
-//! between the effect and its receipt would otherwise publish it again.
+//! `publish` is a tool of the host's `Tools` registry, registered `requires_approval` (the
+//! host gates it whatever the call says). An approved `publish` appends a line to
+//! `DIR/published.log`; its receipt is stored in `DIR/receipts.jsonl`, keyed by (session
+//! uid, idempotency key), so a call re-driven after a crash is answered from its receipt,
+//! even across restarts of this tool. A receipt is stored after the effect, so the publish
+//! itself also checks the log for its key: a crash between the effect and its receipt would
+//! otherwise publish it again.
+//!
+//! Only writers change the journal. `exec`, `resume`, `approve`, `deny` and `fork` open it
+//! for writing, and set aside a torn last record (a crash mid-write) to
+//! `UID.journal.torn-<offset>`; `log`, `replay`, `pending`, `verify` and `sessions` open it
+//! read-only: they never change a file, serve the complete records and say a record is torn.
+//!
+//! `exec` without `--session` creates a session for the turn and prints its uid, as agentctl
+//! does, but only once the request is admitted: a request refused before anything is
+//! journaled (an unknown harness, one this tool cannot place, an input the journal cannot
+//! hold) creates no session. A config is the harness's to read: one the harness rejects
+//! fails its turn after the start and inputs are journaled, as the spec says ("A rejected
+//! config leaves the turn incomplete ... recovery requires a new Exec with valid config").
 //!
 //! `exec` options: `--harness echo|chat|publish|counter` (default: the session's, `chat`
 //! for a new one), `--config JSON` (per-execution config, e.g. `{"system_prompt":"Be
 //! brief."}`), `--input TEXT` (repeatable), `--interrupt-after N` (simulate the process dying
 //! after N records of the turn reach the journal, to try `resume`). `verify` exits 1 and
-//! names the first record that does not hold. `counter` needs memory snapshots, which this
+//! names the first record that does not hold.
+//!
+//! Every command that writes prints the head it leaves, `head SEQ:HASH` (the seq and content
+//! hash of the session's last record). A chain that holds vouches for every record up to its
+//! last one, so a journal cut after a whole record still passes `verify`; keep the printed
+//! head elsewhere, and `verify --head SEQ:HASH` fails (DATA_LOSS, naming the missing records)
+//! unless the journal still holds that record. `counter` needs memory snapshots, which this
 //! filesystem-only tool cannot take: it is refused before anything is journaled.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -46,14 +67,17 @@ use async_trait::async_trait;
 use harness_core::event::EventBody;
 use harness_core::message::{JsonObject, Mediation, Message, ModelRequest, ToolCall, ToolResult};
 use harness_core::model::ScriptedModel;
+use harness_core::tool::ToolContext;
 use harness_core::{
     Capabilities, Descriptor, EventSink, Harness, HarnessError, Resumability, Start, Timestamp,
+    Tool, Tools,
 };
 use harness_sessions::controller::{Controller, ExecRequest, Observer, TurnOutcome, TurnStatus};
 use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness};
 use harness_sessions::journal::{FileJournal, Journal};
 use harness_sessions::testing::CrashAfter;
-use harness_sessions::tools::{DedupExecutor, FileReceipts, ToolError, executor_fn};
+use harness_sessions::tools::FileReceipts;
+use harness_sessions::verify::HeadPin;
 use harness_sessions::{Error, Record};
 
 const USAGE: &str = "usage: sessions --dir DIR <command> [options]
@@ -64,9 +88,15 @@ const USAGE: &str = "usage: sessions --dir DIR <command> [options]
   deny     --session UID [--reason TEXT]
   replay   --session UID
   fork     --session UID --at SEQ [--child UID]
-  verify   --session UID
+  verify   --session UID [--head SEQ:HASH]
   log      --session UID
-  sessions";
+  sessions
+
+exec, resume, approve, deny and fork write the journal (and set a torn last record aside)
+and print the head they leave, `head SEQ:HASH`; log, replay, pending, verify and sessions only
+read it (a torn last record is reported and left in place). Keep a printed head: `verify
+--head SEQ:HASH` fails (DATA_LOSS) if the journal no longer holds that record, e.g. records
+were cut off its tail, which a plain verify cannot see.";
 
 /// The built-in model: canned answers for the README's questions, an echo otherwise.
 fn builtin_model() -> ScriptedModel {
@@ -84,13 +114,28 @@ fn builtin_model() -> ScriptedModel {
     })
 }
 
-/// `println!` that never panics: a closed stdout (`sessions log … | head`) must not kill the
-/// process, least of all in the middle of a turn (the observer prints while effects run).
-/// The journal, not the terminal, is the record.
+/// Writes to stdout and never panics: a closed stdout (`sessions log … | head`) must not kill
+/// the process, least of all in the middle of a turn (the observer prints while effects run).
+/// The journal, not the terminal, is the record. Under test, what would be printed is kept
+/// for the test to read.
+fn write_out(s: &str) {
+    #[cfg(test)]
+    tests::OUT.with(|o| o.borrow_mut().push_str(s));
+    #[cfg(not(test))]
+    {
+        let mut o = std::io::stdout();
+        let _ = o.write_all(s.as_bytes()).and_then(|()| o.flush());
+    }
+}
+
+/// `println!` through [`write_out`].
 macro_rules! out {
-    ($($t:tt)*) => {{
-        let _ = writeln!(std::io::stdout(), $($t)*);
-    }};
+    () => {
+        write_out("\n")
+    };
+    ($($t:tt)*) => {
+        write_out(&format!("{}\n", format_args!($($t)*)))
+    };
 }
 
 /// `eprintln!` that never panics.
@@ -100,12 +145,26 @@ macro_rules! err {
     }};
 }
 
-struct Print;
+/// Prints the model's text as it streams, and a new session's uid with its first record.
+#[derive(Default)]
+struct Print {
+    /// A session created by this exec, to print (as agentctl does) once its first record is
+    /// journaled: a refused request creates no session and prints none.
+    announce: std::sync::Mutex<Option<String>>,
+}
 
 impl Observer for Print {
+    fn on_record(&self, session: &str, _record: &Record) {
+        if let Ok(mut a) = self.announce.lock()
+            && a.as_deref() == Some(session)
+        {
+            *a = None;
+            out!("session {session}");
+        }
+    }
+
     fn on_delta(&self, _session: &str, delta: &str) {
-        let mut o = std::io::stdout();
-        let _ = o.write_all(delta.as_bytes()).and_then(|()| o.flush());
+        write_out(delta);
     }
 }
 
@@ -152,64 +211,76 @@ impl Harness for PublishHarness {
     }
 }
 
-/// The host's executor: `publish` appends its text to DIR/published.log, at most once per
-/// (session uid, idempotency key), with durable receipts in DIR/receipts.jsonl.
-fn executor(dir: &Path) -> Arc<dyn harness_sessions::tools::ToolExecutor> {
+/// The agent's tools, as the host runs them: `publish` appends its text to
+/// DIR/published.log. It is gated (`requires_approval`): the host parks the turn until a
+/// person decides, whatever the call says.
+fn tools(dir: &Path) -> Tools {
     let log = dir.join("published.log");
-    let publish = executor_fn(move |scope, call: &ToolCall| {
-        use std::io::{Read as _, Seek as _};
-        let text = call.args.get("text").and_then(|v| v.as_str()).unwrap_or("");
-        let io = |e: std::io::Error| ToolError(e.to_string());
+    let publish = Tool::new(
+        "publish",
+        "Publish a text",
+        move |call: ToolCall, cx: ToolContext| {
+            let result = publish(&log, &cx, &call);
+            async move { result }
+        },
+    )
+    .requires_approval();
+    Tools::new().with(publish)
+}
+
+/// Appends the call's text to `log`, once per (session uid, idempotency key).
+fn publish(log: &Path, cx: &ToolContext, call: &ToolCall) -> ToolResult {
+    use std::io::{Read as _, Seek as _};
+    let text = call.args.get("text").and_then(|v| v.as_str()).unwrap_or("");
+    let run = || -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .read(true)
             .append(true)
-            .open(&log)
-            .map_err(io)?;
-        // The effect itself is idempotent on (session uid, key): a crash after the line was
-        // written but before DedupExecutor stored its receipt must not publish it again on
-        // the re-drive (the receipt store cannot close that window on its own).
-        let tag = format!("{} {}: ", scope.session_uid, call.idempotency_key);
+            .open(log)?;
+        // The effect itself is idempotent on (session uid, key), which the tool receives:
+        // a crash after the line was written but before the receipt was stored must not
+        // publish it again on the re-drive (the receipts cannot close that window).
+        let tag = format!("{} {}: ", cx.session_uid, call.idempotency_key);
         let mut published = Vec::new();
-        f.read_to_end(&mut published).map_err(io)?;
+        f.read_to_end(&mut published)?;
         // Lossy: a line torn in the middle of a character must not stop every publish.
         let published = String::from_utf8_lossy(&published);
-        let done = published.lines().any(|l| l.starts_with(&tag));
-        if !done {
-            // A line torn by a crash would swallow this one: start on a fresh line.
-            let sep = if published.is_empty() || published.ends_with('\n') {
-                ""
-            } else {
-                "\n"
-            };
-            f.seek(std::io::SeekFrom::End(0)).map_err(io)?;
-            writeln!(f, "{sep}{tag}{text:?}")
-                .and_then(|()| f.sync_data())
-                .map_err(io)?;
+        if published.lines().any(|l| l.starts_with(&tag)) {
+            return Ok(());
         }
-        let mut out = JsonObject::new();
-        out.insert("published".into(), true.into());
-        Ok(ToolResult::ok(&call.id, out))
-    });
-    Arc::new(DedupExecutor::new(
-        publish,
-        FileReceipts::new(dir.join("receipts.jsonl")),
-    ))
+        // A line torn by a crash would swallow this one: start on a fresh line.
+        let sep = if published.is_empty() || published.ends_with('\n') {
+            ""
+        } else {
+            "\n"
+        };
+        f.seek(std::io::SeekFrom::End(0))?;
+        writeln!(f, "{sep}{tag}{text:?}")?;
+        f.sync_data()
+    };
+    match run() {
+        Ok(()) => {
+            let mut out = JsonObject::new();
+            out.insert("published".into(), true.into());
+            ToolResult::ok(&call.id, out)
+        }
+        Err(e) => ToolResult::error(&call.id, format!("publish: {e}")),
+    }
 }
 
-fn controller(journal: Arc<dyn Journal>, dir: &Path) -> Controller {
+fn controller(journal: Arc<dyn Journal>, dir: &Path, print: Arc<Print>) -> Controller {
     Controller::builder(journal)
-        .model(Arc::new(builtin_model()))
-        .executor(executor(dir))
-        .harness("chat", Arc::new(ChatHarness::new("builtin")))
-        .harness("echo", Arc::new(EchoHarness))
-        .harness("publish", Arc::new(PublishHarness))
-        .harness("counter", Arc::new(CounterHarness::new()))
+        .model(builtin_model())
+        .tools(tools(dir))
+        .receipts(FileReceipts::new(dir.join("receipts.jsonl")))
+        .harness("chat", ChatHarness::new("builtin"))
+        .harness("echo", EchoHarness)
+        .harness("publish", PublishHarness)
+        .harness("counter", CounterHarness::new())
         .default_harness("chat")
-        .clock(Arc::new(|| {
-            Some(Timestamp::from_system_time(std::time::SystemTime::now()))
-        }))
-        .observer(Arc::new(Print))
+        .clock(|| Some(Timestamp::from_system_time(std::time::SystemTime::now())))
+        .observer(print)
         .build()
 }
 
@@ -225,6 +296,7 @@ struct Args {
     child: Option<String>,
     reason: Option<String>,
     interrupt_after: Option<usize>,
+    head: Option<HeadPin>,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -239,6 +311,13 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--input" => a.inputs.push(value("--input")?),
             "--child" => a.child = Some(value("--child")?),
             "--reason" => a.reason = Some(value("--reason")?),
+            "--head" => {
+                a.head = Some(
+                    value("--head")?
+                        .parse()
+                        .map_err(|e| format!("--head: {e}"))?,
+                )
+            }
             "--at" => a.at = Some(value("--at")?.parse().map_err(|_| "--at needs a number")?),
             "--interrupt-after" => {
                 a.interrupt_after = Some(
@@ -256,16 +335,22 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     Ok(a)
 }
 
+/// The head a writer leaves, to keep outside the journal for `verify --head`.
+fn print_head(pin: Option<HeadPin>) {
+    if let Some(pin) = pin {
+        out!("head {pin}");
+    }
+}
+
 fn print_turn(turn: &TurnOutcome, done: &str) {
     out!();
     match &turn.status {
         TurnStatus::Completed => out!(
-            "execution {} {done}: {} recorded effect(s) served, {} provider call(s), {} tool call(s) run, head at record {}",
+            "execution {} {done}: {} recorded effect(s) served, {} provider call(s), {} tool call(s) run",
             turn.execution_id,
             turn.served_effects,
             turn.provider_calls,
             turn.executor_calls,
-            turn.head_seq
         ),
         TurnStatus::Parked {
             tool_call_id,
@@ -277,6 +362,7 @@ fn print_turn(turn: &TurnOutcome, done: &str) {
         ),
         other => out!("execution {}: {other:?}", turn.execution_id),
     }
+    print_head(turn.head_pin());
 }
 
 fn summary(r: &Record) -> String {
@@ -314,22 +400,65 @@ fn summary(r: &Record) -> String {
     }
 }
 
-async fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+/// What a command did, and what opening the journal found on the way (for stderr).
+struct Outcome {
+    result: Result<(), Box<dyn std::error::Error>>,
+    notes: Vec<String>,
+}
+
+/// The commands that write to the journal. The others open it read-only: they never change
+/// a file, and report a torn last record instead of setting it aside.
+fn writes(cmd: Option<&str>) -> bool {
+    matches!(cmd, Some("exec" | "resume" | "approve" | "deny" | "fork"))
+}
+
+async fn run(a: Args) -> Outcome {
     let dir = a.dir.clone().unwrap_or_else(|| "./journal".into());
-    let files = Arc::new(FileJournal::open(&dir)?);
+    let opened = if writes(a.cmd.as_deref()) {
+        FileJournal::open(&dir)
+    } else {
+        FileJournal::open_read_only(&dir)
+    };
+    let files = match opened {
+        Ok(f) => Arc::new(f),
+        Err(e) => {
+            return Outcome {
+                result: Err(Error::from(e).into()),
+                notes: Vec::new(),
+            };
+        }
+    };
     let journal: Arc<dyn Journal> = files.clone();
     let result = command(&a, &dir, journal).await;
-    // Opening a session sets a torn last record (a crash mid-write) aside: say so.
-    for t in files.torn_tails() {
-        err!(
-            "note: session {}: set aside a torn last record ({} bytes at offset {}) in {}",
-            t.session,
-            t.len,
-            t.offset,
-            t.saved_to.display()
-        );
+    // A torn last record (a crash mid-write): a writer set it aside, a reader left it.
+    let notes = files
+        .torn_tails()
+        .into_iter()
+        .map(|t| match &t.saved_to {
+            Some(p) => format!(
+                "note: session {}: set aside a torn last record ({} bytes at offset {}) in {}",
+                t.session,
+                t.len,
+                t.offset,
+                p.display()
+            ),
+            None => format!(
+                "note: session {}: the last record is torn ({} bytes at offset {}, a crash \
+                 mid-write); served the complete records before it and left the file as it \
+                 is: the next exec, resume, approve, deny or fork sets it aside",
+                t.session, t.len, t.offset
+            ),
+        })
+        .collect();
+    Outcome { result, notes }
+}
+
+/// The line an error is reported with: a controller error names its gRPC status.
+fn diagnostic(e: &(dyn std::error::Error + 'static)) -> String {
+    match e.downcast_ref::<Error>() {
+        Some(err) => format!("error {} ({}): {err}", err.code().name(), err.code().grpc()),
+        None => format!("error: {e}"),
     }
-    result
 }
 
 async fn command(
@@ -337,43 +466,61 @@ async fn command(
     dir: &str,
     journal: Arc<dyn Journal>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let host = controller(journal.clone(), Path::new(dir));
+    let print = Arc::new(Print::default());
+    let host = controller(journal.clone(), Path::new(dir), print.clone());
     let session = || a.session.clone().ok_or("--session UID is required");
     match a.cmd.as_deref() {
         Some("exec") => {
             if a.inputs.is_empty() {
                 return Err("exec needs at least one --input".into());
             }
-            let sid = match &a.session {
-                Some(s) => s.clone(),
-                None => {
-                    let s = uuid::Uuid::new_v4().to_string();
-                    host.create_session(&s, a.harness.as_deref())?;
-                    out!("session {s}");
-                    s
-                }
-            };
+            // Without --session, a new session is created for the turn once the request is
+            // admitted, with --harness (or chat) as its default harness.
+            let new = a.session.is_none();
+            let sid = a
+                .session
+                .clone()
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
             let mut req = ExecRequest::new(&sid, a.inputs.iter().map(Message::user).collect());
             req.harness = a.harness.clone();
             if let Some(c) = &a.config {
                 req.config = c.clone().into_bytes();
             }
             let host = match a.interrupt_after {
-                Some(n) => controller(Arc::new(CrashAfter::new(journal, n)), Path::new(dir)),
+                Some(n) => controller(
+                    Arc::new(CrashAfter::new(journal, n)),
+                    Path::new(dir),
+                    print.clone(),
+                ),
                 None => host,
             };
-            match host.exec(req).await {
+            let turn = if new {
+                if let Ok(mut announce) = print.announce.lock() {
+                    *announce = Some(sid.clone());
+                }
+                host.exec_new_session(req).await
+            } else {
+                host.exec(req).await
+            };
+            match turn {
                 Ok(turn) => print_turn(&turn, "completed"),
                 Err(Error::Journal(e)) if a.interrupt_after.is_some() => {
                     out!("\ninterrupted ({e}): run `resume --session {sid}`");
+                    print_head(host.head(&sid)?);
                 }
                 Err(e) => return Err(e.into()),
             }
         }
-        Some("resume") => match host.resume(&session()?).await? {
-            None => out!("nothing to resume: the last turn completed"),
-            Some(turn) => print_turn(&turn, "resumed and completed"),
-        },
+        Some("resume") => {
+            let sid = session()?;
+            match host.resume(&sid).await? {
+                None => {
+                    out!("nothing to resume: the last turn completed");
+                    print_head(host.head(&sid)?);
+                }
+                Some(turn) => print_turn(&turn, "resumed and completed"),
+            }
+        }
         Some("pending") => match host.pending_approval(&session()?)? {
             None => out!("no approval pending"),
             Some(p) => out!(
@@ -401,7 +548,10 @@ async fn command(
                 pending.call.tool
             );
             match host.resume(&sid).await? {
-                None => out!("nothing to resume"),
+                None => {
+                    out!("nothing to resume");
+                    print_head(host.head(&sid)?);
+                }
                 Some(turn) => print_turn(&turn, "resumed and completed"),
             }
         }
@@ -427,11 +577,24 @@ async fn command(
                 "forked at record {at}; LIFECYCLE FORK is record {}",
                 out.fork_seq
             );
+            print_head(Some(out.head_pin()));
         }
         Some("verify") => {
-            let v = host.verify(&session()?)?;
-            let head = v.head.map(|h| h.to_string()).unwrap_or_default();
-            out!("ok: {} records, head {head}", v.records);
+            let sid = session()?;
+            let v = match &a.head {
+                Some(pin) => host.verify_head(&sid, pin)?,
+                None => host.verify(&sid)?,
+            };
+            let head = v
+                .head_pin()
+                .map_or_else(|| "none".into(), |p| p.to_string());
+            match &a.head {
+                Some(pin) => out!(
+                    "ok: {} records, head {head}; pinned head {pin} holds",
+                    v.records
+                ),
+                None => out!("ok: {} records, head {head}", v.records),
+            }
         }
         Some("log") => {
             for r in host.records(&session()?)? {
@@ -467,14 +630,292 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match futures::executor::block_on(run(args)) {
+    let outcome = futures::executor::block_on(run(args));
+    for n in &outcome.notes {
+        err!("{n}");
+    }
+    match outcome.result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            match e.downcast_ref::<Error>() {
-                Some(err) => err!("error ({:?}): {err}", err.code()),
-                None => err!("error: {e}"),
-            }
+            err!("{}", diagnostic(&*e));
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::path::PathBuf;
+
+    use super::*;
+
+    thread_local! {
+        /// What the commands run on this thread printed on stdout.
+        pub(super) static OUT: RefCell<String> = const { RefCell::new(String::new()) };
+    }
+
+    /// A fresh journal folder for the calling test: libtest runs each test on a thread
+    /// named after it.
+    fn tmpdir() -> PathBuf {
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("main")
+            .replace("::", "-");
+        let pid = std::process::id();
+        let d = std::env::temp_dir().join(format!("harness-rs-sessions-cli-{pid}-{test}"));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// Runs one command line against `dir`; returns its outcome and what it printed.
+    fn cli(dir: &Path, args: &[&str]) -> (Outcome, String) {
+        OUT.with(|o| o.borrow_mut().clear());
+        let mut argv = vec!["--dir".to_owned(), dir.display().to_string()];
+        argv.extend(args.iter().map(|s| (*s).to_owned()));
+        let outcome = futures::executor::block_on(run(parse(argv.into_iter()).unwrap()));
+        (outcome, OUT.with(|o| o.borrow().clone()))
+    }
+
+    /// The uid a new session was announced with.
+    fn printed_session(printed: &str) -> String {
+        printed
+            .lines()
+            .find_map(|l| l.strip_prefix("session "))
+            .unwrap_or_else(|| panic!("no session printed: {printed}"))
+            .to_owned()
+    }
+
+    /// `exec` in a new session: its uid and its journal file.
+    fn new_session(dir: &Path, input: &str) -> (String, PathBuf) {
+        let (o, printed) = cli(dir, &["exec", "--input", input]);
+        o.result.unwrap();
+        let sid = printed_session(&printed);
+        let path = dir.join(format!("{sid}.journal"));
+        (sid, path)
+    }
+
+    /// The torn-tail files set aside next to the journals in `dir`.
+    fn set_aside(dir: &Path) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains(".journal.torn-"))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Only writers repair; readers report. `log`, `replay`, `pending` and `verify` on a
+    /// session whose last record is torn (a crash mid-write) leave the file byte for byte as
+    /// it was, say that the record is torn, and serve the complete records before it; `exec`
+    /// (a writer) sets the torn bytes aside and carries on.
+    #[test]
+    fn readers_leave_a_torn_tail_in_place_and_report_it_writers_set_it_aside() {
+        let dir = tmpdir();
+        let (sid, path) = new_session(&dir, "What is a prime number?");
+        let whole = std::fs::read(&path).unwrap();
+        let torn: &[u8] = b"{\"seq\":\"6\",\"prev_hash\":\"ab";
+        let mut bytes = whole.clone();
+        bytes.extend_from_slice(torn);
+        std::fs::write(&path, &bytes).unwrap();
+
+        for cmd in ["log", "replay", "pending", "verify"] {
+            let (o, printed) = cli(&dir, &[cmd, "--session", &sid]);
+            assert!(
+                std::fs::read(&path).unwrap() == bytes,
+                "{cmd} changed the file"
+            );
+            assert!(set_aside(&dir).is_empty(), "{cmd} set the tail aside");
+            let reported = o.notes.iter().any(|n| n.contains("torn"))
+                || o.result
+                    .as_ref()
+                    .is_err_and(|e| e.to_string().contains("torn"));
+            assert!(
+                reported,
+                "{cmd} did not report the torn record: {:?}",
+                o.notes
+            );
+            match cmd {
+                // The five complete records of the turn: START, INPUT, MODEL_CALL, OUTPUT, END.
+                "log" => assert_eq!(printed.lines().count(), 5, "{printed}"),
+                "replay" => assert!(printed.contains("replayed 1 execution"), "{printed}"),
+                "pending" => assert!(printed.contains("no approval pending"), "{printed}"),
+                _ => {}
+            }
+            if cmd != "verify" {
+                o.result.unwrap();
+            }
+        }
+
+        let (o, _) = cli(&dir, &["exec", "--session", &sid, "--input", "More?"]);
+        o.result.unwrap();
+        assert!(
+            o.notes.iter().any(|n| n.contains("set aside")),
+            "{:?}",
+            o.notes
+        );
+        let aside = set_aside(&dir);
+        assert_eq!(aside.len(), 1);
+        assert_eq!(std::fs::read(&aside[0]).unwrap(), torn);
+        let now = std::fs::read(&path).unwrap();
+        assert!(now.starts_with(&whole) && now.ends_with(b"\n"));
+        let (o, _) = cli(&dir, &["verify", "--session", &sid]);
+        o.result.unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The `head SEQ:HASH` line a command printed.
+    fn printed_head(printed: &str) -> String {
+        printed
+            .lines()
+            .find_map(|l| l.strip_prefix("head "))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no head printed: {printed}"))
+            .to_owned()
+    }
+
+    /// Writers print the head they leave (`head SEQ:HASH`); `verify --head SEQ:HASH` checks
+    /// the journal still holds it. Whole records cut off the tail pass a plain `verify` (the
+    /// chain of what is left holds) and fail `verify --head`, as DATA_LOSS, naming the
+    /// records that are missing.
+    #[test]
+    fn verify_against_a_printed_head_catches_records_cut_off_the_tail() {
+        let dir = tmpdir();
+        let (sid, path) = new_session(&dir, "What is a prime number?");
+        let (o, printed) = cli(
+            &dir,
+            &[
+                "exec",
+                "--session",
+                &sid,
+                "--input",
+                "Give me three examples.",
+            ],
+        );
+        o.result.unwrap();
+        let head = printed_head(&printed);
+        assert!(head.starts_with("10:"), "{head}");
+        let (o, printed) = cli(&dir, &["verify", "--session", &sid, "--head", &head]);
+        o.result.unwrap();
+        assert!(
+            printed.contains(&format!("pinned head {head} holds")),
+            "{printed}"
+        );
+        // A fork prints its child's head.
+        let (o, printed) = cli(&dir, &["fork", "--session", &sid, "--at", "5"]);
+        o.result.unwrap();
+        assert!(printed_head(&printed).starts_with("6:"), "{printed}");
+
+        let whole = std::fs::read_to_string(&path).unwrap();
+        let end = whole.find("{\"seq\":\"8\"").unwrap();
+        std::fs::write(&path, &whole[..end]).unwrap();
+        let (o, printed) = cli(&dir, &["verify", "--session", &sid]);
+        o.result.unwrap();
+        assert!(printed.starts_with("ok: 7 records, head 7:"), "{printed}");
+        let (o, _) = cli(&dir, &["verify", "--session", &sid, "--head", &head]);
+        let line = diagnostic(&*o.result.unwrap_err());
+        assert!(line.starts_with("error DATA_LOSS (15): "), "{line}");
+        assert!(line.contains("records 8..=10 are missing"), "{line}");
+
+        for bad in ["10", "ten:abc", &head[3..]] {
+            assert!(
+                parse(["verify", "--head", bad].map(String::from).into_iter()).is_err(),
+                "{bad}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The session journals in `dir`.
+    fn journals(dir: &Path) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "journal"))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// `exec` without `--session` creates a session for the turn, but only once the request
+    /// is admitted: a request refused before anything would be journaled (a harness this
+    /// tool cannot place, an unknown harness, no input) leaves no session behind.
+    #[test]
+    fn a_refused_exec_creates_no_session() {
+        let dir = tmpdir();
+        for (args, code) in [
+            (
+                &["exec", "--harness", "counter", "--input", "hi"][..],
+                "FAILED_PRECONDITION",
+            ),
+            (
+                &["exec", "--harness", "nope", "--input", "hi"][..],
+                "INVALID_ARGUMENT",
+            ),
+        ] {
+            let (o, printed) = cli(&dir, args);
+            let line = diagnostic(&*o.result.unwrap_err());
+            assert!(
+                line.starts_with(&format!("error {code} ")),
+                "{args:?}: {line}"
+            );
+            assert!(!printed.contains("session "), "{args:?}: {printed}");
+            assert_eq!(journals(&dir), Vec::<PathBuf>::new(), "{args:?}");
+        }
+        let (o, _) = cli(&dir, &["exec"]);
+        assert!(o.result.is_err());
+        assert_eq!(journals(&dir), Vec::<PathBuf>::new());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A config is the harness's to read, so the spec has a rejected one journaled: "A
+    /// rejected config leaves the turn incomplete. Every Resume retries that turn with the
+    /// same journaled config and fails again; recovery requires a new Exec with valid
+    /// config." A chat config nested 60000 deep (Go's decoder stops at 10000) is that case:
+    /// INVALID_ARGUMENT, the session is printed, its turn is START, INPUT, ERROR; resume
+    /// fails again, a new exec in that session with a valid config completes.
+    #[test]
+    fn a_config_chat_rejects_fails_its_turn_as_the_spec_says() {
+        let dir = tmpdir();
+        let config = format!("{}{}", "[".repeat(60_000), "]".repeat(60_000));
+        let (o, printed) = cli(&dir, &["exec", "--config", &config, "--input", "hi"]);
+        let line = diagnostic(&*o.result.unwrap_err());
+        assert!(line.starts_with("error INVALID_ARGUMENT (3): "), "{line}");
+        assert!(
+            !line.contains("[["),
+            "the diagnostic quotes the config: {line}"
+        );
+        let sid = printed_session(&printed);
+        let (o, log) = cli(&dir, &["log", "--session", &sid]);
+        o.result.unwrap();
+        let kinds: Vec<&str> = log
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .collect();
+        assert_eq!(kinds, ["EXECUTION_START", "INPUT", "ERROR"], "{log}");
+        let (o, _) = cli(&dir, &["resume", "--session", &sid]);
+        assert!(diagnostic(&*o.result.unwrap_err()).contains("INVALID_ARGUMENT"));
+        let (o, _) = cli(&dir, &["exec", "--session", &sid, "--input", "again"]);
+        o.result.unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A journal changed after it was written is corruption: the diagnostic names gRPC
+    /// `DATA_LOSS`, not `INTERNAL`, for `verify` and for any command that opens it.
+    #[test]
+    fn a_changed_journal_is_reported_as_data_loss() {
+        let dir = tmpdir();
+        let (sid, path) = new_session(&dir, "What is a prime number?");
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("prime", "prune")).unwrap();
+        for cmd in ["verify", "log", "replay", "resume"] {
+            let (o, _) = cli(&dir, &[cmd, "--session", &sid]);
+            let e = o.result.unwrap_err();
+            let line = diagnostic(&*e);
+            assert!(line.starts_with("error DATA_LOSS (15): "), "{cmd}: {line}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

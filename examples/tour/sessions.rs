@@ -2,16 +2,20 @@
 //! (after its MODEL_CALL reached the journal, before its OUTPUT did), resume finishes it with
 //! one provider call, a fork branches the conversation, replay re-runs every turn from the
 //! journal without calling the provider, and verify checks the hash chains (and catches a
-//! changed byte).
+//! changed byte). Then an agent's gated tool: the controller runs the agent's own `Tools`,
+//! parks the turn at the refund until a person approves it, and runs it once.
 
 use std::sync::Arc;
 
-use harness_core::message::Message;
+use harness_core::agent::ToolLoopAgent;
+use harness_core::message::{Message, ToolResult};
 use harness_core::model::ScriptedModel;
-use harness_sessions::controller::{Controller, ExecRequest};
+use harness_core::{Tool, Tools};
+use harness_sessions::controller::{Controller, ExecRequest, TurnStatus};
 use harness_sessions::harnesses::ChatHarness;
-use harness_sessions::journal::{FileJournal, Journal};
+use harness_sessions::journal::{FileJournal, Journal, MemoryJournal};
 use harness_sessions::testing::CrashAfter;
+use harness_sessions::tools::MemoryReceipts;
 
 pub fn run() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("harness-rs-tour-sessions-{}", std::process::id()));
@@ -29,7 +33,7 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
     let host_on = |journal: Arc<dyn Journal>| {
         Controller::builder(journal)
             .model(model.clone())
-            .harness("chat", Arc::new(ChatHarness::new("tour-model")))
+            .harness("chat", ChatHarness::new("tour-model"))
             .build()
     };
     let journal: Arc<dyn Journal> = Arc::new(FileJournal::open(&dir)?);
@@ -102,5 +106,56 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
         Ok(_) => return Err("verify missed a changed byte".into()),
     }
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(())
+    gated_refund()
+}
+
+/// One tool registry for the agent and the host: the refund is gated (`requires_approval`),
+/// so the turn parks at it, journaled as REQUIRES_APPROVAL, until `approve`; it then runs
+/// once, with the call's idempotency key.
+fn gated_refund() -> Result<(), Box<dyn std::error::Error>> {
+    let tools = Tools::new().with(
+        Tool::sync("refund", "Refund an order", |call| {
+            println!(
+                "    (refund runs: order {}, key {})",
+                call.args["order_id"], call.idempotency_key
+            );
+            ToolResult::ok_json(
+                &call.id,
+                serde_json::json!({"refunded": call.args["order_id"]}),
+            )
+        })
+        .requires_approval(),
+    );
+    let model = ScriptedModel::new()
+        .tool_call("refund", serde_json::json!({"order_id": 42}))
+        .reply("Order 42 is refunded.");
+    let host = Controller::builder(MemoryJournal::new())
+        .model(model)
+        .tools(tools.clone())
+        .receipts(MemoryReceipts::default())
+        .harness("shop", ToolLoopAgent::new("shop").with_tools(&tools))
+        .build();
+    futures::executor::block_on(async {
+        host.create_session("r1", None)?;
+        let turn = host
+            .exec(ExecRequest::text("r1", "Refund order 42"))
+            .await?;
+        if let TurnStatus::Parked {
+            tool_call_id,
+            request_seq,
+        } = &turn.status
+        {
+            println!(
+                "  refund: parked at {tool_call_id} (APPROVAL_REQUEST is record {request_seq}); nothing ran"
+            );
+        }
+        let pending = host.pending_approval("r1")?.ok_or("no pending approval")?;
+        host.approve("r1", &pending.call.id, true, "checked the receipt")?;
+        let turn = host.resume("r1").await?.ok_or("nothing to resume")?;
+        println!(
+            "  approved and resumed: {:?} ({} tool call run)",
+            turn.output, turn.executor_calls
+        );
+        Ok::<(), Box<dyn std::error::Error>>(())
+    })
 }

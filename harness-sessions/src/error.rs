@@ -30,6 +30,16 @@ pub enum Code {
     Unavailable,
     /// `UNKNOWN` (2): the harness failed.
     Unknown,
+    /// `DATA_LOSS` (15): the journal does not hold (a record changed, missing or unreadable
+    /// after it was written, or cut off below a pinned head).
+    ///
+    /// gRPC defines it as "Unrecoverable data loss or corruption" (grpc/grpc
+    /// `doc/statuscodes.md`; `codes.DataLoss` in grpc-go). agentsessions itself has no
+    /// distinct code here: its Sessions service (`session/service.go`, `execError` and the
+    /// `read:`/`head:` paths) returns `INTERNAL` for every journal failure but a fence or
+    /// head conflict, and `agentctl verify` is a client-side check with no status. A corrupt
+    /// journal is not a host fault a retry may fix, so it gets the code gRPC reserves for it.
+    DataLoss,
 }
 
 impl Code {
@@ -45,6 +55,23 @@ impl Code {
             Code::Aborted => 10,
             Code::Internal => 13,
             Code::Unavailable => 14,
+            Code::DataLoss => 15,
+        }
+    }
+
+    /// The canonical gRPC name, e.g. `DATA_LOSS`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Code::Cancelled => "CANCELLED",
+            Code::Unknown => "UNKNOWN",
+            Code::InvalidArgument => "INVALID_ARGUMENT",
+            Code::NotFound => "NOT_FOUND",
+            Code::AlreadyExists => "ALREADY_EXISTS",
+            Code::FailedPrecondition => "FAILED_PRECONDITION",
+            Code::Aborted => "ABORTED",
+            Code::Internal => "INTERNAL",
+            Code::Unavailable => "UNAVAILABLE",
+            Code::DataLoss => "DATA_LOSS",
         }
     }
 }
@@ -59,6 +86,16 @@ pub enum Error {
     /// The requested harness name is not registered.
     #[error("unknown harness {0:?}")]
     UnknownHarness(String),
+    /// An input the journal cannot hold (e.g. nested deeper than
+    /// [`MAX_EVENT_DEPTH`](crate::hash::MAX_EVENT_DEPTH) levels of JSON): the request is
+    /// refused before anything is journaled.
+    #[error("input {index}: {reason}")]
+    InvalidInput {
+        /// Its position in the request's inputs, from 0.
+        index: usize,
+        /// Why.
+        reason: String,
+    },
     /// The harness that recorded an execution is not served here (`ErrHarnessMismatch`).
     #[error("harness {recorded:?} that recorded execution {execution_id} is not served")]
     HarnessMismatch {
@@ -191,9 +228,10 @@ impl Error {
     /// The gRPC status code agentsessions maps this error to.
     pub fn code(&self) -> Code {
         match self {
-            Error::MissingSessionUid | Error::UnknownHarness(_) | Error::ForkPoint { .. } => {
-                Code::InvalidArgument
-            }
+            Error::MissingSessionUid
+            | Error::UnknownHarness(_)
+            | Error::InvalidInput { .. }
+            | Error::ForkPoint { .. } => Code::InvalidArgument,
             Error::HarnessMismatch { .. }
             | Error::HarnessVersionMismatch { .. }
             | Error::CannotPlace { .. }
@@ -207,9 +245,9 @@ impl Error {
             Error::TurnFailed { error, .. } => turn_failure_code(error),
             Error::Describe(_) => Code::Unavailable,
             // `verify` fails on the journal like any other operation (an unknown session is
-            // NOT_FOUND there too); a chain that does not hold is INTERNAL.
+            // NOT_FOUND there too); a chain that does not hold is DATA_LOSS.
             Error::Journal(e) | Error::Verify(VerifyError::Journal(e)) => journal_code(e),
-            Error::Verify(_) => Code::Internal,
+            Error::Verify(_) => Code::DataLoss,
         }
     }
 }
@@ -219,9 +257,12 @@ fn journal_code(e: &JournalError) -> Code {
         JournalError::NotFound(_) => Code::NotFound,
         JournalError::AlreadyExists(_) => Code::AlreadyExists,
         JournalError::InvalidSession(_) => Code::InvalidArgument,
+        JournalError::ReadOnly { .. } => Code::FailedPrecondition,
         JournalError::Fenced { .. } | JournalError::Conflict { .. } | JournalError::Busy(_) => {
             Code::Aborted
         }
+        // Stored data that does not read back or does not hold: corruption, not a host fault.
+        JournalError::Corrupt { .. } => Code::DataLoss,
         _ => Code::Internal,
     }
 }

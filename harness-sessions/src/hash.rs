@@ -114,16 +114,34 @@ impl ContentHash {
     }
 }
 
+pub use crate::depth::MAX_EVENT_DEPTH;
+
 /// Why an event could not be canonicalized (a number JSON cannot hold, such as NaN, in a
-/// tool argument).
+/// tool argument; JSON nested deeper than [`MAX_EVENT_DEPTH`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("event cannot be canonicalized: {0}")]
 pub struct CanonicalError(pub String);
 
 /// The RFC 8785 canonical JSON of an event's proto3-JSON form: the bytes the chain hashes,
 /// and the form the file journal stores.
+///
+/// An event whose JSON nests deeper than [`MAX_EVENT_DEPTH`] arrays and objects is refused:
+/// the journal could store it but never read it back. One far deeper is refused before it is
+/// serialized (which recurses once per level).
 pub fn canonical_event(event: &Event) -> Result<String, CanonicalError> {
-    serde_json_canonicalizer::to_string(event).map_err(|e| CanonicalError(e.to_string()))
+    let too_deep = || CanonicalError(crate::depth::too_deep());
+    let nesting = crate::depth::nesting(event);
+    if nesting > MAX_EVENT_DEPTH {
+        return Err(too_deep());
+    }
+    let canonical =
+        serde_json_canonicalizer::to_string(event).map_err(|e| CanonicalError(e.to_string()))?;
+    if crate::depth::may_exceed(nesting)
+        && crate::depth::json_depth(canonical.as_bytes()) > MAX_EVENT_DEPTH
+    {
+        return Err(too_deep());
+    }
+    Ok(canonical)
 }
 
 /// The RFC 8785 canonical JSON of any JSON value.

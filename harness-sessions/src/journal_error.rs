@@ -75,6 +75,15 @@ pub enum JournalError {
         /// What is wrong.
         reason: String,
     },
+    /// The journal was opened read-only (`FileJournal::open_read_only`) and `operation`
+    /// writes.
+    #[error("session {session}: {operation} refused: the journal is open read-only")]
+    ReadOnly {
+        /// The session.
+        session: String,
+        /// What was refused.
+        operation: &'static str,
+    },
     /// The storage failed.
     #[error("journal i/o: {0}")]
     Io(String),

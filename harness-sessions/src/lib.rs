@@ -6,7 +6,8 @@
 //!
 //! - [`journal`]: the storage trait ([`Journal`]) with CAS on the expected last seq and a
 //!   fence, and two stores: [`MemoryJournal`] and the embedded default [`FileJournal`] (one
-//!   append-only file per session, torn tails set aside on open, fsync per turn by default).
+//!   append-only file per session, torn tails set aside by a writer and only reported by a
+//!   read-only journal, fsync per turn by default).
 //! - [`record`] and [`hash`]: records and their `content_hash`, computed exactly as
 //!   agentsessions does (RFC 8785 canonical JSON of `{event, prev_hash, seq}`, SHA-256), so
 //!   its golden vectors reproduce; [`verify`] names the first record that does not hold.
@@ -14,13 +15,15 @@
 //!   agentsessions computes it.
 //! - [`controller`]: [`Controller`] runs turns: `exec`, `replay` (never calls the provider),
 //!   `resume` (at most one extra provider call, no deduplicated tool effect repeated),
-//!   `fork`, `approve`; [`tools`] is the host's executor and its durable deduplication;
+//!   `fork`, `approve`; the agent's tools are a [`harness_core::Tools`] registry, run through
+//!   the [`tools`] layer ([`ToolExecutor`](tools::ToolExecutor), receipts with
+//!   [`DedupExecutor`](tools::DedupExecutor)) and gated by the same rules as on every host;
 //!   [`capabilities`] is placement.
 //! - [`harnesses`]: the spec's reference harnesses echo, chat and counter.
 //!
-//! Nothing here opens a socket, spawns a thread or reads a clock (timestamps come from a
-//! [`Clock`](controller::Clock) the host passes in); the file journal is the one place that
-//! does file I/O.
+//! Nothing here opens a socket, spawns a thread or reads a clock (the journal's timestamps
+//! are wall-clock time from a [`WallClock`](harness_core::clock::WallClock) the host passes
+//! in; the default writes none); the file journal is the one place that does file I/O.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -31,10 +34,9 @@
 //! let model = Arc::new(ScriptedModel::new()
 //!     .reply("A prime has exactly two divisors.")
 //!     .reply("2, 3 and 5."));
-//! let journal = Arc::new(MemoryJournal::new());
-//! let host = Controller::builder(journal.clone())
-//!     .model(model.clone())
-//!     .harness("chat", Arc::new(ChatHarness::new("my-model")))
+//! let host = Controller::builder(MemoryJournal::new())
+//!     .model(model.clone()) // by value; an Arc keeps a handle (model.calls() below)
+//!     .harness("chat", ChatHarness::new("my-model"))
 //!     .build();
 //!
 //! futures::executor::block_on(async {
@@ -61,6 +63,7 @@
 
 pub mod capabilities;
 pub mod controller;
+mod depth;
 mod envelope;
 mod error;
 pub mod execution;

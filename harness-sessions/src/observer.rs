@@ -13,3 +13,12 @@ pub trait Observer: Send + Sync {
         let _ = (session, delta);
     }
 }
+
+impl<O: Observer + ?Sized> Observer for std::sync::Arc<O> {
+    fn on_record(&self, session: &str, record: &Record) {
+        (**self).on_record(session, record);
+    }
+    fn on_delta(&self, session: &str, delta: &str) {
+        (**self).on_delta(session, delta);
+    }
+}

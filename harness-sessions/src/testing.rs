@@ -12,7 +12,7 @@
 //! let journal = Arc::new(MemoryJournal::new());
 //! let model = Arc::new(ScriptedModel::new().reply("hi").reply("hi"));
 //! let build = |j: Arc<dyn Journal>| Controller::builder(j)
-//!     .model(model.clone()).harness("echo", Arc::new(EchoHarness)).build();
+//!     .model(model.clone()).harness("echo", EchoHarness).build();
 //! build(journal.clone()).create_session("s", None).unwrap();
 //! // START, INPUT, MODEL_CALL reach the journal; the process "dies" before OUTPUT.
 //! let crashing = build(Arc::new(CrashAfter::new(journal.clone(), 3)));
@@ -25,7 +25,7 @@ use std::sync::Mutex;
 
 use crate::journal::{Journal, JournalError, SessionMeta};
 use crate::record::{Fence, Head, Record, Seq};
-use crate::verify::{Verified, VerifyError};
+use crate::verify::{HeadPin, Verified, VerifyError};
 
 /// Wraps a journal: after `records` appended records every write fails.
 #[derive(Debug)]
@@ -114,5 +114,8 @@ impl<J: Journal> Journal for CrashAfter<J> {
     }
     fn verify(&self, session: &str) -> Result<Verified, VerifyError> {
         self.inner.verify(session)
+    }
+    fn verify_head(&self, session: &str, pin: &HeadPin) -> Result<Verified, VerifyError> {
+        self.inner.verify_head(session, pin)
     }
 }

@@ -1,38 +1,84 @@
 //! The host's tool executor for controller-mediated and approval-gated tool calls, and the
 //! durable deduplication that makes an at-most-once re-drive safe (I3).
 //!
+//! The agent's tools are a [`Tools`] registry (harness-core's one tool model, the same one
+//! every host takes): give it to the controller with
+//! [`ControllerBuilder::tools`](crate::controller::ControllerBuilder::tools), and it runs
+//! each host-executed call with the tool of its name, passing a [`ToolContext`] with the
+//! session uid (bound by the host, never chosen by the harness) and the execution id.
+//! [`ToolExecutor`] is the layer under the controller: [`Tools`] is one, [`DedupExecutor`]
+//! adds receipts to any, and a custom executor (a gateway, a remote service) is another.
+//!
 //! The controller records a `TOOL_CALL` intent before it invokes the executor and a
 //! `TOOL_RESULT` (with the call's id) after. If the process dies in between, resume re-drives
-//! the intent with its original idempotency key, in the same session only. The executor must
-//! then return the original receipt instead of repeating the effect: it deduplicates on
-//! `(session uid, idempotency key)`, never on the harness-chosen key alone, and keeps that
-//! state durable across restarts. [`DedupExecutor`] adds exactly that to any executor.
+//! the intent with its original idempotency key, in the same session only.
+//! [`DedupExecutor`] then returns the stored receipt instead of running the tool again: it
+//! deduplicates on `(session uid, idempotency key)`, never on the harness-chosen key alone,
+//! and with [`FileReceipts`] its receipts survive restarts.
+//!
+//! **What that guarantees, and what it does not.** A receipt is stored after the tool
+//! returns. So an effect runs at most once per key *when its receipt was stored*; a process
+//! killed between the effect and its receipt leaves no receipt, and the re-drive runs the
+//! tool again (a refund paid twice, if the refund is not idempotent itself). The spec puts
+//! the duty where it can be met: "the tool side dedups on session UID plus idempotency key".
+//! An effect that must not repeat must be idempotent on the key, which the tool receives in
+//! `call.idempotency_key` (with the session in [`ToolContext::session_uid`]): pass both to
+//! the service that performs it.
 //!
 //! ```
-//! use std::sync::Arc;
+//! use std::collections::HashMap;
+//! use std::sync::{Arc, Mutex};
 //! use harness_core::message::{JsonObject, Mediation, ToolCall, ToolResult};
-//! use harness_sessions::tools::{
-//!     DedupExecutor, MemoryReceipts, ToolCallContext, ToolExecutor, executor_fn,
-//! };
+//! use harness_core::tool::{Tool, ToolContext, Tools};
+//! use harness_sessions::tools::{DedupExecutor, MemoryReceipts, ToolExecutor};
+//! use serde_json::json;
 //!
-//! let effects = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-//! let counter = Arc::clone(&effects);
-//! let exec = DedupExecutor::new(
-//!     executor_fn(move |_scope, call| {
-//!         counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-//!         Ok(ToolResult::ok(&call.id, JsonObject::new()))
-//!     }),
-//!     MemoryReceipts::default(),
-//! );
-//! let call = ToolCall::new("c1", "send_mail", JsonObject::new())
-//!     .with_mediation(Mediation::ControllerMediated)
-//!     .with_idempotency_key("mail-1");
-//! let scope = ToolCallContext { session_uid: "s1".into() };
+//! /// A payment service that takes an idempotency key: a request with a key it has seen is
+//! /// answered with the first payment, and nothing is paid again.
+//! #[derive(Default)]
+//! struct Payments(Mutex<HashMap<String, u64>>);
+//!
+//! impl Payments {
+//!     fn refund(&self, key: String, order: u64) -> u64 {
+//!         *self.0.lock().unwrap().entry(key).or_insert(order)
+//!     }
+//!     fn paid(&self) -> usize {
+//!         self.0.lock().unwrap().len()
+//!     }
+//! }
+//!
+//! let payments = Arc::new(Payments::default());
+//! let service = Arc::clone(&payments);
+//! let refund = Tool::new("refund", "Refund an order", move |call: ToolCall, cx: ToolContext| {
+//!     let service = Arc::clone(&service);
+//!     async move {
+//!         let order = call.args.get("order_id").and_then(|v| v.as_u64()).unwrap_or(0);
+//!         // The key goes to the service: a re-drive of this call is not paid twice.
+//!         let key = format!("{}/{}", cx.session_uid, call.idempotency_key);
+//!         let refunded = service.refund(key, order);
+//!         ToolResult::ok_json(&call.id, json!({"refunded": refunded}))
+//!     }
+//! })
+//! .requires_approval();
+//! let tools = Tools::new().with(refund);
+//! let host_side = DedupExecutor::new(tools.clone(), MemoryReceipts::default());
+//!
+//! let mut args = JsonObject::new();
+//! args.insert("order_id".into(), json!(42));
+//! let call = ToolCall::new("c1", "refund", args)
+//!     .with_mediation(Mediation::RequiresApproval)
+//!     .with_idempotency_key("x1:c1");
+//! let cx = ToolContext::new("s1", "x1");
 //! futures::executor::block_on(async {
-//!     exec.execute(&scope, &call).await.unwrap();
-//!     exec.execute(&scope, &call).await.unwrap(); // a re-drive: served from the receipt
+//!     // The refund ran, and the process was killed before its receipt was stored:
+//!     tools.execute(&cx, &call).await.unwrap();
+//!     // Resume re-drives the call: no receipt, so the tool runs again, and the payment
+//!     // service, not the receipts, keeps it from being paid twice.
+//!     host_side.execute(&cx, &call).await.unwrap();
+//!     // From now on the receipt answers: the tool does not run.
+//!     host_side.execute(&cx, &call).await.unwrap();
 //! });
-//! assert_eq!(effects.load(std::sync::atomic::Ordering::SeqCst), 1);
+//! assert_eq!(payments.paid(), 1);
 //! ```
 
 use std::collections::HashMap;
@@ -43,16 +89,10 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use harness_core::message::{ToolCall, ToolResult};
+use harness_core::tool::{ToolContext, Tools};
 use serde::{Deserialize, Serialize};
 
 use crate::journal::JournalError;
-
-/// The host-bound scope of a tool call.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ToolCallContext {
-    /// The session the call belongs to: bound by the host, never chosen by the harness.
-    pub session_uid: String,
-}
 
 /// Why an executor could not produce a result (a tool that ran and failed returns a
 /// [`ToolResult`] with `is_error` instead).
@@ -60,57 +100,29 @@ pub struct ToolCallContext {
 #[error("tool executor: {0}")]
 pub struct ToolError(pub String);
 
-/// Runs host-executed tools.
+/// Runs host-executed tools: the layer under the controller. [`Tools`] is one;
+/// [`DedupExecutor`] adds receipts to any; implement it for an executor of your own.
 #[async_trait]
 pub trait ToolExecutor: Send + Sync {
-    /// Runs `call` for the session in `scope`. The result's id is stamped with the call's id
-    /// by the controller.
-    async fn execute(
-        &self,
-        scope: &ToolCallContext,
-        call: &ToolCall,
-    ) -> Result<ToolResult, ToolError>;
+    /// Runs `call` for the session and execution in `cx` (bound by the host). The result's
+    /// id is stamped with the call's id by the controller.
+    async fn execute(&self, cx: &ToolContext, call: &ToolCall) -> Result<ToolResult, ToolError>;
 }
 
 #[async_trait]
 impl<E: ToolExecutor + ?Sized> ToolExecutor for std::sync::Arc<E> {
-    async fn execute(
-        &self,
-        scope: &ToolCallContext,
-        call: &ToolCall,
-    ) -> Result<ToolResult, ToolError> {
-        (**self).execute(scope, call).await
+    async fn execute(&self, cx: &ToolContext, call: &ToolCall) -> Result<ToolResult, ToolError> {
+        (**self).execute(cx, call).await
     }
 }
 
-/// A synchronous function as a [`ToolExecutor`].
-pub struct FnExecutor<F>(F);
-
-impl<F> std::fmt::Debug for FnExecutor<F> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("FnExecutor")
-    }
-}
-
-/// Wraps `f` as an executor.
-pub fn executor_fn<F>(f: F) -> FnExecutor<F>
-where
-    F: Fn(&ToolCallContext, &ToolCall) -> Result<ToolResult, ToolError> + Send + Sync,
-{
-    FnExecutor(f)
-}
-
+/// The agent's tools run the call: the tool of its name, with `cx`. An unknown tool is an
+/// error result (`unknown tool: <name>`), which the controller journals as the call's
+/// receipt; a tool's code never fails the turn.
 #[async_trait]
-impl<F> ToolExecutor for FnExecutor<F>
-where
-    F: Fn(&ToolCallContext, &ToolCall) -> Result<ToolResult, ToolError> + Send + Sync,
-{
-    async fn execute(
-        &self,
-        scope: &ToolCallContext,
-        call: &ToolCall,
-    ) -> Result<ToolResult, ToolError> {
-        (self.0)(scope, call)
+impl ToolExecutor for Tools {
+    async fn execute(&self, cx: &ToolContext, call: &ToolCall) -> Result<ToolResult, ToolError> {
+        Ok(self.call(call.clone(), cx.clone()).await)
     }
 }
 
@@ -262,14 +274,16 @@ impl ReceiptStore for FileReceipts {
     }
 }
 
-/// An executor that runs each `(session uid, idempotency key)` at most once: a repeated call
-/// (a re-driven intent after a crash) returns the stored receipt without running the tool.
+/// An executor that runs each `(session uid, idempotency key)` at most once *once its receipt
+/// is stored*: a repeated call (a re-driven intent after a crash) returns the stored receipt
+/// without running the tool.
 ///
 /// The receipt is stored after the tool returns, so a crash between the tool's effect and
 /// its receipt leaves no receipt and the re-drive runs the tool again: an effect that must
-/// not repeat needs a tool that is itself idempotent on the key (as the spec puts it, "the
-/// tool side dedups on session UID plus idempotency key"). The example `sessions` tool's
-/// `publish` checks its own log for the key for that reason.
+/// not repeat needs a tool that is itself idempotent on the key it receives in
+/// `call.idempotency_key` (as the spec puts it, "the tool side dedups on session UID plus
+/// idempotency key"; see the [module docs](self)). The example `sessions` tool's `publish`
+/// checks its own log for the key for that reason.
 #[derive(Debug)]
 pub struct DedupExecutor<E, R> {
     inner: E,
@@ -290,24 +304,20 @@ impl<E, R> DedupExecutor<E, R> {
 
 #[async_trait]
 impl<E: ToolExecutor, R: ReceiptStore> ToolExecutor for DedupExecutor<E, R> {
-    async fn execute(
-        &self,
-        scope: &ToolCallContext,
-        call: &ToolCall,
-    ) -> Result<ToolResult, ToolError> {
+    async fn execute(&self, cx: &ToolContext, call: &ToolCall) -> Result<ToolResult, ToolError> {
         if call.idempotency_key.is_empty() {
             return Err(ToolError("missing idempotency key".into()));
         }
         let stored = self
             .receipts
-            .get(&scope.session_uid, &call.idempotency_key)
+            .get(&cx.session_uid, &call.idempotency_key)
             .map_err(|e| ToolError(e.to_string()))?;
         if let Some(r) = stored {
             return Ok(r);
         }
-        let result = self.inner.execute(scope, call).await?;
+        let result = self.inner.execute(cx, call).await?;
         self.receipts
-            .put(&scope.session_uid, &call.idempotency_key, &result)
+            .put(&cx.session_uid, &call.idempotency_key, &result)
             .map_err(|e| ToolError(e.to_string()))?;
         Ok(result)
     }

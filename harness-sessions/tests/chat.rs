@@ -226,8 +226,8 @@ fn chat() -> Chat {
         hook: Box::new(move |req: &ModelRequest| s2.lock().unwrap().push(req.clone())),
     };
     let host = Controller::builder(Arc::new(MemoryJournal::new()))
-        .model(Arc::new(hooked))
-        .harness("chat", Arc::new(ChatHarness::new("gemma3:1b")))
+        .model(hooked)
+        .harness("chat", ChatHarness::new("gemma3:1b"))
         .build();
     host.create_session("s", None).unwrap();
     Chat { host, model, seen }
@@ -375,8 +375,8 @@ fn inputs_of_failed_model_calls_stay_in_context() {
         hook: Box::new(move |req: &ModelRequest| s2.lock().unwrap().push(req.clone())),
     };
     let host = Controller::builder(Arc::new(MemoryJournal::new()))
-        .model(Arc::new(model))
-        .harness("chat", Arc::new(ChatHarness::new("m")))
+        .model(model)
+        .harness("chat", ChatHarness::new("m"))
         .build();
     host.create_session("s", None).unwrap();
     assert!(block(host.exec(ExecRequest::text("s", "first"))).is_err());

@@ -233,7 +233,7 @@ fn the_approval_gate_is_host_owned() {
         let effects = Arc::new(Effects::default());
         let host = Controller::builder(journal.clone())
             .executor(dedup(&effects, &Arc::new(MemoryReceipts::default())))
-            .harness("gate", Arc::new(Gate(case)))
+            .harness("gate", Gate(case))
             .runtime(RuntimeCapabilities {
                 memory_snapshot: true,
                 ..Default::default()
@@ -273,4 +273,62 @@ fn the_approval_gate_is_host_owned() {
     let (turn, k) = run(GateCase::MemorySnapshot);
     assert_eq!(turn.output, "refused");
     assert_eq!(k, vec![ExecutionStart, Input, Output, End]);
+}
+
+/// The same rules on every host (harness_core::tool::rules::gate): a call of a tool the host
+/// registered `requires_approval` is gated even when the call says CONTROLLER_MEDIATED, and is
+/// journaled as the spec's approval gate ("Set MediationRequiresApproval and a nonempty call
+/// ID/idempotency key before sink.ToolCall. Never run the gated effect inside the harness. The
+/// stateless host owns TOOL_CALL, APPROVAL_REQUEST, the later APPROVAL_RESULT, and the
+/// receipt."). Replay re-gates the call the harness re-emits, so it matches what was recorded.
+#[test]
+fn a_tool_registered_requires_approval_is_gated_whatever_the_call_says() {
+    let effects = Arc::new(Effects::default());
+    let host = Controller::builder(MemoryJournal::new())
+        .model(counting_model())
+        .tools(harness_core::Tools::new().with(effects.tool().requires_approval()))
+        .receipts(MemoryReceipts::default())
+        .harness("script", ScriptHarness::new(vec![Op::Tool, Op::Model]))
+        .build();
+    host.create_session("s", None).unwrap();
+    let turn = block(host.exec(ExecRequest::text("s", "go"))).unwrap();
+    assert!(matches!(turn.status, TurnStatus::Parked { .. }), "{turn:?}");
+    assert_eq!(effects.count(), 0, "the gated tool did not run");
+    assert_eq!(
+        kinds(&host, "s"),
+        vec![ExecutionStart, Input, ToolCall, ApprovalRequest, Lifecycle]
+    );
+    let recs = host.records("s").unwrap();
+    let EventBody::ToolCall(intent) = &recs[2].event.body else {
+        panic!()
+    };
+    assert_eq!(intent.mediation, Mediation::RequiresApproval);
+    let pending = host.pending_approval("s").unwrap().unwrap();
+    host.approve("s", &pending.call.id, true, "").unwrap();
+    let turn = block(host.resume("s")).unwrap().unwrap();
+    assert_eq!(turn.status, TurnStatus::Completed);
+    assert_eq!(effects.count(), 1);
+    let rep = block(host.replay("s")).unwrap();
+    assert_eq!((rep.executions, rep.executor_calls), (1, 0));
+    assert_eq!(effects.count(), 1);
+}
+
+/// A denied call never runs, and the harness gets the denial every host gives
+/// (`ToolResult::denied`): "A denial supplies APPROVAL_DENIED with IsError=true and never
+/// invokes the executor."
+#[test]
+fn a_denial_is_the_words_every_host_uses() {
+    let h = host(vec![Op::Gated]);
+    block(h.host.exec(ExecRequest::text("s", "delete it"))).unwrap();
+    h.host.approve("s", "call-0", false, "").unwrap();
+    block(h.host.resume("s")).unwrap().unwrap();
+    let recs = h.host.records("s").unwrap();
+    let EventBody::ToolResult(r) = &recs[recs.len() - 2].event.body else {
+        panic!()
+    };
+    let mut expected = harness_core::message::ToolResult::denied("call-0", "");
+    expected.approval_request_seq = r.approval_request_seq;
+    expected.approval_decision_seq = r.approval_decision_seq;
+    assert_eq!(*r, expected);
+    assert_eq!(h.effects.count(), 0);
 }

@@ -98,20 +98,17 @@ fn intent_is_journaled_before_the_provider_and_the_executor_run() {
         }),
     };
     let (j3, s3) = (journal.clone(), seen.clone());
-    let exec = harness_sessions::tools::executor_fn(move |_, call| {
+    let effect = harness_core::Tool::sync("effect", "Looks at the journal", move |call| {
         let last = j3.read("s", 1, None).unwrap().last().unwrap().event.kind();
         s3.lock().unwrap().push(("tool", last));
-        Ok(harness_core::message::ToolResult::ok(
-            &call.id,
-            Default::default(),
-        ))
+        harness_core::message::ToolResult::ok(&call.id, Default::default())
     });
     let host = Controller::builder(journal.clone())
-        .model(Arc::new(model))
-        .executor(Arc::new(exec))
+        .model(model)
+        .tools(harness_core::Tools::new().with(effect))
         .harness(
             "script",
-            Arc::new(ScriptHarness::new(vec![Op::Model, Op::Tool, Op::Model])),
+            ScriptHarness::new(vec![Op::Model, Op::Tool, Op::Model]),
         )
         .build();
     host.create_session("s", None).unwrap();
@@ -201,7 +198,7 @@ fn timestamps_come_from_the_clock() {
     let clock = Arc::new(|| Some(Timestamp::new(1_700_000_000, 0)));
     let host = Controller::builder(Arc::new(MemoryJournal::new()))
         .model(counting_model())
-        .harness("echo", Arc::new(EchoHarness))
+        .harness("echo", EchoHarness)
         .clock(clock)
         .build();
     host.create_session("s", None).unwrap();

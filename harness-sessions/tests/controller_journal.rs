@@ -154,8 +154,8 @@ fn every_operation_that_writes_ends_at_a_durability_point() {
         let host = Controller::builder(logged.clone())
             .model(model.clone())
             .executor(dedup(&effects, &Arc::new(MemoryReceipts::default())))
-            .harness("script", Arc::new(ScriptHarness::new(vec![Op::Model])))
-            .harness("gated", Arc::new(ScriptHarness::new(vec![Op::Gated])))
+            .harness("script", ScriptHarness::new(vec![Op::Model]))
+            .harness("gated", ScriptHarness::new(vec![Op::Gated]))
             .build();
         op(&host);
         let log = logged.log.lock().unwrap().clone();
@@ -207,5 +207,51 @@ fn verify_maps_journal_errors_like_every_other_operation() {
     assert_eq!(err.code(), Code::InvalidArgument, "{err}");
     let err = host.verify("nope").unwrap_err();
     assert_eq!(err.code(), Code::NotFound, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A journal whose chain does not hold is corruption, not a host fault: every operation
+/// reports it as gRPC `DATA_LOSS` (15, "Unrecoverable data loss or corruption"), not
+/// `INTERNAL` (13), whether `verify` finds it (memory or file journal) or opening the file
+/// refuses it (exec, records).
+#[test]
+fn a_journal_that_does_not_hold_is_data_loss() {
+    // Memory: a record changed after it was written.
+    let h = host(vec![Op::Model]);
+    block(h.host.exec(ExecRequest::text("s", "hi"))).unwrap();
+    let mut second = h.host.records("s").unwrap()[1].clone();
+    second.event.body = EventBody::Input(Message::user("changed"));
+    // Resealed: its own hash holds, record 3 no longer links to it.
+    let forged =
+        harness_sessions::Record::seal(second.event, 2, second.prev_hash, second.fence).unwrap();
+    h.journal.tamper("s", 2, forged).unwrap();
+    let err = h.host.verify("s").unwrap_err();
+    assert_eq!(err.code().grpc(), 15, "{err}");
+
+    // File: an event changed in place.
+    let dir = std::env::temp_dir().join(format!("hs-data-loss-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let build = || {
+        Controller::builder(Arc::new(
+            harness_sessions::journal::FileJournal::open(&dir).unwrap(),
+        ))
+        .model(counting_model())
+        .harness("script", ScriptHarness::new(vec![Op::Model]))
+        .build()
+    };
+    let host = build();
+    host.create_session("s", None).unwrap();
+    block(host.exec(ExecRequest::text("s", "hello"))).unwrap();
+    drop(host);
+    let path = dir.join("s.journal");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("hello", "jello")).unwrap();
+    let host = build();
+    let err = host.verify("s").unwrap_err();
+    assert_eq!(err.code().grpc(), 15, "verify: {err}");
+    let err = host.records("s").unwrap_err();
+    assert_eq!(err.code().grpc(), 15, "records: {err}");
+    let err = block(host.exec(ExecRequest::text("s", "again"))).unwrap_err();
+    assert_eq!(err.code().grpc(), 15, "exec: {err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

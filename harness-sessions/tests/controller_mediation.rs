@@ -26,7 +26,7 @@ fn unmediated_calls_and_missing_keys_are_rejected_before_intent() {
     let effects = Arc::new(Effects::default());
     let host = Controller::builder(journal.clone())
         .executor(dedup(&effects, &Arc::new(MemoryReceipts::default())))
-        .harness("bad", Arc::new(BadCalls))
+        .harness("bad", BadCalls)
         .build();
     host.create_session("s", None).unwrap();
     let turn = block(host.exec(ExecRequest::text("s", "go"))).unwrap();
@@ -80,7 +80,7 @@ impl harness_core::Harness for BadCalls {
 #[test]
 fn without_an_executor_calls_fail_closed_after_intent() {
     let host = Controller::builder(Arc::new(MemoryJournal::new()))
-        .harness("script", Arc::new(ScriptHarness::new(vec![Op::Tool])))
+        .harness("script", ScriptHarness::new(vec![Op::Tool]))
         .build();
     host.create_session("s", None).unwrap();
     let err = block(host.exec(ExecRequest::text("s", "go"))).unwrap_err();
@@ -103,7 +103,7 @@ fn resume_redrives_a_tool_intent_with_its_key_and_dedups() {
         Controller::builder(j)
             .model(counting_model())
             .executor(dedup(&effects, &receipts))
-            .harness("script", Arc::new(script.clone()))
+            .harness("script", script.clone())
             .build()
     };
     // The effect runs, then the process dies before TOOL_RESULT is recorded.
@@ -146,7 +146,7 @@ fn a_lost_turn_never_lends_its_receipts_to_another_invocation() {
     let build = |j: Arc<dyn Journal>| {
         Controller::builder(j)
             .executor(dedup(&effects, &receipts))
-            .harness("script", Arc::new(script.clone()))
+            .harness("script", script.clone())
             .build()
     };
     // The journal as it was durable before the turn: the session, no records.

@@ -37,23 +37,6 @@ fn can_place_refuses_a_memory_snapshot_harness_before_journaling() {
     assert_eq!(counter.count(), 0);
 }
 
-/// A harness that cannot describe itself (a remote one that does not answer).
-struct Silent;
-
-#[async_trait::async_trait]
-impl harness_core::Harness for Silent {
-    async fn describe(&self) -> Result<harness_core::Descriptor, harness_core::HarnessError> {
-        Err(harness_core::HarnessError::failed("connection refused"))
-    }
-    async fn run(
-        &self,
-        _: harness_core::Start,
-        _: &mut dyn harness_core::EventSink,
-    ) -> Result<(), harness_core::HarnessError> {
-        panic!("never run")
-    }
-}
-
 /// "If nothing answers at the address when an exec, resume, or fork is admitted (the
 /// connection is refused, or the harness has not answered Describe ...), the call fails with
 /// UNAVAILABLE and nothing is journaled, so it is safe to retry".
@@ -61,7 +44,7 @@ impl harness_core::Harness for Silent {
 fn a_harness_that_does_not_describe_itself_is_unavailable_and_nothing_is_journaled() {
     let journal = Arc::new(MemoryJournal::new());
     let host = Controller::builder(journal.clone())
-        .harness("silent", Arc::new(Silent))
+        .harness("silent", Silent)
         .build();
     host.create_session("s", None).unwrap();
     let head = journal.head("s").unwrap();

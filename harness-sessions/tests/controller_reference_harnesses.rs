@@ -70,8 +70,8 @@ fn echo_sends_the_last_input_and_never_outputs() {
         hook: Box::new(move |req: &ModelRequest| s2.lock().unwrap().push(req.clone())),
     };
     let host = Controller::builder(Arc::new(MemoryJournal::new()))
-        .model(Arc::new(model))
-        .harness("echo", Arc::new(EchoHarness))
+        .model(model)
+        .harness("echo", EchoHarness)
         .build();
     host.create_session("s", None).unwrap();
     let turn = block(host.exec(ExecRequest::new(

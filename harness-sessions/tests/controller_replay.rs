@@ -25,7 +25,7 @@ fn replay_detects_an_input_hash_change() {
     block(h.host.exec(ExecRequest::text("s", "hi"))).unwrap();
     // Same id and version, but the harness now sends another request.
     let other = Controller::builder(h.journal.clone())
-        .harness("script", Arc::new(ChangedRequest))
+        .harness("script", ChangedRequest)
         .build();
     let err = block(other.replay("s")).unwrap_err();
     match &err {
@@ -117,7 +117,7 @@ fn version_guard() {
         let mut v = ScriptHarness::new(vec![Op::Model]);
         v.version = served.into();
         let other = Controller::builder(h.journal.clone())
-            .harness("script", Arc::new(v.clone()))
+            .harness("script", v.clone())
             .build();
         let err = block(other.replay("s")).unwrap_err();
         assert!(matches!(err, Error::HarnessVersionMismatch { .. }), "{err}");
@@ -129,7 +129,7 @@ fn version_guard() {
     unversioned.version = String::new();
     let h2 = Controller::builder(Arc::new(MemoryJournal::new()))
         .model(counting_model())
-        .harness("script", Arc::new(unversioned))
+        .harness("script", unversioned)
         .build();
     h2.create_session("s", None).unwrap();
     block(h2.exec(ExecRequest::text("s", "hi"))).unwrap();
@@ -147,9 +147,7 @@ fn version_guard() {
         s.version = "9".into();
         s
     };
-    let other = Controller::builder(j)
-        .harness("script", Arc::new(v9))
-        .build();
+    let other = Controller::builder(j).harness("script", v9).build();
     assert_eq!(block(other.replay("s")).unwrap().executions, 1);
 }
 
@@ -166,7 +164,7 @@ fn recorded_harness_must_be_served() {
     .unwrap();
     block(h.host.exec(ExecRequest::text("s", "b"))).unwrap();
     let only_script = Controller::builder(h.journal.clone())
-        .harness("script", Arc::new(h.harness.clone()))
+        .harness("script", h.harness.clone())
         .build();
     let before = h.harness.runs.load(Ordering::SeqCst);
     let err = block(only_script.replay("s")).unwrap_err();

@@ -35,7 +35,7 @@ fn resume_redrives_a_trailing_model_call_once() {
         Controller::builder(j)
             .model(model.clone())
             .executor(dedup(&effects, &receipts))
-            .harness("script", Arc::new(script.clone()))
+            .harness("script", script.clone())
             .build()
     };
     let first = build(crashing.clone());
@@ -96,7 +96,7 @@ fn resume_with_a_different_request_diverges_without_calling_the_provider() {
         let script = ScriptHarness::new(vec![Op::Output(prefix.into()), Op::Model]);
         Controller::builder(j)
             .model(model.clone())
-            .harness("script", Arc::new(script))
+            .harness("script", script)
             .build()
     };
     let first = run("x", Some(4));
@@ -106,7 +106,7 @@ fn resume_with_a_different_request_diverges_without_calling_the_provider() {
     // A harness that now builds another conversation: its OUTPUT differs first.
     let changed = Controller::builder(journal.clone())
         .model(model.clone())
-        .harness("script", Arc::new(ScriptHarness::new(vec![Op::Model])))
+        .harness("script", ScriptHarness::new(vec![Op::Model]))
         .build();
     let calls = model.calls();
     let err = block(changed.resume("s")).unwrap_err();
@@ -128,7 +128,7 @@ fn resume_refuses_an_invocation_whose_inputs_did_not_all_commit() {
     let build = |j: Arc<dyn Journal>| {
         Controller::builder(j)
             .model(model.clone())
-            .harness("script", Arc::new(script.clone()))
+            .harness("script", script.clone())
             .build()
     };
     let first = build(Arc::new(Crashing::new(journal.clone(), Some(2))));
@@ -269,7 +269,7 @@ fn resume_and_replay_rebuild_start_from_the_journal() {
     let build = |j: Arc<dyn Journal>| {
         Controller::builder(j)
             .model(model.clone())
-            .harness("rec", Arc::new(Recorder(starts.clone())))
+            .harness("rec", Recorder(starts.clone()))
             .build()
     };
     let host = build(journal.clone());
@@ -368,8 +368,8 @@ fn concurrent_resumes_on_one_host_call_the_provider_once() {
     let model = counting_model();
     let build = |j: Arc<dyn Journal>| {
         Controller::builder(j)
-            .model(Arc::new(Slow(model.clone())))
-            .harness("script", Arc::new(ScriptHarness::new(vec![Op::Model])))
+            .model(Slow(model.clone()))
+            .harness("script", ScriptHarness::new(vec![Op::Model]))
             .build()
     };
     build(journal.clone()).create_session("s", None).unwrap();

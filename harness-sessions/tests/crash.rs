@@ -13,6 +13,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use common::approval_rig::{GatedRig, recover_at_every_cut_on_the_approval_path};
 use common::*;
 use harness_core::event::{EventBody, EventKind};
 use harness_sessions::controller::{Controller, ExecRequest, TurnStatus};
@@ -41,7 +42,7 @@ fn controller(
     Controller::builder(j)
         .model(model.clone())
         .executor(exec)
-        .harness("script", Arc::new(ScriptHarness::new(script())))
+        .harness("script", ScriptHarness::new(script()))
         .build()
 }
 
@@ -217,7 +218,7 @@ fn crash_after_each_record_on_files_with_a_torn_tail() {
         let exec = || {
             let effects = Arc::new(Effects::default());
             let e: Arc<dyn ToolExecutor> = Arc::new(DedupExecutor::new(
-                effects.clone(),
+                effects.tools(),
                 FileReceipts::new(receipts_path.clone()),
             ));
             (e, effects)
@@ -286,104 +287,46 @@ fn gated_script() -> Vec<Op> {
     vec![Op::Model, Op::Gated, Op::Model]
 }
 
+/// The script harness in the approval-path rig, on a host whose `effect` tool is registered
+/// `gated` (`requires_approval`) or not.
+fn script_rig(ops: Vec<Op>, gated: bool) -> GatedRig {
+    let model = counting_model();
+    let effects = Arc::new(Effects::default());
+    let receipts = Arc::new(MemoryReceipts::default());
+    let tool = if gated {
+        effects.tool().requires_approval()
+    } else {
+        effects.tool()
+    };
+    let m = model.clone();
+    GatedRig {
+        build: Box::new(move |j| {
+            Controller::builder(j)
+                .model(m.clone())
+                .tools(harness_core::Tools::new().with(tool.clone()))
+                .receipts(receipts.clone())
+                .harness("script", ScriptHarness::new(ops.clone()))
+                .build()
+        }),
+        effects: Box::new(move || effects.count()),
+        provider_calls: Box::new(move || model.calls()),
+    }
+}
+
 /// Record-before-effect on the approval path: the turn is cut after each record it appends,
 /// whether before the park, in the approval decision's resume, or in between; recovery
 /// (resume, approve when a decision is pending, resume) completes it with the executor run
 /// exactly once, after the recorded decision, and at most one extra provider call.
 #[test]
 fn a_crash_anywhere_on_the_approval_path_is_recovered() {
-    let gated = |j: Arc<dyn Journal>, model: &Arc<harness_core::model::ScriptedModel>, e| {
-        Controller::builder(j)
-            .model(model.clone())
-            .executor(e)
-            .harness("script", Arc::new(ScriptHarness::new(gated_script())))
-            .build()
-    };
-    // Uncut: START INPUT MODEL_CALL OUTPUT TOOL_CALL APPROVAL_REQUEST SUSPEND | decision |
-    // RESUME TOOL_RESULT MODEL_CALL OUTPUT END.
-    let total_before_park = 7;
-    let total_after_decision = 5;
-    for (phase, cuts) in [
-        ("exec", total_before_park),
-        ("resume", total_after_decision),
-    ] {
-        for n in 0..cuts {
-            let journal = Arc::new(MemoryJournal::new());
-            let model = counting_model();
-            let effects = Arc::new(Effects::default());
-            let receipts = Arc::new(MemoryReceipts::default());
-            let exec: Arc<dyn ToolExecutor> = dedup(&effects, &receipts);
-            let on = |budget: Option<usize>| {
-                gated(
-                    Arc::new(Crashing::new(journal.clone(), budget)),
-                    &model,
-                    exec.clone(),
-                )
-            };
-            let host = on(None);
-            host.create_session("s", None).unwrap();
-            let exec_budget = if phase == "exec" { Some(n) } else { None };
-            let _ = block(on(exec_budget).exec(ExecRequest::text("s", "go")));
-            if phase == "resume" {
-                let p = host.pending_approval("s").unwrap().unwrap();
-                let decision = host.approve("s", &p.call.id, true, "").unwrap();
-                assert!(effects.count() == 0, "no effect before the decision");
-                let _ = block(on(Some(n)).resume("s"));
-                // The effect only ever ran after its decision was journaled.
-                assert!(journal.head("s").unwrap().seq >= decision);
-            }
-            // Recover the way an operator would.
-            for _ in 0..4 {
-                match block(host.resume("s")) {
-                    Ok(Some(t)) if t.status == TurnStatus::Completed => break,
-                    Ok(Some(_)) | Err(Error::ApprovalPending { .. }) => {
-                        let p = host.pending_approval("s").unwrap().unwrap();
-                        host.approve("s", &p.call.id, true, "").unwrap();
-                    }
-                    // Nothing committed: the turn is run again.
-                    Ok(None) if host.records("s").unwrap().is_empty() => {
-                        match block(host.exec(ExecRequest::text("s", "go"))) {
-                            Ok(t) => assert!(matches!(t.status, TurnStatus::Parked { .. })),
-                            Err(e) => panic!("{phase} cut after {n}: {e}"),
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(Error::InvalidExecutionLog(_)) => {
-                        block(host.exec(ExecRequest::text("s", "go"))).unwrap();
-                    }
-                    Err(e) => panic!("{phase} cut after {n}: {e}"),
-                }
-            }
-            let recs = host.records("s").unwrap();
-            assert_eq!(
-                recs.iter()
-                    .filter(|r| r.event.kind() == EventKind::End)
-                    .count(),
-                1,
-                "{phase} cut after {n}: completed once"
-            );
-            assert_eq!(
-                effects.count(),
-                1,
-                "{phase} cut after {n}: executor effects"
-            );
-            assert!(
-                model.calls() <= 3,
-                "{phase} cut after {n}: {} calls",
-                model.calls()
-            );
-            // Every receipt follows its decision.
-            let decision = recs
-                .iter()
-                .position(|r| r.event.kind() == EventKind::ApprovalResult)
-                .unwrap();
-            let receipt = recs
-                .iter()
-                .position(|r| r.event.kind() == EventKind::ToolResult)
-                .unwrap();
-            assert!(decision < receipt, "{phase} cut after {n}");
-            assert!(host.verify("s").is_ok());
-            assert_eq!(block(host.replay("s")).unwrap().executions, 1);
-        }
-    }
+    recover_at_every_cut_on_the_approval_path(&|| script_rig(gated_script(), false), "go");
+}
+
+/// The same when the harness's call says only CONTROLLER_MEDIATED and the host's registry
+/// gates the tool (`requires_approval`): the gated tool never runs without its approval, at
+/// any cut, and runs exactly once after it.
+#[test]
+fn a_tool_the_registry_gates_never_runs_without_its_approval_at_any_cut() {
+    let ops = vec![Op::Model, Op::Tool, Op::Model];
+    recover_at_every_cut_on_the_approval_path(&|| script_rig(ops.clone(), true), "go");
 }

@@ -14,10 +14,9 @@ use async_trait::async_trait;
 use common::*;
 use harness_core::event::EventKind;
 use harness_core::message::{
-    DataPart, FilePart, JsonObject, Mediation, Message, ModelRequest, Part, ReasoningPart, Role,
-    ToolCall, ToolResult,
+    DataPart, FilePart, JsonObject, Mediation, Message, ModelRequest, Part, Role, ToolCall,
+    ToolResult,
 };
-use harness_core::model::ScriptedModel;
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start, Timestamp};
 use harness_sessions::controller::{Controller, ExecRequest};
 use harness_sessions::harnesses::{ChatHarness, EchoHarness};
@@ -60,6 +59,7 @@ impl Harness for Everything {
                 Part::Data(DataPart { data }),
             ],
         };
+        sink.reasoning("weighing the options").await?;
         let resp = sink
             .model(ModelRequest::new(vec![user]).with_model("m"))
             .await?;
@@ -81,26 +81,6 @@ impl Harness for Everything {
     }
 }
 
-fn reasoning_model() -> ScriptedModel {
-    ScriptedModel::new().otherwise(|req| {
-        Ok(Message {
-            role: Role::Assistant,
-            parts: vec![
-                Part::Reasoning(ReasoningPart {
-                    provider: "p".into(),
-                    model_id: "m".into(),
-                    opaque: Some(b"\x00opaque\xff".to_vec()),
-                    summary: vec![Part::text("thought")],
-                    item_id: "rs_1".into(),
-                    ordinal: 1,
-                    ..Default::default()
-                }),
-                Part::text(format!("answer to {} messages", req.messages.len())),
-            ],
-        })
-    })
-}
-
 #[test]
 fn a_journal_with_every_event_kind_verifies() {
     let dir = match std::env::var_os("HARNESS_SESSIONS_INTEROP_DIR") {
@@ -117,14 +97,12 @@ fn a_journal_with_every_event_kind_verifies() {
     let receipts = Arc::new(MemoryReceipts::default());
     let build = |j: Arc<dyn Journal>| {
         Controller::builder(j)
-            .model(Arc::new(reasoning_model()))
+            .model(reasoning_model())
             .executor(dedup(&effects, &receipts))
-            .harness("everything", Arc::new(Everything))
-            .harness("chat", Arc::new(ChatHarness::new("m")))
-            .harness("echo", Arc::new(EchoHarness))
-            .clock(Arc::new(|| {
-                Some(Timestamp::new(1_700_000_000, 123_000_000))
-            }))
+            .harness("everything", Everything)
+            .harness("chat", ChatHarness::new("m"))
+            .harness("echo", EchoHarness)
+            .clock(|| Some(Timestamp::new(1_700_000_000, 123_000_000)))
             .build()
     };
     let host = build(journal.clone());

@@ -14,12 +14,13 @@ use harness_core::message::{
     DataPart, JsonObject, Mediation, Message, ModelRequest, Part, Role, ToolCall, ToolResult,
 };
 use harness_core::model::ScriptedModel;
+use harness_core::tool::ToolContext;
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, SinkError, Start};
 use harness_sessions::controller::{Controller, ExecRequest, TurnStatus};
 use harness_sessions::journal::{FileJournal, Journal, JournalError, MemoryJournal, SessionMeta};
 use harness_sessions::record::{Fence, Head, Record, Seq};
 use harness_sessions::tools::MemoryReceipts;
-use harness_sessions::tools::{ToolCallContext, ToolError, ToolExecutor};
+use harness_sessions::tools::{ToolError, ToolExecutor};
 use harness_sessions::{Code, Error};
 use serde_json::json;
 
@@ -84,7 +85,7 @@ fn a_refused_suspend_keeps_the_journal_error_and_the_request_stays_recoverable()
     let host = Controller::builder(journal.clone())
         .model(counting_model())
         .executor(dedup(&effects, &receipts))
-        .harness("script", Arc::new(ScriptHarness::new(vec![Op::Gated])))
+        .harness("script", ScriptHarness::new(vec![Op::Gated]))
         .build();
     host.create_session("s", None).unwrap();
     let err = block(host.exec(ExecRequest::text("s", "go"))).unwrap_err();
@@ -132,7 +133,7 @@ fn usage_beyond_int64_is_refused_before_it_is_recorded() {
     ] {
         let journal = Arc::new(MemoryJournal::new());
         let host = Controller::builder(journal.clone())
-            .harness("script", Arc::new(ScriptHarness::new(vec![Op::Usage(n)])))
+            .harness("script", ScriptHarness::new(vec![Op::Usage(n)]))
             .build();
         host.create_session("s", None).unwrap();
         let turn = block(host.exec(ExecRequest::text("s", "go")));
@@ -163,23 +164,12 @@ fn usage_beyond_int64_is_refused_before_it_is_recorded() {
     }
 }
 
-fn tmpdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("hs-hostile-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// An executor whose results hold a negative zero.
 struct NegativeZero;
 
 #[async_trait]
 impl ToolExecutor for NegativeZero {
-    async fn execute(
-        &self,
-        _scope: &ToolCallContext,
-        _call: &ToolCall,
-    ) -> Result<ToolResult, ToolError> {
+    async fn execute(&self, _cx: &ToolContext, _call: &ToolCall) -> Result<ToolResult, ToolError> {
         let mut out = JsonObject::new();
         out.insert("delta".into(), json!(-0.0));
         out.insert("total".into(), json!(2.0));
@@ -229,7 +219,7 @@ fn a_completion_or_tool_result_is_handed_over_as_a_file_journal_serves_it() {
         role: Role::Assistant,
         parts: vec![Part::Data(DataPart { data })],
     };
-    let dir = tmpdir("negzero");
+    let dir = scratch_dir("negzero");
     let ops = vec![Op::Model, Op::Tool, Op::Model, Op::Model];
     let model = Arc::new(
         ScriptedModel::new()
@@ -240,10 +230,10 @@ fn a_completion_or_tool_result_is_handed_over_as_a_file_journal_serves_it() {
     );
     let build = |model: Option<Arc<ScriptedModel>>| {
         let mut b = Controller::builder(Arc::new(FileJournal::open(&dir).unwrap()))
-            .harness("script", Arc::new(ScriptHarness::new(ops.clone())))
-            .harness("echoing", Arc::new(Echoing));
+            .harness("script", ScriptHarness::new(ops.clone()))
+            .harness("echoing", Echoing);
         if let Some(m) = model {
-            b = b.model(m).executor(Arc::new(NegativeZero));
+            b = b.model(m).executor(NegativeZero);
         }
         b.build()
     };

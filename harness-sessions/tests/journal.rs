@@ -187,17 +187,24 @@ fn file_journal_survives_reopen_and_keeps_meta() {
     ));
 }
 
-/// Issue: "a torn last record after a crash is detected on open and set aside, nothing
-/// before it is lost".
-#[test]
-fn torn_last_record_is_set_aside_on_open() {
-    let dir = tmpdir("torn");
+/// A file journal in a fresh folder holding session `s` with three records; the folder,
+/// the records and the session's file.
+fn three_records(name: &str) -> (PathBuf, Vec<Record>, PathBuf) {
+    let dir = tmpdir(name);
     let recs = {
         let j = FileJournal::open(&dir).unwrap();
         j.create("s", &meta()).unwrap();
         fill(&j, "s", 3)
     };
     let path = dir.join("s.journal");
+    (dir, recs, path)
+}
+
+/// Issue: "a torn last record after a crash is detected on open and set aside, nothing
+/// before it is lost".
+#[test]
+fn torn_last_record_is_set_aside_on_open() {
+    let (dir, recs, path) = three_records("torn");
     let whole = fs::read(&path).unwrap();
     // Every way the last record's write can be cut short.
     let last_start = whole[..whole.len() - 1]
@@ -222,7 +229,10 @@ fn torn_last_record_is_set_aside_on_open() {
         let torn = j.torn_tails();
         assert_eq!(torn.len(), 1);
         assert_eq!(torn[0].offset, last_start as u64);
-        assert_eq!(fs::read(&torn[0].saved_to).unwrap(), whole[last_start..cut]);
+        assert_eq!(
+            fs::read(torn[0].saved_to.as_ref().unwrap()).unwrap(),
+            whole[last_start..cut]
+        );
         assert_eq!(j.verify("s").unwrap().records, 2);
         // And the journal takes appends again after the cut.
         let f = j.acquire_fence("s").unwrap();
@@ -231,6 +241,87 @@ fn torn_last_record_is_set_aside_on_open() {
         j.append("s", h.seq, f, std::slice::from_ref(&r)).unwrap();
         assert_eq!(j.verify("s").unwrap().records, 3);
     }
+}
+
+/// Only writers repair; readers report. A read-only journal on a session whose last record
+/// is torn serves the complete records before it, reports the torn bytes it left in place,
+/// refuses every write, and leaves the file byte for byte as it was; a writer opening the
+/// session afterwards sets the bytes aside as before.
+#[test]
+fn a_read_only_journal_reports_a_torn_tail_and_changes_nothing() {
+    let (dir, recs, path) = three_records("read-only-torn");
+    let mut bytes = fs::read(&path).unwrap();
+    let complete = bytes.len() as u64;
+    bytes.extend_from_slice(b"{\"seq\":\"4\",\"prev");
+    fs::write(&path, &bytes).unwrap();
+    let listing = || {
+        let mut v: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing();
+
+    let r = FileJournal::open_read_only(&dir).unwrap();
+    assert!(r.is_read_only());
+    assert_eq!(r.read("s", 1, None).unwrap(), recs);
+    assert_eq!(r.head("s").unwrap().seq, 3);
+    assert_eq!(r.meta("s").unwrap(), meta());
+    assert_eq!(r.sessions().unwrap(), vec!["s".to_owned()]);
+    let torn = r.torn_tails();
+    assert_eq!(torn.len(), 1);
+    assert_eq!((torn[0].offset, torn[0].len), (complete, 16));
+    assert_eq!(torn[0].saved_to, None);
+    // verify reports the torn record rather than repairing it.
+    assert!(matches!(
+        r.verify("s"),
+        Err(VerifyError::Torn { seq: 4, .. })
+    ));
+    // Every write is refused, as READ-ONLY, and changes nothing.
+    let h = r.head("s").unwrap();
+    let rec = Record::seal(event(9), h.seq + 1, h.hash, h.fence).unwrap();
+    for (what, res) in [
+        ("create", r.create("t", &meta())),
+        ("acquire_fence", r.acquire_fence("s").map(|_| ())),
+        ("append", r.append("s", h.seq, h.fence, &[rec])),
+        ("fork", r.fork("s", 2, "child", &meta())),
+    ] {
+        assert!(
+            matches!(res, Err(JournalError::ReadOnly { .. })),
+            "{what}: {res:?}"
+        );
+    }
+    r.sync("s").unwrap();
+    // Readers share the session; a writer waits for them.
+    let r2 = FileJournal::open_read_only(&dir).unwrap();
+    assert_eq!(r2.read("s", 1, None).unwrap(), recs);
+    let w = FileJournal::open(&dir).unwrap();
+    assert!(matches!(w.head("s"), Err(JournalError::Busy(_))));
+    assert_eq!(fs::read(&path).unwrap(), bytes);
+    assert_eq!(listing(), before);
+    drop((r, r2));
+
+    // A writer sets the torn bytes aside, as before; a reader then waits for it.
+    assert_eq!(w.head("s").unwrap().seq, 3);
+    let set_aside = w.torn_tails();
+    assert_eq!(set_aside.len(), 1);
+    assert_eq!(
+        fs::read(set_aside[0].saved_to.as_ref().unwrap()).unwrap(),
+        bytes[complete as usize..]
+    );
+    assert_eq!(fs::read(&path).unwrap(), bytes[..complete as usize]);
+    let r = FileJournal::open_read_only(&dir).unwrap();
+    assert!(matches!(r.head("s"), Err(JournalError::Busy(_))));
+    drop(w);
+    assert_eq!(r.verify("s").unwrap().records, 3);
+    assert!(r.torn_tails().is_empty());
+
+    // A reader does not create the folder it is pointed at.
+    let missing = dir.join("missing");
+    assert!(FileJournal::open_read_only(&missing).is_err());
+    assert!(!missing.exists());
 }
 
 /// Issue: "flipping any byte of any record is caught by verify".
@@ -437,7 +528,7 @@ fn a_second_torn_tail_at_the_same_offset_keeps_the_first() {
         assert_eq!(j.head("s").unwrap().seq, 1);
         let t = j.torn_tails();
         assert_eq!((t.len(), t[0].offset), (1, len));
-        saved.push((t[0].saved_to.clone(), torn.to_vec()));
+        saved.push((t[0].saved_to.clone().unwrap(), torn.to_vec()));
     }
     assert_ne!(saved[0].0, saved[1].0);
     for (path, bytes) in saved {

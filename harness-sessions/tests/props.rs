@@ -59,7 +59,7 @@ fn run_all(
     let host = Controller::builder(journal)
         .model(model.clone())
         .executor(dedup(&effects, &Arc::new(MemoryReceipts::default())))
-        .harness("script", Arc::new(ScriptHarness::new(ops.to_vec())))
+        .harness("script", ScriptHarness::new(ops.to_vec()))
         .build();
     host.create_session("s", None).unwrap();
     for (n, i) in inputs.iter().enumerate() {

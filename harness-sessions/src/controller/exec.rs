@@ -1,13 +1,15 @@
 //! `exec`: running a new turn.
 
-use harness_core::event::{EventBody, ExecutionStart};
+use harness_core::event::{Event, EventBody, ExecutionStart};
 use harness_core::message::Message;
 use harness_core::{History, IdentityContext, Resumability, Start};
 
 use super::ids::derive_execution_id;
 use super::sink::{JournalSink, Mode};
 use super::{Controller, TurnOutcome};
+use crate::depth::{message_nesting, too_deep};
 use crate::error::Error;
+use crate::hash::{MAX_EVENT_DEPTH, canonical_event};
 
 /// A new turn.
 #[derive(Clone, Debug, Default)]
@@ -61,14 +63,46 @@ impl Controller {
     /// Runs a new turn: EXECUTION_START (config, cursor, input count, harness name and
     /// version), one INPUT per input, then the harness with a live sink; END on success,
     /// ERROR on failure.
+    ///
+    /// Refused before anything is journaled (no record, no fence): an empty session uid, an
+    /// unknown session, an input the journal cannot hold ([`Error::InvalidInput`]), an
+    /// unknown harness, a harness that does not describe itself or cannot be placed here. The
+    /// config is the harness's to read: the host journals it verbatim before the harness
+    /// runs, so a config the harness rejects fails the turn after its start and inputs are
+    /// journaled, as the spec words it for chat ("A rejected config leaves the turn
+    /// incomplete. Every Resume retries that turn with the same journaled config and fails
+    /// again; recovery requires a new Exec with valid config").
     pub async fn exec(&self, req: ExecRequest) -> Result<TurnOutcome, Error> {
+        self.exec_in(req, false).await
+    }
+
+    /// [`exec`](Self::exec) in a session it creates, with `req.harness` (or the registry
+    /// default) as the session's default harness, once the request is admitted: a request
+    /// refused before anything would be journaled creates no session either. (agentsessions'
+    /// Exec without a session creates one first, so a refused request leaves it behind empty:
+    /// "resending the session-less request creates another empty session".) A session of
+    /// that uid already there is
+    /// [`JournalError::AlreadyExists`](crate::JournalError::AlreadyExists).
+    pub async fn exec_new_session(&self, req: ExecRequest) -> Result<TurnOutcome, Error> {
+        self.exec_in(req, true).await
+    }
+
+    async fn exec_in(&self, req: ExecRequest, create: bool) -> Result<TurnOutcome, Error> {
         if req.session.is_empty() {
             return Err(Error::MissingSessionUid);
         }
+        Self::admit_inputs(&req.inputs)?;
         let _guard = self.guard(&req.session).await;
-        let meta = self.journal.meta(&req.session)?;
-        let name = req.harness.clone().unwrap_or(meta.harness);
+        let default = if create {
+            self.default.clone()
+        } else {
+            self.journal.meta(&req.session)?.harness
+        };
+        let name = req.harness.clone().unwrap_or(default);
         let p = self.prepare(&name).await?;
+        if create {
+            self.create_session(&req.session, Some(&name))?;
+        }
         let fence = self.journal.acquire_fence(&req.session)?;
         let stateless = p.descriptor.capabilities.resumability == Resumability::StatelessReplay;
         let history: History = if stateless {
@@ -113,5 +147,20 @@ impl Controller {
         };
         let result = p.harness.run(start, &mut sink).await;
         self.finish(&req.session, &execution_id, sink, result)
+    }
+
+    /// Refuses, before anything is journaled, an input whose INPUT record the journal could
+    /// not hold (the same canonicalization its record gets when it is sealed).
+    fn admit_inputs(inputs: &[Message]) -> Result<(), Error> {
+        for (index, m) in inputs.iter().enumerate() {
+            let invalid = |reason: String| Error::InvalidInput { index, reason };
+            // Far too deep: refused without copying it (which recurses once per level).
+            if message_nesting(m) > MAX_EVENT_DEPTH {
+                return Err(invalid(too_deep()));
+            }
+            canonical_event(&Event::new("", EventBody::Input(m.clone())))
+                .map_err(|e| invalid(e.0))?;
+        }
+        Ok(())
     }
 }

@@ -6,8 +6,10 @@ use super::Controller;
 use super::turn::lifecycle;
 use crate::error::Error;
 use crate::execution::Execution;
+use crate::hash::ContentHash;
 use crate::journal::{ForkOrigin, SessionMeta};
 use crate::record::{Record, Seq};
+use crate::verify::HeadPin;
 
 /// A fork.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,6 +18,19 @@ pub struct ForkOutcome {
     pub child: String,
     /// Its LIFECYCLE FORK record.
     pub fork_seq: Seq,
+    /// That record's content hash: with `fork_seq`, the child's head.
+    pub fork_hash: ContentHash,
+}
+
+impl ForkOutcome {
+    /// The child's head (its FORK record) as a pin, for
+    /// [`Controller::verify_head`](super::Controller::verify_head).
+    pub fn head_pin(&self) -> HeadPin {
+        HeadPin {
+            seq: self.fork_seq,
+            hash: self.fork_hash,
+        }
+    }
 }
 
 impl Controller {
@@ -49,6 +64,7 @@ impl Controller {
         Ok(ForkOutcome {
             child: child.to_owned(),
             fork_seq: rec.seq,
+            fork_hash: rec.content_hash,
         })
     }
 

@@ -25,23 +25,26 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use harness_core::Harness;
+use harness_core::clock::{NoWallClock, WallClock};
 use harness_core::event::{EventBody, EventKind};
 use harness_core::model::Model;
+use harness_core::tool::Tools;
 
 pub use self::approval::PendingApproval;
 pub use self::exec::ExecRequest;
 pub use self::fork::ForkOutcome;
 pub use self::replay::ReplayReport;
-pub use crate::envelope::{Clock, NoClock, SCHEMA_VERSION};
+pub use crate::envelope::SCHEMA_VERSION;
 pub use crate::observer::Observer;
 
 use crate::capabilities::RuntimeCapabilities;
 use crate::envelope::envelope;
 use crate::error::Error;
+use crate::hash::ContentHash;
 use crate::journal::{Journal, JournalError, SessionMeta};
 use crate::record::{Record, Seq};
-use crate::tools::ToolExecutor;
-use crate::verify::Verified;
+use crate::tools::{DedupExecutor, ReceiptStore, ToolExecutor};
+use crate::verify::{HeadPin, Verified};
 
 /// How a turn ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,41 +83,82 @@ pub struct TurnOutcome {
     pub appended: usize,
     /// The journal's last seq afterwards.
     pub head_seq: Seq,
+    /// The content hash of that last record.
+    pub head_hash: Option<ContentHash>,
+}
+
+impl TurnOutcome {
+    /// The journal's head afterwards, as a pin to keep outside the journal: checked with
+    /// [`Controller::verify_head`], it catches records later cut off the journal's tail.
+    pub fn head_pin(&self) -> Option<HeadPin> {
+        HeadPin::of(self.head_seq, self.head_hash)
+    }
 }
 
 /// Builds a [`Controller`].
+///
+/// A model, a harness, a clock (and a journal, an executor, an observer) are passed by
+/// value, as `impl Model + 'static`, `impl Harness + 'static`, `impl WallClock + 'static`, …,
+/// the same shape every host of harness-rs takes them in: pass an `Arc` of one to keep a
+/// handle on it (`Arc<M>` is a `Model`, `Arc<H>` a `Harness`, `Arc<C>` a `WallClock`).
 pub struct ControllerBuilder {
     journal: Arc<dyn Journal>,
     model: Option<Arc<dyn Model>>,
+    tools: Option<Tools>,
     executor: Option<Arc<dyn ToolExecutor>>,
+    receipts: Option<Arc<dyn ReceiptStore>>,
     harnesses: Vec<(String, Arc<dyn Harness>)>,
     default: Option<String>,
     runtime: RuntimeCapabilities,
-    clock: Arc<dyn Clock>,
+    clock: Arc<dyn WallClock>,
     observer: Option<Arc<dyn Observer>>,
 }
 
 impl ControllerBuilder {
     /// The host's model provider (what `sink.model` invokes live).
     #[must_use]
-    pub fn model(mut self, model: Arc<dyn Model>) -> Self {
-        self.model = Some(model);
+    pub fn model(mut self, model: impl Model + 'static) -> Self {
+        self.model = Some(Arc::new(model));
         self
     }
 
-    /// The host's tool executor (controller-mediated and approved calls). Without one,
+    /// The agent's tools: the host runs each host-executed call with the tool of its name
+    /// (with a [`ToolContext`](harness_core::tool::ToolContext) holding the session uid and
+    /// the execution id), unless an [`executor`](Self::executor) is set; and a call of a tool
+    /// registered [`requires_approval`](harness_core::tool::Tool::requires_approval) is gated
+    /// whatever the call says ([`rules::gate`](harness_core::tool::rules::gate)). Add
+    /// [`receipts`](Self::receipts) so that a re-driven call is answered from its receipt.
+    #[must_use]
+    pub fn tools(mut self, tools: Tools) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+
+    /// A custom executor (a gateway, a remote service): it runs every host-executed call
+    /// instead of the [`tools`](Self::tools), which still gate. Without either,
     /// host-executed calls fail closed after their intent is recorded.
     #[must_use]
-    pub fn executor(mut self, executor: Arc<dyn ToolExecutor>) -> Self {
-        self.executor = Some(executor);
+    pub fn executor(mut self, executor: impl ToolExecutor + 'static) -> Self {
+        self.executor = Some(Arc::new(executor));
+        self
+    }
+
+    /// Durable receipts, keyed by session uid and idempotency key: what runs the calls (the
+    /// tools, or the executor) is wrapped in a [`DedupExecutor`], so a re-driven call whose
+    /// receipt was stored is answered from it without running again. A receipt is stored
+    /// after the effect: an effect that must not repeat must itself be idempotent on the key
+    /// (see [`tools`](crate::tools)).
+    #[must_use]
+    pub fn receipts(mut self, receipts: impl ReceiptStore + 'static) -> Self {
+        self.receipts = Some(Arc::new(receipts));
         self
     }
 
     /// Registers a harness under a name. The first registered is the default unless
     /// [`default_harness`](Self::default_harness) says otherwise.
     #[must_use]
-    pub fn harness(mut self, name: impl Into<String>, harness: Arc<dyn Harness>) -> Self {
-        self.harnesses.push((name.into(), harness));
+    pub fn harness(mut self, name: impl Into<String>, harness: impl Harness + 'static) -> Self {
+        self.harnesses.push((name.into(), Arc::new(harness)));
         self
     }
 
@@ -132,17 +176,18 @@ impl ControllerBuilder {
         self
     }
 
-    /// Where event timestamps come from (default: none).
+    /// Where the journal's event timestamps come from: wall-clock time (default:
+    /// [`NoWallClock`], no timestamps). Any `Fn() -> Option<Timestamp>` is one.
     #[must_use]
-    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+    pub fn clock(mut self, clock: impl WallClock + 'static) -> Self {
+        self.clock = Arc::new(clock);
         self
     }
 
     /// Watches turns as they happen.
     #[must_use]
-    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
-        self.observer = Some(observer);
+    pub fn observer(mut self, observer: impl Observer + 'static) -> Self {
+        self.observer = Some(Arc::new(observer));
         self
     }
 
@@ -152,10 +197,22 @@ impl ControllerBuilder {
             .default
             .or_else(|| self.harnesses.first().map(|(n, _)| n.clone()))
             .unwrap_or_default();
+        let runs = self.executor.or_else(|| {
+            self.tools
+                .clone()
+                .map(|t| Arc::new(t) as Arc<dyn ToolExecutor>)
+        });
+        let executor = match (runs, self.receipts) {
+            (Some(runs), Some(receipts)) => {
+                Some(Arc::new(DedupExecutor::new(runs, receipts)) as Arc<dyn ToolExecutor>)
+            }
+            (runs, _) => runs,
+        };
         Controller {
             journal: self.journal,
             model: self.model,
-            executor: self.executor,
+            tools: self.tools.unwrap_or_default(),
+            executor,
             registry: self.harnesses.into_iter().collect(),
             default,
             runtime: self.runtime,
@@ -182,9 +239,9 @@ impl ControllerBuilder {
 /// use harness_sessions::journal::MemoryJournal;
 ///
 /// let model = Arc::new(ScriptedModel::new().reply("Hello!"));
-/// let host = Controller::builder(Arc::new(MemoryJournal::new()))
-///     .model(model.clone())
-///     .harness("echo", Arc::new(EchoHarness))
+/// let host = Controller::builder(MemoryJournal::new())
+///     .model(model.clone()) // an Arc keeps a handle: model.calls() below
+///     .harness("echo", EchoHarness)
 ///     .build();
 /// futures::executor::block_on(async {
 ///     host.create_session("s1", None)?;
@@ -199,11 +256,14 @@ impl ControllerBuilder {
 pub struct Controller {
     journal: Arc<dyn Journal>,
     model: Option<Arc<dyn Model>>,
+    /// The agent's tools: what gates a call (and runs it, unless a custom executor does).
+    tools: Tools,
+    /// What runs host-executed calls (the tools or a custom executor, receipts over it).
     executor: Option<Arc<dyn ToolExecutor>>,
     registry: HashMap<String, Arc<dyn Harness>>,
     default: String,
     runtime: RuntimeCapabilities,
-    clock: Arc<dyn Clock>,
+    clock: Arc<dyn WallClock>,
     observer: Option<Arc<dyn Observer>>,
     /// The per-session guard that serializes exec and resume of a session on this host.
     guards: Guards,
@@ -244,16 +304,19 @@ impl std::fmt::Debug for Controller {
 }
 
 impl Controller {
-    /// A controller over `journal`; add the model, executor and harnesses on the builder.
-    pub fn builder(journal: Arc<dyn Journal>) -> ControllerBuilder {
+    /// A controller over `journal` (pass an `Arc` of it to keep a handle); add the model,
+    /// tools and harnesses on the builder.
+    pub fn builder(journal: impl Journal + 'static) -> ControllerBuilder {
         ControllerBuilder {
-            journal,
+            journal: Arc::new(journal),
             model: None,
+            tools: None,
             executor: None,
+            receipts: None,
             harnesses: Vec::new(),
             default: None,
             runtime: RuntimeCapabilities::default(),
-            clock: Arc::new(NoClock),
+            clock: Arc::new(NoWallClock),
             observer: None,
         }
     }
@@ -291,8 +354,27 @@ impl Controller {
     }
 
     /// Recomputes the session's hash chain.
+    ///
+    /// A chain that holds vouches for every record up to its last one, not for records cut
+    /// off after it: keep a [`HeadPin`] and use [`verify_head`](Self::verify_head) for that.
     pub fn verify(&self, session: &str) -> Result<Verified, Error> {
         Ok(self.journal.verify(session)?)
+    }
+
+    /// [`verify`](Self::verify), and the session still holds `pin`, a head kept outside the
+    /// journal (from [`TurnOutcome::head_pin`], [`ForkOutcome::head_pin`] or
+    /// [`head`](Self::head)): whole records cut off the tail are
+    /// [`VerifyError::Truncated`](crate::verify::VerifyError::Truncated), a replaced history
+    /// [`VerifyError::NotPinnedHead`](crate::verify::VerifyError::NotPinnedHead), both
+    /// `DATA_LOSS`. A session that grew past the pin holds.
+    pub fn verify_head(&self, session: &str, pin: &HeadPin) -> Result<Verified, Error> {
+        Ok(self.journal.verify_head(session, pin)?)
+    }
+
+    /// The session's head as a pin (`None` while it has no record).
+    pub fn head(&self, session: &str) -> Result<Option<HeadPin>, Error> {
+        let head = self.journal.head(session)?;
+        Ok(HeadPin::of(head.seq, head.hash))
     }
 
     /// Waits for the session's guard: exec and resume of one session run one at a time on
@@ -360,7 +442,7 @@ mod tests {
     /// forgotten.
     #[test]
     fn session_guards_are_forgotten_once_released() {
-        let host = Controller::builder(Arc::new(MemoryJournal::new())).build();
+        let host = Controller::builder(MemoryJournal::new()).build();
         futures::executor::block_on(async {
             let a = host.guard("a").await;
             let b = host.guard("b").await;

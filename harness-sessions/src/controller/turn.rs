@@ -118,6 +118,7 @@ impl Controller {
             fence,
             clock: &*self.clock,
             model: if live { self.model.as_deref() } else { None },
+            tools: &self.tools,
             executor: if live { self.executor.as_deref() } else { None },
             observer: self.observer.as_deref(),
             memory_snapshot: descriptor.capabilities.resumability
@@ -157,6 +158,7 @@ impl Controller {
             served_effects: sink.stats.served,
             appended: sink.stats.appended,
             head_seq: sink.head().seq,
+            head_hash: sink.head().hash,
         };
         let error_body =
             |description: String, code: i32| EventBody::Error(ErrorInfo { code, description });

@@ -13,12 +13,12 @@ mod memory;
 
 use serde::{Deserialize, Serialize};
 
-pub use file::{Durability, FileJournal, TornTail, verify_file_bytes};
+pub use file::{Durability, FileJournal, TornTail, verify_file_bytes, verify_file_bytes_head};
 pub use memory::MemoryJournal;
 
 pub use crate::journal_error::JournalError;
 use crate::record::{Fence, Head, Record, Seq};
-use crate::verify::{Verified, VerifyError, verify_records};
+use crate::verify::{HeadPin, Verified, VerifyError, verify_records, verify_records_head};
 
 /// Where a forked session came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,6 +102,15 @@ pub trait Journal: Send + Sync {
         let records = self.read(session, 1, None).map_err(VerifyError::Journal)?;
         verify_records(&records)
     }
+
+    /// [`verify`](Self::verify), and the session still holds the pinned head `pin`: a
+    /// journal cut after an earlier record is [`VerifyError::Truncated`], one whose record at
+    /// `pin.seq` differs is [`VerifyError::NotPinnedHead`]. A journal that grew past the pin
+    /// holds.
+    fn verify_head(&self, session: &str, pin: &HeadPin) -> Result<Verified, VerifyError> {
+        let records = self.read(session, 1, None).map_err(VerifyError::Journal)?;
+        verify_records_head(&records, pin)
+    }
 }
 
 impl<J: Journal + ?Sized> Journal for std::sync::Arc<J> {
@@ -146,6 +155,9 @@ impl<J: Journal + ?Sized> Journal for std::sync::Arc<J> {
     }
     fn verify(&self, session: &str) -> Result<Verified, VerifyError> {
         (**self).verify(session)
+    }
+    fn verify_head(&self, session: &str, pin: &HeadPin) -> Result<Verified, VerifyError> {
+        (**self).verify_head(session, pin)
     }
 }
 

@@ -1,23 +1,26 @@
 //! Shared test helpers: a scripted harness, a counting executor, a journal that "crashes".
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod approval_rig;
+pub mod faq;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use harness_core::event::EventKind;
 use harness_core::message::{
-    JsonObject, Mediation, Message, ModelRequest, Part, Role, ToolCall, ToolResult, Usage,
+    JsonObject, Mediation, Message, ModelRequest, Part, ReasoningPart, Role, ToolCall, ToolResult,
+    Usage,
 };
 use harness_core::model::{Model, ModelStream, ScriptedModel};
+use harness_core::tool::{Tool, ToolContext, Tools};
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start};
 use harness_sessions::controller::Controller;
 use harness_sessions::harnesses::EchoHarness;
 use harness_sessions::journal::{Journal, JournalError, MemoryJournal, SessionMeta};
 use harness_sessions::record::{Fence, Head, Record, Seq};
-use harness_sessions::tools::{
-    DedupExecutor, MemoryReceipts, ToolCallContext, ToolError, ToolExecutor,
-};
+use harness_sessions::tools::{DedupExecutor, MemoryReceipts};
 use harness_sessions::verify::{Verified, VerifyError};
 use serde_json::json;
 
@@ -132,7 +135,29 @@ pub fn counting_model() -> Arc<ScriptedModel> {
     }))
 }
 
-/// An executor that counts every effect it performs, by (session, key).
+/// A provider whose completions carry an opaque reasoning part (bytes that are not UTF-8, a
+/// summary, an item id) before the text, as the spec's Rule 5 describes them.
+pub fn reasoning_model() -> ScriptedModel {
+    ScriptedModel::new().otherwise(|req| {
+        Ok(Message {
+            role: Role::Assistant,
+            parts: vec![
+                Part::Reasoning(ReasoningPart {
+                    provider: "p".into(),
+                    model_id: "m".into(),
+                    opaque: Some(b"\x00opaque\xff".to_vec()),
+                    summary: vec![Part::text("thought")],
+                    item_id: "rs_1".into(),
+                    ordinal: 1,
+                    ..Default::default()
+                }),
+                Part::text(format!("answer to {} messages", req.messages.len())),
+            ],
+        })
+    })
+}
+
+/// Every effect the `effect` tool performed, by (session, key).
 #[derive(Debug, Default)]
 pub struct Effects {
     pub log: Mutex<Vec<(String, String)>>,
@@ -145,34 +170,39 @@ impl Effects {
     pub fn keys(&self) -> Vec<(String, String)> {
         self.log.lock().unwrap().clone()
     }
-}
 
-#[async_trait]
-impl ToolExecutor for Effects {
-    async fn execute(
-        &self,
-        scope: &ToolCallContext,
-        call: &ToolCall,
-    ) -> Result<ToolResult, ToolError> {
-        self.log
-            .lock()
-            .unwrap()
-            .push((scope.session_uid.clone(), call.idempotency_key.clone()));
-        let mut out = JsonObject::new();
-        out.insert("done".into(), json!(call.idempotency_key));
-        Ok(ToolResult::ok("", out))
+    /// The `effect` tool: logs (session, key) each time it runs and answers `{"done": key}`.
+    pub fn tool(self: &Arc<Self>) -> Tool {
+        let effects = Arc::clone(self);
+        Tool::new(
+            "effect",
+            "A counted effect",
+            move |call: ToolCall, cx: ToolContext| {
+                effects
+                    .log
+                    .lock()
+                    .unwrap()
+                    .push((cx.session_uid.clone(), call.idempotency_key.clone()));
+                let mut out = JsonObject::new();
+                out.insert("done".into(), json!(call.idempotency_key));
+                async move { ToolResult::ok("", out) }
+            },
+        )
+    }
+
+    /// A registry holding only [`tool`](Self::tool).
+    pub fn tools(self: &Arc<Self>) -> Tools {
+        Tools::new().with(self.tool())
     }
 }
 
-/// A durable-dedup executor over counted effects (the receipts outlive a "crash").
+/// A durable-dedup executor over the counted effects' tools (the receipts outlive a "crash"):
+/// the executor layer as a host with a custom executor composes it.
 pub fn dedup(
     effects: &Arc<Effects>,
     receipts: &Arc<MemoryReceipts>,
-) -> Arc<DedupExecutor<Arc<Effects>, Arc<MemoryReceipts>>> {
-    Arc::new(DedupExecutor::new(
-        Arc::clone(effects),
-        Arc::clone(receipts),
-    ))
+) -> Arc<DedupExecutor<Tools, Arc<MemoryReceipts>>> {
+    Arc::new(DedupExecutor::new(effects.tools(), Arc::clone(receipts)))
 }
 
 /// A journal that dies after a number of appended records: every later write fails, as if
@@ -273,6 +303,15 @@ pub fn kinds(host: &Controller, session: &str) -> Vec<EventKind> {
         .collect()
 }
 
+/// The kinds of a session's records, as their names, one line (`EXECUTION_START INPUT …`).
+pub fn kind_names(host: &Controller, session: &str) -> String {
+    kinds(host, session)
+        .iter()
+        .map(|k| k.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The content hashes of a session's records.
 pub fn hashes(journal: &dyn Journal, session: &str) -> Vec<String> {
     journal
@@ -314,9 +353,10 @@ pub fn host_with(ops: Vec<Op>, model: Arc<ScriptedModel>) -> Host {
     let harness = ScriptHarness::new(ops);
     let host = Controller::builder(journal.clone())
         .model(model.clone())
-        .executor(dedup(&effects, &receipts))
-        .harness("script", Arc::new(harness.clone()))
-        .harness("echo", Arc::new(EchoHarness))
+        .tools(effects.tools())
+        .receipts(receipts)
+        .harness("script", harness.clone())
+        .harness("echo", EchoHarness)
         .build();
     host.create_session("s", Some("script")).unwrap();
     Host {
@@ -331,4 +371,39 @@ pub fn host_with(ops: Vec<Op>, model: Arc<ScriptedModel>) -> Host {
 /// [`host_with`] on the counting model.
 pub fn host(ops: Vec<Op>) -> Host {
     host_with(ops, counting_model())
+}
+
+/// A harness that cannot describe itself (a remote one that does not answer).
+pub struct Silent;
+
+#[async_trait]
+impl Harness for Silent {
+    async fn describe(&self) -> Result<Descriptor, HarnessError> {
+        Err(HarnessError::failed("connection refused"))
+    }
+    async fn run(&self, _: Start, _: &mut dyn EventSink) -> Result<(), HarnessError> {
+        panic!("never run")
+    }
+}
+
+/// A fresh, empty folder for a test's file journal, named after the test binary and `name`.
+pub fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let d = std::env::temp_dir().join(format!("hs-{exe}-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A controller `build` makes over a new memory journal, with an empty session `s`.
+pub fn on_memory(
+    build: impl FnOnce(Arc<dyn Journal>) -> Controller,
+) -> (Arc<MemoryJournal>, Controller) {
+    let journal = Arc::new(MemoryJournal::new());
+    let host = build(journal.clone());
+    host.create_session("s", None).unwrap();
+    (journal, host)
 }

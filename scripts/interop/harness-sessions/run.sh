@@ -29,6 +29,17 @@ sid="$("$tool" --dir "$out/cli" exec --input "What is a prime number?" | awk '/^
 "$tool" --dir "$out/cli" fork --session "$sid" --at 5 >/dev/null
 "$tool" --dir "$out/cli" replay --session "$sid"
 "$tool" --dir "$out/cli" verify --session "$sid"
+# The head a writer prints, kept outside the journal, catches whole records cut off its tail.
+head="$("$tool" --dir "$out/cli" exec --session "$sid" --input "Last one." | awk '/^head /{print $2}')"
+"$tool" --dir "$out/cli" verify --session "$sid" --head "$head" | grep -q "pinned head $head holds"
+mkdir "$out/cut"
+head -n -2 "$out/cli/$sid.journal" >"$out/cut/$sid.journal"
+"$tool" --dir "$out/cut" verify --session "$sid" >/dev/null
+if "$tool" --dir "$out/cut" verify --session "$sid" --head "$head" 2>"$out/cut/err"; then
+    echo "verify --head accepted a journal cut below the pinned head" >&2
+    exit 1
+fi
+grep -q "DATA_LOSS" "$out/cut/err"
 # An approval-gated turn: exec parks it, approve records the decision and resumes it.
 psid="$("$tool" --dir "$out/cli" exec --harness publish --input "What is a prime number?" | awk '/^session/{print $2}')"
 "$tool" --dir "$out/cli" approve --session "$psid" --reason "looks right" >/dev/null

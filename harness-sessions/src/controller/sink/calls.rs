@@ -2,10 +2,13 @@
 
 use async_trait::async_trait;
 use harness_core::event::{EventBody, EventKind, ModelCall};
+use harness_core::interaction::Feature;
 use harness_core::message::{
-    Mediation, Message, ModelRequest, ModelResponse, ToolCall, ToolResult, ToolResultCode, Usage,
+    Mediation, Message, ModelRequest, ModelResponse, Part, ReasoningPart, Role, ToolCall,
+    ToolResult, ToolResultCode, Usage,
 };
 use harness_core::model::ModelError;
+use harness_core::tool::rules::{self, Gate};
 use harness_core::{EventSink, SinkError};
 
 use super::{JournalSink, Mode, kind_name};
@@ -108,27 +111,26 @@ impl EventSink for JournalSink<'_> {
 
     async fn tool_call(&mut self, call: ToolCall) -> Result<ToolResult, SinkError> {
         self.check()?;
-        match call.mediation {
-            Mediation::Unspecified | Mediation::InHarnessReported => {
-                return Err(self.reject(
-                    &call,
-                    "unmediated tool call: sink.tool_call needs CONTROLLER_MEDIATED or REQUIRES_APPROVAL (run it yourself and sink.report it)",
-                ));
-            }
-            Mediation::ControllerMediated | Mediation::RequiresApproval => {}
+        // The rules every host applies, written once in harness-core (agentsessions' own, with
+        // its words): host-executed mediation and an idempotency key, before the intent.
+        if let Err(why) = rules::check_call(&call) {
+            return Err(self.reject(&call, why));
         }
-        if call.idempotency_key.is_empty() {
-            return Err(self.reject(&call, "missing idempotency key"));
-        }
+        // A call is gated when the call or its registered tool requires approval, and is
+        // journaled as REQUIRES_APPROVAL either way: the request is the spec's approval gate.
+        let call = match rules::gate(call, self.ctx.tools) {
+            Gate::Run(call) | Gate::NeedsApproval(call) => call,
+        };
         if call.mediation == Mediation::RequiresApproval {
-            if call.id.is_empty() {
-                return Err(self.reject(&call, "an approval-gated call needs a call id"));
+            // A gated call needs a call id (the approval names it), gated by the call or not.
+            if let Err(why) = rules::check_call(&call) {
+                return Err(self.reject(&call, why));
             }
             if self.ctx.memory_snapshot {
-                return Err(self.reject(
-                    &call,
-                    "approval gating is for STATELESS_REPLAY harnesses only",
-                ));
+                let why = SinkError::Rejected(
+                    "approval gating is for STATELESS_REPLAY harnesses only".into(),
+                );
+                return Err(self.reject(&call, why));
             }
         }
         let intent_seq = self.serve_or_record(EventBody::ToolCall(call.clone()), "a tool call")?;
@@ -206,6 +208,39 @@ impl EventSink for JournalSink<'_> {
         }
         let body = EventBody::Usage(usage);
         self.serve_or_record(body, "a usage report")?;
+        Ok(())
+    }
+
+    /// Approvals (a person decides a gated call: `APPROVAL_REQUEST`, park, `approve`; not for
+    /// a memory-snapshot harness, whose gated calls are refused) and reasoning (journaled as
+    /// reasoning parts). Questions, hand-offs, platform commands, shared state and steps have
+    /// no event in the agentsessions journal: those methods answer
+    /// [`SinkError::Unsupported`] and journal nothing.
+    fn supports(&self, feature: Feature) -> bool {
+        match feature {
+            Feature::Approvals => !self.ctx.memory_snapshot,
+            Feature::Reasoning => true,
+            _ => false,
+        }
+    }
+
+    /// Journals `delta` as an OUTPUT whose one part is a reasoning part, as the spec records
+    /// reasoning ("The host records them verbatim and replays them, so reasoning continuity
+    /// survives resume and fork (I2)"): the readable text is the part's `summary`, its
+    /// `validity_scope` the execution. Replay and recovery serve it back byte for byte (I5);
+    /// it is not the turn's output text.
+    async fn reasoning(&mut self, delta: &str) -> Result<(), SinkError> {
+        self.check()?;
+        let part = ReasoningPart {
+            summary: vec![Part::text(delta)],
+            validity_scope: self.ctx.execution_id.clone(),
+            ..ReasoningPart::default()
+        };
+        let body = EventBody::Output(Message {
+            role: Role::Assistant,
+            parts: vec![Part::Reasoning(part)],
+        });
+        self.serve_or_record(body, "reasoning")?;
         Ok(())
     }
 }

@@ -11,16 +11,18 @@ mod calls;
 mod journal_form;
 
 use harness_core::SinkError;
+use harness_core::clock::WallClock;
 use harness_core::event::{ApprovalRequest, EventBody};
 use harness_core::message::{ModelRequest, ModelResponse, ToolCall, ToolResult, ToolResultCode};
 use harness_core::model::Model;
+use harness_core::tool::{ToolContext, Tools};
 
 use self::journal_form::{journal_form_parts, journal_form_result};
-use crate::envelope::{Clock, envelope};
+use crate::envelope::envelope;
 use crate::journal::{Journal, JournalError};
 use crate::observer::Observer;
 use crate::record::{Fence, Head, Record, Seq};
-use crate::tools::{ToolCallContext, ToolExecutor};
+use crate::tools::ToolExecutor;
 
 /// How the sink treats sink calls past the recorded effects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,8 +63,10 @@ pub(crate) struct TurnCtx<'a> {
     pub session: &'a str,
     pub execution_id: String,
     pub fence: Fence,
-    pub clock: &'a dyn Clock,
+    pub clock: &'a dyn WallClock,
     pub model: Option<&'a dyn Model>,
+    /// The agent's tools: a call of a tool registered `requires_approval` is gated.
+    pub tools: &'a Tools,
     pub executor: Option<&'a dyn ToolExecutor>,
     pub observer: Option<&'a dyn Observer>,
     /// The harness requires a memory snapshot (approval gating is refused for it).
@@ -244,10 +248,8 @@ impl<'a> JournalSink<'a> {
             ));
         };
         self.stats.executor_calls += 1;
-        let scope = ToolCallContext {
-            session_uid: self.ctx.session.to_owned(),
-        };
-        Ok(exec.execute(&scope, call).await.map_err(|e| e.0))
+        let cx = ToolContext::new(self.ctx.session, self.ctx.execution_id.as_str());
+        Ok(exec.execute(&cx, call).await.map_err(|e| e.0))
     }
 
     /// Records a receipt for `call` and returns it.
@@ -262,7 +264,7 @@ impl<'a> JournalSink<'a> {
         Ok(result)
     }
 
-    fn reject(&mut self, call: &ToolCall, why: &str) -> SinkError {
+    fn reject(&mut self, call: &ToolCall, why: SinkError) -> SinkError {
         // Replay and recorded-prefix recovery reproduce a handled rejection without consuming
         // the next recorded call, unless that call has this call's id.
         if let Some(rec) = self.next()
@@ -271,11 +273,11 @@ impl<'a> JournalSink<'a> {
         {
             let seq = rec.seq;
             return self.diverge(format!(
-                "tool call {} was recorded at {seq} but is now rejected: {why}",
+                "tool call {} was recorded at {seq} but is now {why}",
                 call.id
             ));
         }
-        SinkError::Rejected(why.to_owned())
+        why
     }
 
     /// The approval-gated part of `tool_call`, after the intent (recorded or served).
@@ -343,13 +345,8 @@ impl<'a> JournalSink<'a> {
                 Err(e) => ToolResult::error(&call.id, e).with_code(ToolResultCode::ExecutorError),
             }
         } else {
-            // A denial never runs the executor.
-            let reason = if decision.reason.is_empty() {
-                "approval denied".to_owned()
-            } else {
-                format!("approval denied: {}", decision.reason)
-            };
-            ToolResult::error(&call.id, reason).with_code(ToolResultCode::ApprovalDenied)
+            // A denial never runs the executor: APPROVAL_DENIED, the words every host uses.
+            ToolResult::denied(&call.id, &decision.reason)
         };
         receipt.approval_request_seq = to_i64(request_seq);
         receipt.approval_decision_seq = to_i64(decision_seq);

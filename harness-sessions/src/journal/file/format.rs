@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::hash::{ContentHash, hex_into};
 use crate::journal::{JournalError, SessionMeta};
 use crate::record::{Fence, Record, Seq};
-use crate::verify::{ChainCheck, Verified, VerifyError};
+use crate::verify::{ChainCheck, HeadPin, Verified, VerifyError};
 
 /// The version a header names.
 pub(super) const FORMAT: u32 = 1;
@@ -224,8 +224,8 @@ impl BodyCheck {
         Ok(line)
     }
 
-    /// The chain that held.
-    pub(super) fn finish(self) -> Verified {
+    /// The chain that held, once it reached the pinned head (if any).
+    pub(super) fn finish(self) -> Result<Verified, VerifyError> {
         self.chain.finish()
     }
 }
@@ -233,7 +233,26 @@ impl BodyCheck {
 /// Verifies a session file's bytes: header, every line's form, seqs, links, content hashes
 /// and fences (each record must carry the fence of the last fence line before it).
 pub fn verify_file_bytes(session: &str, bytes: &[u8]) -> Result<Verified, VerifyError> {
+    check_file_bytes(session, bytes, None)
+}
+
+/// [`verify_file_bytes`], and the file reaches `pin` and holds it (see
+/// [`verify_records_head`](crate::verify::verify_records_head)).
+pub fn verify_file_bytes_head(
+    session: &str,
+    bytes: &[u8],
+    pin: &HeadPin,
+) -> Result<Verified, VerifyError> {
+    check_file_bytes(session, bytes, Some(*pin))
+}
+
+fn check_file_bytes(
+    session: &str,
+    bytes: &[u8],
+    pin: Option<HeadPin>,
+) -> Result<Verified, VerifyError> {
     let mut c = BodyCheck::default();
+    c.chain.pin = pin;
     let mut lines = Lines(bytes);
     let malformed = |seq: Seq, line: u64, reason: &str| VerifyError::Malformed {
         seq,
@@ -262,5 +281,5 @@ pub fn verify_file_bytes(session: &str, bytes: &[u8]) -> Result<Verified, Verify
             LineFault::Chain(e) => e,
         })?;
     }
-    Ok(c.finish())
+    c.finish()
 }

@@ -18,13 +18,17 @@
 //! ## Crash safety
 //!
 //! Each append is one `write` of whole lines. A crash can leave the last line incomplete
-//! (no `\n`); opening the session moves those bytes to `<session>.journal.torn-<offset>`
+//! (no `\n`). Only a writer repairs: a journal opened with [`FileJournal::open`] moves those
+//! bytes, when it opens the session, to `<session>.journal.torn-<offset>`
 //! (`…torn-<offset>.<n>` if that name is taken: nothing set aside is overwritten),
 //! truncates the file to its last complete line, and reports a [`TornTail`]. Nothing before
-//! the torn line is touched. Opening a session also checks its whole chain (the checks of
-//! [`verify_file_bytes`]): a session whose records do not hold is refused with
-//! [`JournalError::Corrupt`], never served nor extended. Sessions are created and forked by writing a temporary file and
-//! linking it into place (never over an existing journal).
+//! the torn line is touched. A reader reports: a journal opened with
+//! [`FileJournal::open_read_only`] never changes a file; it serves the complete records before
+//! the torn line and reports a [`TornTail`] it left in place. Opening a session also checks
+//! its whole chain (the checks of [`verify_file_bytes`]): a session whose records do not hold
+//! is refused with [`JournalError::Corrupt`], never served nor extended. Sessions are created
+//! and forked by writing a temporary file and linking it into place (never over an existing
+//! journal).
 //!
 //! ## Durability
 //!
@@ -32,8 +36,10 @@
 //! nothing. What survives a power loss depends on [`Durability`]: by default the file is
 //! fsynced at the end of every turn.
 //!
-//! An open session holds an exclusive lock on its file: a second writer (another process,
-//! or another `FileJournal` on the same folder) cannot open it until the first closes it.
+//! An open session holds a lock on its file: exclusive in a writer, so that a second writer
+//! (another process, or another `FileJournal` on the same folder) cannot open it until the
+//! first closes it; shared in a read-only journal, so that readers do not exclude each other
+//! but wait for (and keep out) a writer.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -43,14 +49,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 mod format;
 
-pub use self::format::verify_file_bytes;
+pub use self::format::{verify_file_bytes, verify_file_bytes_head};
 
 use self::format::{
     BodyCheck, FORMAT, Header, Line, LineFault, Lines, fence_line, parse_line, write_record_line,
 };
 use super::{Journal, JournalError, SessionMeta, check_append};
 use crate::record::{Fence, Head, Record, Seq};
-use crate::verify::{Verified, VerifyError};
+use crate::verify::{HeadPin, Verified, VerifyError};
 
 /// When the file journal forces writes to stable storage (fsync).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -69,17 +75,19 @@ pub enum Durability {
     Never,
 }
 
-/// Bytes found after the last complete line of a session's file on open, and set aside.
+/// Bytes found after the last complete line of a session's file on open: set aside by a
+/// writer, left in place by a read-only journal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TornTail {
     /// The session.
     pub session: String,
-    /// Where the torn bytes started in the file (the file was truncated to this length).
+    /// Where the torn bytes start in the file (a writer truncated the file to this length).
     pub offset: u64,
-    /// How many bytes were set aside.
+    /// How many bytes are torn.
     pub len: u64,
-    /// Where they were moved.
-    pub saved_to: PathBuf,
+    /// Where a writer moved them; `None` when a read-only journal found them and left the
+    /// file as it was (the next writer to open the session sets them aside).
+    pub saved_to: Option<PathBuf>,
 }
 
 /// An open session file.
@@ -116,13 +124,17 @@ struct SessionFile {
 /// ## Crash safety
 ///
 /// Each append is one `write` of whole lines. A crash can leave the last line incomplete
-/// (no `\n`); opening the session moves those bytes to `<session>.journal.torn-<offset>`
+/// (no `\n`). Only a writer repairs: a journal opened with [`FileJournal::open`] moves those
+/// bytes, when it opens the session, to `<session>.journal.torn-<offset>`
 /// (`…torn-<offset>.<n>` if that name is taken: nothing set aside is overwritten),
 /// truncates the file to its last complete line, and reports a [`TornTail`]. Nothing before
-/// the torn line is touched. Opening a session also checks its whole chain (the checks of
-/// [`verify_file_bytes`]): a session whose records do not hold is refused with
-/// [`JournalError::Corrupt`], never served nor extended. Sessions are created and forked by writing a temporary file and
-/// linking it into place (never over an existing journal).
+/// the torn line is touched. A reader reports: a journal opened with
+/// [`FileJournal::open_read_only`] never changes a file; it serves the complete records before
+/// the torn line and reports a [`TornTail`] it left in place. Opening a session also checks
+/// its whole chain (the checks of [`verify_file_bytes`]): a session whose records do not hold
+/// is refused with [`JournalError::Corrupt`], never served nor extended. Sessions are created
+/// and forked by writing a temporary file and linking it into place (never over an existing
+/// journal).
 ///
 /// ## Durability
 ///
@@ -130,12 +142,15 @@ struct SessionFile {
 /// nothing. What survives a power loss depends on [`Durability`]: by default the file is
 /// fsynced at the end of every turn.
 ///
-/// An open session holds an exclusive lock on its file: a second writer (another process,
-/// or another `FileJournal` on the same folder) cannot open it until the first closes it.
+/// An open session holds a lock on its file: exclusive in a writer, so that a second writer
+/// (another process, or another `FileJournal` on the same folder) cannot open it until the
+/// first closes it; shared in a read-only journal, so that readers do not exclude each other
+/// but wait for (and keep out) a writer.
 #[derive(Debug)]
 pub struct FileJournal {
     dir: PathBuf,
     durability: Durability,
+    read_only: bool,
     open: Mutex<HashMap<String, SessionFile>>,
     torn: Mutex<Vec<TornTail>>,
 }
@@ -194,9 +209,53 @@ impl FileJournal {
         Ok(FileJournal {
             dir,
             durability,
+            read_only: false,
             open: Mutex::new(HashMap::new()),
             torn: Mutex::new(Vec::new()),
         })
+    }
+
+    /// A journal in `dir` that never changes anything there: for readers (listing, reading,
+    /// replay, verify). It does not create the folder, opens session files read-only under a
+    /// shared lock, and leaves a torn last record in place: it serves the complete records
+    /// before it and reports it in [`torn_tails`](Self::torn_tails) with no `saved_to`.
+    /// Every operation that writes (create, acquire a fence, append, fork) fails with
+    /// [`JournalError::ReadOnly`].
+    pub fn open_read_only(dir: impl Into<PathBuf>) -> Result<Self, JournalError> {
+        let dir = dir.into();
+        match fs::metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(JournalError::Io(format!(
+                    "{}: not a directory",
+                    dir.display()
+                )));
+            }
+            Err(e) => return Err(JournalError::Io(format!("{}: {e}", dir.display()))),
+        }
+        Ok(FileJournal {
+            dir,
+            durability: Durability::default(),
+            read_only: true,
+            open: Mutex::new(HashMap::new()),
+            torn: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Whether this journal was opened with [`open_read_only`](Self::open_read_only).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Refuses `operation` on a read-only journal.
+    fn writable(&self, session: &str, operation: &'static str) -> Result<(), JournalError> {
+        if self.read_only {
+            return Err(JournalError::ReadOnly {
+                session: session.to_owned(),
+                operation,
+            });
+        }
+        Ok(())
     }
 
     /// The folder.
@@ -214,7 +273,8 @@ impl FileJournal {
         self.dir.join(format!("{session}.journal"))
     }
 
-    /// Torn tails set aside since this journal was opened.
+    /// Torn last records found since this journal was opened: set aside (a writer) or left
+    /// in place (a read-only journal).
     pub fn torn_tails(&self) -> Vec<TornTail> {
         self.torn.lock().map(|t| t.clone()).unwrap_or_default()
     }
@@ -265,7 +325,8 @@ impl FileJournal {
         }
     }
 
-    /// Opens a session file, sets aside a torn tail, and indexes its lines.
+    /// Opens a session file, sets aside (a writer) or reports (a reader) a torn tail, and
+    /// indexes its lines.
     fn load<'m>(
         &self,
         open: &'m mut HashMap<String, SessionFile>,
@@ -282,14 +343,24 @@ impl FileJournal {
 
     fn load_file(&self, session: &str) -> Result<SessionFile, JournalError> {
         let path = self.path_of(session);
-        let mut file = match OpenOptions::new().read(true).write(true).open(&path) {
+        let mut file = match OpenOptions::new()
+            .read(true)
+            .write(!self.read_only)
+            .open(&path)
+        {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(JournalError::NotFound(session.to_owned()));
             }
             Err(e) => return Err(JournalError::Io(format!("{}: {e}", path.display()))),
         };
-        match file.try_lock() {
+        // Readers share the lock; a writer holds it alone.
+        let locked = if self.read_only {
+            file.try_lock_shared()
+        } else {
+            file.try_lock()
+        };
+        match locked {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
                 return Err(JournalError::Busy(session.to_owned()));
@@ -299,7 +370,18 @@ impl FileJournal {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
         let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        if complete < bytes.len() {
+        if complete < bytes.len() && self.read_only {
+            // A reader reports and serves what is complete; only a writer repairs.
+            if let Ok(mut torn) = self.torn.lock() {
+                torn.push(TornTail {
+                    session: session.to_owned(),
+                    offset: complete as u64,
+                    len: (bytes.len() - complete) as u64,
+                    saved_to: None,
+                });
+            }
+            bytes.truncate(complete);
+        } else if complete < bytes.len() {
             let offset = complete as u64;
             // Never overwrite what an earlier recovery set aside at the same offset.
             let mut n = 0u32;
@@ -325,7 +407,7 @@ impl FileJournal {
                     session: session.to_owned(),
                     offset,
                     len: (bytes.len() - complete) as u64,
-                    saved_to,
+                    saved_to: Some(saved_to),
                 });
             }
             bytes.truncate(complete);
@@ -412,6 +494,7 @@ impl FileJournal {
 impl Journal for FileJournal {
     fn create(&self, session: &str, meta: &SessionMeta) -> Result<(), JournalError> {
         validate(session)?;
+        self.writable(session, "create")?;
         let _guard = self.lock()?;
         self.write_new(session, &Header::line(session, meta)?)
     }
@@ -441,6 +524,7 @@ impl Journal for FileJournal {
     }
 
     fn acquire_fence(&self, session: &str) -> Result<Fence, JournalError> {
+        self.writable(session, "acquire_fence")?;
         let mut open = self.lock()?;
         let sf = self.load(&mut open, session)?;
         let f =
@@ -459,6 +543,7 @@ impl Journal for FileJournal {
         fence: Fence,
         records: &[Record],
     ) -> Result<(), JournalError> {
+        self.writable(session, "append")?;
         let mut open = self.lock()?;
         let sf = self.load(&mut open, session)?;
         check_append(session, &sf.head, expected_last_seq, fence, records)?;
@@ -522,6 +607,7 @@ impl Journal for FileJournal {
         meta: &SessionMeta,
     ) -> Result<(), JournalError> {
         validate(child)?;
+        self.writable(child, "fork")?;
         let mut open = self.lock()?;
         if open.contains_key(child) || self.path_of(child).exists() {
             return Err(JournalError::AlreadyExists(child.to_owned()));
@@ -553,6 +639,10 @@ impl Journal for FileJournal {
     }
 
     fn sync(&self, session: &str) -> Result<(), JournalError> {
+        if self.read_only {
+            // Nothing was written.
+            return Ok(());
+        }
         let mut open = self.lock()?;
         let sf = self.load(&mut open, session)?;
         if sf.dirty && self.durability == Durability::EveryTurn {
@@ -563,14 +653,24 @@ impl Journal for FileJournal {
     }
 
     fn verify(&self, session: &str) -> Result<Verified, VerifyError> {
+        verify_file_bytes(session, &self.file_bytes(session)?)
+    }
+
+    fn verify_head(&self, session: &str, pin: &HeadPin) -> Result<Verified, VerifyError> {
+        verify_file_bytes_head(session, &self.file_bytes(session)?, pin)
+    }
+}
+
+impl FileJournal {
+    /// The bytes of a session's file, as they are (what `verify` checks).
+    fn file_bytes(&self, session: &str) -> Result<Vec<u8>, JournalError> {
         validate(session)?;
-        let bytes = match fs::read(self.path_of(session)) {
-            Ok(b) => b,
+        match fs::read(self.path_of(session)) {
+            Ok(b) => Ok(b),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(JournalError::NotFound(session.to_owned()).into());
+                Err(JournalError::NotFound(session.to_owned()))
             }
-            Err(e) => return Err(JournalError::from(e).into()),
-        };
-        verify_file_bytes(session, &bytes)
+            Err(e) => Err(JournalError::from(e)),
+        }
     }
 }
