@@ -517,6 +517,12 @@ impl EventSink for Live {
         }
         let call = match rules::gate(call, &self.tools) {
             Gate::Run(call) => call,
+            // A call the registry gated is held to the gated call's rules too (its id names
+            // it in the approval), as the sessions controller does.
+            Gate::NeedsApproval(call) if !self.lenient_tools && call.id.is_empty() => {
+                rules::check_call(&call)?;
+                call
+            }
             Gate::NeedsApproval(call) => match self.decision(&call) {
                 Some(Ok(())) => call,
                 Some(Err(reason)) => {

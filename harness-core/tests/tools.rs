@@ -299,3 +299,22 @@ fn a_turn_that_does_something_else_when_driven_again_is_told_it_diverged() {
         "a diverged turn showed nothing"
     );
 }
+
+/// A call the registry gates is held to a gated call's rules (agentsessions: "Set
+/// MediationRequiresApproval and a nonempty call ID/idempotency key before sink.ToolCall"),
+/// as the sessions controller refuses it: an agent that passes here is not refused there.
+#[test]
+fn a_call_the_registry_gates_needs_a_call_id() {
+    let tools = refund_tools(&Arc::new(AtomicUsize::new(0)));
+    let mut sink = RecordingSink::new(ScriptedModel::new()).with_tools(tools);
+    let call = ToolCall::new("", "refund", JsonObject::new())
+        .with_mediation(Mediation::ControllerMediated)
+        .with_idempotency_key("x1:k");
+    assert_eq!(
+        block_on(sink.tool_call(call)),
+        Err(SinkError::Rejected(
+            "an approval-gated call needs a call id".into()
+        ))
+    );
+    assert!(sink.calls().is_empty());
+}
