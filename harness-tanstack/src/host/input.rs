@@ -36,6 +36,9 @@ impl<L: EventLog> Host<L> {
         if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
             return HttpAnswer::error(401, "unauthorized", request_id);
         }
+        if let Some(e) = lone_surrogate(body) {
+            return HttpAnswer::error(400, &e, request_id);
+        }
         let req: ControlRequest = match serde_json::from_slice(body) {
             Ok(r) => r,
             // "`400`: `{ error }`. The input has a bad shape, or `threadId` is missing."
@@ -72,7 +75,11 @@ impl<L: EventLog> Host<L> {
         if let Some(e) = self.thread_id_error(thread_id) {
             return Err(HttpAnswer::error(400, &e, ""));
         }
-        if let Some(e) = input.shape_error() {
+        if let Some(e) = input.shape_error().or_else(|| {
+            serde_json::to_vec(&input)
+                .ok()
+                .and_then(|j| lone_surrogate(&j))
+        }) {
             return Err(HttpAnswer::error(400, &e, ""));
         }
         let tp = if input.is_message() {
@@ -396,6 +403,43 @@ impl<L: EventLog> Host<L> {
             }
         }
     }
+}
+
+/// Why a JSON text is not Unicode text, if it is not: a `\u` escape of a lone surrogate
+/// (`"\ud800 lone"`: a high surrogate not followed by the escape of a low one, or a low one
+/// alone). A JSON parser may take it (serde_json's raw values do) and then read the
+/// string as nothing, so a prompt carrying one would run as an empty message; the host
+/// refuses the input instead, the same on every transport: `400` on `POST control` ("The
+/// input has a bad shape"), `invalid_frame` on the socket and the stdio worker ("a bad
+/// `input`"). (`POST run` reads its messages as strings, which refuse it already.)
+pub(super) fn lone_surrogate(json: &[u8]) -> Option<String> {
+    let hex = |i: usize| -> Option<u32> {
+        let h = json.get(i..i + 4)?;
+        u32::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()
+    };
+    let high = |c: u32| (0xD800..=0xDBFF).contains(&c);
+    let low = |c: u32| (0xDC00..=0xDFFF).contains(&c);
+    let mut i = 0;
+    while let Some(&b) = json.get(i) {
+        // Outside an escape, or an escape of one character (`\"`, `\\`, …).
+        if b != b'\\' || json.get(i + 1) != Some(&b'u') {
+            i += if b == b'\\' { 2 } else { 1 };
+            continue;
+        }
+        // `\uXXXX`; one that does not read is the parser's to refuse.
+        let code = hex(i + 2)?;
+        i += 6;
+        let paired =
+            high(code) && json.get(i..i + 2) == Some(b"\\u") && hex(i + 2).is_some_and(low);
+        if paired {
+            i += 6;
+        } else if high(code) || low(code) {
+            return Some(format!(
+                "the input holds a lone surrogate (\\u{code:04x}), which is not Unicode text"
+            ));
+        }
+    }
+    None
 }
 
 fn rejected(input_id: &str, reason: &str) -> Receipt {

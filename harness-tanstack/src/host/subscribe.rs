@@ -5,6 +5,7 @@ use std::time::Instant;
 use harness_core::Cursor;
 
 use super::connection::{Conn, ConnState};
+use super::input::lone_surrogate;
 use super::{AccessPolicy, ConnId, HOST_EVENTS, Host, Refusal, Transport, may_read};
 use crate::Json;
 use crate::frame::{ClientFrame, ErrorCode, Hello, HostFrame, ReceiptFrame, close};
@@ -280,6 +281,11 @@ impl<L: EventLog> Host<L> {
                         self.server_request_id(id)
                     }
                 });
+                if let Some(e) = lone_surrogate(text.as_bytes()) {
+                    // "…has … a bad `input`" — invalid_frame, no close.
+                    self.error(id, ErrorCode::InvalidFrame, &e, &rid);
+                    return;
+                }
                 let (thread, user) = match self.conns.get(&id) {
                     Some(Conn {
                         state: ConnState::Thread { thread, .. },
