@@ -16,16 +16,18 @@ impl Lru {
     /// Makes `key` the most recently used (adding it).
     pub(crate) fn touch(&mut self, key: &str) {
         self.tick += 1;
-        match self.at.get_mut(key) {
+        let owned = match self.at.get_mut(key) {
             Some(t) => {
-                self.order.remove(t);
+                let owned = self.order.remove(t);
                 *t = self.tick;
+                owned.unwrap_or_else(|| key.to_owned())
             }
             None => {
                 self.at.insert(key.to_owned(), self.tick);
+                key.to_owned()
             }
-        }
-        self.order.insert(self.tick, key.to_owned());
+        };
+        self.order.insert(self.tick, owned);
     }
 
     /// Forgets `key`.

@@ -8,7 +8,7 @@ mod support;
 
 use harness_tanstack::host::{AccessPolicy, Host, HostConfig, Transport, TurnOutcome};
 use harness_tanstack::http;
-use harness_tanstack::log::MemoryLog;
+use harness_tanstack::log::{EventLog, MemoryLog};
 use serde_json::Value;
 use support::{Net, PROMPT, json, net, reply};
 
@@ -62,12 +62,22 @@ fn post_control_statuses() {
             .status,
         400
     );
-    // "403: { error: 'forbidden' }. The host refused the action."
     assert_eq!(
         n.host.control(n.now, Some("ann"), PROMPT, "r", None).status,
         200
     );
+    // Another user's thread-1 is another thread (tests/host_access.rs): not refused, and
+    // not queued behind ann's turn.
     let a = n.host.control(n.now, Some("bob"), PROMPT, "r", None);
+    assert_eq!(
+        (a.status, &json(&a.body)["status"]),
+        (200, &json(r#""accepted""#))
+    );
+    // "403: { error: 'forbidden' }. The host refused the action.": a thread the log says
+    // is another user's.
+    let key = n.host.thread_key(Some("cy"), "thread-1");
+    n.host.log_mut().set_owner(&key, "ann").unwrap();
+    let a = n.host.control(n.now, Some("cy"), PROMPT, "r", None);
     assert_eq!(
         (a.status, json(&a.body)),
         (403, json(r#"{"error":"forbidden"}"#))
