@@ -6,26 +6,11 @@
 
 mod support;
 
-use harness_tanstack::host::{AccessPolicy, Host, HostConfig, Transport};
-use harness_tanstack::log::{FileLog, MemoryLog};
+use harness_tanstack::agui::Event;
+use harness_tanstack::host::Host;
+use harness_tanstack::log::{EventLog, FileLog, MemoryLog};
 use serde_json::Value;
-use support::{Net, PROMPT, data_frames, json, reply};
-
-fn members() -> Net<MemoryLog> {
-    Net::new(Host::new(
-        HostConfig {
-            access: AccessPolicy::MembersOnly,
-            ..HostConfig::default()
-        },
-        MemoryLog::default(),
-    ))
-}
-
-fn prompt(thread: &str, text: &str) -> Vec<u8> {
-    serde_json::json!({ "threadId": thread, "input": { "op": "prompt", "message": text } })
-        .to_string()
-        .into_bytes()
-}
+use support::{Net, PROMPT, data_frames, events, json, members, prompt, reply, socket, temp_dir};
 
 /// The `threadId` of each `harness.session.status` a host-events reader got.
 fn statuses(frames: &[Value]) -> Vec<String> {
@@ -36,20 +21,30 @@ fn statuses(frames: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// The text of the messages of a user's thread (`GET transcript`).
+fn transcript<L: EventLog>(n: &mut Net<L>, user: &str) -> Vec<String> {
+    let t = json(&n.host.transcript("thread-1", Some(user), "r").body);
+    t["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
 /// "`GET host-events?v=`: the status changes and session list changes that the user may
 /// read" (line 88): under `membersOnly()` a user reads their own threads only, from a
 /// cursor too, never another user's thread ids or statuses.
 #[test]
 fn host_events_give_a_user_only_the_threads_that_user_may_read() {
-    let mut n = members();
-    let ann = n
-        .host
-        .open_host_events(n.now, Some("2"), None, None, Some("ann"), "r-ann")
-        .unwrap();
-    let bob = n
-        .host
-        .open_host_events(n.now, Some("2"), None, None, Some("bob"), "r-bob")
-        .unwrap();
+    let mut n = Net::new(Host::new(members(), MemoryLog::default()));
+    let open = |n: &mut Net<MemoryLog>, user: &str, cursor: Option<&str>| {
+        n.host
+            .open_host_events(n.now, Some("2"), Some("0"), cursor, Some(user), "r")
+            .unwrap()
+    };
+    let ann = open(&mut n, "ann", None);
+    let bob = open(&mut n, "bob", None);
     n.host.control(
         n.now,
         Some("bob"),
@@ -63,9 +58,8 @@ fn host_events_give_a_user_only_the_threads_that_user_may_read() {
     reply(&mut n, "ok");
     reply(&mut n, "ok");
     let ann_frames = data_frames(&n.take(ann));
-    let bob_frames = data_frames(&n.take(bob));
     let a = statuses(&ann_frames);
-    let b = statuses(&bob_frames);
+    let b = statuses(&data_frames(&n.take(bob)));
     assert!(
         !a.is_empty() && a.iter().all(|t| t == "ann-thread"),
         "{a:?}"
@@ -77,19 +71,8 @@ fn host_events_give_a_user_only_the_threads_that_user_may_read() {
     // From a cursor (a reconnect): still only the reader's own.
     let cursor = ann_frames
         .iter()
-        .find(|f| f["type"] == "harness.event")
-        .map(|f| f["cursor"].as_str().unwrap().to_owned());
-    let again = n
-        .host
-        .open_host_events(
-            n.now,
-            Some("2"),
-            Some("0"),
-            cursor.as_deref(),
-            Some("ann"),
-            "r",
-        )
-        .unwrap();
+        .find_map(|f| f["cursor"].as_str().map(str::to_owned));
+    let again = open(&mut n, "ann", cursor.as_deref());
     n.pump();
     let a = statuses(&data_frames(&n.take(again)));
     assert!(a.iter().all(|t| t == "ann-thread"), "{a:?}");
@@ -102,13 +85,9 @@ fn host_events_give_a_user_only_the_threads_that_user_may_read() {
 /// and neither reads the other's events.
 #[test]
 fn a_thread_id_another_user_used_first_is_still_the_users_own() {
-    let mut n = members();
-    assert_eq!(
-        n.host
-            .control(n.now, Some("mallory"), PROMPT, "r", None)
-            .status,
-        200
-    );
+    let mut n = Net::new(Host::new(members(), MemoryLog::default()));
+    let a = n.host.control(n.now, Some("mallory"), PROMPT, "r", None);
+    assert_eq!(a.status, 200);
     n.pump();
     reply(&mut n, "mallory's answer");
     let a = n.host.control(n.now, Some("ann"), PROMPT, "r", None);
@@ -117,20 +96,7 @@ fn a_thread_id_another_user_used_first_is_still_the_users_own() {
     n.pump();
     reply(&mut n, "ann's answer");
     // GET events, snapshot, transcript: ann's own thread.
-    let c = n
-        .host
-        .open_sse(
-            n.now,
-            Some("thread-1"),
-            Some("2"),
-            None,
-            None,
-            Some("ann"),
-            "r",
-        )
-        .unwrap();
-    n.pump();
-    let frames = data_frames(&n.take(c));
+    let frames = events(&mut n, "thread-1", None, Some("ann")).unwrap();
     assert!(frames.iter().all(|f| f["threadId"] == "thread-1"));
     let deltas: Vec<&str> = frames
         .iter()
@@ -138,25 +104,9 @@ fn a_thread_id_another_user_used_first_is_still_the_users_own() {
         .collect();
     assert_eq!(deltas, ["ann's answer"]);
     assert_eq!(n.host.snapshot("thread-1", Some("ann"), "r").status, 200);
-    let t = json(&n.host.transcript("thread-1", Some("ann"), "r").body);
-    let texts: Vec<&str> = t["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["content"].as_str())
-        .collect();
-    assert_eq!(texts, ["Hello", "ann's answer"]);
+    assert_eq!(transcript(&mut n, "ann"), ["Hello", "ann's answer"]);
     // The socket too.
-    let s = n
-        .host
-        .connect(n.now, Transport::WebSocket, Some("ann"), "up");
-    n.host.handle_frame(
-        n.now,
-        s,
-        r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#,
-    );
-    n.pump();
-    let got: Vec<Value> = n.take(s).iter().map(|t| json(t)).collect();
+    let (s, got) = socket(&mut n, Some("ann"), "thread-1");
     assert_eq!(got[0]["type"], "harness.hello");
     assert!(
         got.iter()
@@ -164,32 +114,28 @@ fn a_thread_id_another_user_used_first_is_still_the_users_own() {
     );
     assert_eq!(n.closed(s), None);
     // And mallory still reads mallory's.
-    let t = json(&n.host.transcript("thread-1", Some("mallory"), "r").body);
-    assert_eq!(t["messages"][1]["content"], "mallory's answer");
+    assert_eq!(transcript(&mut n, "mallory"), ["Hello", "mallory's answer"]);
 }
 
 /// The same holds on a durable host over a restart: each user's thread comes back as
 /// theirs.
 #[test]
 fn each_users_thread_of_one_id_survives_a_durable_restart() {
-    let dir = std::env::temp_dir().join(format!("harness-tanstack-scoped-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let cfg = HostConfig {
-        access: AccessPolicy::MembersOnly,
-        ..HostConfig::default()
-    };
+    let dir = temp_dir("scoped");
     {
-        let mut n = Net::new(Host::new(cfg.clone(), FileLog::open(&dir).unwrap()));
+        let mut n = Net::new(Host::new(members(), FileLog::open(&dir).unwrap()));
         for user in ["ann", "bob"] {
             n.host.control(n.now, Some(user), PROMPT, "r", None);
             n.pump();
             reply(&mut n, &format!("for {user}"));
         }
     }
-    let mut n = Net::new(Host::new(cfg, FileLog::open(&dir).unwrap()));
+    let mut n = Net::new(Host::new(members(), FileLog::open(&dir).unwrap()));
     for user in ["ann", "bob"] {
-        let t = json(&n.host.transcript("thread-1", Some(user), "r").body);
-        assert_eq!(t["messages"][1]["content"], format!("for {user}"), "{t}");
+        assert_eq!(
+            transcript(&mut n, user),
+            ["Hello".to_owned(), format!("for {user}")]
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -200,10 +146,7 @@ fn each_users_thread_of_one_id_survives_a_durable_restart() {
 /// no one else's: another user's `thread-1` is that user's own.
 #[test]
 fn a_thread_made_before_ids_were_per_user_stays_its_owners() {
-    use harness_tanstack::agui::Event;
-    use harness_tanstack::log::EventLog;
-    let dir = std::env::temp_dir().join(format!("harness-tanstack-earlier-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = temp_dir("earlier");
     {
         let mut log = FileLog::open(&dir).unwrap();
         log.set_owner("thread-1", "ann").unwrap();
@@ -214,44 +157,11 @@ fn a_thread_made_before_ids_were_per_user_stays_its_owners() {
         )
         .unwrap();
     }
-    let mut n = Net::new(Host::new(
-        HostConfig {
-            access: AccessPolicy::MembersOnly,
-            ..HostConfig::default()
-        },
-        FileLog::open(&dir).unwrap(),
-    ));
+    let mut n = Net::new(Host::new(members(), FileLog::open(&dir).unwrap()));
     assert_eq!(n.host.thread_key(Some("ann"), "thread-1"), "thread-1");
-    let c = n
-        .host
-        .open_sse(
-            n.now,
-            Some("thread-1"),
-            Some("2"),
-            Some("0"),
-            None,
-            Some("ann"),
-            "r",
-        )
-        .unwrap();
-    n.pump();
-    let frames = data_frames(&n.take(c));
+    let frames = events(&mut n, "thread-1", Some("0"), Some("ann")).unwrap();
     assert!(frames.iter().any(|f| f["event"]["delta"] == "from before"));
     assert_ne!(n.host.thread_key(Some("bob"), "thread-1"), "thread-1");
-    assert_eq!(
-        n.host
-            .open_sse(
-                n.now,
-                Some("thread-1"),
-                Some("2"),
-                None,
-                None,
-                Some("bob"),
-                "r"
-            )
-            .unwrap_err()
-            .status,
-        404
-    );
+    assert_eq!(events(&mut n, "thread-1", None, Some("bob")), Err(404));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,16 +9,9 @@
 mod support;
 
 use harness_tanstack::agui::RunAgentInput;
-use harness_tanstack::host::{AccessPolicy, Host, HostConfig};
-use harness_tanstack::log::{FileLog, MemoryLog};
+use harness_tanstack::host::HostConfig;
 use serde_json::Value;
-use support::{Net, PROMPT, json, net, reply};
-
-fn prompt(thread: &str, text: &str) -> Vec<u8> {
-    serde_json::json!({ "threadId": thread, "input": { "op": "prompt", "message": text } })
-        .to_string()
-        .into_bytes()
-}
+use support::{Net, PROMPT, durable, json, members, net, net_with, prompt, reply, temp_dir};
 
 fn receipt<L: harness_tanstack::log::EventLog>(
     n: &mut Net<L>,
@@ -139,13 +132,9 @@ fn waiting_inputs_are_bounded_in_bytes() {
 /// work.
 #[test]
 fn a_user_cannot_make_more_threads_than_the_limit() {
-    let cfg = HostConfig {
-        access: AccessPolicy::MembersOnly,
-        ..HostConfig::default()
-    };
-    let per_user = cfg.max_threads_per_user;
+    let per_user = members().max_threads_per_user;
     assert!(per_user >= 1_000, "generous enough for real use");
-    let mut n = Net::new(Host::new(cfg, MemoryLog::default()));
+    let mut n = net_with(members());
     for i in 0..per_user {
         let r = receipt(&mut n, Some("ann"), &prompt(&format!("t-{i}"), "hi"));
         assert_eq!(r["status"], "accepted", "{i}: {r}");
@@ -169,11 +158,10 @@ fn a_user_cannot_make_more_threads_than_the_limit() {
 /// log's threads together), with the same refusal; `POST run` answers `429`.
 #[test]
 fn a_host_cannot_hold_more_threads_than_the_limit() {
-    let cfg = HostConfig {
+    let mut n = net_with(HostConfig {
         max_threads: 3,
         ..HostConfig::default()
-    };
-    let mut n = Net::new(Host::new(cfg, MemoryLog::default()));
+    });
     for i in 0..3 {
         let r = receipt(
             &mut n,
@@ -204,7 +192,7 @@ fn idle_threads_leave_memory_and_come_back_whole_from_the_log() {
         max_resident_threads: 4,
         ..HostConfig::default()
     };
-    let mut n = Net::new(Host::new(cfg, MemoryLog::default()));
+    let mut n = net_with(cfg);
     for i in 0..20 {
         let body = serde_json::json!({
             "threadId": format!("t-{i}"),
@@ -237,13 +225,9 @@ fn idle_threads_leave_memory_and_come_back_whole_from_the_log() {
 /// reads back whole when it is used.
 #[test]
 fn a_restarted_host_reads_a_thread_only_when_it_is_used() {
-    let dir = std::env::temp_dir().join(format!("harness-tanstack-lazy-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = temp_dir("lazy");
     {
-        let mut n = Net::new(Host::new(
-            HostConfig::default(),
-            FileLog::open(&dir).unwrap(),
-        ));
+        let mut n = durable(HostConfig::default(), &dir);
         for i in 0..30 {
             receipt(
                 &mut n,
@@ -254,10 +238,7 @@ fn a_restarted_host_reads_a_thread_only_when_it_is_used() {
             reply(&mut n, &format!("answer {i}"));
         }
     }
-    let mut n = Net::new(Host::new(
-        HostConfig::default(),
-        FileLog::open(&dir).unwrap(),
-    ));
+    let mut n = durable(HostConfig::default(), &dir);
     let s = n.host.stats();
     assert_eq!((s.threads, s.resident_threads), (30, 0), "{s:?}");
     assert!(n.host.has_thread("t-7"));

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use harness_tanstack::agui::Event;
 use harness_tanstack::catalog::GapReason;
-use harness_tanstack::log::{EventLog, FileLog, LogRecord, MemoryLog};
+use harness_tanstack::log::{EventLog, FileLog, FileLogConfig, LogRecord, MemoryLog};
 
 fn dir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!(
@@ -15,6 +15,17 @@ fn dir(name: &str) -> std::path::PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&d);
     d
+}
+
+/// A file log that keeps almost nothing: one open file, one read index, a tiny cache.
+fn keeps_almost_nothing() -> FileLogConfig {
+    FileLogConfig {
+        cache_records: 8,
+        cache_bytes: 4 << 10,
+        max_open_files: 1,
+        max_indexed_threads: 1,
+        ..FileLogConfig::default()
+    }
 }
 
 #[test]
@@ -236,15 +247,8 @@ fn two_file_logs_on_one_folder_never_write_one_cursor_twice() {
 /// cursor names, and no other.
 #[test]
 fn file_log_reads_every_record_back_through_a_bounded_cache_and_index() {
-    use harness_tanstack::log::FileLogConfig;
     let d = dir("sparse");
-    let cfg = FileLogConfig {
-        cache_records: 8,
-        cache_bytes: 4 << 10,
-        max_open_files: 1,
-        max_indexed_threads: 1,
-        ..FileLogConfig::default()
-    };
+    let cfg = keeps_almost_nothing();
     let text = |t: usize, i: usize| {
         let size = if i % 37 == 0 { 100_000 } else { i % 300 };
         format!("{t}:{i}:{}", "z".repeat(size))
@@ -311,12 +315,7 @@ fn file_log_reads_every_record_back_through_a_bounded_cache_and_index() {
 /// rather than give a second event a cursor the file already has.
 #[test]
 fn the_second_writer_check_holds_for_a_file_the_pool_closed() {
-    use harness_tanstack::log::FileLogConfig;
-    let d = dir("pool-writers");
-    let cfg = FileLogConfig {
-        max_open_files: 1,
-        ..FileLogConfig::default()
-    };
+    let (d, cfg) = (dir("pool-writers"), keeps_almost_nothing());
     let mut a = FileLog::open_with(&d, cfg).unwrap();
     a.append("t1", "op", &Event::text_content("m", "a1"))
         .unwrap();

@@ -804,14 +804,7 @@ impl EventLog for FileLog {
     }
 
     fn threads(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self.threads.keys().cloned().collect();
-        keys.extend(
-            self.owners
-                .keys()
-                .filter(|k| !self.threads.contains_key(*k))
-                .cloned(),
-        );
-        keys
+        super::thread_keys(&self.threads, &self.owners)
     }
 
     fn contains(&self, thread_id: &str) -> bool {

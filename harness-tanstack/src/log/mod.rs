@@ -129,6 +129,16 @@ impl LogRecord {
     }
 }
 
+/// The keys of a log: those with records, and those with an owner only (a thread made, its
+/// first record not written yet).
+fn thread_keys<T>(
+    threads: &std::collections::HashMap<String, T>,
+    owners: &std::collections::HashMap<String, String>,
+) -> Vec<String> {
+    let owned_only = owners.keys().filter(|k| !threads.contains_key(*k));
+    threads.keys().chain(owned_only).cloned().collect()
+}
+
 fn json_string(out: &mut Vec<u8>, s: &str) {
     // ok: serializing a &str into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, s);
