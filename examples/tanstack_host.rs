@@ -4,18 +4,33 @@
 //! message that starts with "wait" (a turn to queue inputs behind, or to `cancel`).
 //!
 //! ```text
-//! cargo run --example tanstack_host -- --addr 127.0.0.1:8080 [--token T] [--memory] [--log-dir DIR]
+//! cargo run --example tanstack_host -- --addr 127.0.0.1:8080 [--token T]... [--memory] [--log-dir DIR]
 //!     [--heartbeat-ms N] [--sse-queue-bytes N] [--socket-buffer-bytes N] [--slow-consumer-ms N]
+//!     [--max-threads N] [--max-threads-per-user N] [--max-input-bytes N] [--max-body-bytes N]
+//!     [--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N]
+//!     [--max-open-files N] [--memory-log-bytes N]
 //! ```
 //!
 //! The stream values are the spec's (`heartbeatMs`, …): a value that is not a finite number
 //! above 0 stops the host at the start, with an error that names the field.
 //!
+//! The limits keep the host's memory and open files bounded, whatever its clients send and
+//! however big its log grows (each defaults to the library's default, see `HostConfig` and
+//! `FileLogConfig`): threads per host and per user, the bytes of one input, of a
+//! thread's transcript and of the idle threads kept in memory (the others are read back
+//! from the log when used), the thread files open at once, and, with `--memory`, the bytes
+//! of the whole memory log. Past a limit an input gets the spec's "`rejected` receipt …
+//! Its `reason` says why" (`too_large`, `thread_limit`, `queue_full`); a request body over
+//! `--max-body-bytes` (default: the input limit and 64 KiB, at least 2 MiB) is refused
+//! before the protocol with `413 {error}`, and a WebSocket message over it closes the
+//! socket.
+//!
 //! Routes, under `/api/harness/`: `GET events` (SSE), `POST control`, `GET snapshot`,
 //! `GET transcript`, `GET capabilities`, `GET host-events` (SSE), `POST run` / `GET run`
 //! (standard AG-UI), and the WebSocket at `GET socket`. With `--token T` a request must carry
 //! `authorization: Bearer T` (or `?token=T` on the socket, since a browser cannot set
-//! headers there); without it the host is open. The two `curl` commands at the top of the
+//! headers there); without it the host is open. `--token` may be given more than once: the
+//! n-th token signs in the user `user-n`, each with threads of their own. The two `curl` commands at the top of the
 //! spec work as written against `http://127.0.0.1:8080`:
 //!
 //! ```text
@@ -33,7 +48,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ws::{CloseFrame, Message as WsMessage, WebSocket, WebSocketUpgrade};
-use axum::extract::{Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -47,32 +62,38 @@ use harness_tanstack::agui::RunAgentInput;
 use harness_tanstack::driver::{ConnStream, Service, Tools, run_turns};
 use harness_tanstack::host::{AccessPolicy, Host, HostConfig, Transport};
 use harness_tanstack::http::{HttpAnswer, StreamOptions, request_id};
-use harness_tanstack::log::{EventLog, FileLog, MemoryLog};
+use harness_tanstack::log::{EventLog, FileLog, FileLogConfig, MemoryLog};
 
 type Log = Box<dyn EventLog>;
 
 #[derive(Clone)]
 struct App {
     svc: Service<Log>,
-    token: Option<String>,
+    /// The tokens: the n-th signs in `user-n`.
+    tokens: Vec<String>,
     /// `slowConsumerMs`: a socket write that does not complete for this long is a client
     /// that does not read (the host closes it 4408; the socket goes too).
     slow_consumer: Duration,
+    /// The largest request body, and WebSocket message, taken.
+    max_body: usize,
 }
 
 impl App {
-    /// `getUser`: the bearer token (or `?token=`) must match; with no token configured,
-    /// every request is the anonymous user.
+    /// `getUser`: the bearer token (or `?token=`) must be one of the tokens, and signs in
+    /// its user; with no token configured, every request is the anonymous user.
     fn user(&self, headers: &HeaderMap, query_token: Option<&str>) -> Option<String> {
-        let Some(token) = &self.token else {
+        if self.tokens.is_empty() {
             return Some("anonymous".into());
-        };
+        }
         let bearer = headers
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        (bearer == Some(token.as_str()) || query_token == Some(token.as_str()))
-            .then(|| "user-1".to_owned())
+        let n = self
+            .tokens
+            .iter()
+            .position(|t| bearer == Some(t.as_str()) || query_token == Some(t.as_str()))?;
+        Some(format!("user-{}", n + 1))
     }
 }
 
@@ -235,7 +256,9 @@ async fn socket(
 ) -> Response {
     let rid = rid(&headers);
     let user = app.user(&headers, q.get("token").map(String::as_str));
-    ws.on_upgrade(move |socket| serve_socket(app, socket, user, rid))
+    ws.max_message_size(app.max_body)
+        .max_frame_size(app.max_body)
+        .on_upgrade(move |socket| serve_socket(app, socket, user, rid))
         .into_response()
 }
 
@@ -353,18 +376,42 @@ fn demo_model() -> ScriptedModel {
         })
 }
 
-const USAGE: &str = "usage: tanstack_host [--addr HOST:PORT] [--token T] [--memory] [--log-dir DIR] \
-[--heartbeat-ms N] [--sse-queue-bytes N] [--socket-buffer-bytes N] [--slow-consumer-ms N]";
+const USAGE: &str = "usage: tanstack_host [--addr HOST:PORT] [--token T]... [--memory] [--log-dir DIR] \
+[--heartbeat-ms N] [--sse-queue-bytes N] [--socket-buffer-bytes N] [--slow-consumer-ms N] \
+[--max-threads N] [--max-threads-per-user N] [--max-input-bytes N] [--max-body-bytes N] \
+[--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N] \
+[--max-open-files N] [--memory-log-bytes N]";
+
+/// The flags that set a limit of the host or its log (a whole number).
+const LIMITS: [&str; 9] = [
+    "--max-threads",
+    "--max-threads-per-user",
+    "--max-input-bytes",
+    "--max-body-bytes",
+    "--max-transcript-bytes",
+    "--max-resident-threads",
+    "--max-resident-bytes",
+    "--max-open-files",
+    "--memory-log-bytes",
+];
 
 /// The command line, strictly: an unknown flag, a flag without its value or a value that is
 /// not a number stops the host (a `--token` that silently fell off would open the host).
 #[derive(Default)]
 struct Args {
     addr: Option<String>,
-    token: Option<String>,
+    tokens: Vec<String>,
     memory: bool,
     log_dir: Option<String>,
     stream: StreamOptions,
+    /// The limit flags that were given, by flag.
+    limits: HashMap<&'static str, usize>,
+}
+
+impl Args {
+    fn limit(&self, flag: &str) -> Option<usize> {
+        self.limits.get(flag).copied()
+    }
 }
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -385,13 +432,22 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                 continue;
             }
             "--help" | "-h" => return Err(String::new()),
-            f if !WITH_VALUE.contains(&f) => return Err(format!("unknown argument {flag:?}")),
+            f if !WITH_VALUE.contains(&f) && !LIMITS.contains(&f) => {
+                return Err(format!("unknown argument {flag:?}"));
+            }
             _ => {}
         }
         let value = it
             .next()
             .filter(|v| !v.is_empty() && !v.starts_with("--"))
             .ok_or_else(|| format!("{flag} needs a value"))?;
+        if let Some(limit) = LIMITS.iter().find(|l| **l == flag) {
+            let n = value
+                .parse::<usize>()
+                .map_err(|_| format!("{flag} must be a whole number, got {value:?}"))?;
+            a.limits.insert(limit, n);
+            continue;
+        }
         let num = |field: &str| {
             value.parse::<f64>().map_err(|_| {
                 format!("stream.{field} must be a finite number above 0, got {value:?}")
@@ -399,7 +455,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         };
         match flag.as_str() {
             "--addr" => a.addr = Some(value),
-            "--token" => a.token = Some(value),
+            "--token" => a.tokens.push(value),
             "--log-dir" => a.log_dir = Some(value),
             "--heartbeat-ms" => a.stream.heartbeat_ms = Some(num("heartbeatMs")?),
             "--sse-queue-bytes" => a.stream.sse_queue_bytes = Some(num("sseQueueBytes")?),
@@ -430,17 +486,26 @@ async fn main() {
     // "createHarnessHandler and handleHarnessSocket throw at the start, and the error
     // names the field."
     let stream = args.stream.validate().unwrap_or_else(|e| exit_with(e, 2));
-    let addr = args.addr.unwrap_or_else(|| "127.0.0.1:8080".into());
-    let token = args.token;
+    let addr = args.addr.clone().unwrap_or_else(|| "127.0.0.1:8080".into());
+    let tokens = args.tokens.clone();
     let log: Log = if args.memory {
-        Box::new(MemoryLog::default())
+        let mut log = MemoryLog::default();
+        if let Some(n) = args.limit("--memory-log-bytes") {
+            log = log.with_max_total_bytes(n);
+        }
+        Box::new(log)
     } else {
         // The durable file log is the embedded default: cursors survive a restart.
         let dir = args
             .log_dir
+            .clone()
             .map(Into::into)
             .unwrap_or_else(|| std::env::temp_dir().join("harness-tanstack-host"));
-        match FileLog::open(&dir) {
+        let mut log_cfg = FileLogConfig::default();
+        if let Some(n) = args.limit("--max-open-files") {
+            log_cfg.max_open_files = n;
+        }
+        match FileLog::open_with(&dir, log_cfg) {
             Ok(l) => Box::new(l),
             Err(e) => exit_with(
                 format!("cannot open the event log in {}: {e}", dir.display()),
@@ -452,9 +517,25 @@ async fn main() {
         stream,
         ..HostConfig::default()
     };
-    if token.is_some() {
+    if !tokens.is_empty() {
         cfg.access = AccessPolicy::MembersOnly;
     }
+    for (flag, field) in [
+        ("--max-threads", &mut cfg.max_threads),
+        ("--max-threads-per-user", &mut cfg.max_threads_per_user),
+        ("--max-input-bytes", &mut cfg.max_input_bytes),
+        ("--max-transcript-bytes", &mut cfg.max_transcript_bytes),
+        ("--max-resident-threads", &mut cfg.max_resident_threads),
+        ("--max-resident-bytes", &mut cfg.max_resident_bytes),
+    ] {
+        if let Some(n) = args.limit(flag) {
+            *field = n;
+        }
+    }
+    // A body or a socket message may hold the largest input and the frame around it.
+    let max_body = args
+        .limit("--max-body-bytes")
+        .unwrap_or_else(|| (cfg.max_input_bytes + (64 << 10)).max(2 << 20));
     let slow_consumer = cfg.stream.slow_consumer;
     let svc = Service::new(Host::new(cfg, log), Arc::new(Instant::now));
 
@@ -482,8 +563,9 @@ async fn main() {
 
     let app = App {
         svc,
-        token,
+        tokens,
         slow_consumer,
+        max_body,
     };
     let router = Router::new()
         .route("/api/harness/events", get(events))
@@ -495,6 +577,8 @@ async fn main() {
         .route("/api/harness/run", post(run_post).get(run_get))
         .route("/api/harness/socket", get(socket))
         .with_state(app)
+        // A body over the limit: `413 {error}` (axum's answer, made JSON below).
+        .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn(with_request_id));
     let listener = tokio::net::TcpListener::bind(&addr)
         .await

@@ -17,7 +17,10 @@
 //! does) and answered like any other bad frame (`invalid_frame`), and one longer than 16 MiB
 //! is skipped as it comes (memory stays bounded) and answered `invalid_frame`. Neither
 //! ends the reading: before, a non-UTF-8 line read as the end of stdin, and every frame
-//! after it was ignored.
+//! after it was ignored. A line that is read is bounded in what it leaves behind: an input
+//! whose message is over `HostConfig::max_input_bytes` (1 MiB) gets a `rejected` receipt
+//! with reason `too_large`, and a message holding a lone surrogate (`"\ud800"`) is
+//! `invalid_frame`; the log and the thread's state are the host's bounded ones.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;

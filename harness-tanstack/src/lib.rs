@@ -73,6 +73,7 @@ pub mod frame;
 pub mod host;
 pub mod http;
 pub mod log;
+mod lru;
 pub mod transport;
 
 pub use harness_core;

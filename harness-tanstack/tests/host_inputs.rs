@@ -8,7 +8,7 @@ mod support;
 
 use harness_tanstack::host::{AccessPolicy, Host, HostConfig, Transport, TurnOutcome};
 use harness_tanstack::http;
-use harness_tanstack::log::MemoryLog;
+use harness_tanstack::log::{EventLog, MemoryLog};
 use serde_json::Value;
 use support::{Net, PROMPT, json, net, reply};
 
@@ -62,12 +62,22 @@ fn post_control_statuses() {
             .status,
         400
     );
-    // "403: { error: 'forbidden' }. The host refused the action."
     assert_eq!(
         n.host.control(n.now, Some("ann"), PROMPT, "r", None).status,
         200
     );
+    // Another user's thread-1 is another thread (tests/host_access.rs): not refused, and
+    // not queued behind ann's turn.
     let a = n.host.control(n.now, Some("bob"), PROMPT, "r", None);
+    assert_eq!(
+        (a.status, &json(&a.body)["status"]),
+        (200, &json(r#""accepted""#))
+    );
+    // "403: { error: 'forbidden' }. The host refused the action.": a thread the log says
+    // is another user's.
+    let key = n.host.thread_key(Some("cy"), "thread-1");
+    n.host.log_mut().set_owner(&key, "ann").unwrap();
+    let a = n.host.control(n.now, Some("cy"), PROMPT, "r", None);
     assert_eq!(
         (a.status, json(&a.body)),
         (403, json(r#"{"error":"forbidden"}"#))
@@ -481,4 +491,69 @@ fn a_thread_id_over_the_limit_is_a_bad_request_everywhere() {
             .status,
         200
     );
+}
+
+/// A lone surrogate (`"\ud800 lone"`) is no Unicode text: a prompt carrying one must not
+/// become an empty user message. It is refused, the same way on every transport, as a bad
+/// input: "`400`: `{ error }`. The input has a bad shape" (spec line 94) on `POST control`
+/// and `POST run`, and on the socket and the stdio worker "`invalid_frame` | The frame is
+/// … a bad `input`" (line 317), which does not close. No thread, no turn, no message.
+#[test]
+fn a_lone_surrogate_is_refused_on_every_transport() {
+    let mut n = net();
+    for bad in [r"\ud800 lone", r"tail \udc00", r"\ud800\u0041"] {
+        let body =
+            format!(r#"{{"threadId":"thread-1","input":{{"op":"prompt","message":"{bad}"}}}}"#);
+        let a = n.host.control(n.now, None, body.as_bytes(), "r", None);
+        assert_eq!(a.status, 400, "{bad}: {}", a.body);
+        assert!(json(&a.body)["error"].is_string());
+        for transport in [Transport::WebSocket, Transport::Stdio] {
+            let c = n.host.connect(n.now, transport, None, "up");
+            n.host.handle_frame(
+                n.now,
+                c,
+                r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#,
+            );
+            n.host.handle_frame(
+                n.now,
+                c,
+                &format!(
+                    r#"{{"type":"harness.input","requestId":"r-7","input":{{"op":"prompt","message":"{bad}"}}}}"#
+                ),
+            );
+            n.pump();
+            let got: Vec<Value> = n.take(c).iter().map(|s| json(s)).collect();
+            assert_eq!(got[0]["type"], "harness.hello");
+            assert_eq!(got[1]["code"], "invalid_frame", "{transport:?} {got:?}");
+            assert_eq!(got[1]["requestId"], "r-7");
+            assert_eq!(got.len(), 2, "no receipt: {got:?}");
+            assert_eq!(n.closed(c), None);
+        }
+        // The typed API.
+        let input: harness_tanstack::frame::Input =
+            serde_json::from_str(&format!(r#"{{"op":"prompt","message":"{bad}"}}"#)).unwrap();
+        let e = n
+            .host
+            .input(n.now, "thread-1", None, input, None)
+            .unwrap_err();
+        assert_eq!(e.status, 400);
+        // POST run: the body does not read as a RunAgentInput (the host answers 400).
+        let run = format!(
+            r#"{{"threadId":"thread-1","runId":"run-1","messages":[{{"id":"u","role":"user","content":"{bad}"}}]}}"#
+        );
+        assert!(serde_json::from_str::<harness_tanstack::agui::RunAgentInput>(&run).is_err());
+    }
+    n.pump();
+    assert!(n.turns.is_empty());
+    assert!(!n.host.has_thread("thread-1"));
+    // A real pair (U+1F600) is text.
+    let ok = br#"{"threadId":"thread-1","input":{"op":"prompt","message":"\ud83d\ude00"}}"#;
+    assert_eq!(n.host.control(n.now, None, ok, "r", None).status, 200);
+    n.pump();
+    assert_eq!(n.turns[0].message.text(), "\u{1F600}");
+    // An escaped backslash before "ud800" is text too.
+    let ok = br#"{"threadId":"thread-2","input":{"op":"prompt","message":"a\\ud800"}}"#;
+    assert_eq!(n.host.control(n.now, None, ok, "r", None).status, 200);
+    n.pump();
+    assert_eq!(n.turns[1].message.text(), "a\\ud800");
 }

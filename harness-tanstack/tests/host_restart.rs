@@ -8,7 +8,7 @@ mod support;
 
 use harness_tanstack::agui::Event;
 use harness_tanstack::host::{AccessPolicy, Host, HostConfig};
-use harness_tanstack::log::FileLog;
+use harness_tanstack::log::{EventLog, FileLog};
 use support::{Net, PROMPT, data_frames, json, reply};
 
 #[test]
@@ -158,9 +158,11 @@ fn a_durable_restart_keeps_idempotency_settles_waiting_inputs_and_makes_fresh_id
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `membersOnly()`: a thread belongs to the user who made it, and anyone else gets `403` /
-/// 4403. On a durable host that must hold after a restart too, or every signed-in user
-/// could read every thread once the host restarts.
+/// `membersOnly()`: a thread belongs to the user who made it, and no one else reads it (each
+/// user's `thread-1` is their own: tests/host_access.rs). On a durable host that must hold
+/// after a restart too, or every signed-in user could read every thread once the host
+/// restarts: another user's `thread-1` has no session ("a thread that has no session yet
+/// answers `404`") until that user's own input makes it, and then it holds only theirs.
 #[test]
 fn thread_owners_survive_a_durable_restart() {
     let dir = std::env::temp_dir().join(format!("harness-tanstack-owner-{}", std::process::id()));
@@ -192,13 +194,24 @@ fn thread_owners_survive_a_durable_restart() {
             .map(|_| ())
             .map_err(|a| a.status)
     };
-    assert_eq!(open(&mut n, "bob"), Err(403));
+    assert_eq!(open(&mut n, "bob"), Err(404));
     assert_eq!(open(&mut n, "ann"), Ok(()));
+    assert_eq!(n.host.snapshot("thread-1", Some("bob"), "r").status, 404);
     assert_eq!(
         n.host.control(n.now, Some("bob"), PROMPT, "r", None).status,
-        403
+        200
     );
-    assert_eq!(n.host.snapshot("thread-1", Some("bob"), "r").status, 403);
+    let t = json(&n.host.transcript("thread-1", Some("bob"), "r").body);
+    assert_eq!(t["messages"].as_array().unwrap().len(), 1, "{t}");
+    let t = json(&n.host.transcript("thread-1", Some("ann"), "r").body);
+    assert_eq!(t["messages"][0]["content"], "Hello");
+    assert_eq!(
+        n.host
+            .log()
+            .owner(&n.host.thread_key(Some("ann"), "thread-1"))
+            .as_deref(),
+        Some("ann")
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -229,8 +242,8 @@ fn a_long_thread_id_makes_a_thread_on_a_durable_host_and_survives_a_restart() {
         reply(&mut n, "Hi");
     }
     let mut n = Net::new(Host::new(cfg, FileLog::open(&dir).unwrap()));
-    assert!(n.host.has_thread(&id));
-    assert_eq!(n.host.snapshot(&id, Some("bob"), "r").status, 403);
+    assert!(n.host.has_thread(&n.host.thread_key(Some("ann"), &id)));
+    assert_eq!(n.host.snapshot(&id, Some("bob"), "r").status, 404);
     let c = n
         .host
         .open_sse(n.now, Some(&id), Some("2"), None, None, Some("ann"), "r")

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use harness_tanstack::agui::Event;
 use harness_tanstack::catalog::GapReason;
-use harness_tanstack::log::{EventLog, FileLog, LogRecord, MemoryLog};
+use harness_tanstack::log::{EventLog, FileLog, FileLogConfig, LogRecord, MemoryLog};
 
 fn dir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!(
@@ -15,6 +15,17 @@ fn dir(name: &str) -> std::path::PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&d);
     d
+}
+
+/// A file log that keeps almost nothing: one open file, one read index, a tiny cache.
+fn keeps_almost_nothing() -> FileLogConfig {
+    FileLogConfig {
+        cache_records: 8,
+        cache_bytes: 4 << 10,
+        max_open_files: 1,
+        max_indexed_threads: 1,
+        ..FileLogConfig::default()
+    }
 }
 
 #[test]
@@ -227,4 +238,142 @@ fn two_file_logs_on_one_folder_never_write_one_cursor_twice() {
         assert_eq!(log.get("t", seq).unwrap().unwrap().seq, seq);
     }
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The file log reads its records back from a sparse index (a mark per 64 records or
+/// 64 KiB) and a cache bounded in bytes: every record reads back as written, in any order,
+/// with small and large records, when the cache and the index hold almost nothing, and
+/// after a truncate. "Each `harness.event` has a `cursor`" (spec line 242): the record a
+/// cursor names, and no other.
+#[test]
+fn file_log_reads_every_record_back_through_a_bounded_cache_and_index() {
+    let d = dir("sparse");
+    let cfg = keeps_almost_nothing();
+    let text = |t: usize, i: usize| {
+        let size = if i % 37 == 0 { 100_000 } else { i % 300 };
+        format!("{t}:{i}:{}", "z".repeat(size))
+    };
+    let mut log = FileLog::open_with(&d, cfg).unwrap();
+    for i in 1..=400 {
+        for t in 0..2 {
+            let rec = log
+                .append(
+                    &format!("t{t}"),
+                    "op",
+                    &Event::text_content("m", text(t, i)),
+                )
+                .unwrap();
+            assert_eq!(rec.seq, i as u64);
+        }
+    }
+    assert_eq!(log.open_files(), 1);
+    let mut order: Vec<usize> = (1..=400).collect();
+    // A fixed shuffle, then in order, then backwards: every way a reader moves.
+    order.sort_by_key(|i| (i * 7919) % 401);
+    order.extend(1..=400);
+    order.extend((1..=400).rev());
+    for &i in &order {
+        for t in 0..2 {
+            let r = log.get(&format!("t{t}"), i as u64).unwrap().unwrap();
+            assert_eq!(r.seq, i as u64);
+            assert_eq!(r.event().unwrap(), Event::text_content("m", text(t, i)));
+        }
+    }
+    assert!(log.get("t0", 401).unwrap().is_none());
+    log.truncate("t0", 150).unwrap();
+    assert_eq!((log.first_seq("t0"), log.head_seq("t0")), (151, 400));
+    assert!(log.get("t0", 150).unwrap().is_none());
+    for i in [151, 152, 222, 400] {
+        let r = log.get("t0", i).unwrap().unwrap();
+        assert_eq!(
+            r.event().unwrap(),
+            Event::text_content("m", text(0, i as usize))
+        );
+    }
+    drop(log);
+    let mut log = FileLog::open_with(&d, cfg).unwrap();
+    assert_eq!((log.first_seq("t0"), log.head_seq("t0")), (151, 400));
+    assert_eq!((log.first_seq("t1"), log.head_seq("t1")), (1, 400));
+    for i in [400, 1, 333, 151] {
+        let r = log.get("t1", i).unwrap().unwrap();
+        assert_eq!(
+            r.event().unwrap(),
+            Event::text_content("m", text(1, i as usize))
+        );
+    }
+    assert_eq!(
+        log.append("t0", "op", &Event::text_content("m", "x"))
+            .unwrap()
+            .seq,
+        401
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A thread whose file the pool closed is still checked for a second writer when it is
+/// written again: the file must be the length this log last saw, or the append fails
+/// rather than give a second event a cursor the file already has.
+#[test]
+fn the_second_writer_check_holds_for_a_file_the_pool_closed() {
+    let (d, cfg) = (dir("pool-writers"), keeps_almost_nothing());
+    let mut a = FileLog::open_with(&d, cfg).unwrap();
+    a.append("t1", "op", &Event::text_content("m", "a1"))
+        .unwrap();
+    let mut b = FileLog::open_with(&d, cfg).unwrap();
+    assert_eq!(
+        b.append("t1", "op", &Event::text_content("m", "b2"))
+            .unwrap()
+            .seq,
+        2
+    );
+    // a's file of t1 leaves the pool, and comes back for the next append.
+    a.append("t2", "op", &Event::text_content("m", "a"))
+        .unwrap();
+    assert_eq!(a.open_files(), 1);
+    assert!(
+        a.append("t1", "op", &Event::text_content("m", "a2"))
+            .is_err()
+    );
+    drop((a, b));
+    let mut log = FileLog::open(&d).unwrap();
+    assert_eq!(log.head_seq("t1"), 2);
+    assert_eq!(
+        log.get("t1", 2).unwrap().unwrap().event().unwrap(),
+        Event::text_content("m", "b2")
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The memory log is bounded in all, not only per thread: past its total the thread that
+/// holds the most gives its oldest records first (a client behind them gets `harness.gap`,
+/// reason `evicted`: spec line 278), and the small threads keep theirs.
+#[test]
+fn memory_log_is_bounded_in_all_and_the_largest_thread_pays() {
+    let mut log = MemoryLog::new(1_000_000, 1 << 30).with_max_total_bytes(200_000);
+    log.append("small", "op", &Event::text_content("m", "keep me"))
+        .unwrap();
+    for i in 0..100 {
+        log.append(
+            "big",
+            "op",
+            &Event::text_content("m", format!("{i}{}", "b".repeat(10_000))),
+        )
+        .unwrap();
+    }
+    assert!(log.total_bytes() <= 200_000, "{}", log.total_bytes());
+    assert_eq!(log.first_seq("small"), 1);
+    assert_eq!(log.get("small", 1).unwrap().unwrap().seq, 1);
+    assert!(log.first_seq("big") > 1);
+    assert_eq!(log.head_seq("big"), 100);
+    // Many threads: the total holds too, and the newest record written always stays.
+    for i in 0..100 {
+        log.append(
+            &format!("t{i}"),
+            "op",
+            &Event::text_content("m", "c".repeat(5_000)),
+        )
+        .unwrap();
+        assert!(log.get(&format!("t{i}"), 1).unwrap().is_some());
+    }
+    assert!(log.total_bytes() <= 200_000, "{}", log.total_bytes());
 }

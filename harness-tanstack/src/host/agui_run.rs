@@ -17,7 +17,8 @@ impl<L: EventLog> Host<L> {
     /// `POST run` (and `GET run`): the standard AG-UI run for `useChat`. The last user
     /// message of the input runs as a turn of the thread `input.threadId`; the stream carries
     /// the plain AG-UI events of that run ("with no `harness.*` frames around them") and
-    /// ends after its `RUN_FINISHED` or `RUN_ERROR`.
+    /// ends after its `RUN_FINISHED` or `RUN_ERROR`. Past a limit of the host the answer is
+    /// `413 {error:'too_large'}` or `429 {error:'thread_limit'}`.
     pub fn run_agui(
         &mut self,
         now: Instant,
@@ -33,46 +34,59 @@ impl<L: EventLog> Host<L> {
         if let Some(e) = self.thread_id_error(&input.thread_id) {
             return Err(HttpAnswer::error(400, &e, request_id));
         }
-        if let Some(t) = self.threads.get(&input.thread_id) {
-            if !may_read(&self.cfg.access, t, user) {
-                return Err(HttpAnswer::error(403, "forbidden", request_id));
-            }
-            // A turn runs, or inputs wait for their turn: this run would cut in.
-            if t.running.is_some() || !t.waiting.is_empty() {
-                return Err(HttpAnswer::error(409, "conflict", request_id));
+        let wire = input.thread_id.as_str();
+        let key = self.thread_key(user, wire);
+        let text = input.last_user_text().unwrap_or_default();
+        // Past a limit of the host: plain AG-UI has no receipt, so the HTTP status says it
+        // (the spec gives `POST run` no statuses of its own): `413` for a message over
+        // `max_input_bytes`, `429` past the threads a user or the host may have.
+        if text.len() > self.cfg.max_input_bytes {
+            return Err(HttpAnswer::error(413, "too_large", request_id));
+        }
+        if self.ensure(&key, Some(wire)) {
+            if let Some(t) = self.threads.get(&key) {
+                if !may_read(&self.cfg.access, t, user) {
+                    return Err(HttpAnswer::error(403, "forbidden", request_id));
+                }
+                // A turn runs, or inputs wait for their turn: this run would cut in.
+                if t.is_busy() {
+                    return Err(HttpAnswer::error(409, "conflict", request_id));
+                }
             }
         } else {
-            self.make_thread(&input.thread_id, user)
+            if self.at_thread_limit(user) {
+                return Err(HttpAnswer::error(429, "thread_limit", request_id));
+            }
+            self.make_thread(&key, wire, user)
                 .map_err(|_| HttpAnswer::error(500, "internal", request_id))?;
         }
-        let text = input.last_user_text().unwrap_or_default();
         // The client's runId, unless the thread has a run by that id already (or it is the
         // `session` operation of the thread's own events).
         let taken = input.run_id.is_empty()
             || input.run_id == "session"
             || self
                 .threads
-                .get(&input.thread_id)
+                .get(&key)
                 .is_some_and(|t| t.knows_run(&input.run_id));
         let op = if taken {
-            self.new_op_id(&input.thread_id)
+            self.new_op_id(&key)
         } else {
             input.run_id.clone()
         };
-        let input_id = self.new_input_id(&input.thread_id);
-        let pos = self.log.head_seq(&input.thread_id);
+        let input_id = self.new_input_id(&key);
+        let pos = self.log.head_seq(&key);
         let id = self.new_conn(
             now,
             Transport::Sse,
             user.map(str::to_owned),
             request_id,
             ConnState::Run {
-                thread: input.thread_id.clone(),
+                thread: key.clone(),
                 operation_id: op.clone(),
                 pos,
             },
         );
-        self.watch(&input.thread_id, id);
+        self.watch(&key, id);
         let tp = crate::http::traceparent(traceparent);
         let accepted = HarnessEvent::InputAccepted(catalog::InputAccepted {
             input_id: input_id.clone(),
@@ -80,11 +94,11 @@ impl<L: EventLog> Host<L> {
             message: Some(Json::string(&text)),
             ..catalog::InputAccepted::default()
         });
-        self.log_harness(now, &input.thread_id, "session", accepted)
+        self.log_harness(now, &key, "session", accepted)
             .map_err(|_| HttpAnswer::error(500, "internal", request_id))?;
         self.begin_run(
             now,
-            &input.thread_id,
+            &key,
             &op,
             &input_id,
             OperationKind::Chat,
@@ -109,8 +123,11 @@ impl<L: EventLog> Host<L> {
         if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
             return Err(HttpAnswer::error(401, "unauthorized", request_id));
         }
-        match self.threads.get(thread_id) {
-            None => return Err(HttpAnswer::error(404, "not_found", request_id)),
+        let key = self.thread_key(user, thread_id);
+        if !self.ensure(&key, Some(thread_id)) {
+            return Err(HttpAnswer::error(404, "not_found", request_id));
+        }
+        match self.threads.get(&key) {
             Some(t) if !may_read(&self.cfg.access, t, user) => {
                 return Err(HttpAnswer::error(403, "forbidden", request_id));
             }
@@ -120,19 +137,19 @@ impl<L: EventLog> Host<L> {
             }
             _ => {}
         }
-        let pos = self.log.first_seq(thread_id).saturating_sub(1);
+        let pos = self.log.first_seq(&key).saturating_sub(1);
         let id = self.new_conn(
             now,
             Transport::Sse,
             user.map(str::to_owned),
             request_id,
             ConnState::Run {
-                thread: thread_id.to_owned(),
+                thread: key.clone(),
                 operation_id: run_id.to_owned(),
                 pos,
             },
         );
-        self.watch(thread_id, id);
+        self.watch(&key, id);
         self.wake(id);
         Ok(id)
     }

@@ -19,13 +19,18 @@ pub(super) enum ConnState {
     AwaitSubscribe,
     /// Streaming a thread: `pos` is the last sequence number sent.
     Thread {
+        /// The thread's key.
         thread: String,
+        /// The id its client uses.
+        thread_id: String,
         pos: u64,
         /// A cursor the log cannot place: send a gap before anything else.
         force_gap: Option<Cursor>,
     },
-    /// `GET host-events`: `pos` is the last sequence number sent.
+    /// `GET host-events`: `pos` is the last sequence number sent of the stream `key` (the
+    /// reader's own, under `membersOnly()`).
     HostEvents {
+        key: String,
         pos: u64,
         /// A cursor the host's log cannot place: send a gap before anything else.
         force_gap: Option<Cursor>,

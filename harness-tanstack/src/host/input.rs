@@ -4,6 +4,7 @@ use std::time::Instant;
 
 use harness_core::message::{Message as CoreMessage, Role};
 
+use super::thread::Thread;
 use super::{AccessPolicy, Host, HostEvent, Refusal, may_read};
 use crate::Json;
 use crate::catalog::{self, Delivery, HarnessEvent, InputOutcome};
@@ -18,12 +19,21 @@ pub(super) struct Waiting {
     pub(super) delivery: Delivery,
     pub(super) input: Input,
     pub(super) traceparent: Option<String>,
+    /// The bytes of its message (see [`input_bytes`]).
+    pub(super) bytes: usize,
 }
 
 impl<L: EventLog> Host<L> {
     /// `POST control`: the body `{ threadId, input }`, the user `getUser` returned, the
     /// request id (see [`http::request_id`](crate::http::request_id)) and the `traceparent`
     /// header. The answer: `200` receipt, `400 {error}`, `401`, `403 {error:'forbidden'}`.
+    /// Past a limit of the host the receipt is `rejected` with its reason ("A `rejected`
+    /// receipt is still `200`. Its `reason` says why"): `too_large`
+    /// ([`max_input_bytes`](super::HostConfig::max_input_bytes)), `thread_limit`
+    /// ([`max_threads`](super::HostConfig::max_threads),
+    /// [`max_threads_per_user`](super::HostConfig::max_threads_per_user)), `queue_full`
+    /// ([`max_waiting_inputs`](super::HostConfig::max_waiting_inputs),
+    /// [`max_waiting_bytes`](super::HostConfig::max_waiting_bytes)).
     pub fn control(
         &mut self,
         now: Instant,
@@ -35,6 +45,9 @@ impl<L: EventLog> Host<L> {
         self.clock(now);
         if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
             return HttpAnswer::error(401, "unauthorized", request_id);
+        }
+        if let Some(e) = lone_surrogate(body) {
+            return HttpAnswer::error(400, &e, request_id);
         }
         let req: ControlRequest = match serde_json::from_slice(body) {
             Ok(r) => r,
@@ -52,14 +65,16 @@ impl<L: EventLog> Host<L> {
         } else {
             None
         };
-        match self.apply_input(now, &req.thread_id, user, req.input, tp) {
+        let key = self.thread_key(user, &req.thread_id);
+        match self.apply_input(now, &key, &req.thread_id, user, req.input, tp) {
             Ok(r) => HttpAnswer::ok(serde_json::to_string(&r).unwrap_or_default(), request_id),
             Err(Refusal::Forbidden) => HttpAnswer::error(403, "forbidden", request_id),
             Err(Refusal::Internal(m)) => HttpAnswer::error(500, &m, request_id),
         }
     }
 
-    /// Applies one input to a thread and returns its receipt.
+    /// Applies one input to the thread `thread_id` of `user` and returns its receipt (the
+    /// receipts and refusals of [`control`](Self::control)).
     pub fn input(
         &mut self,
         now: Instant,
@@ -72,7 +87,11 @@ impl<L: EventLog> Host<L> {
         if let Some(e) = self.thread_id_error(thread_id) {
             return Err(HttpAnswer::error(400, &e, ""));
         }
-        if let Some(e) = input.shape_error() {
+        if let Some(e) = input.shape_error().or_else(|| {
+            serde_json::to_vec(&input)
+                .ok()
+                .and_then(|j| lone_surrogate(&j))
+        }) {
             return Err(HttpAnswer::error(400, &e, ""));
         }
         let tp = if input.is_message() {
@@ -80,7 +99,8 @@ impl<L: EventLog> Host<L> {
         } else {
             None
         };
-        self.apply_input(now, thread_id, user, input, tp)
+        let key = self.thread_key(user, thread_id);
+        self.apply_input(now, &key, thread_id, user, input, tp)
             .map_err(|r| match r {
                 Refusal::Forbidden => HttpAnswer::error(403, "forbidden", ""),
                 Refusal::Internal(m) => HttpAnswer::error(500, &m, ""),
@@ -90,12 +110,14 @@ impl<L: EventLog> Host<L> {
     pub(super) fn apply_input(
         &mut self,
         now: Instant,
+        key: &str,
         thread_id: &str,
         user: Option<&str>,
         input: Input,
         traceparent: Option<String>,
     ) -> Result<Receipt, Refusal> {
-        if let Some(t) = self.threads.get(thread_id) {
+        let exists = self.ensure(key, Some(thread_id));
+        if let Some(t) = self.threads.get(key) {
             if !may_read(&self.cfg.access, t, user) {
                 return Err(Refusal::Forbidden);
             }
@@ -104,7 +126,7 @@ impl<L: EventLog> Host<L> {
         // `inputId` runs once. The `inputId` of its receipt is the id that you sent."
         if input.is_idempotent() {
             if let Some(id) = input.input_id() {
-                if let Some(r) = self.threads.get(thread_id).and_then(|t| t.receipts.get(id)) {
+                if let Some(r) = self.threads.get(key).and_then(|t| t.receipt(id)) {
                     return Ok(r.clone());
                 }
             }
@@ -112,7 +134,7 @@ impl<L: EventLog> Host<L> {
         let idempotent = input.is_idempotent();
         let input_id = match input.input_id() {
             Some(id) => id.to_owned(),
-            None => self.new_input_id(thread_id),
+            None => self.new_input_id(key),
         };
         let creates = matches!(
             input,
@@ -122,12 +144,26 @@ impl<L: EventLog> Host<L> {
                 | Input::Append(_)
                 | Input::Agent(_)
         );
-        if !self.threads.contains_key(thread_id) {
+        // Past a limit: "A `rejected` receipt is still `200`. Its `reason` says why."
+        let bytes = input_bytes(&input);
+        if bytes > self.cfg.max_input_bytes {
+            let r = rejected(&input_id, "too_large");
+            return if exists {
+                self.finish_input(now, key, r, false)
+            } else {
+                Ok(r)
+            };
+        }
+        if !exists {
             if !creates {
                 return Ok(rejected(&input_id, reason_for_missing(&input)));
             }
+            if self.at_thread_limit(user) {
+                // No thread is made, so nothing is logged; a transient refusal, not kept.
+                return Ok(rejected(&input_id, "thread_limit"));
+            }
             // "The first prompt also makes the thread."
-            self.make_thread(thread_id, user)
+            self.make_thread(key, thread_id, user)
                 .map_err(|e| Refusal::Internal(e.to_string()))?;
         }
         let receipt = match input {
@@ -135,23 +171,26 @@ impl<L: EventLog> Host<L> {
                 if let Input::Agent(a) = &input {
                     if !self.cfg.agents.contains(&a.agent) {
                         let r = rejected(&input_id, "unknown_agent");
-                        return self.finish_input(now, thread_id, r, idempotent);
+                        return self.finish_input(now, key, r, idempotent);
                     }
                 }
-                let full = self.threads.get(thread_id).is_some_and(|t| {
-                    (t.running.is_some() || !t.waiting.is_empty())
-                        && t.waiting.len() >= self.cfg.max_waiting_inputs.max(1)
+                // An input to an empty queue always fits.
+                let full = self.threads.get(key).is_some_and(|t| {
+                    t.is_busy()
+                        && (t.waiting().len() >= self.cfg.max_waiting_inputs.max(1)
+                            || (!t.waiting().is_empty()
+                                && t.waiting_bytes + bytes > self.cfg.max_waiting_bytes))
                 });
                 if full {
                     // No room to wait: a transient refusal, so its receipt is not kept for
                     // idempotency (the same inputId may be sent again later).
                     let r = rejected(&input_id, "queue_full");
-                    return self.finish_input(now, thread_id, r, false);
+                    return self.finish_input(now, key, r, false);
                 }
                 let message = input_message(&input);
                 self.log_harness(
                     now,
-                    thread_id,
+                    key,
                     "session",
                     HarnessEvent::InputAccepted(catalog::InputAccepted {
                         input_id: input_id.clone(),
@@ -165,24 +204,21 @@ impl<L: EventLog> Host<L> {
                 } else {
                     Delivery::Queue
                 };
-                let busy = self
-                    .threads
-                    .get(thread_id)
-                    .map(|t| t.running.is_some() || !t.waiting.is_empty())
-                    .unwrap_or(false);
+                let busy = self.threads.get(key).is_some_and(Thread::is_busy);
                 if busy {
-                    if let Some(t) = self.threads.get_mut(thread_id) {
-                        t.waiting.push_back(Waiting {
+                    if let Some(t) = self.threads.get_mut(key) {
+                        t.push_waiting(Waiting {
                             input_id: input_id.clone(),
                             delivery: delivery.clone(),
                             input,
                             traceparent,
+                            bytes,
                         });
                     }
                     // "The owner of the log stored the input, and it waits behind the running turn"
                     self.log_harness(
                         now,
-                        thread_id,
+                        key,
                         "session",
                         HarnessEvent::InputQueued(catalog::InputQueued {
                             input_id: input_id.clone(),
@@ -196,7 +232,7 @@ impl<L: EventLog> Host<L> {
                         ..Receipt::default()
                     }
                 } else {
-                    let op = self.start_turn(now, thread_id, &input_id, &input, traceparent)?;
+                    let op = self.start_turn(now, key, &input_id, &input, traceparent)?;
                     Receipt {
                         input_id,
                         status: ReceiptStatus::Accepted,
@@ -209,7 +245,7 @@ impl<L: EventLog> Host<L> {
                 let message = input_message(&input);
                 self.log_harness(
                     now,
-                    thread_id,
+                    key,
                     "session",
                     HarnessEvent::InputAccepted(catalog::InputAccepted {
                         input_id: input_id.clone(),
@@ -227,12 +263,12 @@ impl<L: EventLog> Host<L> {
             Input::Cancel(c) => {
                 let running = self
                     .threads
-                    .get(thread_id)
+                    .get(key)
                     .and_then(|t| t.running.as_ref())
                     .map(|r| r.operation_id.clone());
                 if running.as_deref() == Some(c.operation_id.as_str()) {
                     self.events.push_back(HostEvent::CancelTurn {
-                        thread_id: thread_id.to_owned(),
+                        thread_id: key.to_owned(),
                         operation_id: c.operation_id.clone(),
                     });
                     Receipt {
@@ -248,16 +284,16 @@ impl<L: EventLog> Host<L> {
             Input::CancelInput(_) | Input::SetDelivery(_) => {
                 let pos = self
                     .threads
-                    .get(thread_id)
-                    .and_then(|t| t.waiting.iter().position(|w| w.input_id == input_id));
+                    .get(key)
+                    .and_then(|t| t.waiting().iter().position(|w| w.input_id == input_id));
                 match (pos, input) {
                     (Some(i), Input::CancelInput(_)) => {
-                        if let Some(t) = self.threads.get_mut(thread_id) {
-                            t.waiting.remove(i);
+                        if let Some(t) = self.threads.get_mut(key) {
+                            t.take_waiting(i);
                         }
                         self.log_harness(
                             now,
-                            thread_id,
+                            key,
                             "session",
                             HarnessEvent::InputSettled(catalog::InputSettled {
                                 input_id: input_id.clone(),
@@ -272,16 +308,12 @@ impl<L: EventLog> Host<L> {
                         }
                     }
                     (Some(i), Input::SetDelivery(s)) => {
-                        if let Some(w) = self
-                            .threads
-                            .get_mut(thread_id)
-                            .and_then(|t| t.waiting.get_mut(i))
-                        {
+                        if let Some(w) = self.threads.get_mut(key).and_then(|t| t.waiting_mut(i)) {
                             w.delivery = s.delivery.clone();
                         }
                         self.log_harness(
                             now,
-                            thread_id,
+                            key,
                             "session",
                             HarnessEvent::InputDelivery(catalog::InputDelivery {
                                 input_id: input_id.clone(),
@@ -301,11 +333,11 @@ impl<L: EventLog> Host<L> {
             Input::Continue(_) => {
                 let idle = self
                     .threads
-                    .get(thread_id)
-                    .map(|t| t.running.is_none() && !t.waiting.is_empty())
+                    .get(key)
+                    .map(|t| t.running.is_none() && !t.waiting().is_empty())
                     .unwrap_or(false);
                 if idle {
-                    let op = self.start_next(now, thread_id)?;
+                    let op = self.start_next(now, key)?;
                     Receipt {
                         input_id,
                         status: ReceiptStatus::Accepted,
@@ -317,12 +349,12 @@ impl<L: EventLog> Host<L> {
                 }
             }
             Input::Reset(r) => {
-                if let Some(t) = self.threads.get_mut(thread_id) {
-                    t.history.clear();
+                if let Some(t) = self.threads.get_mut(key) {
+                    t.clear_history();
                 }
                 self.log_harness(
                     now,
-                    thread_id,
+                    key,
                     "session",
                     HarnessEvent::Reset(catalog::Reset {
                         input_id: input_id.clone(),
@@ -339,20 +371,20 @@ impl<L: EventLog> Host<L> {
             Input::Answer(_) | Input::Resolve(_) => rejected(&input_id, "not_waiting"),
             _ => rejected(&input_id, "not_exposed"),
         };
-        self.finish_input(now, thread_id, receipt, idempotent)
+        self.finish_input(now, key, receipt, idempotent)
     }
 
     fn finish_input(
         &mut self,
         now: Instant,
-        thread_id: &str,
+        key: &str,
         r: Receipt,
         idempotent: bool,
     ) -> Result<Receipt, Refusal> {
         if r.status == ReceiptStatus::Rejected {
             self.log_harness(
                 now,
-                thread_id,
+                key,
                 "session",
                 HarnessEvent::InputRejected(catalog::InputRejected {
                     input_id: r.input_id.clone(),
@@ -362,9 +394,8 @@ impl<L: EventLog> Host<L> {
             )?;
         }
         if idempotent {
-            let max = self.cfg.max_receipts.max(1);
-            if let Some(t) = self.threads.get_mut(thread_id) {
-                t.remember_receipt(r.clone(), max);
+            if let Some(t) = self.threads.get_mut(key) {
+                t.remember_receipt(r.clone());
             }
         }
         Ok(r)
@@ -382,20 +413,57 @@ impl<L: EventLog> Host<L> {
             .map_err(|e| Refusal::Internal(e.to_string()))
     }
 
-    /// A host-made input id (`in-N`) that no input of the thread has.
-    pub(super) fn new_input_id(&mut self, thread_id: &str) -> String {
+    /// A host-made input id (`in-N`) that no input of the thread has had: past the highest
+    /// the thread has had, and not one it knows.
+    pub(super) fn new_input_id(&mut self, key: &str) -> String {
+        if let Some(t) = self.threads.get(key) {
+            self.next_input = self.next_input.max(t.max_input);
+        }
         loop {
             self.next_input = self.next_input.wrapping_add(1);
             let id = format!("in-{}", self.next_input);
-            if !self
-                .threads
-                .get(thread_id)
-                .is_some_and(|t| t.knows_input(&id))
-            {
+            if !self.threads.get(key).is_some_and(|t| t.knows_input(&id)) {
                 return id;
             }
         }
     }
+}
+
+/// Why a JSON text is not Unicode text, if it is not: a `\u` escape of a lone surrogate
+/// (`"\ud800 lone"`: a high surrogate not followed by the escape of a low one, or a low one
+/// alone). A JSON parser may take it (serde_json's raw values do) and then read the
+/// string as nothing, so a prompt carrying one would run as an empty message; the host
+/// refuses the input instead, the same on every transport: `400` on `POST control` ("The
+/// input has a bad shape"), `invalid_frame` on the socket and the stdio worker ("a bad
+/// `input`"). (`POST run` reads its messages as strings, which refuse it already.)
+pub(super) fn lone_surrogate(json: &[u8]) -> Option<String> {
+    let hex = |i: usize| -> Option<u32> {
+        let h = json.get(i..i + 4)?;
+        u32::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()
+    };
+    let high = |c: u32| (0xD800..=0xDBFF).contains(&c);
+    let low = |c: u32| (0xDC00..=0xDFFF).contains(&c);
+    let mut i = 0;
+    while let Some(&b) = json.get(i) {
+        // Outside an escape, or an escape of one character (`\"`, `\\`, …).
+        if b != b'\\' || json.get(i + 1) != Some(&b'u') {
+            i += if b == b'\\' { 2 } else { 1 };
+            continue;
+        }
+        // `\uXXXX`; one that does not read is the parser's to refuse.
+        let code = hex(i + 2)?;
+        i += 6;
+        let paired =
+            high(code) && json.get(i..i + 2) == Some(b"\\u") && hex(i + 2).is_some_and(low);
+        if paired {
+            i += 6;
+        } else if high(code) || low(code) {
+            return Some(format!(
+                "the input holds a lone surrogate (\\u{code:04x}), which is not Unicode text"
+            ));
+        }
+    }
+    None
 }
 
 fn rejected(input_id: &str, reason: &str) -> Receipt {
@@ -415,6 +483,20 @@ fn reason_for_missing(input: &Input) -> &'static str {
         }
         Input::Continue(_) => "nothing_to_continue",
         _ => "not_exposed",
+    }
+}
+
+/// The bytes an input carries: the JSON of its message (or of an `agent` input's `input`),
+/// what [`max_input_bytes`](super::HostConfig::max_input_bytes) bounds.
+pub(super) fn input_bytes(input: &Input) -> usize {
+    match input {
+        Input::Prompt(p) => p.message.get().len(),
+        Input::Steer(p) => p.message.get().len(),
+        Input::FollowUp(p) => p.message.get().len(),
+        Input::Append(p) => p.message.get().len(),
+        Input::AgentMessage(p) => p.message.get().len(),
+        Input::Agent(a) => a.input.as_ref().map_or(0, |j| j.get().len()),
+        _ => 0,
     }
 }
 

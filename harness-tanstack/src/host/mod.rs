@@ -37,6 +37,7 @@ mod agui_run;
 mod connection;
 mod input;
 mod read;
+mod registry;
 mod subscribe;
 mod thread;
 mod transmit;
@@ -51,6 +52,7 @@ use crate::catalog::OperationKind;
 use crate::frame;
 use crate::http::StreamConfig;
 use crate::log::{EventLog, LogError, MemoryLog};
+use crate::lru::Lru;
 
 use connection::{Conn, IdHash, WakeQueue};
 use thread::Thread;
@@ -62,7 +64,10 @@ pub enum AccessPolicy {
     #[default]
     Open,
     /// A user is required (`getUser` returning no user is `401` / close 4401), and a thread
-    /// belongs to the user who made it (`membersOnly()`): anyone else gets `403` / 4403.
+    /// belongs to the user who made it (`membersOnly()`). Each user's thread ids are their
+    /// own: the same id from another user names that user's own thread (see
+    /// [`Host::thread_key`]), so no user can take another's id first. A thread whose owner
+    /// in the log is another user gets `403` / 4403.
     MembersOnly,
 }
 
@@ -89,8 +94,9 @@ pub struct HostConfig {
     /// Inputs that may wait behind the running turn of one thread; past this an input gets
     /// a `rejected` receipt with reason `queue_full`. Default 1,000.
     pub max_waiting_inputs: usize,
-    /// Status events `GET host-events` keeps for its readers (a reader behind them gets
-    /// `harness.gap` with reason `evicted`). Default 10,000.
+    /// Status events `GET host-events` keeps for its readers, per stream (one per user under
+    /// [`MembersOnly`](AccessPolicy::MembersOnly); 16 MiB each, 64 MiB all together). A
+    /// reader behind them gets `harness.gap` with reason `evicted`. Default 10,000.
     pub max_host_events: usize,
     /// The longest thread id, in bytes, that a client may send. The spec sets no length;
     /// every record of a thread repeats its id, so the host bounds it. A longer one is
@@ -98,6 +104,42 @@ pub struct HostConfig {
     /// `POST run` (and by [`Host::input`]), `invalid_frame` (no close) for a
     /// `harness.subscribe`. Default 1,024.
     pub max_thread_id_bytes: usize,
+    /// Threads the host keeps, all users together (the threads of its log included). An
+    /// input that would make one more gets a `rejected` receipt with reason
+    /// `thread_limit` (`POST run`: `429`). Default 10,000.
+    pub max_threads: usize,
+    /// Threads one user may make (the user [`AccessPolicy`] names; inputs with no user count
+    /// against [`max_threads`](Self::max_threads) only). Past it: a `rejected` receipt with
+    /// reason `thread_limit` (`POST run`: `429`). Default 1,000.
+    pub max_threads_per_user: usize,
+    /// The longest message one input may carry, in bytes of its text (the JSON of its
+    /// `message`). A longer one gets a `rejected` receipt with reason `too_large` (`POST
+    /// run`: `413`). Default 1 MiB.
+    pub max_input_bytes: usize,
+    /// Bytes of the messages that may wait behind the running turn of one thread; past this
+    /// an input gets a `rejected` receipt with reason `queue_full`, as past
+    /// [`max_waiting_inputs`](Self::max_waiting_inputs). Default 4 MiB.
+    pub max_waiting_bytes: usize,
+    /// Bytes of the conversation a thread keeps to give the next turn
+    /// ([`TurnRequest::history`]): past it the oldest messages are dropped (the newest one
+    /// always stays). Default 1 MiB.
+    pub max_history_bytes: usize,
+    /// Bytes of the saved messages a thread keeps for `GET transcript`: past it the oldest
+    /// messages are dropped (the newest one always stays). Default 4 MiB.
+    pub max_transcript_bytes: usize,
+    /// Bytes of the receipts (and of the run tree) a thread keeps, with
+    /// [`max_receipts`](Self::max_receipts): past either the oldest are forgotten.
+    /// Default 1 MiB.
+    pub max_receipt_bytes: usize,
+    /// Idle threads (no turn running, no input waiting) whose state stays in memory; past
+    /// this the least recently used one is dropped from memory and read back from the log
+    /// when it is next used. Default 1,024.
+    pub max_resident_threads: usize,
+    /// Bytes the states of idle threads in memory may hold, all together (an estimate:
+    /// transcript, history, receipts); past this the least recently used one is dropped
+    /// from memory as past [`max_resident_threads`](Self::max_resident_threads).
+    /// Default 256 MiB.
+    pub max_resident_bytes: usize,
 }
 
 impl Default for HostConfig {
@@ -113,6 +155,15 @@ impl Default for HostConfig {
             max_waiting_inputs: 1000,
             max_host_events: 10_000,
             max_thread_id_bytes: 1024,
+            max_threads: 10_000,
+            max_threads_per_user: 1_000,
+            max_input_bytes: 1 << 20,
+            max_waiting_bytes: 4 << 20,
+            max_history_bytes: 1 << 20,
+            max_transcript_bytes: 4 << 20,
+            max_receipt_bytes: 1 << 20,
+            max_resident_threads: 1_024,
+            max_resident_bytes: 256 << 20,
         }
     }
 }
@@ -125,8 +176,13 @@ pub struct ConnId(pub u64);
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct HostStats {
-    /// Threads with a session.
+    /// Threads with a session (in memory or in the log only).
     pub threads: usize,
+    /// Threads whose state is in memory.
+    pub resident_threads: usize,
+    /// The bytes those states hold (an estimate: transcript, history, receipts, waiting
+    /// inputs).
+    pub resident_bytes: usize,
     /// Open connections (until [`Host::disconnect`]).
     pub connections: usize,
     /// Thread ids (and `host-events`) that at least one connection streams.
@@ -154,7 +210,9 @@ pub enum Transport {
 /// [`Host::emit`], then calls [`Host::finish_turn`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct TurnRequest {
-    /// The thread.
+    /// The thread: its key (the id its client sent, or under
+    /// [`MembersOnly`](AccessPolicy::MembersOnly) a key of that user's own, see
+    /// [`Host::thread_key`]), which [`Host::emit`] and [`Host::finish_turn`] take back.
     pub thread_id: String,
     /// The run (`operationId`, the AG-UI `runId`).
     pub operation_id: String,
@@ -193,7 +251,7 @@ pub enum HostEvent {
     /// Cancel a running turn: drop its future, then call [`Host::finish_turn`] with
     /// [`TurnOutcome::Cancelled`].
     CancelTurn {
-        /// The thread.
+        /// The thread (its key, as in [`TurnRequest::thread_id`]).
         thread_id: String,
         /// The run.
         operation_id: String,
@@ -228,7 +286,9 @@ pub enum HostError {
     UnknownConnection(ConnId),
 }
 
-/// The thread id under which `GET host-events` keeps its own log.
+/// The thread id under which `GET host-events` keeps its own log (the stream every reader
+/// reads under [`AccessPolicy::Open`]; under `MembersOnly` each user has one of their own),
+/// and the `threadId` its records name.
 const HOST_EVENTS: &str = "";
 
 /// The sans-IO host. See the [module docs](self) for the run loop.
@@ -247,6 +307,11 @@ pub struct Host<L: EventLog> {
     next_input: u64,
     /// The latest `now` the application gave (time is passed in, never read).
     last_now: Option<Instant>,
+    /// The threads in memory, by when they were last used (idle ones leave in that order).
+    resident: Lru,
+    /// The threads the host has (in memory or in the log only), and each user's.
+    thread_count: usize,
+    user_threads: HashMap<String, usize>,
 }
 
 impl<L: EventLog> std::fmt::Debug for Host<L> {
@@ -259,35 +324,41 @@ impl<L: EventLog> std::fmt::Debug for Host<L> {
 }
 
 impl<L: EventLog> Host<L> {
-    /// A host over a log. Threads the log already has (a durable log after a restart) are
-    /// rebuilt from their records: their transcript, the run tree, the receipts of
-    /// idempotent inputs (so a retry after the restart runs nothing twice), and ids that do
-    /// not collide. What the restart cut off is closed in the log: a run that never ended
-    /// gets `RUN_ERROR` / `harness.operation.finished` / `harness.input.settled` with
-    /// `interrupted`, and an input that waited behind a turn gets `harness.input.settled`
-    /// with outcome `interrupted`.
-    pub fn new(cfg: HostConfig, mut log: L) -> Self {
-        let mut threads = HashMap::new();
-        let mut next_op = 0u64;
-        let mut next_input = 0u64;
-        let max_receipts = cfg.max_receipts.max(1);
-        for id in log.threads() {
-            let t = thread::restore(&mut log, &id, max_receipts, &mut next_op, &mut next_input);
-            threads.insert(id, t);
+    /// A host over a log. It reads no thread of the log yet: a thread the log already has
+    /// (a durable log after a restart) is rebuilt from its records when it is first used
+    /// (an input, a stream, a read): its transcript and history, the run tree, the
+    /// receipts of idempotent inputs (so a retry after the restart runs nothing twice), and
+    /// ids that do not collide. What the restart cut off is closed in the log then: a run
+    /// that never ended gets `RUN_ERROR` / `harness.operation.finished` /
+    /// `harness.input.settled` with `interrupted`, and an input that waited behind a turn
+    /// gets `harness.input.settled` with outcome `interrupted`. So the host starts in the
+    /// memory of an empty one, however big its log (it counts the log's threads and their
+    /// owners, for [`max_threads`](HostConfig::max_threads) and
+    /// [`max_threads_per_user`](HostConfig::max_threads_per_user)).
+    pub fn new(cfg: HostConfig, log: L) -> Self {
+        let mut user_threads: HashMap<String, usize> = HashMap::new();
+        let keys = log.threads();
+        for key in &keys {
+            if let Some(owner) = log.owner(key) {
+                *user_threads.entry(owner).or_default() += 1;
+            }
         }
         Host {
-            host_log: MemoryLog::new(cfg.max_host_events, 16 << 20),
+            host_log: MemoryLog::new(cfg.max_host_events, 16 << 20).with_max_total_bytes(64 << 20),
             cfg,
             log,
-            threads,
+            threads: HashMap::new(),
             conns: HashMap::default(),
             watchers: HashMap::new(),
             events: VecDeque::new(),
             woken: WakeQueue::default(),
             next_conn: 0,
-            next_op,
-            next_input,
+            next_op: 0,
+            next_input: 0,
             last_now: None,
+            resident: Lru::default(),
+            thread_count: keys.len(),
+            user_threads,
         }
     }
 
@@ -308,14 +379,13 @@ impl<L: EventLog> Host<L> {
 
     /// Whether a turn runs, or an input waits, on any thread.
     pub fn is_busy(&self) -> bool {
-        self.threads
-            .values()
-            .any(|t| t.running.is_some() || !t.waiting.is_empty())
+        self.threads.values().any(Thread::is_busy)
     }
 
-    /// Whether the thread has a session.
-    pub fn has_thread(&self, thread_id: &str) -> bool {
-        self.threads.contains_key(thread_id)
+    /// Whether the thread stored under this key has a session (in memory, or in the log
+    /// only). The key of a thread is [`thread_key`](Self::thread_key).
+    pub fn has_thread(&self, key: &str) -> bool {
+        self.threads.contains_key(key) || self.log.contains(key)
     }
 
     /// The next thing the application must do.
@@ -330,10 +400,12 @@ impl<L: EventLog> Host<L> {
     /// What the host holds right now.
     pub fn stats(&self) -> HostStats {
         HostStats {
-            threads: self.threads.len(),
+            threads: self.thread_count,
+            resident_threads: self.threads.len(),
+            resident_bytes: self.threads.values().map(Thread::bytes).sum(),
             connections: self.conns.len(),
             watched_threads: self.watchers.len(),
-            waiting_inputs: self.threads.values().map(|t| t.waiting.len()).sum(),
+            waiting_inputs: self.threads.values().map(|t| t.waiting().len()).sum(),
             queued_frames: self.conns.values().map(|c| c.out.len()).sum(),
             queued_bytes: self.conns.values().map(|c| c.out_bytes).sum(),
         }

@@ -14,13 +14,18 @@ use crate::log::EventLog;
 
 impl<L: EventLog> Host<L> {
     /// `GET snapshot?threadId=`: the state of the thread.
-    pub fn snapshot(&self, thread_id: &str, user: Option<&str>, request_id: &str) -> HttpAnswer {
+    pub fn snapshot(
+        &mut self,
+        thread_id: &str,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> HttpAnswer {
         match self.read_check(thread_id, user, request_id) {
             Err(a) => a,
-            Ok(()) => HttpAnswer::ok(
+            Ok(key) => HttpAnswer::ok(
                 serde_json::to_string(&snapshot_of(
-                    self.threads.get(thread_id),
-                    self.log.head_seq(thread_id),
+                    self.threads.get(&key),
+                    self.log.head_seq(&key),
                     thread_id,
                 ))
                 .unwrap_or_default(),
@@ -29,15 +34,21 @@ impl<L: EventLog> Host<L> {
         }
     }
 
-    /// `GET transcript?threadId=`: the saved messages of the thread (AG-UI messages).
-    pub fn transcript(&self, thread_id: &str, user: Option<&str>, request_id: &str) -> HttpAnswer {
+    /// `GET transcript?threadId=`: the saved messages of the thread (AG-UI messages), the
+    /// newest within [`max_transcript_bytes`](super::HostConfig::max_transcript_bytes).
+    pub fn transcript(
+        &mut self,
+        thread_id: &str,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> HttpAnswer {
         match self.read_check(thread_id, user, request_id) {
             Err(a) => a,
-            Ok(()) => {
+            Ok(key) => {
                 let msgs = self
                     .threads
-                    .get(thread_id)
-                    .map(|t| t.transcript.clone())
+                    .get(&key)
+                    .map(Thread::transcript)
                     .unwrap_or_default();
                 HttpAnswer::ok(
                     serde_json::json!({ "threadId": thread_id, "messages": msgs }).to_string(),
@@ -47,37 +58,45 @@ impl<L: EventLog> Host<L> {
         }
     }
 
-    /// The transcript of a thread.
-    pub fn messages(&self, thread_id: &str) -> Vec<agui::Message> {
+    /// The transcript of the thread stored under `key` (see [`thread_key`](Self::thread_key)).
+    pub fn messages(&mut self, key: &str) -> Vec<agui::Message> {
+        self.ensure(key, None);
         self.threads
-            .get(thread_id)
-            .map(|t| t.transcript.clone())
+            .get(key)
+            .map(Thread::transcript)
             .unwrap_or_default()
     }
 
-    /// The parent of each run of a thread (from the `parentRunId` of its `RUN_STARTED`).
-    pub fn run_tree(&self, thread_id: &str) -> HashMap<String, Option<String>> {
+    /// The parent of each run of the thread stored under `key` (from the `parentRunId` of
+    /// its `RUN_STARTED`; the newest runs, within
+    /// [`max_receipts`](super::HostConfig::max_receipts)).
+    pub fn run_tree(&mut self, key: &str) -> HashMap<String, Option<String>> {
+        self.ensure(key, None);
         self.threads
-            .get(thread_id)
-            .map(|t| t.parents.clone())
+            .get(key)
+            .map(Thread::parents)
             .unwrap_or_default()
     }
 
+    /// The key of a thread the user may read, or the answer that says why not.
     fn read_check(
-        &self,
+        &mut self,
         thread_id: &str,
         user: Option<&str>,
         request_id: &str,
-    ) -> Result<(), HttpAnswer> {
+    ) -> Result<String, HttpAnswer> {
         if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
             return Err(HttpAnswer::error(401, "unauthorized", request_id));
         }
-        match self.threads.get(thread_id) {
-            None => Err(HttpAnswer::error(404, "not_found", request_id)),
+        let key = self.thread_key(user, thread_id);
+        if !self.ensure(&key, Some(thread_id)) {
+            return Err(HttpAnswer::error(404, "not_found", request_id));
+        }
+        match self.threads.get(&key) {
             Some(t) if !may_read(&self.cfg.access, t, user) => {
                 Err(HttpAnswer::error(403, "forbidden", request_id))
             }
-            Some(_) => Ok(()),
+            _ => Ok(key),
         }
     }
 
@@ -114,7 +133,7 @@ pub(super) fn snapshot_of(t: Option<&Thread>, head: u64, thread_id: &str) -> Ses
             .unwrap_or_default(),
         waiting_inputs: t
             .map(|t| {
-                t.waiting
+                t.waiting()
                     .iter()
                     .map(|w| WaitingInput {
                         input_id: w.input_id.clone(),

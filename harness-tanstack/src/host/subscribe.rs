@@ -5,7 +5,8 @@ use std::time::Instant;
 use harness_core::Cursor;
 
 use super::connection::{Conn, ConnState};
-use super::{AccessPolicy, ConnId, HOST_EVENTS, Host, Refusal, Transport, may_read};
+use super::input::lone_surrogate;
+use super::{AccessPolicy, ConnId, Host, Refusal, Transport, may_read};
 use crate::Json;
 use crate::frame::{ClientFrame, ErrorCode, Hello, HostFrame, ReceiptFrame, close};
 use crate::http::HttpAnswer;
@@ -36,14 +37,14 @@ impl<L: EventLog> Host<L> {
         if let Some(e) = self.thread_id_error(thread) {
             return Err(HttpAnswer::error(400, &e, request_id));
         }
-        match self.threads.get(thread) {
-            None if self.cfg.access == AccessPolicy::MembersOnly => {
-                return Err(HttpAnswer::error(404, "not_found", request_id));
-            }
-            Some(t) if !may_read(&self.cfg.access, t, user) => {
+        let key = self.thread_key(user, thread);
+        if !self.ensure(&key, Some(thread)) && self.cfg.access == AccessPolicy::MembersOnly {
+            return Err(HttpAnswer::error(404, "not_found", request_id));
+        }
+        if let Some(t) = self.threads.get(&key) {
+            if !may_read(&self.cfg.access, t, user) {
                 return Err(HttpAnswer::error(403, "forbidden", request_id));
             }
-            _ => {}
         }
         let id = self.new_conn(
             now,
@@ -58,7 +59,15 @@ impl<L: EventLog> Host<L> {
             self.unsupported(id, v.unwrap_or_default().trim(), request_id);
             return Ok(id);
         }
-        self.subscribe(now, id, thread, cursor.map(Cursor::new), None, request_id);
+        self.subscribe(
+            now,
+            id,
+            &key,
+            thread,
+            cursor.map(Cursor::new),
+            None,
+            request_id,
+        );
         Ok(id)
     }
 
@@ -86,7 +95,10 @@ impl<L: EventLog> Host<L> {
         if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
             return Err(HttpAnswer::error(401, "unauthorized", request_id));
         }
-        let head = self.host_log.head_seq(HOST_EVENTS);
+        // The reader's own stream under `membersOnly()`: "the status changes and session
+        // list changes that the user may read".
+        let key = self.host_events_key(user);
+        let head = self.host_log.head_seq(&key);
         let (pos, force_gap) = match last_event_id.or(from).filter(|c| !c.is_empty()) {
             None => (head, None),
             Some(c) => match c.parse::<u64>() {
@@ -94,7 +106,7 @@ impl<L: EventLog> Host<L> {
                 Ok(n) if n <= head => (n, None),
                 // A cursor this host never handed out (a restart: the log is in memory).
                 _ => (
-                    self.host_log.first_seq(HOST_EVENTS).saturating_sub(1),
+                    self.host_log.first_seq(&key).saturating_sub(1),
                     Some(Cursor::new(c)),
                 ),
             },
@@ -104,7 +116,11 @@ impl<L: EventLog> Host<L> {
             Transport::Sse,
             user.map(str::to_owned),
             request_id,
-            ConnState::HostEvents { pos, force_gap },
+            ConnState::HostEvents {
+                key: key.clone(),
+                pos,
+                force_gap,
+            },
         );
         if !self.speaks(v) {
             self.unsupported(id, v.unwrap_or_default().trim(), request_id);
@@ -116,7 +132,7 @@ impl<L: EventLog> Host<L> {
             ..Hello::default()
         });
         self.queue(id, &hello);
-        self.watch(HOST_EVENTS, id);
+        self.watch(&key, id);
         Ok(id)
     }
 
@@ -162,11 +178,13 @@ impl<L: EventLog> Host<L> {
         self.close_conn(id, close::UNSUPPORTED_VERSION, "unsupported_version");
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn subscribe(
         &mut self,
         _now: Instant,
         id: ConnId,
         thread: &str,
+        thread_id: &str,
         from: Option<Cursor>,
         v: Option<i64>,
         request_id: &str,
@@ -191,13 +209,14 @@ impl<L: EventLog> Host<L> {
         if let Some(c) = self.conns.get_mut(&id) {
             c.state = ConnState::Thread {
                 thread: thread.to_owned(),
+                thread_id: thread_id.to_owned(),
                 pos,
                 force_gap,
             };
         }
         let hello = HostFrame::Hello(Hello {
             v: Some(self.cfg.version),
-            thread_id: Some(thread.to_owned()),
+            thread_id: Some(thread_id.to_owned()),
             ..Hello::default()
         });
         self.queue(id, &hello);
@@ -241,7 +260,9 @@ impl<L: EventLog> Host<L> {
                     return;
                 }
                 let user = self.conns.get(&id).and_then(|c| c.user.clone());
-                if let Some(t) = self.threads.get(&s.thread_id) {
+                let key = self.thread_key(user.as_deref(), &s.thread_id);
+                self.ensure(&key, Some(&s.thread_id));
+                if let Some(t) = self.threads.get(&key) {
                     if !may_read(&self.cfg.access, t, user.as_deref()) {
                         // "`4403` | The user cannot read the thread, or lost access."
                         self.error(
@@ -254,7 +275,7 @@ impl<L: EventLog> Host<L> {
                         return;
                     }
                 }
-                self.subscribe(now, id, &s.thread_id, s.from, s.v, &upgrade_id);
+                self.subscribe(now, id, &key, &s.thread_id, s.from, s.v, &upgrade_id);
             }
             other if awaiting => {
                 // "…comes before `harness.subscribe`…" — invalid_frame, no close. "it is the
@@ -280,12 +301,20 @@ impl<L: EventLog> Host<L> {
                         self.server_request_id(id)
                     }
                 });
-                let (thread, user) = match self.conns.get(&id) {
+                if let Some(e) = lone_surrogate(text.as_bytes()) {
+                    // "…has … a bad `input`" — invalid_frame, no close.
+                    self.error(id, ErrorCode::InvalidFrame, &e, &rid);
+                    return;
+                }
+                let (key, thread, user) = match self.conns.get(&id) {
                     Some(Conn {
-                        state: ConnState::Thread { thread, .. },
+                        state:
+                            ConnState::Thread {
+                                thread, thread_id, ..
+                            },
                         user,
                         ..
-                    }) => (thread.clone(), user.clone()),
+                    }) => (thread.clone(), thread_id.clone(), user.clone()),
                     _ => return,
                 };
                 let tp = if f.input.is_message() {
@@ -293,7 +322,7 @@ impl<L: EventLog> Host<L> {
                 } else {
                     None
                 };
-                match self.apply_input(now, &thread, user.as_deref(), f.input, tp) {
+                match self.apply_input(now, &key, &thread, user.as_deref(), f.input, tp) {
                     Ok(r) => {
                         let frame = HostFrame::Receipt(ReceiptFrame {
                             request_id: rid,

@@ -58,11 +58,12 @@ impl<L: EventLog> Host<L> {
         let next = match &mut c.state {
             ConnState::Thread {
                 thread,
+                thread_id,
                 pos,
                 force_gap,
             } => {
                 let thread = thread.as_str();
-                if let Some(rec) = gap_if_behind(&self.log, thread, pos, force_gap) {
+                if let Some(rec) = gap_if_behind(&self.log, thread, thread_id, pos, force_gap) {
                     Some(record_bytes(transport, &rec))
                 } else {
                     match self.log.get(thread, *pos + 1) {
@@ -74,7 +75,7 @@ impl<L: EventLog> Host<L> {
                             // Caught up with the log: the snapshot is at this cursor.
                             c.snapshots_wanted -= 1;
                             let head = self.log.head_seq(thread);
-                            let snap = snapshot_of(self.threads.get(thread), head, thread);
+                            let snap = snapshot_of(self.threads.get(thread), head, thread_id);
                             let frame = HostFrame::Snapshot(SnapshotFrame {
                                 snapshot: Json::new(&snap).unwrap_or_default(),
                                 ..SnapshotFrame::default()
@@ -90,7 +91,7 @@ impl<L: EventLog> Host<L> {
                             // from the first event that it has": the gap takes its cursor.
                             let from = Cursor::new(pos.to_string());
                             *pos += 1;
-                            let rec = gap_record(thread, from, *pos, self.log.gap_reason());
+                            let rec = gap_record(thread_id, from, *pos, self.log.gap_reason());
                             Some(record_bytes(transport, &rec))
                         }
                         Err(e) => {
@@ -109,13 +110,17 @@ impl<L: EventLog> Host<L> {
                     }
                 }
             }
-            ConnState::HostEvents { pos, force_gap } => {
+            ConnState::HostEvents {
+                key,
+                pos,
+                force_gap,
+            } => {
                 // A reader behind what the host still keeps, or with a cursor it never
                 // handed out: the same gap as on a thread stream.
-                if let Some(rec) = gap_if_behind(&self.host_log, HOST_EVENTS, pos, force_gap) {
+                if let Some(rec) = gap_if_behind(&self.host_log, key, HOST_EVENTS, pos, force_gap) {
                     Some(record_bytes(transport, &rec))
                 } else {
-                    match self.host_log.get(HOST_EVENTS, *pos + 1) {
+                    match self.host_log.get(key, *pos + 1) {
                         Ok(Some(rec)) => {
                             *pos = rec.seq;
                             Some(record_bytes(transport, &rec))
@@ -183,15 +188,15 @@ impl<L: EventLog> Host<L> {
     }
 }
 
-/// The `harness.gap` record a reader behind the log gets: "`from` is the cursor that you
-/// sent. `resumeAt` is the cursor of this event. The stream continues after it."
-/// The gap a reader at `pos` of `stream` gets when the first record `log` keeps is past its
-/// next one, or when it was marked for one (`force_gap`, e.g. a cursor never handed out):
-/// "the stream sends one `CUSTOM` event with the name `harness.gap`, and continues from the
-/// first event that it has". Moves `pos` to the gap's cursor, just before that event.
+/// The gap a reader at `pos` of `stream` (its frames naming the thread `thread_id`) gets
+/// when the first record `log` keeps is past its next one, or when it was marked for one
+/// (`force_gap`, e.g. a cursor never handed out): "the stream sends one `CUSTOM` event with
+/// the name `harness.gap`, and continues from the first event that it has". Moves `pos` to
+/// the gap's cursor, just before that event.
 fn gap_if_behind<L: EventLog + ?Sized>(
     log: &L,
     stream: &str,
+    thread_id: &str,
     pos: &mut u64,
     force_gap: &mut Option<Cursor>,
 ) -> Option<LogRecord> {
@@ -201,9 +206,11 @@ fn gap_if_behind<L: EventLog + ?Sized>(
         .or_else(|| (*pos + 1 < first).then(|| Cursor::new(pos.to_string())))?;
     let resume = first.saturating_sub(1);
     *pos = resume;
-    Some(gap_record(stream, from, resume, log.gap_reason()))
+    Some(gap_record(thread_id, from, resume, log.gap_reason()))
 }
 
+/// The `harness.gap` record a reader behind the log gets: "`from` is the cursor that you
+/// sent. `resumeAt` is the cursor of this event. The stream continues after it."
 fn gap_record(thread: &str, from: Cursor, resume: u64, reason: catalog::GapReason) -> LogRecord {
     let gap = HarnessEvent::Gap(catalog::Gap {
         from,

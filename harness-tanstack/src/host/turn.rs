@@ -6,6 +6,7 @@ use harness_core::Cursor;
 use harness_core::message::Message as CoreMessage;
 
 use super::input::input_message;
+use super::thread::{Caps, Thread};
 use super::{HOST_EVENTS, Host, HostError, HostEvent, Refusal, TurnOutcome, TurnRequest};
 use crate::Json;
 use crate::agui::{
@@ -26,8 +27,12 @@ pub(super) struct Running {
 }
 
 impl<L: EventLog> Host<L> {
-    /// A host-made run id (`op-N`) that no run of the thread has.
+    /// A host-made run id (`op-N`) that no run of the thread has had: past the highest the
+    /// thread has had, and not one it knows.
     pub(super) fn new_op_id(&mut self, thread_id: &str) -> String {
+        if let Some(t) = self.threads.get(thread_id) {
+            self.next_op = self.next_op.max(t.max_op);
+        }
         loop {
             self.next_op = self.next_op.wrapping_add(1);
             let id = format!("op-{}", self.next_op);
@@ -79,7 +84,7 @@ impl<L: EventLog> Host<L> {
         message: CoreMessage,
         traceparent: Option<String>,
     ) -> Result<(), Refusal> {
-        let history = match self.threads.get_mut(thread_id) {
+        let (history, wire) = match self.threads.get_mut(thread_id) {
             Some(t) => {
                 t.running = Some(Running {
                     operation_id: op.to_owned(),
@@ -87,13 +92,13 @@ impl<L: EventLog> Host<L> {
                     kind: kind.clone(),
                     open_message: None,
                 });
-                t.history.clone()
+                (t.history(), t.thread_id.clone())
             }
             None => return Err(Refusal::Internal("no thread".into())),
         };
         self.host_status(thread_id, "running");
         let started = Event::RunStarted(RunStarted {
-            thread_id: thread_id.to_owned(),
+            thread_id: wire,
             run_id: op.to_owned(),
             protocol_version: Some(agui::PROTOCOL_VERSION.to_owned()),
             ..RunStarted::default()
@@ -142,11 +147,11 @@ impl<L: EventLog> Host<L> {
         let next = self.threads.get_mut(thread_id).and_then(|t| {
             // A steering input goes first.
             let i = t
-                .waiting
+                .waiting()
                 .iter()
                 .position(|w| w.delivery == Delivery::Steer)
                 .unwrap_or(0);
-            t.waiting.remove(i)
+            t.take_waiting(i)
         });
         match next {
             Some(w) => self
@@ -156,8 +161,9 @@ impl<L: EventLog> Host<L> {
         }
     }
 
-    /// Appends an event of a run to the thread's log and wakes its subscribers. Returns the
-    /// event's cursor.
+    /// Appends an event of a run to the log of the thread stored under `thread_id` (its
+    /// key: the `thread_id` of the [`TurnRequest`], see [`thread_key`](Self::thread_key))
+    /// and wakes its subscribers. Returns the event's cursor.
     pub fn emit(
         &mut self,
         now: Instant,
@@ -166,9 +172,18 @@ impl<L: EventLog> Host<L> {
         event: Event,
     ) -> Result<Cursor, HostError> {
         self.clock(now);
-        let rec = self.log.append(thread_id, operation_id, &event)?;
-        {
-            let t = self.threads.entry(thread_id.to_owned()).or_default();
+        if !self.ensure(thread_id, None) {
+            let t = Thread::new(thread_id, None, Caps::of(&self.cfg));
+            self.insert_thread(thread_id, t, None);
+        }
+        // Its frame names the thread by the id its clients use.
+        let rec = match self.threads.get(thread_id) {
+            Some(t) => self
+                .log
+                .append_as(thread_id, &t.thread_id, operation_id, &event)?,
+            None => self.log.append(thread_id, operation_id, &event)?,
+        };
+        if let Some(t) = self.threads.get_mut(thread_id) {
             t.observe(&event);
             if let Some(r) = t
                 .running
@@ -209,6 +224,10 @@ impl<L: EventLog> Host<L> {
         let Some(running) = running else {
             return Ok(());
         };
+        let wire = self
+            .threads
+            .get(thread_id)
+            .map_or_else(|| thread_id.to_owned(), |t| t.thread_id.clone());
         // "Before it, a cancelled turn ends its open text message and sends `RUN_FINISHED`
         // with `outcome: { type: 'cancelled' }`."
         if let Some(m) = &running.open_message {
@@ -250,13 +269,13 @@ impl<L: EventLog> Host<L> {
                 ..RunError::default()
             }),
             TurnOutcome::Cancelled => Event::RunFinished(RunFinished {
-                thread_id: thread_id.to_owned(),
+                thread_id: wire.clone(),
                 run_id: operation_id.to_owned(),
                 outcome: Some(RunFinishedOutcome::cancelled()),
                 ..RunFinished::default()
             }),
             TurnOutcome::Completed => Event::RunFinished(RunFinished {
-                thread_id: thread_id.to_owned(),
+                thread_id: wire,
                 run_id: operation_id.to_owned(),
                 ..RunFinished::default()
             }),
@@ -282,19 +301,30 @@ impl<L: EventLog> Host<L> {
             Refusal::Internal(m) => HostError::Log(LogError::Io(m)),
             Refusal::Forbidden => HostError::Log(LogError::Io("forbidden".into())),
         })?;
+        // Idle now: past the limits of memory, threads that idle longest leave it.
+        self.trim(thread_id);
         Ok(())
     }
 
-    pub(super) fn host_status(&mut self, thread_id: &str, status: &str) {
+    /// A status change of a thread, for the `GET host-events` readers who may read it
+    /// (its owner's stream under `membersOnly()`).
+    pub(super) fn host_status(&mut self, key: &str, status: &str) {
+        let (wire, owner) = match self.threads.get(key) {
+            Some(t) => (t.thread_id.clone(), t.owner.clone()),
+            None => (key.to_owned(), self.log.owner(key)),
+        };
         let ev = Event::Custom(Custom {
             name: "harness.session.status".into(),
-            value: Json::from_value(
-                &serde_json::json!({ "threadId": thread_id, "status": status }),
-            ),
+            value: Json::from_value(&serde_json::json!({ "threadId": wire, "status": status })),
             ..Custom::default()
         });
-        if self.host_log.append(HOST_EVENTS, "host", &ev).is_ok() {
-            self.wake_thread(HOST_EVENTS);
+        let stream = self.host_events_key(owner.as_deref());
+        if self
+            .host_log
+            .append_as(&stream, HOST_EVENTS, "host", &ev)
+            .is_ok()
+        {
+            self.wake_thread(&stream);
         }
     }
 }

@@ -1,15 +1,17 @@
-//! [`FileLog`]: the durable log, one append-only NDJSON file per thread in a folder.
+//! [`FileLog`]: the durable log, one append-only NDJSON file per thread in a folder, read
+//! lazily, with a bounded pool of open files and bounded memory.
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::{EventLog, LogError, LogRecord};
 use crate::agui::Event;
 use crate::catalog::GapReason;
+use crate::lru::Lru;
 
-/// How a [`FileLog`] writes.
+/// How a [`FileLog`] writes, and what it keeps in memory and open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileLogConfig {
     /// `fsync` each append (slower, survives a power loss). Default: off (survives a
@@ -17,6 +19,16 @@ pub struct FileLogConfig {
     pub sync: bool,
     /// Records per thread kept in memory for fast fan-out and reconnects. Default 4096.
     pub cache_records: usize,
+    /// Bytes those records may hold, all threads together: past it the records of the
+    /// least recently used thread go first. Default 16 MiB.
+    pub cache_bytes: usize,
+    /// Thread files open at once: a file is opened when its thread is read or written, and
+    /// the least recently used one is closed past this. Default 32.
+    pub max_open_files: usize,
+    /// Threads whose read index (where their records are in the file) stays in memory;
+    /// past this the least recently used one is dropped, and read again from the file when
+    /// the thread is next read. Default 1,024.
+    pub max_indexed_threads: usize,
 }
 
 impl Default for FileLogConfig {
@@ -24,40 +36,108 @@ impl Default for FileLogConfig {
         FileLogConfig {
             sync: false,
             cache_records: 4096,
+            cache_bytes: 16 << 20,
+            max_open_files: 32,
+            max_indexed_threads: 1024,
         }
     }
 }
 
+/// A mark of the read index every this many records…
+const MARK_RECORDS: u64 = 64;
+/// …or this many bytes, whichever comes first: a read skips less than this many bytes.
+const MARK_BYTES: u64 = 64 << 10;
+
+/// What the log knows of one thread. Kept for every thread of the folder (a few hundred
+/// bytes); the open file, the read index and the cached records come and go.
 #[derive(Debug)]
 struct FileThread {
     path: PathBuf,
-    file: File,
-    /// Sequence number of `offsets[0]`.
+    /// The sequence number of the first record.
     first: u64,
-    /// Byte offset and length of each retained record's line (without its LF).
-    offsets: Vec<(u64, u32)>,
+    /// The records of the file.
+    count: u64,
     /// End of file: the end of the last whole record.
     end: u64,
-    /// The file may hold bytes past `end`: an append failed and so did cutting the file
-    /// back. The next write cuts them first (and fails when it cannot).
+    /// The length of the file as this log last saw it (a torn tail past `end` included).
+    len: u64,
+    /// The file may hold bytes past `end`: a torn last line found at open, or an append
+    /// that failed and so did cutting the file back. The next write cuts them first (and
+    /// fails when it cannot).
     torn: bool,
+    /// The file, opened to read and append, while it is in the pool.
+    file: Option<File>,
+    /// Where the records are, while it is in memory.
+    index: Option<Index>,
+    /// The newest records, rendered.
     cache: VecDeque<LogRecord>,
+    /// The bytes of `cache`.
+    cache_bytes: usize,
+}
+
+/// Where the records of a thread are in its file, sparsely: the offset of one record every
+/// [`MARK_RECORDS`] records or [`MARK_BYTES`] bytes. A read starts at the mark before its
+/// record (or where the last read ended) and skips the lines in between.
+#[derive(Debug, Default)]
+struct Index {
+    /// `(seq, offset)`, ascending.
+    marks: Vec<(u64, u64)>,
+    /// The record after the last one read, and its offset: sequential reads start there.
+    next: Option<(u64, u64)>,
+}
+
+impl Index {
+    /// Adds the record `seq` at `offset` when it is far enough from the last mark.
+    fn note(&mut self, seq: u64, offset: u64) {
+        let far = self
+            .marks
+            .last()
+            .is_none_or(|&(s, o)| seq - s >= MARK_RECORDS || offset - o >= MARK_BYTES);
+        if far {
+            self.marks.push((seq, offset));
+        }
+    }
+
+    /// Where to start reading for the record `seq`: a record at or before it, and its offset.
+    fn start_for(&self, seq: u64) -> Option<(u64, u64)> {
+        let i = self.marks.partition_point(|&(s, _)| s <= seq);
+        let mark = i.checked_sub(1).and_then(|i| self.marks.get(i)).copied();
+        match (mark, self.next) {
+            (Some(m), Some(n)) if n.0 <= seq && n.0 >= m.0 => Some(n),
+            (m, _) => m,
+        }
+    }
 }
 
 impl FileThread {
+    fn head(&self) -> u64 {
+        (self.first + self.count).saturating_sub(1)
+    }
+
+    /// The open file (the caller put it in the pool).
+    fn file(&mut self) -> Result<&mut File, LogError> {
+        self.file
+            .as_mut()
+            .ok_or_else(|| LogError::Io("thread file not open".into()))
+    }
+
     /// Fails when the file is not the length this log wrote: another writer (a second
     /// [`FileLog`] on the folder, another process) appended to it or cut it. Writing then
     /// would give a cursor the file already has to a second event.
-    fn check_alone(&self) -> Result<(), LogError> {
-        let len = self.file.metadata()?.len();
-        if len == self.end {
+    fn check_alone(&mut self) -> Result<(), LogError> {
+        let (len, end) = (self.file()?.metadata()?.len(), self.len);
+        if len == end {
             return Ok(());
         }
         Err(LogError::Io(format!(
-            "{} is {len} bytes, this log wrote {}: another writer has it",
-            self.path.display(),
-            self.end
+            "{} is {len} bytes, this log wrote {end}: another writer has it",
+            self.path.display()
         )))
+    }
+
+    fn drop_cache(&mut self) -> usize {
+        self.cache.clear();
+        std::mem::take(&mut self.cache_bytes)
     }
 }
 
@@ -65,34 +145,53 @@ impl FileThread {
 /// `harness.event` frame. Cursors survive a restart. [`truncate`](Self::truncate) drops the
 /// oldest records; a client behind them gets `harness.gap` with reason `truncated`.
 ///
+/// Bounded, however many threads and records the folder holds:
+///
+/// - [`open`](Self::open) reads no thread whole: per file it reads the first and the last
+///   line (for the first and the last cursor), one file at a time.
+/// - A thread's file is open only while it is in a pool of
+///   [`max_open_files`](FileLogConfig::max_open_files) (the least recently used is closed),
+///   so the host never runs out of file descriptors.
+/// - Reading a thread builds its read index (a mark per 64 records or 64 KiB, so about
+///   0.02% of its file), kept for [`max_indexed_threads`](FileLogConfig::max_indexed_threads)
+///   threads; the newest records are cached up to
+///   [`cache_bytes`](FileLogConfig::cache_bytes), all threads together.
+///
 /// An append is all or nothing: when its write fails part way (a full disk, a short
 /// write, a failed `fsync`), the file is cut back to its length before it, the record gets
 /// no sequence number, and the next append takes that number. A crash in the middle of a
-/// write leaves a torn last line, which the next [`open`](Self::open) drops.
+/// write leaves a torn last line, which is never read and is cut before the next write.
 ///
 /// One `FileLog` writes a folder at a time. A second one on the same folder (another
 /// process, a restart while the old host still runs) is not locked out, but each append
-/// first checks that the file is the length this log left it: when another writer wrote
-/// to it, the append (and a truncate) fails rather than give a second event a cursor the
-/// file already has. Reopen the log to take over.
+/// first checks that the file is the length this log last saw (at open, or at its own last
+/// write): when another writer wrote to it, the append (and a truncate) fails rather than
+/// give a second event a cursor the file already has. Reopen the log to take over.
 ///
 /// A truncated file starts with a marker line `{"truncatedBefore":N}`. The owner of a thread
 /// (see [`EventLog::set_owner`]) is kept beside it, in a file of the same name ending in
 /// `.harness-owner`.
 ///
-/// Any thread id can be stored. The files of a thread id of up to 120 bytes are named by
-/// its hex form (`<hex>.harness-log`, as earlier versions named every file). A longer id
-/// does not fit in a file name (255 bytes), so its files are named by its SHA-256
-/// (`sha256-<64 hex>.harness-log`), and the id itself is kept beside them, in
+/// Any thread key can be stored. The files of a key of up to 120 bytes are named by its
+/// hex form (`<hex>.harness-log`, as earlier versions named every file). A longer key does
+/// not fit in a file name (255 bytes), so its files are named by its SHA-256
+/// (`sha256-<64 hex>.harness-log`), and the key itself is kept beside them, in
 /// `sha256-<64 hex>.harness-id`, written before them: a reopen maps each file back to its
-/// exact thread id. A digest-named file with no (or a mismatched) id file beside it is not
-/// read, as is any file whose name is not one of these.
+/// exact key. A digest-named file with no (or a mismatched) id file beside it is not read,
+/// as is any file whose name is not one of these.
 #[derive(Debug)]
 pub struct FileLog {
     dir: PathBuf,
     cfg: FileLogConfig,
     threads: HashMap<String, FileThread>,
     owners: HashMap<String, String>,
+    /// Threads whose file is open.
+    open: Lru,
+    /// Threads whose read index is in memory.
+    indexed: Lru,
+    /// Threads with cached records, and the bytes of them all.
+    cached: Lru,
+    cache_bytes: usize,
     /// Test hook: the next append writes this many bytes of its line, then fails (what a
     /// full disk or a short write leaves behind); with `true`, cutting the file back after
     /// it fails too.
@@ -104,18 +203,20 @@ const SUFFIX: &str = ".harness-log";
 const OWNER_SUFFIX: &str = ".harness-owner";
 const ID_SUFFIX: &str = ".harness-id";
 const DIGEST_PREFIX: &str = "sha256-";
-/// The longest thread id (in bytes) whose files are named by its hex form: the hex and the
+/// The longest thread key (in bytes) whose files are named by its hex form: the hex and the
 /// longest suffix, `.harness-owner`, fit in a file name of 255 bytes.
 const HEX_NAME_MAX: usize = 120;
+/// How every record line starts: its cursor follows.
+const RECORD_HEAD: &[u8] = b"{\"type\":\"harness.event\",\"cursor\":\"";
 
-/// The name of a thread's files, before their suffix: the hex form of the id, or the
+/// The name of a thread's files, before their suffix: the hex form of the key, or the
 /// digest of a long one (see [`FileLog`]).
-fn file_stem(thread_id: &str) -> String {
-    if thread_id.len() <= HEX_NAME_MAX {
-        return hex(thread_id);
+fn file_stem(key: &str) -> String {
+    if key.len() <= HEX_NAME_MAX {
+        return hex(key);
     }
     use sha2::Digest;
-    let digest = sha2::Sha256::digest(thread_id.as_bytes());
+    let digest = sha2::Sha256::digest(key.as_bytes());
     let mut stem = String::with_capacity(DIGEST_PREFIX.len() + 64);
     stem.push_str(DIGEST_PREFIX);
     for b in digest {
@@ -139,6 +240,10 @@ impl FileLog {
             cfg,
             threads: HashMap::new(),
             owners: HashMap::new(),
+            open: Lru::default(),
+            indexed: Lru::default(),
+            cached: Lru::default(),
+            cache_bytes: 0,
             #[cfg(test)]
             fail_next_write: None,
         };
@@ -146,7 +251,7 @@ impl FileLog {
         for entry in fs::read_dir(&dir)? {
             paths.push(entry?.path());
         }
-        // The ids of long thread ids first: the files named by their digest need them.
+        // The keys of long thread keys first: the files named by their digest need them.
         let mut long_ids: HashMap<String, String> = HashMap::new();
         for path in &paths {
             let Some(stem) = path
@@ -157,7 +262,7 @@ impl FileLog {
             else {
                 continue;
             };
-            // A file whose id is not the one its name was made from is not that thread's.
+            // A file whose key is not the one its name was made from is not that thread's.
             let Ok(id) = String::from_utf8(fs::read(path)?) else {
                 continue;
             };
@@ -165,7 +270,7 @@ impl FileLog {
                 long_ids.insert(stem.to_owned(), id);
             }
         }
-        let thread_id = |stem: &str| -> Option<String> {
+        let thread_key = |stem: &str| -> Option<String> {
             if stem.starts_with(DIGEST_PREFIX) {
                 long_ids.get(stem).cloned()
             } else {
@@ -176,36 +281,36 @@ impl FileLog {
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
             };
-            if let Some(id) = name.strip_suffix(OWNER_SUFFIX).and_then(thread_id) {
+            if let Some(key) = name.strip_suffix(OWNER_SUFFIX).and_then(thread_key) {
                 let owner = fs::read_to_string(path)?;
-                log.owners.insert(id, owner);
-            } else if let Some(id) = name.strip_suffix(SUFFIX).and_then(thread_id) {
-                let t = Self::load(path)?;
-                log.threads.insert(id, t);
+                log.owners.insert(key, owner);
+            } else if let Some(key) = name.strip_suffix(SUFFIX).and_then(thread_key) {
+                let t = log.probe(path, &key)?;
+                log.threads.insert(key, t);
             }
         }
         Ok(log)
     }
 
-    /// The path of one of a thread's files. For a long thread id, the id is first kept
-    /// beside it (see [`FileLog`]), so that the file can be read back after a restart.
-    fn named_path(&self, thread_id: &str, suffix: &str) -> Result<PathBuf, LogError> {
-        let stem = file_stem(thread_id);
+    /// The path of one of a thread's files. For a long key, the key is first kept beside
+    /// it (see [`FileLog`]), so that the file can be read back after a restart.
+    fn named_path(&self, key: &str, suffix: &str) -> Result<PathBuf, LogError> {
+        let stem = file_stem(key);
         if stem.starts_with(DIGEST_PREFIX) {
             let id_path = self.dir.join(format!("{stem}{ID_SUFFIX}"));
             if id_path.exists() {
                 // Never two threads in one file (SHA-256 makes a collision infeasible; a
                 // tampered id file is caught here too).
-                if fs::read(&id_path)? != thread_id.as_bytes() {
+                if fs::read(&id_path)? != key.as_bytes() {
                     return Err(LogError::Corrupt(format!(
-                        "{stem}{ID_SUFFIX} holds another thread id"
+                        "{stem}{ID_SUFFIX} holds another thread key"
                     )));
                 }
             } else {
                 let tmp = id_path.with_extension("id-tmp");
                 {
                     let mut f = File::create(&tmp)?;
-                    f.write_all(thread_id.as_bytes())?;
+                    f.write_all(key.as_bytes())?;
                     if self.cfg.sync {
                         f.sync_all()?;
                     }
@@ -216,85 +321,316 @@ impl FileLog {
         Ok(self.dir.join(format!("{stem}{suffix}")))
     }
 
-    fn load(path: &Path) -> Result<FileThread, LogError> {
-        let file = OpenOptions::new().read(true).append(true).open(path)?;
-        let mut reader = BufReader::new(file.try_clone()?);
-        let mut offsets = Vec::new();
-        let mut first = 1;
-        let mut pos = 0u64;
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            let n = reader.read_until(b'\n', &mut line)?;
-            if n == 0 {
-                break;
-            }
-            let complete = line.last() == Some(&b'\n');
-            let body = if complete { &line[..n - 1] } else { &line[..] };
-            if !complete {
-                // A torn last write: drop it, the file ends before it.
-                file.set_len(pos)?;
-                break;
-            }
-            if let Some(before) = truncated_marker(body) {
-                if offsets.is_empty() {
-                    first = before;
-                }
-            } else if !body.is_empty() {
-                let len = u32::try_from(body.len())
-                    .map_err(|_| LogError::Corrupt("record too long".into()))?;
-                offsets.push((pos, len));
-            }
-            pos += n as u64;
-        }
-        Ok(FileThread {
+    /// What a thread's file holds, from its first and last lines only: the first and the
+    /// last cursor, and where its whole records end. The file is closed again. A file
+    /// whose last line does not read as a record is counted line by line instead.
+    fn probe(&mut self, path: &Path, key: &str) -> Result<FileThread, LogError> {
+        let mut file = File::open(path)?;
+        let len = file.metadata()?.len();
+        let end = match last_byte_before(&mut file, len, b'\n')? {
+            Some(nl) => nl + 1,
+            None => 0,
+        };
+        let mut t = FileThread {
             path: path.to_path_buf(),
-            file,
-            first,
-            offsets,
-            end: pos,
-            torn: false,
+            first: 1,
+            count: 0,
+            end,
+            len,
+            torn: len > end,
+            file: None,
+            index: None,
             cache: VecDeque::new(),
-        })
+            cache_bytes: 0,
+        };
+        if end == 0 {
+            return Ok(t);
+        }
+        let first_line = read_prefix(&mut file, 0, 64)?;
+        if let Some(before) = truncated_marker(line_of(&first_line)) {
+            t.first = before;
+        }
+        let last_start = last_byte_before(&mut file, end - 1, b'\n')?.map_or(0, |nl| nl + 1);
+        let last_line = read_prefix(&mut file, last_start, 64)?;
+        if truncated_marker(line_of(&last_line)).is_some() && last_start == 0 {
+            return Ok(t);
+        }
+        match cursor_of(&last_line) {
+            Some(head) if head + 1 >= t.first => t.count = head + 1 - t.first,
+            _ => {
+                // Not a file this log wrote line for line: count its records.
+                let (index, count) = scan(&mut file, t.end, t.first)?;
+                t.count = count;
+                t.index = Some(index);
+                self.indexed.touch(key);
+            }
+        }
+        Ok(t)
+    }
+
+    /// Puts a thread's file in the pool of open files (opening it), closing the least
+    /// recently used one past the limit.
+    fn open_file(&mut self, key: &str) -> Result<&mut FileThread, LogError> {
+        let t = self
+            .threads
+            .get_mut(key)
+            .ok_or_else(|| LogError::Io("no such thread".into()))?;
+        if t.file.is_none() {
+            t.file = Some(OpenOptions::new().read(true).append(true).open(&t.path)?);
+        }
+        self.open.touch(key);
+        while self.open.len() > self.cfg.max_open_files.max(1) {
+            let Some(old) = self.open.pop_oldest_except(key) else {
+                break;
+            };
+            if let Some(o) = self.threads.get_mut(&old) {
+                o.file = None;
+            }
+        }
+        self.threads
+            .get_mut(key)
+            .ok_or_else(|| LogError::Io("no such thread".into()))
+    }
+
+    /// Opens a thread's file and builds its read index when it has none, dropping the
+    /// index of the least recently read thread past the limit.
+    fn indexed_file(&mut self, key: &str) -> Result<&mut FileThread, LogError> {
+        let t = self.open_file(key)?;
+        if t.index.is_none() {
+            let (end, first) = (t.end, t.first);
+            let (index, count) = scan(t.file()?, end, first)?;
+            t.count = count;
+            t.index = Some(index);
+        }
+        self.indexed.touch(key);
+        while self.indexed.len() > self.cfg.max_indexed_threads.max(1) {
+            let Some(old) = self.indexed.pop_oldest_except(key) else {
+                break;
+            };
+            if let Some(o) = self.threads.get_mut(&old) {
+                o.index = None;
+            }
+        }
+        self.threads
+            .get_mut(key)
+            .ok_or_else(|| LogError::Io("no such thread".into()))
+    }
+
+    /// Keeps a record in the cache of its thread, within the cache's limits.
+    fn cache(&mut self, key: &str, rec: &LogRecord) {
+        let max_records = self.cfg.cache_records;
+        let Some(t) = self.threads.get_mut(key) else {
+            return;
+        };
+        t.cache.push_back(rec.clone());
+        t.cache_bytes += rec.sse.len();
+        self.cache_bytes += rec.sse.len();
+        while t.cache.len() > max_records {
+            if let Some(old) = t.cache.pop_front() {
+                t.cache_bytes -= old.sse.len();
+                self.cache_bytes -= old.sse.len();
+            }
+        }
+        self.cached.touch(key);
+        // Past the bytes of all threads: the least recently used thread's records go
+        // (this thread's own last, oldest first).
+        while self.cache_bytes > self.cfg.cache_bytes {
+            let Some(old) = self.cached.pop_oldest_except(key) else {
+                break;
+            };
+            if let Some(o) = self.threads.get_mut(&old) {
+                self.cache_bytes -= o.drop_cache();
+            }
+        }
+        if let Some(t) = self.threads.get_mut(key) {
+            while self.cache_bytes > self.cfg.cache_bytes {
+                let Some(old) = t.cache.pop_front() else {
+                    break;
+                };
+                t.cache_bytes -= old.sse.len();
+                self.cache_bytes -= old.sse.len();
+            }
+            if t.cache.is_empty() {
+                self.cached.remove(key);
+            }
+        }
     }
 
     /// Drops the records of a thread up to and including `through` (a sequence number).
     /// Clients whose cursor is behind the new first record get `harness.gap` with reason
     /// `truncated`.
     pub fn truncate(&mut self, thread_id: &str, through: u64) -> Result<(), LogError> {
-        let Some(t) = self.threads.get_mut(thread_id) else {
+        let Some(t) = self.threads.get(thread_id) else {
             return Ok(());
         };
-        let head = (t.first + t.offsets.len() as u64).saturating_sub(1);
-        let through = through.min(head);
+        let through = through.min(t.head());
         if through < t.first {
             return Ok(());
         }
+        let t = self.indexed_file(thread_id)?;
         if !t.torn {
             t.check_alone()?;
         }
-        let drop_n = usize::try_from(through - t.first + 1).unwrap_or(usize::MAX);
-        let keep_from = t.offsets.get(drop_n).map(|o| o.0).unwrap_or(t.end);
-        // The whole records only: a torn tail past `end` stays behind.
-        let mut rest = Vec::new();
-        t.file.seek(SeekFrom::Start(keep_from))?;
-        (&mut t.file)
-            .take(t.end.saturating_sub(keep_from))
-            .read_to_end(&mut rest)?;
+        let keep_from = if through == t.head() {
+            t.end
+        } else {
+            read_record(t, through + 1)?.0
+        };
+        // The whole records only, copied a buffer at a time: a torn tail past `end` stays
+        // behind.
         let tmp = t.path.with_extension("tmp");
         let marker = format!("{{\"truncatedBefore\":{}}}\n", through + 1);
+        let rest = t.end.saturating_sub(keep_from);
         {
             let mut f = File::create(&tmp)?;
             f.write_all(marker.as_bytes())?;
-            f.write_all(&rest)?;
+            let src = t.file()?;
+            src.seek(SeekFrom::Start(keep_from))?;
+            let copied = io::copy(&mut src.take(rest), &mut f)?;
+            if copied != rest {
+                return Err(LogError::Io("the file ended early".into()));
+            }
             f.sync_all()?;
         }
         fs::rename(&tmp, &t.path)?;
-        let reloaded = Self::load(&t.path)?;
-        let cache: VecDeque<LogRecord> = t.cache.drain(..).filter(|r| r.seq > through).collect();
-        *t = reloaded;
-        t.cache = cache;
+        t.count = t.head() - through;
+        t.first = through + 1;
+        t.end = marker.len() as u64 + rest;
+        t.len = t.end;
+        t.torn = false;
+        // The old file is gone: read the new one afresh.
+        t.file = None;
+        t.index = None;
+        let mut dropped = 0;
+        while t.cache.front().is_some_and(|r| r.seq <= through) {
+            if let Some(r) = t.cache.pop_front() {
+                t.cache_bytes -= r.sse.len();
+                dropped += r.sse.len();
+            }
+        }
+        self.cache_bytes -= dropped;
+        self.open.remove(thread_id);
+        self.indexed.remove(thread_id);
         Ok(())
+    }
+
+    /// Thread files open right now (at most
+    /// [`max_open_files`](FileLogConfig::max_open_files)).
+    pub fn open_files(&self) -> usize {
+        self.open.len()
+    }
+
+    fn new_thread(&mut self, key: &str) -> Result<(), LogError> {
+        let path = self.named_path(key, SUFFIX)?;
+        // A file another writer made since the open is read as it is.
+        OpenOptions::new().create(true).append(true).open(&path)?;
+        let t = self.probe(&path, key)?;
+        self.threads.insert(key.to_owned(), t);
+        Ok(())
+    }
+}
+
+/// The offset of the last `byte` before `before` in a file, reading back from it a block at
+/// a time.
+fn last_byte_before(file: &mut File, before: u64, byte: u8) -> io::Result<Option<u64>> {
+    let mut buf = vec![0u8; 64 << 10];
+    let mut end = before;
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let n = usize::try_from(end - start).unwrap_or(buf.len());
+        let chunk = &mut buf[..n];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(i) = chunk.iter().rposition(|&b| b == byte) {
+            return Ok(Some(start + i as u64));
+        }
+        end = start;
+    }
+    Ok(None)
+}
+
+/// Up to `n` bytes of a file from `offset`.
+fn read_prefix(file: &mut File, offset: u64, n: u64) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    file.seek(SeekFrom::Start(offset))?;
+    file.take(n).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// The first line of some bytes, without its LF.
+fn line_of(bytes: &[u8]) -> &[u8] {
+    bytes.split(|&b| b == b'\n').next().unwrap_or(bytes)
+}
+
+/// The cursor at the head of a record line this log wrote.
+fn cursor_of(line: &[u8]) -> Option<u64> {
+    let rest = line.strip_prefix(RECORD_HEAD)?;
+    let digits = rest.iter().position(|&b| b == b'"')?;
+    std::str::from_utf8(rest.get(..digits)?).ok()?.parse().ok()
+}
+
+/// Reads the lines of a file up to `end`: the read index, and the number of records.
+fn scan(file: &mut File, end: u64, first: u64) -> Result<(Index, u64), LogError> {
+    file.seek(SeekFrom::Start(0))?;
+    let mut reader = BufReader::with_capacity(64 << 10, file.take(end));
+    let mut index = Index::default();
+    let mut line = Vec::new();
+    let (mut pos, mut count) = (0u64, 0u64);
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line)?;
+        if n == 0 {
+            break;
+        }
+        let body = line.strip_suffix(b"\n").unwrap_or(&line);
+        if !body.is_empty() && truncated_marker(body).is_none() {
+            index.note(first + count, pos);
+            count += 1;
+        }
+        pos += n as u64;
+    }
+    Ok((index, count))
+}
+
+/// Reads the record `seq` of an indexed, open thread: its offset and the record. The read
+/// starts at the index mark before it (or where the last read ended).
+fn read_record(t: &mut FileThread, seq: u64) -> Result<(u64, LogRecord), LogError> {
+    let start = t
+        .index
+        .as_ref()
+        .and_then(|i| i.start_for(seq))
+        .ok_or_else(|| LogError::Corrupt(format!("record {seq} is not in the index")))?;
+    let end = t.end;
+    let file = t.file()?;
+    file.seek(SeekFrom::Start(start.1))?;
+    let mut reader = BufReader::new(file.take(end.saturating_sub(start.1)));
+    let (mut at, mut pos) = start;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line)?;
+        if n == 0 {
+            return Err(LogError::Corrupt(format!("record {seq} is past the end")));
+        }
+        let body = line.strip_suffix(b"\n").unwrap_or(&line);
+        if body.is_empty() || truncated_marker(body).is_some() {
+            pos += n as u64;
+            continue;
+        }
+        if at == seq {
+            let (_, got, _, rec) = parse_line(body)?;
+            if got != seq {
+                return Err(LogError::Corrupt(format!(
+                    "expected record {seq}, found {got}"
+                )));
+            }
+            if let Some(i) = t.index.as_mut() {
+                i.next = Some((seq + 1, pos + n as u64));
+            }
+            return Ok((pos, rec));
+        }
+        at += 1;
+        pos += n as u64;
     }
 }
 
@@ -375,33 +711,17 @@ fn parse_line(line: &[u8]) -> Result<(String, u64, String, LogRecord), LogError>
 }
 
 impl EventLog for FileLog {
-    fn append(
+    fn append_as(
         &mut self,
+        key: &str,
         thread_id: &str,
         operation_id: &str,
         event: &Event,
     ) -> Result<LogRecord, LogError> {
-        if !self.threads.contains_key(thread_id) {
-            let path = self.named_path(thread_id, SUFFIX)?;
-            let t = Self::load_or_create(&path)?;
-            self.threads.insert(thread_id.to_owned(), t);
+        if !self.threads.contains_key(key) {
+            self.new_thread(key)?;
         }
-        let cache_max = self.cfg.cache_records;
         let sync = self.cfg.sync;
-        let Some(t) = self.threads.get_mut(thread_id) else {
-            return Err(LogError::Io("thread vanished".into()));
-        };
-        let seq = t.first + t.offsets.len() as u64;
-        let rec = LogRecord::render(thread_id, seq, operation_id, event);
-        let line = rec.ndjson();
-        let len = u32::try_from(line.len() - 1)
-            .map_err(|_| LogError::Corrupt("record too long".into()))?;
-        if t.torn {
-            t.file.set_len(t.end)?;
-            t.torn = false;
-        } else {
-            t.check_alone()?;
-        }
         #[cfg(test)]
         let (fail, fail_cut) = match self.fail_next_write.take() {
             Some((n, cut)) => (Some(n), cut),
@@ -409,68 +729,74 @@ impl EventLog for FileLog {
         };
         #[cfg(not(test))]
         let (fail, fail_cut) = (None, false);
-        if let Err(e) = write_line(&mut t.file, &line, sync, fail) {
+        let t = self.open_file(key)?;
+        let seq = t.first + t.count;
+        let rec = LogRecord::render(thread_id, seq, operation_id, event);
+        let line = rec.ndjson();
+        if t.torn {
+            let end = t.end;
+            t.file()?.set_len(end)?;
+            t.torn = false;
+            t.len = end;
+        } else {
+            t.check_alone()?;
+        }
+        if let Err(e) = write_line(t.file()?, &line, sync, fail) {
             // All or nothing: cut the file back to its length before this append (the file
             // is opened to append, so the next write starts there). The record has no
             // number and nothing in memory changed. When the cut fails too, the next
             // append tries it again before it writes, and reads never look past `end`.
-            let cut = if fail_cut {
-                Err(std::io::Error::other("injected cut failure"))
-            } else {
-                t.file
-                    .set_len(t.end)
-                    .and_then(|()| if sync { t.file.sync_data() } else { Ok(()) })
+            let end = t.end;
+            let cut = match t.file.as_mut() {
+                _ if fail_cut => Err(io::Error::other("injected cut failure")),
+                Some(f) => f
+                    .set_len(end)
+                    .and_then(|()| if sync { f.sync_data() } else { Ok(()) }),
+                None => Err(io::Error::other("thread file not open")),
             };
             t.torn = cut.is_err();
             return Err(e.into());
         }
-        t.offsets.push((t.end, len));
-        t.end += line.len() as u64;
-        t.cache.push_back(rec.clone());
-        while t.cache.len() > cache_max {
-            t.cache.pop_front();
+        let offset = t.end;
+        if let Some(i) = t.index.as_mut() {
+            i.note(seq, offset);
         }
+        t.count += 1;
+        t.end += line.len() as u64;
+        t.len = t.end;
+        self.cache(key, &rec);
         Ok(rec)
     }
 
     fn get(&mut self, thread_id: &str, seq: u64) -> Result<Option<LogRecord>, LogError> {
-        let Some(t) = self.threads.get_mut(thread_id) else {
+        let Some(t) = self.threads.get(thread_id) else {
             return Ok(None);
         };
-        if seq < t.first {
+        if seq < t.first || seq > t.head() {
             return Ok(None);
         }
         if let Some(front) = t.cache.front() {
             if seq >= front.seq {
                 let i = usize::try_from(seq - front.seq).unwrap_or(usize::MAX);
-                return Ok(t.cache.get(i).cloned());
+                let rec = t.cache.get(i).cloned();
+                self.cached.touch(thread_id);
+                return Ok(rec);
             }
         }
-        let i = usize::try_from(seq - t.first).unwrap_or(usize::MAX);
-        let Some(&(off, len)) = t.offsets.get(i) else {
+        let t = self.indexed_file(thread_id)?;
+        if seq > t.head() {
+            // The file held fewer records than its last line said.
             return Ok(None);
-        };
-        let mut buf = vec![0u8; len as usize];
-        t.file.seek(SeekFrom::Start(off))?;
-        t.file.read_exact(&mut buf)?;
-        let (_, got, _, rec) = parse_line(&buf)?;
-        if got != seq {
-            return Err(LogError::Corrupt(format!(
-                "expected record {seq}, found {got}"
-            )));
         }
-        Ok(Some(rec))
+        read_record(t, seq).map(|(_, rec)| Some(rec))
     }
 
     fn head_seq(&self, thread_id: &str) -> u64 {
-        self.threads
-            .get(thread_id)
-            .map(|t| (t.first + t.offsets.len() as u64).saturating_sub(1))
-            .unwrap_or(0)
+        self.threads.get(thread_id).map_or(0, FileThread::head)
     }
 
     fn first_seq(&self, thread_id: &str) -> u64 {
-        self.threads.get(thread_id).map(|t| t.first).unwrap_or(1)
+        self.threads.get(thread_id).map_or(1, |t| t.first)
     }
 
     fn gap_reason(&self) -> GapReason {
@@ -478,7 +804,11 @@ impl EventLog for FileLog {
     }
 
     fn threads(&self) -> Vec<String> {
-        self.threads.keys().cloned().collect()
+        super::thread_keys(&self.threads, &self.owners)
+    }
+
+    fn contains(&self, thread_id: &str) -> bool {
+        self.threads.contains_key(thread_id) || self.owners.contains_key(thread_id)
     }
 
     fn is_durable(&self) -> bool {
@@ -502,15 +832,6 @@ impl EventLog for FileLog {
 
     fn owner(&self, thread_id: &str) -> Option<String> {
         self.owners.get(thread_id).cloned()
-    }
-}
-
-impl FileLog {
-    fn load_or_create(path: &Path) -> Result<FileThread, LogError> {
-        if !path.exists() {
-            File::create(path)?;
-        }
-        Self::load(path)
     }
 }
 
@@ -571,7 +892,8 @@ mod tests {
             let rec = log.append("t", "op", &text(3)).unwrap();
             assert_eq!(rec.seq, 3);
             // Read from the file itself: a fresh log, and the same one past its cache.
-            log.threads.get_mut("t").unwrap().cache.clear();
+            let cached = log.threads.get_mut("t").unwrap().drop_cache();
+            log.cache_bytes -= cached;
             for seq in 1..=3 {
                 let r = log.get("t", seq).unwrap().unwrap();
                 assert_eq!(r.event().unwrap(), text(seq as usize), "written {written}");

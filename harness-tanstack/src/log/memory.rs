@@ -13,17 +13,37 @@ struct MemThread {
     bytes: usize,
 }
 
+impl MemThread {
+    fn evict_oldest(&mut self) -> usize {
+        match self.records.pop_front() {
+            Some(old) => {
+                self.bytes -= old.sse.len();
+                self.first += 1;
+                old.sse.len()
+            }
+            None => 0,
+        }
+    }
+}
+
 /// A bounded in-memory log. When a thread holds more than `max_events` records (or
-/// `max_bytes` of rendered frames), the oldest are evicted; a client behind them gets
-/// `harness.gap` with reason `evicted`. Cursors do not survive a restart.
+/// `max_bytes` of rendered frames), its oldest are evicted; when all threads together hold
+/// more than [`with_max_total_bytes`](Self::with_max_total_bytes), the oldest records of
+/// the thread that holds the most go first. A client behind evicted records gets
+/// `harness.gap` with reason `evicted`. A thread whose records all went keeps its cursors
+/// (the next record takes the next number). Cursors do not survive a restart.
 #[derive(Debug)]
 pub struct MemoryLog {
     threads: HashMap<String, MemThread>,
+    owners: HashMap<String, String>,
     max_events: usize,
     max_bytes: usize,
+    max_total_bytes: usize,
+    total_bytes: usize,
 }
 
 impl Default for MemoryLog {
+    /// 100,000 records and 64 MiB per thread, 256 MiB in all.
     fn default() -> Self {
         MemoryLog::new(100_000, 64 << 20)
     }
@@ -31,26 +51,62 @@ impl Default for MemoryLog {
 
 impl MemoryLog {
     /// A log that keeps at most `max_events` records and `max_bytes` per thread (each at
-    /// least 1).
+    /// least 1), and 256 MiB in all.
     pub fn new(max_events: usize, max_bytes: usize) -> Self {
         MemoryLog {
             threads: HashMap::new(),
+            owners: HashMap::new(),
             max_events: max_events.max(1),
             max_bytes: max_bytes.max(1),
+            max_total_bytes: 256 << 20,
+            total_bytes: 0,
+        }
+    }
+
+    /// The bytes of rendered frames all threads together may hold (at least 1; the newest
+    /// record of the thread written last always stays).
+    #[must_use]
+    pub fn with_max_total_bytes(mut self, max_total_bytes: usize) -> Self {
+        self.max_total_bytes = max_total_bytes.max(1);
+        self
+    }
+
+    /// The bytes of rendered frames it holds, all threads together.
+    pub fn total_bytes(&self) -> usize {
+        self.total_bytes
+    }
+
+    /// Past the total: the thread with the most bytes gives its oldest records, until the
+    /// total fits (the newest record of `keep` stays).
+    fn evict_over_total(&mut self, keep: &str) {
+        while self.total_bytes > self.max_total_bytes {
+            let Some((key, t)) = self
+                .threads
+                .iter_mut()
+                .filter(|(k, t)| t.records.len() > usize::from(k.as_str() == keep))
+                .max_by_key(|(_, t)| t.bytes)
+            else {
+                return;
+            };
+            let min = usize::from(key.as_str() == keep);
+            while self.total_bytes > self.max_total_bytes && t.records.len() > min {
+                self.total_bytes -= t.evict_oldest();
+            }
         }
     }
 }
 
 impl EventLog for MemoryLog {
-    fn append(
+    fn append_as(
         &mut self,
+        key: &str,
         thread_id: &str,
         operation_id: &str,
         event: &Event,
     ) -> Result<LogRecord, LogError> {
         let t = self
             .threads
-            .entry(thread_id.to_owned())
+            .entry(key.to_owned())
             .or_insert_with(|| MemThread {
                 first: 1,
                 ..MemThread::default()
@@ -58,14 +114,13 @@ impl EventLog for MemoryLog {
         let seq = t.first + t.records.len() as u64;
         let rec = LogRecord::render(thread_id, seq, operation_id, event);
         t.bytes += rec.sse.len();
+        self.total_bytes += rec.sse.len();
         t.records.push_back(rec.clone());
         while t.records.len() > self.max_events || (t.bytes > self.max_bytes && t.records.len() > 1)
         {
-            if let Some(old) = t.records.pop_front() {
-                t.bytes -= old.sse.len();
-                t.first += 1;
-            }
+            self.total_bytes -= t.evict_oldest();
         }
+        self.evict_over_total(key);
         Ok(rec)
     }
 
@@ -96,10 +151,25 @@ impl EventLog for MemoryLog {
     }
 
     fn threads(&self) -> Vec<String> {
-        self.threads.keys().cloned().collect()
+        super::thread_keys(&self.threads, &self.owners)
+    }
+
+    fn contains(&self, thread_id: &str) -> bool {
+        self.threads.contains_key(thread_id) || self.owners.contains_key(thread_id)
     }
 
     fn is_durable(&self) -> bool {
         false
+    }
+
+    /// Keeps the owner in memory: a host that drops an idle thread from its own memory
+    /// reads it back from here.
+    fn set_owner(&mut self, thread_id: &str, owner: &str) -> Result<(), LogError> {
+        self.owners.insert(thread_id.to_owned(), owner.to_owned());
+        Ok(())
+    }
+
+    fn owner(&self, thread_id: &str) -> Option<String> {
+        self.owners.get(thread_id).cloned()
     }
 }

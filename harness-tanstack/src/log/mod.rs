@@ -107,6 +107,18 @@ impl LogRecord {
         std::str::from_utf8(&self.sse[self.json.clone()]).unwrap_or("")
     }
 
+    /// The thread id its frame names (`None` when the frame does not read).
+    pub fn thread_id(&self) -> Option<String> {
+        #[derive(serde::Deserialize)]
+        struct Head {
+            #[serde(rename = "threadId")]
+            thread_id: String,
+        }
+        serde_json::from_str::<Head>(self.json_str())
+            .ok()
+            .map(|h| h.thread_id)
+    }
+
     /// The AG-UI event, parsed back.
     pub fn event(&self) -> Result<Event, LogError> {
         match crate::frame::HostFrame::from_json(self.json_str()) {
@@ -115,6 +127,16 @@ impl LogRecord {
             Err(e) => Err(LogError::Corrupt(e.message)),
         }
     }
+}
+
+/// The keys of a log: those with records, and those with an owner only (a thread made, its
+/// first record not written yet).
+fn thread_keys<T>(
+    threads: &std::collections::HashMap<String, T>,
+    owners: &std::collections::HashMap<String, String>,
+) -> Vec<String> {
+    let owned_only = owners.keys().filter(|k| !threads.contains_key(*k));
+    threads.keys().chain(owned_only).cloned().collect()
 }
 
 fn json_string(out: &mut Vec<u8>, s: &str) {
@@ -141,14 +163,37 @@ impl From<std::io::Error> for LogError {
 }
 
 /// The event logs of every thread.
+///
+/// A thread is stored under a key: the thread id itself, or, when the host keeps each
+/// user's threads apart (`membersOnly()`), a key made of the user and the thread id (see
+/// [`Host::thread_key`](crate::host::Host::thread_key)). Its records name the thread by the
+/// id its client uses ([`append_as`](Self::append_as)).
 pub trait EventLog: Send {
-    /// Appends an event to a thread (creating the thread) and returns its record.
+    /// Appends an event to the thread stored under `key` (creating the thread), its frame
+    /// naming the thread `thread_id`, and returns its record.
+    fn append_as(
+        &mut self,
+        key: &str,
+        thread_id: &str,
+        operation_id: &str,
+        event: &Event,
+    ) -> Result<LogRecord, LogError>;
+
+    /// Appends an event to a thread whose key is its id (creating the thread) and returns
+    /// its record.
     fn append(
         &mut self,
         thread_id: &str,
         operation_id: &str,
         event: &Event,
-    ) -> Result<LogRecord, LogError>;
+    ) -> Result<LogRecord, LogError> {
+        self.append_as(thread_id, thread_id, operation_id, event)
+    }
+
+    /// Whether the log has the thread (records, or an owner).
+    fn contains(&self, thread_id: &str) -> bool {
+        self.head_seq(thread_id) > 0 || self.owner(thread_id).is_some()
+    }
 
     /// The record with this sequence number, when the log still has it.
     fn get(&mut self, thread_id: &str, seq: u64) -> Result<Option<LogRecord>, LogError>;
@@ -184,13 +229,17 @@ pub trait EventLog: Send {
 }
 
 impl<L: EventLog + ?Sized> EventLog for Box<L> {
-    fn append(
+    fn append_as(
         &mut self,
+        key: &str,
         thread_id: &str,
         operation_id: &str,
         event: &Event,
     ) -> Result<LogRecord, LogError> {
-        (**self).append(thread_id, operation_id, event)
+        (**self).append_as(key, thread_id, operation_id, event)
+    }
+    fn contains(&self, thread_id: &str) -> bool {
+        (**self).contains(thread_id)
     }
     fn get(&mut self, thread_id: &str, seq: u64) -> Result<Option<LogRecord>, LogError> {
         (**self).get(thread_id, seq)

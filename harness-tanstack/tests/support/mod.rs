@@ -174,3 +174,75 @@ pub fn sse_cfg(sse_queue_bytes: f64) -> HostConfig {
         ..HostConfig::default()
     }
 }
+
+/// The body of `POST control` with a prompt.
+pub fn prompt(thread: &str, text: &str) -> Vec<u8> {
+    serde_json::json!({ "threadId": thread, "input": { "op": "prompt", "message": text } })
+        .to_string()
+        .into_bytes()
+}
+
+/// The default host configuration under `membersOnly()`.
+pub fn members() -> HostConfig {
+    HostConfig {
+        access: harness_tanstack::host::AccessPolicy::MembersOnly,
+        ..HostConfig::default()
+    }
+}
+
+/// A fresh folder for a durable log, named for the test.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("harness-tanstack-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// `GET events` of a thread as `user` (from the cursor `from`): the frames it sent at
+/// once, or the status it was refused with.
+pub fn events<L: EventLog>(
+    n: &mut Net<L>,
+    thread: &str,
+    from: Option<&str>,
+    user: Option<&str>,
+) -> Result<Vec<Value>, u16> {
+    let now = n.now;
+    let c = n
+        .host
+        .open_sse(now, Some(thread), Some("2"), from, None, user, "r")
+        .map_err(|a| a.status)?;
+    n.pump();
+    Ok(data_frames(&n.take(c)))
+}
+
+/// A WebSocket of `user` subscribed to a thread, and the frames it got at once.
+pub fn socket<L: EventLog>(
+    n: &mut Net<L>,
+    user: Option<&str>,
+    thread: &str,
+) -> (harness_tanstack::host::ConnId, Vec<Value>) {
+    let now = n.now;
+    let c = n.host.connect(
+        now,
+        harness_tanstack::host::Transport::WebSocket,
+        user,
+        "up",
+    );
+    let sub = serde_json::json!({ "type": "harness.subscribe", "threadId": thread, "v": 2 });
+    n.host.handle_frame(now, c, &sub.to_string());
+    n.pump();
+    let got = n.take(c).iter().map(|s| json(s)).collect();
+    (c, got)
+}
+
+/// A host over a memory log, with this configuration.
+pub fn net_with(cfg: HostConfig) -> Net<MemoryLog> {
+    Net::new(Host::new(cfg, MemoryLog::default()))
+}
+
+/// A host over the durable log in `dir`, with this configuration.
+pub fn durable(cfg: HostConfig, dir: &std::path::Path) -> Net<harness_tanstack::log::FileLog> {
+    Net::new(Host::new(
+        cfg,
+        harness_tanstack::log::FileLog::open(dir).unwrap(),
+    ))
+}
