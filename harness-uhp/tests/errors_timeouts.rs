@@ -8,9 +8,11 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{answer_json, client, created_with_id, events, json_head, server, sse_head};
+use harness_uhp::accumulator::ProtocolFinding;
 use harness_uhp::client::{
     ClientConfig, CreateRequest, RequestKind, TaskClient, TaskError, TaskEvent,
 };
+use harness_uhp::response::ResponseStatus;
 use harness_uhp::retry::{GiveUpReason, RetryPolicy};
 use serde_json::json;
 
@@ -161,4 +163,55 @@ fn polling_a_running_task_stops_at_the_deadline() {
         }) if response_id == "resp_1"
     )));
     assert_eq!(c.creates_sent(), 1);
+}
+
+/// lifecycle.md: the terminal statuses are `completed`, `failed`, `incomplete` and `cancelled`
+/// ("Terminal? yes"); `in_progress` is not. Servers also answer `GET /v1/responses/{id}` with
+/// statuses the protocol does not define while a task is in flight (the reference server says
+/// `running`). A stored response that is not terminal means "read it again", whatever its
+/// status, with a finding for the unknown ones — it used to end the task "finished" with
+/// status `running` and no text, and the output was lost.
+#[test]
+fn a_stored_response_with_a_status_it_does_not_know_is_polled_until_terminal() {
+    let now = Instant::now();
+    let mut cfg = ClientConfig::new("http://h");
+    cfg.poll_interval = Duration::from_secs(1);
+    let mut c = TaskClient::new(cfg, CreateRequest::new("x"));
+    c.start(now);
+    let t = c.poll_transmit().unwrap();
+    c.handle_head(now, t.id, 200, &sse_head());
+    c.handle_data(now, t.id, &created_with_id("resp_1"));
+    c.handle_end(now, t.id); // the stream is cut part-way
+    let mut t_now = now;
+    let statuses = ["running", "queued", "thinking_hard", "in_progress"];
+    for status in statuses {
+        let get = c.poll_transmit().expect("the task is read again");
+        assert_eq!(get.kind, RequestKind::Retrieve);
+        let stored = json!({"id": "resp_1", "object": "response", "status": status, "output": []});
+        answer_json(&mut c, t_now, &get, 200, &json_head(), &stored);
+        assert!(!c.is_finished(), "ended on status {status}");
+        assert!(!c.is_failed(), "failed on status {status}");
+        let at = c.poll_timeout().expect("a poll is scheduled");
+        t_now = at;
+        c.handle_timeout(at);
+    }
+    let get = c.poll_transmit().unwrap();
+    let done = json!({"id": "resp_1", "object": "response", "status": "completed",
+        "output": [{"type": "message", "id": "m1", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": "Forty-two.", "annotations": []}]}]});
+    answer_json(&mut c, t_now, &get, 200, &json_head(), &done);
+    assert!(c.is_finished());
+    let task = c.accumulator();
+    assert_eq!(task.status(), &ResponseStatus::Completed);
+    assert_eq!(task.text(), "Forty-two.");
+    let unknown: Vec<_> = task
+        .findings()
+        .iter()
+        .filter_map(|f| match f {
+            ProtocolFinding::UnknownStatus { status } => Some(status.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(unknown, ["running", "queued", "thinking_hard"]);
+    assert_eq!(c.creates_sent(), 1, "never re-created");
 }

@@ -95,6 +95,17 @@ pub enum ProtocolFinding {
         /// The id the response object carried.
         got: String,
     },
+    /// A stored response whose `status` is none of the protocol's (`running`, `queued`, …,
+    /// which servers send while a task is in flight). It is not terminal: the task is read
+    /// again, as for `in_progress` (lifecycle: only `completed`, `failed`, `incomplete` and
+    /// `cancelled` are terminal).
+    #[error(
+        "stored response has status `{status}`, which is not a protocol status: read as still running"
+    )]
+    UnknownStatus {
+        /// The status it carried.
+        status: String,
+    },
     /// The stored response disagrees with the terminal event the stream delivered.
     #[error("stored response says `{stored}`, the stream's terminal event said `{stream}`")]
     StoredResponseDisagrees {
@@ -546,9 +557,12 @@ impl TaskAccumulator {
     }
 
     /// Applies a stored response (`GET /v1/responses/{id}`, the source of truth). When its
-    /// status is terminal the task ends with it, exactly as if its terminal event had
-    /// arrived; a task that already ended keeps its state (a disagreement is a finding).
-    /// A response with another task's `id` is not applied (a finding).
+    /// status is terminal (`completed`, `failed`, `incomplete`, `cancelled`) the task ends
+    /// with it, exactly as if its terminal event had arrived. Any other status — one the
+    /// protocol does not define included, such as `running` or `queued` — means the task is
+    /// still running (an unknown one is a finding), and a client reads it again. A task that
+    /// already ended keeps its state (a disagreement is a finding). A response with another
+    /// task's `id` is not applied (a finding).
     pub fn apply_response(&mut self, r: &Response) {
         if !self.is_own(r) {
             return;
@@ -566,9 +580,17 @@ impl TaskAccumulator {
         if self.response_id.is_none() && !r.id.is_empty() {
             self.response_id = Some(r.id.clone());
         }
-        if r.status.is_terminal() || matches!(r.status, ResponseStatus::Other(_)) {
+        if r.status.is_terminal() {
             self.finish(TerminalSource::StoredResponse, r);
         } else {
+            // `in_progress`, or a status the protocol does not define (`running`, `queued`):
+            // only the four terminal statuses end a task, so it is read again.
+            if let ResponseStatus::Other(status) = &r.status {
+                let f = ProtocolFinding::UnknownStatus {
+                    status: excerpt(status),
+                };
+                self.find(f);
+            }
             self.last_response = Some(Box::new(r.clone()));
         }
     }
