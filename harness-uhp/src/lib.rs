@@ -94,6 +94,7 @@ pub mod protocol;
 pub mod response;
 pub mod retry;
 pub mod sequence;
+pub mod server;
 mod tagged;
 
 pub use accumulator::{

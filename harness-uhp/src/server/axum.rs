@@ -1,0 +1,1 @@
+//! The axum adapter.
