@@ -74,6 +74,11 @@ impl ApiError {
         self.error.code.as_deref().unwrap_or("")
     }
 
+    /// The whole HTTP response: status, headers, envelope.
+    pub fn response(&self) -> http::Response<Vec<u8>> {
+        super::error_response(self)
+    }
+
     /// The envelope's JSON bytes.
     pub fn body(&self) -> Vec<u8> {
         let env = ErrorEnvelope {

@@ -429,6 +429,7 @@ impl Server {
             {
                 if let Some(old) = self.upload_order.remove(pos) {
                     self.uploads.remove(&old);
+                    self.persist(|| Record::UploadDeleted { id: old });
                 }
             }
         }

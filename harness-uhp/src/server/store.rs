@@ -90,6 +90,11 @@ pub enum Record {
         /// Expired by the server rather than deleted by its owner.
         expired: bool,
     },
+    /// An upload forgotten.
+    UploadDeleted {
+        /// Its id.
+        id: String,
+    },
     /// An upload.
     Upload {
         /// Its owner.
@@ -111,6 +116,7 @@ impl Record {
             Record::Session { session, .. } => ("session", &session.id),
             Record::SessionDeleted { id, .. } => ("session", id),
             Record::Upload { file, .. } => ("upload", &file.id),
+            Record::UploadDeleted { id } => ("upload", id),
         }
     }
 
@@ -206,6 +212,9 @@ pub(crate) fn restore(s: &mut Server, record: Record) {
             let persist = std::mem::replace(&mut s.cfg.persist, false);
             s.remove_session(&id, expired);
             s.cfg.persist = persist;
+        }
+        Record::UploadDeleted { id } => {
+            s.uploads.remove(&id);
         }
         Record::Upload { principal, file } => {
             s.upload_order.push_back(file.id.clone());

@@ -1192,6 +1192,7 @@ impl Server {
                 if let Some(old) = self.stored_order.pop_front() {
                     if !self.running.contains(&old) {
                         self.tasks.remove(&old);
+                        self.persist(|| Record::ResponseDeleted { id: old });
                     }
                 }
             }
