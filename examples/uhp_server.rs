@@ -248,6 +248,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let faq = ToolLoopAgent::new("faq").with_tools(&tools);
 
+    let listener = tokio::net::TcpListener::bind(&addr).await?;
+    let public = format!("http://{}", listener.local_addr()?);
     let mut builder = Host::builder(DemoModel)
         .harness("faq", "FAQ agent", faq)
         .harness("echo", "Echo", EchoHarness)
@@ -256,14 +258,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .tools(tools)
         .file_tools(&files)
         .api_key(&key, "default")
-        .configure(|c| c.implementation_name = "harness-rs uhp_server example".into());
+        .configure(move |c| {
+            c.implementation_name = "harness-rs uhp_server example".into();
+            c.public_url = Some(public);
+        });
     if let Some(dir) = &data {
         builder = builder.store(FileStore::open(dir).await?);
     }
     let host = builder.build(Instant::now, wall_ms).await?;
     tokio::spawn(host.run(tokio::time::sleep));
 
-    let listener = tokio::net::TcpListener::bind(&addr).await?;
     println!("uhp_server listening on http://{}", listener.local_addr()?);
     serve(
         listener,

@@ -498,13 +498,18 @@ impl Server {
         };
         let cid = s.container_id.clone();
         let v = f.object(Some(&cid));
+        let path = crate::protocol::endpoints::file_content(&cid, &f.id);
+        let download_url = match &self.cfg.public_url {
+            Some(base) => format!("{}{path}", base.trim_end_matches('/')),
+            None => path,
+        };
         self.cite(
             rid,
             crate::response::ContainerFileCitation {
                 container_id: cid.clone(),
                 file_id: f.id.clone(),
                 filename: f.filename.clone(),
-                download_url: Some(crate::protocol::endpoints::file_content(&cid, &f.id)),
+                download_url: Some(download_url),
                 start_index: None,
                 end_index: None,
                 extra: Default::default(),

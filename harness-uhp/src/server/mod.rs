@@ -315,6 +315,9 @@ pub struct ServerConfig {
     pub keep_alive: Duration,
     /// The longest any task runs (default 1 h; security.md §5): then it ends `incomplete`.
     pub max_task_duration: Duration,
+    /// The server's public base URL (`https://host/api/harness`), which makes an artifact's
+    /// `download_url` absolute; `None`: the URL is the path alone.
+    pub public_url: Option<String>,
     /// Emit [`ServerEvent::Persist`] records (set by the driver when a durable store is used).
     pub persist: bool,
 }
@@ -344,6 +347,7 @@ impl ServerConfig {
             max_stream_buffer_bytes: 8 << 20,
             keep_alive: Duration::from_secs(15),
             max_task_duration: Duration::from_secs(3600),
+            public_url: None,
             persist: false,
         }
     }
