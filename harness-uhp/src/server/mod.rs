@@ -310,8 +310,9 @@ pub struct ServerConfig {
     /// Bytes one stream may hold unsent (default 8 MiB); past it the stream ends and the
     /// client reads the stored response (the task goes on).
     pub max_stream_buffer_bytes: usize,
-    /// How often an idle stream gets a `: keep-alive` comment (default 15 s; errors.md §5
-    /// asks for at least every 30 s).
+    /// The keep-alive tick (default 10 s): a stream that sent nothing during a whole tick
+    /// gets a `: keep-alive` comment, so no stream is silent for more than two ticks
+    /// (errors.md §5 asks for at least every 30 s).
     pub keep_alive: Duration,
     /// The longest any task runs (default 1 h; security.md §5): then it ends `incomplete`.
     pub max_task_duration: Duration,
@@ -345,7 +346,7 @@ impl ServerConfig {
             max_idempotency_keys: 100_000,
             idempotency_ttl: Duration::from_secs(24 * 3600),
             max_stream_buffer_bytes: 8 << 20,
-            keep_alive: Duration::from_secs(15),
+            keep_alive: Duration::from_secs(10),
             max_task_duration: Duration::from_secs(3600),
             public_url: None,
             persist: false,

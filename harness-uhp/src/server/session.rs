@@ -246,8 +246,12 @@ impl Server {
         if let Some(sh) = &s.share {
             self.shares.remove(&sh.token);
         }
-        for t in &s.turns {
-            self.tasks.remove(&t.response_id);
+        // A deleted session takes its responses with it (sessions.md §6); an expired one
+        // leaves them readable, so continuing one says `session_expired`.
+        if !expired {
+            for t in &s.turns {
+                self.tasks.remove(&t.response_id);
+            }
         }
         if expired {
             self.expired.insert(id.to_owned());
