@@ -35,6 +35,9 @@ use harness_uhp::server::axum::{FileStore, RouterConfig, ServeConfig, router, se
 use harness_uhp::server::driver::{FileTools, Host};
 use serde_json::json;
 
+#[path = "uhp_shared/mod.rs"]
+mod uhp_shared;
+
 const USAGE: &str = "usage: uhp_server --addr HOST:PORT --api-key KEY [--data DIR]   (--addr 127.0.0.1:0 picks a port)";
 
 /// What the model does for one request, before pacing.
@@ -217,21 +220,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut addr = "127.0.0.1:8080".to_owned();
     let mut key: Option<String> = None;
     let mut data: Option<String> = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = || {
-            args.next()
-                .unwrap_or_else(|| usage_error(&format!("{a} needs a value")))
-        };
-        match a.as_str() {
-            "--addr" => addr = value(),
-            "--api-key" => key = Some(value()),
-            "--data" => data = Some(value()),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(());
-            }
-            other => usage_error(&format!("unknown argument {other}")),
+    let opts = ["--addr", "--api-key", "--data"];
+    for (name, value) in uhp_shared::parse_args("uhp_server", USAGE, &[], &opts) {
+        match name.as_str() {
+            "--addr" => addr = value.unwrap_or(addr),
+            "--api-key" => key = value,
+            _ => data = value,
         }
     }
     let key = key

@@ -30,23 +30,14 @@ fn usage_error(why: &str) -> ! {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut url, mut key, mut input, mut harness, mut stream) = (None, None, None, None, true);
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = || {
-            args.next()
-                .unwrap_or_else(|| usage_error(&format!("{a} needs a value")))
-        };
-        match a.as_str() {
-            "--url" => url = Some(value()),
-            "--api-key" => key = Some(value()),
-            "--input" => input = Some(value()),
-            "--harness" => harness = Some(value()),
-            "--no-stream" => stream = false,
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(());
-            }
-            other => usage_error(&format!("unknown argument {other}")),
+    let opts = ["--url", "--api-key", "--input", "--harness"];
+    for (name, value) in uhp_shared::parse_args("uhp_task", USAGE, &["--no-stream"], &opts) {
+        match name.as_str() {
+            "--url" => url = value,
+            "--api-key" => key = value,
+            "--input" => input = value,
+            "--harness" => harness = value,
+            _ => stream = false,
         }
     }
     let url = url.unwrap_or_else(|| usage_error("--url is required"));

@@ -13,6 +13,38 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
+/// The command line of an example: `--flag` alone or `--option VALUE`, in order; `-h` or
+/// `--help` prints `usage` and exits 0; anything else, or an option without its value, exits 2.
+pub fn parse_args(
+    name: &str,
+    usage: &str,
+    flags: &[&str],
+    options: &[&str],
+) -> Vec<(String, Option<String>)> {
+    let fail = |why: String| -> ! {
+        eprintln!("{name}: {why}\n{usage}");
+        std::process::exit(2);
+    };
+    let mut out = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "-h" || a == "--help" {
+            println!("{usage}");
+            std::process::exit(0);
+        } else if flags.contains(&a.as_str()) {
+            out.push((a, None));
+        } else if options.contains(&a.as_str()) {
+            let v = args
+                .next()
+                .unwrap_or_else(|| fail(format!("{a} needs a value")));
+            out.push((a, Some(v)));
+        } else {
+            fail(format!("unknown argument {a}"));
+        }
+    }
+    out
+}
+
 /// What is printed: the summary's keys in their order (status first), then the events.
 #[derive(serde::Serialize)]
 struct Output {

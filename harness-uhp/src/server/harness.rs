@@ -123,6 +123,25 @@ pub struct HarnessObject {
 }
 
 impl HarnessObject {
+    /// A harness of `base` with no settings: its name is the base's label.
+    pub fn bare(id: String, base: &Base, created_at: i64) -> Self {
+        HarnessObject {
+            id,
+            object: "harness".into(),
+            name: base.label.clone(),
+            base: base.base.clone(),
+            base_label: base.label.clone(),
+            default_model: None,
+            system_prompt: String::new(),
+            mcp_servers: Vec::new(),
+            skills: Vec::new(),
+            disabled_tools: Vec::new(),
+            max_step: None,
+            timeout_seconds: None,
+            created_at,
+        }
+    }
+
     /// The object as a client sees it: credentials redacted.
     pub fn shown(&self) -> Value {
         let mut h = self.clone();
@@ -250,20 +269,10 @@ impl Registry {
     ) -> Self {
         let builtin = bases
             .iter()
-            .map(|b| HarnessObject {
-                id: builtin_id(&b.base),
-                object: "harness".into(),
-                name: b.label.clone(),
-                base: b.base.clone(),
-                base_label: b.label.clone(),
-                default_model: default_model.map(str::to_owned),
-                system_prompt: String::new(),
-                mcp_servers: Vec::new(),
-                skills: Vec::new(),
-                disabled_tools: Vec::new(),
-                max_step: None,
-                timeout_seconds: None,
-                created_at: 0,
+            .map(|b| {
+                let mut h = HarnessObject::bare(builtin_id(&b.base), b, 0);
+                h.default_model = default_model.map(str::to_owned);
+                h
             })
             .collect();
         Registry {
@@ -340,21 +349,11 @@ impl Registry {
                 "This principal has reached its limit of configured harnesses.",
             ));
         }
-        let mut h = HarnessObject {
-            id: id.clone(),
-            object: "harness".into(),
-            name: label.clone(),
+        let base = Base {
             base: base.to_owned(),
-            base_label: label,
-            default_model: None,
-            system_prompt: String::new(),
-            mcp_servers: Vec::new(),
-            skills: Vec::new(),
-            disabled_tools: Vec::new(),
-            max_step: None,
-            timeout_seconds: None,
-            created_at,
+            label,
         };
+        let mut h = HarnessObject::bare(id.clone(), &base, created_at);
         apply(&mut h, obj, models)?;
         self.owned.insert(id.clone(), (p.clone(), h));
         self.owned

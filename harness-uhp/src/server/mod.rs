@@ -534,12 +534,7 @@ impl Server {
                     .registry
                     .create(p, &body, id, now.unix_ms, &self.cfg.models)?
                     .clone();
-                let shown = h.shown();
-                self.persist(|| Record::Harness {
-                    principal: p.clone(),
-                    harness: Box::new(h),
-                });
-                full(json_response(200, &shown))
+                full(self.harness_saved(p, h))
             }
             Route::UpdateHarness(id) => {
                 let body = self.json_body(req)?;
@@ -547,12 +542,7 @@ impl Server {
                     .registry
                     .update(p, &id, &body, &self.cfg.models)?
                     .clone();
-                let shown = h.shown();
-                self.persist(|| Record::Harness {
-                    principal: p.clone(),
-                    harness: Box::new(h),
-                });
-                full(json_response(200, &shown))
+                full(self.harness_saved(p, h))
             }
             Route::DeleteHarness(id) => {
                 self.registry.delete(p, &id)?;
@@ -621,6 +611,16 @@ impl Server {
                 ))
             }
         }
+    }
+
+    /// A harness created or updated: persisted, shown.
+    fn harness_saved(&mut self, p: &Principal, h: HarnessObject) -> http::Response<Vec<u8>> {
+        let shown = h.shown();
+        self.persist(|| Record::Harness {
+            principal: p.clone(),
+            harness: Box::new(h),
+        });
+        json_response(200, &shown)
     }
 
     /// The next thing the driver must do, in order.

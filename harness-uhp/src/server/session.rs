@@ -360,7 +360,7 @@ impl Server {
                     events: &mut self.events,
                     max_buffer: self.cfg.max_stream_buffer_bytes,
                 };
-                out.end(&mut t.stream);
+                out.end(&mut t.cur.stream);
             }
             self.events
                 .push_back(super::ServerEvent::StopTurn { response_id: rid });

@@ -36,7 +36,61 @@ pub(crate) struct Out<'a> {
     pub(crate) max_buffer: usize,
 }
 
+/// Where one task's events go (its stream, if a client follows it) and their next number.
+#[derive(Debug, Default)]
+pub(crate) struct Cursor {
+    pub(crate) stream: Option<StreamId>,
+    pub(crate) seq: u64,
+}
+
 impl Out<'_> {
+    /// `{…,"response":r}`: a lifecycle event.
+    pub(crate) fn response(&mut self, c: &mut Cursor, ty: &str, r: &impl serde::Serialize) {
+        self.event(&mut c.stream, &mut c.seq, ty, |b| {
+            field(b, "response", r);
+            b.push(b'}');
+        });
+    }
+
+    /// `{…,"output_index":i,"item":item}`: `output_item.added` or `.done`.
+    pub(crate) fn item(
+        &mut self,
+        c: &mut Cursor,
+        ty: &str,
+        index: usize,
+        item: &impl serde::Serialize,
+    ) {
+        self.event(&mut c.stream, &mut c.seq, ty, |b| {
+            int(b, "output_index", index as u64);
+            field(b, "item", item);
+            b.push(b'}');
+        });
+    }
+
+    /// `{…,"item_id":id,"output_index":i[,"<sub>":0],"<key>":value}`: an event about part of
+    /// an item (a delta, a done, a part).
+    #[allow(clippy::too_many_arguments)] // the event's own fields
+    pub(crate) fn part(
+        &mut self,
+        c: &mut Cursor,
+        ty: &str,
+        id: &str,
+        index: usize,
+        sub: Option<&str>,
+        key: &str,
+        value: &impl serde::Serialize,
+    ) {
+        self.event(&mut c.stream, &mut c.seq, ty, |b| {
+            raw_str(b, "item_id", id);
+            int(b, "output_index", index as u64);
+            if let Some(s) = sub {
+                int(b, s, 0);
+            }
+            field(b, key, value);
+            b.push(b'}');
+        });
+    }
+
     /// Writes one event to `stream` (if the task has one): `write` gets the buffer after
     /// `{"type":"…","sequence_number":N` and must close the object. The sequence number
     /// advances whether or not anyone listens, so every stream of a task counts alike.

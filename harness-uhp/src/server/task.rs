@@ -36,7 +36,7 @@ use sha2::{Digest, Sha256};
 use super::auth::Principal;
 use super::error::ApiError;
 use super::file::decode_data_url;
-use super::stream::{Out, field, int, raw_str};
+use super::stream::{Cursor, Out, field, int, raw_str};
 use super::{
     Now, Reply, Request, Server, ServerEvent, StreamId, TurnEnd, TurnGone, TurnStart, WaitId, Wake,
     bytes_response, json_response,
@@ -79,8 +79,7 @@ pub(crate) struct Task {
     pub(crate) input_text: String,
     pub(crate) session_id: String,
     pub(crate) harness_id: String,
-    pub(crate) stream: Option<StreamId>,
-    seq: u64,
+    pub(crate) cur: Cursor,
     waiters: Vec<WaitId>,
     open: Open,
     items: u64,
@@ -557,8 +556,7 @@ impl Server {
             input_text: c.input_text,
             session_id: session_id.clone(),
             harness_id: harness.id.clone(),
-            stream,
-            seq: 0,
+            cur: Cursor { stream, seq: 0 },
             waiters: Vec::new(),
             open: Open::None,
             items: 0,
@@ -577,24 +575,17 @@ impl Server {
             max_buffer: self.cfg.max_stream_buffer_bytes,
         };
         for ty in ["response.created", "response.in_progress"] {
-            let r = &task.response;
-            out.event(&mut task.stream, &mut task.seq, ty, |b| {
-                field(b, "response", r);
-                b.push(b'}');
-            });
+            out.response(&mut task.cur, ty, &task.response);
         }
         // MCP servers this host cannot reach are reported, not dropped (harnesses.md §4.1).
         for name in harness.enabled_mcp_names() {
-            out.event(&mut task.stream, &mut task.seq, "error", |b| {
+            let message = format!(
+                "The MCP server '{}' was not connected: this server does not speak MCP; the task runs without its tools.",
+                super::error::shown(&name)
+            );
+            out.event(&mut task.cur.stream, &mut task.cur.seq, "error", |b| {
                 field(b, "code", &"harnessrs_mcp_unavailable");
-                field(
-                    b,
-                    "message",
-                    &format!(
-                        "The MCP server '{}' was not connected: this server does not speak MCP; the task runs without its tools.",
-                        super::error::shown(&name)
-                    ),
-                );
+                field(b, "message", &message);
                 field(b, "param", &Value::Null);
                 b.push(b'}');
             });
@@ -784,108 +775,64 @@ impl Server {
         self.tasks.get_mut(rid).ok_or(TurnGone)
     }
 
+    /// A running task and where its events go.
+    fn turn_parts(&mut self, rid: &str) -> Result<(&mut Task, Out<'_>), TurnGone> {
+        if !self.running.contains(rid) {
+            return Err(TurnGone);
+        }
+        let t = self.tasks.get_mut(rid).ok_or(TurnGone)?;
+        let out = Out {
+            streams: &mut self.streams,
+            events: &mut self.events,
+            max_buffer: self.cfg.max_stream_buffer_bytes,
+        };
+        Ok((t, out))
+    }
+
     /// Assistant text (a model delta or `sink.output`): `response.output_text.delta`, in a
     /// message item opened on the first one.
     pub fn turn_text(&mut self, _now: Now, rid: &str, delta: &str) -> Result<(), TurnGone> {
-        if !self.running.contains(rid) {
-            return Err(TurnGone);
-        }
-        let mut out = Out {
-            streams: &mut self.streams,
-            events: &mut self.events,
-            max_buffer: self.cfg.max_stream_buffer_bytes,
-        };
-        let t = self.tasks.get_mut(rid).ok_or(TurnGone)?;
-        let index = match t.open {
-            Open::Message(i) => i,
-            _ => open_message(t, &mut out),
-        };
-        let Some(OutputItem::Message(m)) = t.response.output.get_mut(index) else {
-            return Ok(());
-        };
-        if let Some(ContentPart::OutputText(ot)) = m.content.first_mut() {
-            ot.text.push_str(delta);
-        }
-        let id = m.id.as_deref().unwrap_or("");
-        out.event(
-            &mut t.stream,
-            &mut t.seq,
-            "response.output_text.delta",
-            |b| {
-                raw_str(b, "item_id", id);
-                int(b, "output_index", index as u64);
-                b.extend_from_slice(b",\"content_index\":0");
-                field(b, "delta", &delta);
-                b.push(b'}');
-            },
-        );
-        Ok(())
+        self.delta(rid, delta, Open::Message(0))
     }
 
-    /// Reasoning summary text (`sink.reasoning`): a `reasoning` item.
+    /// Reasoning summary text (`sink.reasoning`): `response.reasoning_summary_text.delta`, in
+    /// a `reasoning` item opened on the first one.
     pub fn turn_reasoning(&mut self, _now: Now, rid: &str, delta: &str) -> Result<(), TurnGone> {
-        if !self.running.contains(rid) {
-            return Err(TurnGone);
+        self.delta(rid, delta, Open::Reasoning(0))
+    }
+
+    /// A delta into the open item of `kind` (its index ignored), opened when another is.
+    fn delta(&mut self, rid: &str, delta: &str, kind: Open) -> Result<(), TurnGone> {
+        let (t, mut out) = self.turn_parts(rid)?;
+        let index = match (t.open, kind) {
+            (Open::Message(i), Open::Message(_)) | (Open::Reasoning(i), Open::Reasoning(_)) => i,
+            (_, Open::Reasoning(_)) => open_reasoning(t, &mut out),
+            _ => open_message(t, &mut out),
+        };
+        let (id, part, ty, sub) = match t.response.output.get_mut(index) {
+            Some(OutputItem::Message(m)) => (
+                m.id.as_deref(),
+                m.content.first_mut(),
+                "response.output_text.delta",
+                "content_index",
+            ),
+            Some(OutputItem::Reasoning(r)) => (
+                r.id.as_deref(),
+                r.summary.first_mut(),
+                "response.reasoning_summary_text.delta",
+                "summary_index",
+            ),
+            _ => return Ok(()),
+        };
+        if let Some(
+            ContentPart::OutputText(OutputText { text, .. })
+            | ContentPart::SummaryText(SummaryText { text, .. }),
+        ) = part
+        {
+            text.push_str(delta);
         }
-        let mut out = Out {
-            streams: &mut self.streams,
-            events: &mut self.events,
-            max_buffer: self.cfg.max_stream_buffer_bytes,
-        };
-        let t = self.tasks.get_mut(rid).ok_or(TurnGone)?;
-        let index = match t.open {
-            Open::Reasoning(i) => i,
-            _ => {
-                close_open(t, &mut out, "completed");
-                let index = t.response.output.len();
-                t.items += 1;
-                let id = item_id("rs", &t.response.id, t.items);
-                let shell =
-                    json!({"id": id, "type": "reasoning", "summary": [], "status": "in_progress"});
-                out.event(
-                    &mut t.stream,
-                    &mut t.seq,
-                    "response.output_item.added",
-                    |b| {
-                        int(b, "output_index", index as u64);
-                        field(b, "item", &shell);
-                        b.push(b'}');
-                    },
-                );
-                out.event(&mut t.stream, &mut t.seq, "response.reasoning_summary_part.added", |b| {
-                    raw_str(b, "item_id", &id);
-                    int(b, "output_index", index as u64);
-                    b.extend_from_slice(b",\"summary_index\":0,\"part\":{\"type\":\"summary_text\",\"text\":\"\"}}");
-                });
-                t.response.output.push(OutputItem::Reasoning(Reasoning {
-                    id: Some(id),
-                    summary: vec![ContentPart::SummaryText(SummaryText::default())],
-                    status: Some("in_progress".into()),
-                    extra: Map::new(),
-                }));
-                t.open = Open::Reasoning(index);
-                index
-            }
-        };
-        let Some(OutputItem::Reasoning(r)) = t.response.output.get_mut(index) else {
-            return Ok(());
-        };
-        if let Some(ContentPart::SummaryText(s)) = r.summary.first_mut() {
-            s.text.push_str(delta);
-        }
-        let id = r.id.as_deref().unwrap_or("");
-        out.event(
-            &mut t.stream,
-            &mut t.seq,
-            "response.reasoning_summary_text.delta",
-            |b| {
-                raw_str(b, "item_id", id);
-                int(b, "output_index", index as u64);
-                b.extend_from_slice(b",\"summary_index\":0");
-                field(b, "delta", &delta);
-                b.push(b'}');
-            },
-        );
+        let id = id.unwrap_or("");
+        out.part(&mut t.cur, ty, id, index, Some(sub), "delta", &delta);
         Ok(())
     }
 
@@ -908,57 +855,32 @@ impl Server {
         rid: &str,
         call: &ToolCall,
     ) -> Result<(), TurnGone> {
-        if !self.running.contains(rid) {
-            return Err(TurnGone);
-        }
-        let mut out = Out {
-            streams: &mut self.streams,
-            events: &mut self.events,
-            max_buffer: self.cfg.max_stream_buffer_bytes,
-        };
-        let t = self.tasks.get_mut(rid).ok_or(TurnGone)?;
+        let (t, mut out) = self.turn_parts(rid)?;
         close_open(t, &mut out, "completed");
-        let index = t.response.output.len();
-        t.items += 1;
-        let id = item_id("fc", &t.response.id, t.items);
+        let (index, id) = next_item(t, "fc");
         let arguments = serde_json::to_string(&call.args).unwrap_or_else(|_| "{}".into());
-        let shell = json!({"id": id, "type": "function_call", "call_id": call.id,
-            "name": call.tool, "arguments": "", "status": "in_progress"});
-        out.event(
-            &mut t.stream,
-            &mut t.seq,
-            "response.output_item.added",
-            |b| {
-                int(b, "output_index", index as u64);
-                field(b, "item", &shell);
-                b.push(b'}');
-            },
-        );
-        for ty in [
-            "response.function_call_arguments.delta",
-            "response.function_call_arguments.done",
-        ] {
-            out.event(&mut t.stream, &mut t.seq, ty, |b| {
-                raw_str(b, "item_id", &id);
-                int(b, "output_index", index as u64);
-                let key = if ty.ends_with("delta") {
-                    "delta"
-                } else {
-                    "arguments"
-                };
-                field(b, key, &arguments);
-                b.push(b'}');
-            });
-        }
-        let item = OutputItem::FunctionCall(FunctionCall {
-            id: Some(id),
+        let mut fc = FunctionCall {
+            id: Some(id.clone()),
             call_id: call.id.clone(),
             name: call.tool.clone(),
-            arguments,
-            status: Some("completed".into()),
+            arguments: String::new(),
+            status: Some("in_progress".into()),
             extra: Map::new(),
-        });
-        item_done(t, &mut out, index, &item);
+        };
+        out.item(
+            &mut t.cur,
+            "response.output_item.added",
+            index,
+            &OutputItem::FunctionCall(fc.clone()),
+        );
+        let ty = "response.function_call_arguments.delta";
+        out.part(&mut t.cur, ty, &id, index, None, "delta", &arguments);
+        let ty = "response.function_call_arguments.done";
+        out.part(&mut t.cur, ty, &id, index, None, "arguments", &arguments);
+        fc.arguments = arguments;
+        fc.status = Some("completed".into());
+        let item = OutputItem::FunctionCall(fc);
+        out.item(&mut t.cur, "response.output_item.done", index, &item);
         t.response.output.push(item);
         Ok(())
     }
@@ -970,19 +892,9 @@ impl Server {
         rid: &str,
         result: &ToolResult,
     ) -> Result<(), TurnGone> {
-        if !self.running.contains(rid) {
-            return Err(TurnGone);
-        }
-        let mut out = Out {
-            streams: &mut self.streams,
-            events: &mut self.events,
-            max_buffer: self.cfg.max_stream_buffer_bytes,
-        };
-        let t = self.tasks.get_mut(rid).ok_or(TurnGone)?;
+        let (t, mut out) = self.turn_parts(rid)?;
         close_open(t, &mut out, "completed");
-        let index = t.response.output.len();
-        t.items += 1;
-        let id = item_id("fco", &t.response.id, t.items);
+        let (index, id) = next_item(t, "fco");
         let output = if result.is_error {
             json!({"error": result.error}).to_string()
         } else {
@@ -990,23 +902,14 @@ impl Server {
                 .unwrap_or_else(|_| "{}".into())
         };
         let item = OutputItem::FunctionCallOutput(FunctionCallOutput {
-            id: Some(id.clone()),
+            id: Some(id),
             call_id: result.id.clone(),
             output: Value::from(output),
             status: Some("completed".into()),
             extra: Map::new(),
         });
-        out.event(
-            &mut t.stream,
-            &mut t.seq,
-            "response.output_item.added",
-            |b| {
-                int(b, "output_index", index as u64);
-                field(b, "item", &item);
-                b.push(b'}');
-            },
-        );
-        item_done(t, &mut out, index, &item);
+        out.item(&mut t.cur, "response.output_item.added", index, &item);
+        out.item(&mut t.cur, "response.output_item.done", index, &item);
         t.response.output.push(item);
         Ok(())
     }
@@ -1097,19 +1000,15 @@ impl Server {
                         a.end_index = Some(end);
                         let ann = Annotation::ContainerFileCitation(a);
                         let ai = ot.annotations.len() as u64;
-                        out.event(
-                            &mut t.stream,
-                            &mut t.seq,
-                            "response.output_text.annotation.added",
-                            |b| {
-                                raw_str(b, "item_id", &id);
-                                int(b, "output_index", index as u64);
-                                b.extend_from_slice(b",\"content_index\":0");
-                                int(b, "annotation_index", ai);
-                                field(b, "annotation", &ann);
-                                b.push(b'}');
-                            },
-                        );
+                        let ty = "response.output_text.annotation.added";
+                        out.event(&mut t.cur.stream, &mut t.cur.seq, ty, |b| {
+                            raw_str(b, "item_id", &id);
+                            int(b, "output_index", index as u64);
+                            int(b, "content_index", 0);
+                            int(b, "annotation_index", ai);
+                            field(b, "annotation", &ann);
+                            b.push(b'}');
+                        });
                         ot.annotations.push(ann);
                     }
                 }
@@ -1130,12 +1029,8 @@ impl Server {
             Outcome::Cancelled => ("response.failed", ResponseStatus::Cancelled),
         };
         t.response.status = status;
-        let r = &t.response;
-        out.event(&mut t.stream, &mut t.seq, event, |b| {
-            field(b, "response", r);
-            b.push(b'}');
-        });
-        out.end(&mut t.stream);
+        out.response(&mut t.cur, event, &t.response);
+        out.end(&mut t.cur.stream);
         for w in std::mem::take(&mut t.waiters) {
             if let Some(wait) = self.waits.get_mut(&w) {
                 wait.ready = Some(final_reply(&t.response, wait.sse));
@@ -1204,44 +1099,72 @@ impl Server {
 
 use super::store::Record;
 
-fn open_message(t: &mut Task, out: &mut Out<'_>) -> usize {
-    close_open(t, out, "completed");
-    let index = t.response.output.len();
+/// The next item's index and id.
+fn next_item(t: &mut Task, prefix: &str) -> (usize, String) {
     t.items += 1;
-    let id = item_id("msg", &t.response.id, t.items);
-    let shell = json!({"id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": []});
-    out.event(
-        &mut t.stream,
-        &mut t.seq,
-        "response.output_item.added",
-        |b| {
-            int(b, "output_index", index as u64);
-            field(b, "item", &shell);
-            b.push(b'}');
-        },
-    );
-    out.event(&mut t.stream, &mut t.seq, "response.content_part.added", |b| {
-        raw_str(b, "item_id", &id);
-        int(b, "output_index", index as u64);
-        b.extend_from_slice(
-            b",\"content_index\":0,\"part\":{\"type\":\"output_text\",\"text\":\"\",\"annotations\":[]}}",
-        );
-    });
-    t.response.output.push(OutputItem::Message(OutputMessage {
-        id: Some(id),
-        status: Some("in_progress".into()),
-        role: Some("assistant".into()),
-        content: vec![ContentPart::OutputText(OutputText::default())],
-        extra: Map::new(),
-    }));
-    t.open = Open::Message(index);
+    (
+        t.response.output.len(),
+        item_id(prefix, &t.response.id, t.items),
+    )
+}
+
+/// Opens an item that streams into its first part: `output_item.added` with the shell, the
+/// part's `added` event, and the item kept open.
+fn open_item(
+    t: &mut Task,
+    out: &mut Out<'_>,
+    prefix: &str,
+    shell: impl FnOnce(&str) -> (OutputItem, &'static str, &'static str, ContentPart),
+) -> usize {
+    close_open(t, out, "completed");
+    let (index, id) = next_item(t, prefix);
+    let (mut item, part_added, sub, part) = shell(&id);
+    out.item(&mut t.cur, "response.output_item.added", index, &item);
+    out.part(&mut t.cur, part_added, &id, index, Some(sub), "part", &part);
+    match &mut item {
+        OutputItem::Message(m) => m.content.push(part),
+        OutputItem::Reasoning(r) => r.summary.push(part),
+        _ => {}
+    }
+    t.open = match item {
+        OutputItem::Reasoning(_) => Open::Reasoning(index),
+        _ => Open::Message(index),
+    };
+    t.response.output.push(item);
     index
 }
 
-/// Closes the open item: its done events, then `output_item.done`.
+fn open_reasoning(t: &mut Task, out: &mut Out<'_>) -> usize {
+    open_item(t, out, "rs", |id| {
+        let item = OutputItem::Reasoning(Reasoning {
+            id: Some(id.to_owned()),
+            summary: Vec::new(),
+            status: Some("in_progress".into()),
+            extra: Map::new(),
+        });
+        let part = ContentPart::SummaryText(SummaryText::default());
+        let added = "response.reasoning_summary_part.added";
+        (item, added, "summary_index", part)
+    })
+}
+
+fn open_message(t: &mut Task, out: &mut Out<'_>) -> usize {
+    open_item(t, out, "msg", |id| {
+        let item = OutputItem::Message(OutputMessage {
+            id: Some(id.to_owned()),
+            status: Some("in_progress".into()),
+            role: Some("assistant".into()),
+            content: Vec::new(),
+            extra: Map::new(),
+        });
+        let part = ContentPart::OutputText(OutputText::default());
+        (item, "response.content_part.added", "content_index", part)
+    })
+}
+
+/// Closes the open item: its part's done events, then `output_item.done`.
 fn close_open(t: &mut Task, out: &mut Out<'_>, status: &str) {
-    let open = std::mem::replace(&mut t.open, Open::None);
-    let index = match open {
+    let index = match std::mem::replace(&mut t.open, Open::None) {
         Open::None => return,
         Open::Message(i) | Open::Reasoning(i) => i,
     };
@@ -1251,72 +1174,50 @@ fn close_open(t: &mut Task, out: &mut Out<'_>, status: &str) {
     match item {
         OutputItem::Message(m) => {
             m.status = Some(status.to_owned());
-            let id = m.id.clone().unwrap_or_default();
-            if let Some(ContentPart::OutputText(ot)) = m.content.first() {
-                let text = &ot.text;
-                out.event(
-                    &mut t.stream,
-                    &mut t.seq,
+            let id = m.id.as_deref().unwrap_or("");
+            if let Some(part @ ContentPart::OutputText(ot)) = m.content.first() {
+                let sub = Some("content_index");
+                out.part(
+                    &mut t.cur,
                     "response.output_text.done",
-                    |b| {
-                        raw_str(b, "item_id", &id);
-                        int(b, "output_index", index as u64);
-                        b.extend_from_slice(b",\"content_index\":0");
-                        field(b, "text", text);
-                        b.push(b'}');
-                    },
+                    id,
+                    index,
+                    sub,
+                    "text",
+                    &ot.text,
                 );
-                let part = ContentPart::OutputText(ot.clone());
-                out.event(
-                    &mut t.stream,
-                    &mut t.seq,
+                out.part(
+                    &mut t.cur,
                     "response.content_part.done",
-                    |b| {
-                        raw_str(b, "item_id", &id);
-                        int(b, "output_index", index as u64);
-                        b.extend_from_slice(b",\"content_index\":0");
-                        field(b, "part", &part);
-                        b.push(b'}');
-                    },
+                    id,
+                    index,
+                    sub,
+                    "part",
+                    part,
                 );
             }
         }
         OutputItem::Reasoning(r) => {
             r.status = Some(status.to_owned());
-            let id = r.id.clone().unwrap_or_default();
+            let id = r.id.as_deref().unwrap_or("");
             if let Some(part) = r.summary.first() {
-                out.event(
-                    &mut t.stream,
-                    &mut t.seq,
-                    "response.reasoning_summary_part.done",
-                    |b| {
-                        raw_str(b, "item_id", &id);
-                        int(b, "output_index", index as u64);
-                        b.extend_from_slice(b",\"summary_index\":0");
-                        field(b, "part", part);
-                        b.push(b'}');
-                    },
+                let ty = "response.reasoning_summary_part.done";
+                out.part(
+                    &mut t.cur,
+                    ty,
+                    id,
+                    index,
+                    Some("summary_index"),
+                    "part",
+                    part,
                 );
             }
         }
         _ => {}
     }
-    if let Some(item) = t.response.output.get(index).cloned() {
-        item_done(t, out, index, &item);
+    if let Some(item) = t.response.output.get(index) {
+        out.item(&mut t.cur, "response.output_item.done", index, item);
     }
-}
-
-fn item_done(t: &mut Task, out: &mut Out<'_>, index: usize, item: &OutputItem) {
-    out.event(
-        &mut t.stream,
-        &mut t.seq,
-        "response.output_item.done",
-        |b| {
-            int(b, "output_index", index as u64);
-            field(b, "item", item);
-            b.push(b'}');
-        },
-    );
 }
 
 /// The head of an event stream (streaming.md §1), with proxy buffering off.
@@ -1355,8 +1256,10 @@ pub(crate) fn final_reply(r: &Response, sse: bool) -> http::Response<Vec<u8>> {
         events: &mut events,
         max_buffer: usize::MAX,
     };
-    let mut stream = Some(id);
-    let mut seq = 0;
+    let mut cur = Cursor {
+        stream: Some(id),
+        seq: 0,
+    };
     let mut created = r.clone();
     created.status = ResponseStatus::InProgress;
     created.output.clear();
@@ -1364,18 +1267,11 @@ pub(crate) fn final_reply(r: &Response, sse: bool) -> http::Response<Vec<u8>> {
     created.usage = None;
     created.incomplete_details = None;
     for ty in ["response.created", "response.in_progress"] {
-        out.event(&mut stream, &mut seq, ty, |b| {
-            field(b, "response", &created);
-            b.push(b'}');
-        });
+        out.response(&mut cur, ty, &created);
     }
     for (i, item) in r.output.iter().enumerate() {
         for ty in ["response.output_item.added", "response.output_item.done"] {
-            out.event(&mut stream, &mut seq, ty, |b| {
-                int(b, "output_index", i as u64);
-                field(b, "item", item);
-                b.push(b'}');
-            });
+            out.item(&mut cur, ty, i, item);
         }
     }
     let ty = match r.status {
@@ -1384,10 +1280,7 @@ pub(crate) fn final_reply(r: &Response, sse: bool) -> http::Response<Vec<u8>> {
         ResponseStatus::InProgress => "response.in_progress",
         _ => "response.failed",
     };
-    out.event(&mut stream, &mut seq, ty, |b| {
-        field(b, "response", r);
-        b.push(b'}');
-    });
+    out.response(&mut cur, ty, r);
     let body = match streams.get_mut(&id) {
         Some(s) => super::stream::take(s).unwrap_or_default(),
         None => Vec::new(),
@@ -1447,8 +1340,7 @@ impl Task {
             input_text: st.input_text,
             session_id: st.session_id,
             harness_id: st.harness_id,
-            stream: None,
-            seq: 0,
+            cur: Cursor::default(),
             waiters: Vec::new(),
             open: Open::None,
             items: 0,

@@ -57,10 +57,7 @@ def streams(base, key, inspect):
         os.unlink(path)
         print(f"ok   {prompt!r}: {len(data)} bytes decode alike in both clients")
     if failures:
-        print("\nMISMATCHES:")
-        for f in failures:
-            print("  " + f)
-        sys.exit(1)
+        sys.exit("MISMATCHES:\n" + "\n".join("  " + f for f in failures))
 
 
 def remember(base, key, file):
