@@ -19,7 +19,7 @@ if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/pip install --quiet --disable-pip-version-check "jsonschema>=4" "harnessclientprotocol==0.1.0"
 
 (cd "$root" && cargo build --quiet --example uhp_server --example uhp_task --example uhp_inspect)
-bin="$root/target/debug/examples"
+bin="${CARGO_TARGET_DIR:-$root/target}/debug/examples"
 key="uhp-interop-$RANDOM$RANDOM"
 data="$(mktemp -d)"
 log="${TMPDIR:-/tmp}/uhp-server-interop.log"
