@@ -530,3 +530,42 @@ async fn a_restart_keeps_what_the_store_kept() {
         "first"
     );
 }
+
+/// A harness that panics fails its own task (`harness_error`), and the host serves on.
+struct Panics;
+
+#[async_trait]
+impl Harness for Panics {
+    async fn describe(&self) -> Result<Descriptor, HarnessError> {
+        Ok(Descriptor::new("panics", "1"))
+    }
+    async fn run(&self, start: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
+        if start.inputs[0].text() == "boom" {
+            panic!("a bug in the agent");
+        }
+        sink.output("fine").await?;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_harness_fails_its_task_only() {
+    let host = spawn(Host::builder(ScriptedModel::new()).harness("panics", "Panics", Panics)).await;
+    let v = json_of(
+        &host,
+        "POST",
+        "/v1/responses",
+        Some(json!({"input": "boom"})),
+    )
+    .await;
+    assert_eq!(
+        (v["status"].as_str(), v["error"]["code"].as_str()),
+        (Some("failed"), Some("harness_error"))
+    );
+    assert!(
+        !v["error"]["message"].as_str().unwrap().contains("bug"),
+        "no internals in the message"
+    );
+    let v = json_of(&host, "POST", "/v1/responses", Some(json!({"input": "ok"}))).await;
+    assert_eq!(v["status"], "completed");
+}

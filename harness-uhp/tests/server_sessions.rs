@@ -247,3 +247,59 @@ fn deleting() {
         404
     );
 }
+
+/// §6 with a client attached: the deleted session's running task ends as a cancel does — its
+/// stream gets the terminal event, a request waiting for it gets its answer — and only then
+/// does the session go.
+#[test]
+fn deleting_answers_whoever_follows_the_running_task() {
+    let mut r = Rig::new();
+    let server_rig::Got::Stream(_, sid) = r.send_as(
+        server_rig::ALICE,
+        "POST",
+        "/v1/responses",
+        Some(json!({"input": "a", "stream": true})),
+    ) else {
+        panic!()
+    };
+    let rid = r.turns.remove(0).response_id;
+    let session =
+        r.call("GET", &format!("/v1/responses/{rid}"), None).json()["metadata"]["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let mut h = http::HeaderMap::new();
+    h.insert(
+        "authorization",
+        format!("Bearer {}", server_rig::ALICE).parse().unwrap(),
+    );
+    h.insert("idempotency-key", "k".parse().unwrap());
+    let server_rig::Got::Wait(w) = r.send_with("POST", "/v1/responses", &h, br#"{"input":"b"}"#)
+    else {
+        panic!()
+    };
+    let other = r.turns.remove(0).response_id;
+    let other_session = r
+        .call("GET", &format!("/v1/responses/{other}"), None)
+        .json()["metadata"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    r.call("DELETE", &format!("/v1/sessions/{session}"), None);
+    r.call("DELETE", &format!("/v1/traces/{other_session}"), None);
+    let (body, done) = r.read_stream(sid);
+    assert!(done);
+    let last = server_rig::values(&body).pop().unwrap();
+    assert_eq!(
+        (last["type"].as_str(), last["response"]["status"].as_str()),
+        (Some("response.failed"), Some("cancelled"))
+    );
+    let answer = r.server.poll_wait(w).expect("answered");
+    let v: serde_json::Value = serde_json::from_slice(answer.body()).unwrap();
+    assert_eq!(v["status"], "cancelled");
+    assert_eq!(
+        r.call("GET", &format!("/v1/responses/{other}"), None)
+            .status,
+        404
+    );
+}

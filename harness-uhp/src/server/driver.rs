@@ -503,11 +503,15 @@ async fn run_turn(shared: Arc<Shared>, turn: TurnStart) {
         model_usage: false,
     };
     let start = turn.start;
-    let (fut, handle) = futures::future::abortable(async move {
-        let r = harness.run(start, &mut sink).await;
-        drop(sink);
-        r
-    });
+    // A harness (or a tool) that panics fails its task, not the host.
+    let (fut, handle) = futures::future::abortable(
+        std::panic::AssertUnwindSafe(async move {
+            let r = harness.run(start, &mut sink).await;
+            drop(sink);
+            r
+        })
+        .catch_unwind(),
+    );
     {
         let mut st = shared.lock();
         if st.stopped.remove(&rid) || !st.server.running.contains(&rid) {
@@ -519,9 +523,9 @@ async fn run_turn(shared: Arc<Shared>, turn: TurnStart) {
     shared.lock().aborts.remove(&rid);
     let end = match result {
         Err(_aborted) => return, // the machine already ended the task
-        Ok(Ok(())) => TurnEnd::Completed,
-        Ok(Err(HarnessError::Sink(SinkError::Model(_)))) => TurnEnd::ProviderFailed,
-        Ok(Err(_)) => TurnEnd::HarnessFailed,
+        Ok(Ok(Ok(()))) => TurnEnd::Completed,
+        Ok(Ok(Err(HarnessError::Sink(SinkError::Model(_))))) => TurnEnd::ProviderFailed,
+        Ok(Ok(Err(_))) | Ok(Err(_)) => TurnEnd::HarnessFailed, // failed, or panicked
     };
     shared.call(|s, now| s.turn_end(now, &rid, end));
 }

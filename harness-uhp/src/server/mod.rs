@@ -591,7 +591,7 @@ impl Server {
                 full(json_response(200, &self.session(p, &id)?.turns_object()))
             }
             Route::CancelSession(id) => full(self.cancel_session(now, p, &id)?),
-            Route::DeleteSession(id) => full(self.delete_session(p, &id)?),
+            Route::DeleteSession(id) => full(self.delete_session(now, p, &id)?),
             Route::Share(id) => full(self.share(now, p, &id)?),
             Route::GetShare(id) => full(json_response(200, &self.session(p, &id)?.share_object())),
             Route::RevokeShare(id) => full(self.revoke_share(p, &id)?),

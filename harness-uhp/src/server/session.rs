@@ -344,26 +344,17 @@ impl Server {
         Ok(json_response(200, &v))
     }
 
-    /// `DELETE /v1/traces/{id}` (and `/v1/sessions/{id}`): cancels the running task first.
+    /// `DELETE /v1/traces/{id}` (and `/v1/sessions/{id}`): cancels the running task first
+    /// (its stream ends with its terminal event, a waiting request gets its answer), then
+    /// the session, its responses and its artifacts become unreachable.
     pub(crate) fn delete_session(
         &mut self,
+        now: Now,
         p: &Principal,
         id: &str,
     ) -> Result<http::Response<Vec<u8>>, ApiError> {
-        let running = self.session(p, id)?.running.clone();
-        if let Some(rid) = running {
-            // The task ends here: no terminal record is kept for a deleted session.
-            self.running.remove(&rid);
-            if let Some(mut t) = self.tasks.remove(&rid) {
-                let mut out = super::stream::Out {
-                    streams: &mut self.streams,
-                    events: &mut self.events,
-                    max_buffer: self.cfg.max_stream_buffer_bytes,
-                };
-                out.end(&mut t.cur.stream);
-            }
-            self.events
-                .push_back(super::ServerEvent::StopTurn { response_id: rid });
+        if let Some(rid) = self.session(p, id)?.running.clone() {
+            self.finish_task(now, &rid, Outcome::Cancelled, true);
         }
         self.remove_session(id, false);
         Ok(json_response(
