@@ -754,88 +754,86 @@ impl FileTools {
 
     /// The two tools.
     pub fn tools(&self) -> Tools {
-        let w = Arc::clone(&self.host);
-        let write = Tool::new(
+        let write = host_tool(
+            &self.host,
             "write_file",
             "Write a file in the session's folder; it becomes an artifact the user can download.",
-            move |call: ToolCall, cx: ToolContext| {
-                let host = w.get().and_then(Weak::upgrade);
-                async move {
-                    let Some(host) = host else {
-                        return ToolResult::error(
-                            &call.id,
-                            "write_file runs only inside a UHP host",
-                        );
-                    };
-                    let path = call.args.get("path").and_then(Value::as_str).unwrap_or("");
-                    let bytes = match (call.args.get("content"), call.args.get("content_b64")) {
-                        (Some(Value::String(t)), _) => t.as_bytes().to_vec(),
-                        (_, Some(Value::String(b))) => {
-                            match base64::engine::general_purpose::STANDARD.decode(b) {
-                                Ok(b) => b,
-                                Err(_) => {
-                                    return ToolResult::error(
-                                        &call.id,
-                                        "content_b64 is not base64",
-                                    );
-                                }
-                            }
-                        }
-                        _ => {
-                            return ToolResult::error(
-                                &call.id,
-                                "write_file needs `path` and `content`",
-                            );
-                        }
-                    };
-                    match host.call(|s, now| s.turn_write_file(now, &cx.execution_id, path, bytes))
-                    {
-                        Ok(file) => ToolResult::ok_json(&call.id, file),
-                        Err(e) => ToolResult::error(&call.id, e.to_string()),
-                    }
-                }
-            },
-        )
-        .with_input_schema(schema(json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "Relative path in the session's folder"},
-                "content": {"type": "string", "description": "Text content"},
-                "content_b64": {"type": "string", "description": "Binary content, base64"}
-            },
-            "required": ["path"]
-        })));
-        let r = Arc::clone(&self.host);
-        let read = Tool::new(
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Relative path in the session's folder"},
+                    "content": {"type": "string", "description": "Text content"},
+                    "content_b64": {"type": "string", "description": "Binary content, base64"}
+                },
+                "required": ["path"]
+            }),
+            write_file,
+        );
+        let read = host_tool(
+            &self.host,
             "read_file",
             "Read a file of the session's folder, or skills/<skill>/<path> of the harness's skills.",
-            move |call: ToolCall, cx: ToolContext| {
-                let host = r.get().and_then(Weak::upgrade);
-                async move {
-                    let Some(host) = host else {
-                        return ToolResult::error(&call.id, "read_file runs only inside a UHP host");
-                    };
-                    let path = call.args.get("path").and_then(Value::as_str).unwrap_or("");
-                    match host.call(|s, _| s.turn_read_file(&cx.execution_id, path)) {
-                        Some(b) => match String::from_utf8(b) {
-                            Ok(t) => ToolResult::ok_json(&call.id, json!({"path": path, "content": t})),
-                            Err(e) => ToolResult::ok_json(
-                                &call.id,
-                                json!({"path": path, "content_b64":
-                                    base64::engine::general_purpose::STANDARD.encode(e.into_bytes())}),
-                            ),
-                        },
-                        None => ToolResult::error(&call.id, format!("no such file: {path}")),
-                    }
-                }
-            },
-        )
-        .with_input_schema(schema(json!({
-            "type": "object",
-            "properties": {"path": {"type": "string"}},
-            "required": ["path"]
-        })));
+            json!({
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"]
+            }),
+            read_file,
+        );
         Tools::new().with(write).with(read)
+    }
+}
+
+type HostToolFn = fn(&Shared, &ToolCall, &ToolContext, &str) -> ToolResult;
+
+/// A tool whose code runs on the host it is bound to, with the call's `path`.
+fn host_tool(
+    host: &Arc<OnceLock<Weak<Shared>>>,
+    name: &'static str,
+    description: &str,
+    input_schema: Value,
+    run: HostToolFn,
+) -> Tool {
+    let h = Arc::clone(host);
+    Tool::new(name, description, move |call: ToolCall, cx: ToolContext| {
+        let host = h.get().and_then(Weak::upgrade);
+        async move {
+            let Some(host) = host else {
+                return ToolResult::error(&call.id, format!("{name} runs only inside a UHP host"));
+            };
+            let path = call.args.get("path").and_then(Value::as_str).unwrap_or("");
+            run(&host, &call, &cx, path)
+        }
+    })
+    .with_input_schema(schema(input_schema))
+}
+
+fn write_file(host: &Shared, call: &ToolCall, cx: &ToolContext, path: &str) -> ToolResult {
+    let bytes = match (call.args.get("content"), call.args.get("content_b64")) {
+        (Some(Value::String(t)), _) => t.as_bytes().to_vec(),
+        (_, Some(Value::String(b))) => match base64::engine::general_purpose::STANDARD.decode(b) {
+            Ok(b) => b,
+            Err(_) => return ToolResult::error(&call.id, "content_b64 is not base64"),
+        },
+        _ => return ToolResult::error(&call.id, "write_file needs `path` and `content`"),
+    };
+    match host.call(|s, now| s.turn_write_file(now, &cx.execution_id, path, bytes)) {
+        Ok(file) => ToolResult::ok_json(&call.id, file),
+        Err(e) => ToolResult::error(&call.id, e.to_string()),
+    }
+}
+
+fn read_file(host: &Shared, call: &ToolCall, cx: &ToolContext, path: &str) -> ToolResult {
+    match host.call(|s, _| s.turn_read_file(&cx.execution_id, path)) {
+        Some(b) => match String::from_utf8(b) {
+            Ok(t) => ToolResult::ok_json(&call.id, json!({"path": path, "content": t})),
+            Err(e) => ToolResult::ok_json(
+                &call.id,
+                json!({"path": path, "content_b64":
+                    base64::engine::general_purpose::STANDARD.encode(e.into_bytes())}),
+            ),
+        },
+        None => ToolResult::error(&call.id, format!("no such file: {path}")),
     }
 }
 
