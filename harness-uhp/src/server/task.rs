@@ -614,7 +614,8 @@ impl Server {
             execution_id: rid.clone(),
             session_uid: session_id.clone(),
             config: harness.start_config(c.instructions.as_deref()),
-            history: history.as_slice().to_vec().into(),
+            // A view of the session's events, not a copy (History::prefix).
+            history: harness_core::History::prefix(Arc::clone(&history), history.len()),
             inputs: c.input_messages,
             identity: IdentityContext {
                 principal: p.as_str().to_owned(),
