@@ -1,4 +1,4 @@
-//! The runtime half (feature `axum`): a nestable axum [`Router`] over a [`Host`], a hyper
+//! The runtime half (feature `axum`): a nestable axum [`Router`](axum::Router) over a [`Host`], a hyper
 //! server with a header-read timeout, and [`FileStore`], the on-disk store.
 //!
 //! The router hands every request under it to the machine, raw target included (so ids are

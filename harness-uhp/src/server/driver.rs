@@ -520,7 +520,12 @@ async fn run_turn(shared: Arc<Shared>, turn: TurnStart) {
         st.aborts.insert(rid.clone(), handle);
     }
     let result = fut.await;
-    shared.lock().aborts.remove(&rid);
+    {
+        // A stop that raced the turn's own end finds nothing left to abort.
+        let mut st = shared.lock();
+        st.aborts.remove(&rid);
+        st.stopped.remove(&rid);
+    }
     let end = match result {
         Err(_aborted) => return, // the machine already ended the task
         Ok(Ok(Ok(()))) => TurnEnd::Completed,

@@ -5,7 +5,7 @@
 //! media type, `Content-Disposition: attachment` with the original name, and
 //! `X-Content-Type-Options: nosniff` (files.md §3, MUST), plus a sandboxing
 //! `Content-Security-Policy`. A name is a relative path that stays in its container
-//! ([`is_contained_path`](super::harness::is_contained_path)); ids are looked up, never
+//! (`is_contained_path`); ids are looked up, never
 //! joined into a path, and nothing here touches a file system.
 
 use base64::Engine;

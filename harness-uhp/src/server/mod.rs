@@ -10,7 +10,7 @@
 //! | `task` | tasks: create, the response object, budgets, cancel, idempotency (tasks.md, sessions.md §4) |
 //! | `stream` | the event stream: SSE framing, gapless `sequence_number`, keep-alives (streaming.md) |
 //! | `session` | sessions: continuation, listing, turns, cancel, share, delete (sessions.md) |
-//! | [`file`] | uploads, inline files, artifacts, download headers, the archive (files.md) |
+//! | [`file`](mod@file) | uploads, inline files, artifacts, download headers, the archive (files.md) |
 //! | [`error`] | the error envelope and codes (errors.md) |
 //! | [`store`] | what is persisted ([`Record`]) and the [`Store`] trait the driver writes to |
 //! | [`driver`] | runs any [`Harness`](harness_core::Harness) for a task, `futures` only |
