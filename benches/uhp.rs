@@ -7,7 +7,13 @@
 //! bash scripts/interop/uhp/run.sh      # once: installs the Python peer in a venv
 //! cargo bench --bench uhp              # criterion groups, then the summary table
 //! UHP_BENCH_PEER_FULL=1 cargo bench --bench uhp -- summary   # peer pipeline on all 50 MB
+//! cargo bench --bench uhp -- server        # only the server's figures (criterion + summary)
 //! ```
+//!
+//! The server half, in the same run: an agent's output delta through the sans-IO server to
+//! the SSE bytes of its stream (against the client's decode + accumulate of those very bytes,
+//! per event), non-streaming tasks created end to end through the driver (scripted model), and
+//! the memory an idle open stream holds (10 000 of them: machine, driver, turn future, body).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::borrow::Cow;
@@ -381,14 +387,303 @@ fn summary() {
     }
 }
 
-criterion_group!(group, benches);
+mod server {
+    //! The server's hot paths.
+    use std::hint::black_box;
+    use std::time::{Duration, Instant};
+
+    use criterion::{Criterion, Throughput};
+    use harness_core::agent::ToolLoopAgent;
+    use harness_core::model::ScriptedModel;
+    use harness_uhp::server::driver::{Body, Caller, Host};
+    use harness_uhp::server::{
+        Base, Now, Principal, Reply, Request, Server, ServerConfig, ServerEvent, StreamPoll,
+    };
+    use harness_uhp::{StreamDecoder, TaskAccumulator};
+
+    const DELTAS: usize = 10_000;
+    const WORDS: &[&str] = super::WORDS;
+
+    fn now() -> Now {
+        Now::new(Instant::now(), 1_786_400_000_000)
+    }
+
+    /// A server with one streaming task open: its id and stream.
+    fn open_stream(max_streams: usize) -> (Server, String, harness_uhp::server::StreamId) {
+        let mut cfg = ServerConfig::new(
+            vec![Base {
+                base: "faq".into(),
+                label: "FAQ".into(),
+            }],
+            vec!["scripted".into()],
+        );
+        cfg.max_open_streams = max_streams;
+        cfg.max_running_tasks = max_streams;
+        cfg.max_sessions_per_principal = max_streams;
+        let mut s = Server::new(cfg);
+        s.add_api_key("k", Principal::new("p"));
+        let (rid, sid) = start(&mut s);
+        (s, rid, sid)
+    }
+
+    fn start(s: &mut Server) -> (String, harness_uhp::server::StreamId) {
+        let mut h = http::HeaderMap::new();
+        h.insert("authorization", "Bearer k".parse().unwrap());
+        let body = br#"{"input":"Write the report.","stream":true}"#;
+        let Reply::Stream(_, sid) =
+            s.handle_request(now(), &Request::new("POST", "/v1/responses", &h, body))
+        else {
+            panic!("a stream")
+        };
+        let mut rid = String::new();
+        while let Some(ev) = s.poll_event() {
+            if let ServerEvent::StartTurn(t) = ev {
+                rid = t.response_id;
+            }
+        }
+        let _ = s.poll_stream(sid);
+        (rid, sid)
+    }
+
+    /// `DELTAS` deltas through the server, each taken as SSE bytes as soon as it is made (as
+    /// the transport does); the bytes, for the client side.
+    fn deltas_to_sse(keep: bool) -> (usize, Vec<u8>) {
+        let (mut s, rid, sid) = open_stream(4);
+        let t = now();
+        let mut out = Vec::new();
+        let mut n = 0;
+        for i in 0..DELTAS {
+            s.turn_text(t, &rid, WORDS[(i * 7 + i / 13) % WORDS.len()])
+                .unwrap();
+            while s.poll_event().is_some() {}
+            if let StreamPoll::Data(b) = s.poll_stream(sid) {
+                n += b.len();
+                if keep {
+                    out.extend_from_slice(&b);
+                }
+            }
+        }
+        (n, out)
+    }
+
+    fn client_decode(bytes: &[u8]) -> usize {
+        let mut dec = StreamDecoder::new();
+        let mut acc = TaskAccumulator::new();
+        for c in bytes.chunks(super::CHUNK) {
+            dec.push(c);
+            acc.drain_decoder(&mut dec);
+        }
+        acc.text().len()
+    }
+
+    fn wall() -> i64 {
+        1_786_400_000_000
+    }
+
+    /// A host on the scripted model (the tour's FAQ agent shape), on a current-thread runtime.
+    fn host(rt: &tokio::runtime::Runtime) -> Host {
+        rt.block_on(async {
+            let host = Host::builder(ScriptedModel::echo())
+                .harness("faq", "FAQ", ToolLoopAgent::new("faq"))
+                .models(["scripted"])
+                .api_key("k", "p")
+                .configure(|c| c.max_stored_responses = 1_000)
+                .build(Instant::now, wall)
+                .await
+                .unwrap();
+            tokio::spawn(host.run(tokio::time::sleep));
+            host
+        })
+    }
+
+    async fn one_task(host: &Host) {
+        let req = http::Request::post("/v1/responses")
+            .header("authorization", "Bearer k")
+            .body(br#"{"input":"When do you open?"}"#.to_vec())
+            .unwrap();
+        let resp = host.handle(Caller::Bearer, req).await;
+        assert_eq!(resp.status(), 200);
+    }
+
+    fn tasks(rt: &tokio::runtime::Runtime, host: &Host, n: usize) {
+        rt.block_on(async {
+            for _ in 0..n {
+                one_task(host).await;
+            }
+        });
+    }
+
+    pub fn benches(c: &mut Criterion) {
+        let (_, sse) = deltas_to_sse(true);
+        let mut g = c.benchmark_group("uhp_server");
+        g.sample_size(20).measurement_time(Duration::from_secs(4));
+        g.throughput(Throughput::Elements(DELTAS as u64));
+        g.bench_function("delta_to_sse_bytes", |b| {
+            b.iter(|| black_box(deltas_to_sse(false).0))
+        });
+        g.bench_function("client_decode_accumulate_same_bytes", |b| {
+            b.iter(|| black_box(client_decode(&sse)))
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let h = host(&rt);
+        g.throughput(Throughput::Elements(100));
+        g.bench_function("tasks_created_non_streaming_x100", |b| {
+            b.iter(|| tasks(&rt, &h, 100))
+        });
+        g.finish();
+    }
+
+    fn rss_bytes() -> Option<usize> {
+        let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+        let pages: usize = statm.split_whitespace().nth(1)?.parse().ok()?;
+        Some(pages * 4096)
+    }
+
+    /// An agent that waits forever: its stream stays open and idle.
+    struct Idle;
+
+    #[async_trait::async_trait]
+    impl harness_core::Harness for Idle {
+        async fn describe(&self) -> Result<harness_core::Descriptor, harness_core::HarnessError> {
+            Ok(harness_core::Descriptor::new("idle", "1"))
+        }
+        async fn run(
+            &self,
+            _s: harness_core::Start,
+            _sink: &mut dyn harness_core::EventSink,
+        ) -> Result<(), harness_core::HarnessError> {
+            futures::future::pending::<()>().await;
+            Ok(())
+        }
+    }
+
+    /// RSS held by `n` idle open streams through the driver: bytes per stream.
+    fn idle_streams(n: usize) -> Option<f64> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let before = rss_bytes()?;
+        let held = rt.block_on(async {
+            let host = Host::builder(ScriptedModel::new())
+                .harness("idle", "Idle", Idle)
+                .models(["scripted"])
+                .api_key("k", "p")
+                .configure(move |c| {
+                    c.max_open_streams = n;
+                    c.max_running_tasks = n;
+                    c.max_sessions_per_principal = n;
+                })
+                .build(Instant::now, wall)
+                .await
+                .unwrap();
+            tokio::spawn(host.run(tokio::time::sleep));
+            let mut bodies = Vec::with_capacity(n);
+            for _ in 0..n {
+                let req = http::Request::post("/v1/responses")
+                    .header("authorization", "Bearer k")
+                    .body(br#"{"input":"Wait for it.","stream":true}"#.to_vec())
+                    .unwrap();
+                let Body::Stream(mut s) = host.handle(Caller::Bearer, req).await.into_body() else {
+                    panic!("a stream")
+                };
+                use futures::StreamExt;
+                let _ = s.next().await; // created + in_progress, then idle
+                bodies.push(s);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await; // every turn started
+            assert_eq!(host.with_server(|s, _| s.open_streams()), n);
+            (host, bodies)
+        });
+        let after = rss_bytes()?;
+        drop(held);
+        Some(after.saturating_sub(before) as f64 / n as f64)
+    }
+
+    pub fn summary() {
+        let reps = 15;
+        let (bytes, sse) = deltas_to_sse(true);
+        let mut server_best = Duration::MAX;
+        let mut client_best = Duration::MAX;
+        for _ in 0..reps {
+            let t = Instant::now();
+            black_box(deltas_to_sse(false));
+            server_best = server_best.min(t.elapsed());
+            let t = Instant::now();
+            black_box(client_decode(&sse));
+            client_best = client_best.min(t.elapsed());
+        }
+        let per = |d: Duration| d.as_secs_f64() * 1e9 / DELTAS as f64;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let h = host(&rt);
+        tasks(&rt, &h, 200); // warm-up
+        let mut task_best = Duration::MAX;
+        for _ in 0..5 {
+            let t = Instant::now();
+            tasks(&rt, &h, 500);
+            task_best = task_best.min(t.elapsed());
+        }
+        let mem = idle_streams(10_000);
+        println!("\n## harness-uhp server (best of {reps} runs)\n");
+        println!("| workload | figure |");
+        println!("| --- | ---: |");
+        println!(
+            "| agent output delta -> SSE bytes (server) | {:.0} ns/event, {:.2e} events/s, {:.0} bytes/event |",
+            per(server_best),
+            DELTAS as f64 / server_best.as_secs_f64(),
+            bytes as f64 / DELTAS as f64
+        );
+        println!(
+            "| the same bytes decoded + accumulated (client) | {:.0} ns/event |",
+            per(client_best)
+        );
+        println!(
+            "| server / client per event | {:.2}x (target <= 2x) |",
+            per(server_best) / per(client_best)
+        );
+        println!(
+            "| non-streaming tasks created end to end (driver, scripted model, FAQ agent) | {:.0} tasks/s |",
+            500.0 / task_best.as_secs_f64()
+        );
+        match mem {
+            Some(b) => println!(
+                "| memory per idle open stream (10 000 through the driver) | {:.1} KiB; 10 000 = {:.0} MB (target < 200 MB) |",
+                b / 1024.0,
+                b * 10_000.0 / 1e6
+            ),
+            None => println!("| memory per idle open stream | /proc/self/statm unavailable |"),
+        }
+    }
+}
+
+fn all(c: &mut Criterion) {
+    benches(c);
+    server::benches(c);
+}
+
+criterion_group!(group, all);
+criterion_group!(server_group, server::benches);
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let only_summary = args.iter().any(|a| a == "summary");
+    let only_server = args.iter().any(|a| a == "server");
+    if only_server {
+        server_group();
+        Criterion::default().configure_from_args().final_summary();
+        server::summary();
+        return;
+    }
     if !only_summary {
         group();
         Criterion::default().configure_from_args().final_summary();
     }
     summary();
+    server::summary();
 }

@@ -13,26 +13,19 @@
 //! out_of_order, out_of_order_count, unnumbered}, findings, events (as received),
 //! events_seen.
 
-use std::io::{Read, Write};
+use std::io::Read;
 
-use harness_uhp::{StreamDecoder, TaskAccumulator, TaskSummary};
+use harness_uhp::{StreamDecoder, TaskAccumulator};
 use serde_json::Value;
+
+#[path = "uhp_shared/mod.rs"]
+mod uhp_shared;
 
 const USAGE: &str = "usage: uhp_inspect [--chunk whole|N|random:SEED] [--no-events] [FILE|-]";
 
 fn usage_error(why: &str) -> ! {
     eprintln!("uhp_inspect: {why}\n{USAGE}");
     std::process::exit(2);
-}
-
-/// What is printed: the summary's keys in their order (status first), then the events.
-#[derive(serde::Serialize)]
-struct Output {
-    #[serde(flatten)]
-    summary: TaskSummary,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    events: Option<Vec<Value>>,
-    events_seen: u64,
 }
 
 fn main() {
@@ -128,27 +121,5 @@ fn main() {
         task.add_finding(&f);
     }
 
-    let out = Output {
-        summary: task.summary(),
-        events: with_events.then_some(events),
-        events_seen: task.events_seen(),
-    };
-    let json = match serde_json::to_string_pretty(&out) {
-        Ok(json) => json,
-        Err(e) => {
-            eprintln!("uhp_inspect: {e}");
-            std::process::exit(1);
-        }
-    };
-    // `uhp_inspect … | head` closes the pipe early: that is the reader's choice, not an error
-    // worth a panic.
-    let mut stdout = std::io::stdout().lock();
-    match writeln!(stdout, "{json}").and_then(|()| stdout.flush()) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        Err(e) => {
-            eprintln!("uhp_inspect: write error: {e}");
-            std::process::exit(1);
-        }
-    }
+    uhp_shared::print_task(&task, with_events.then_some(events), "uhp_inspect");
 }

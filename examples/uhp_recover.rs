@@ -26,8 +26,9 @@ use bytes::Bytes;
 use harness_uhp::builder::StreamBuilder;
 use harness_uhp::client::{ClientConfig, CreateRequest, RequestKind, TaskClient, TaskEvent};
 use harness_uhp::{EventKind, ResponseStatus};
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+
+#[path = "uhp_shared/mod.rs"]
+mod uhp_shared;
 
 /// The server's state: tasks by id, idempotency keys, and how many tasks it ever ran.
 #[derive(Default)]
@@ -140,53 +141,6 @@ async fn retrieve(State(srv): State<Arc<Server>>, Path(id): Path<String>) -> imp
     }
 }
 
-/// Sends one request over a fresh connection and feeds the answer to the task client.
-async fn perform(
-    addr: std::net::SocketAddr,
-    task: &mut TaskClient,
-    t: harness_uhp::client::Transmit,
-) {
-    let fail = |task: &mut TaskClient| task.handle_transport_error(Instant::now(), t.id);
-    let Ok(stream) = tokio::net::TcpStream::connect(addr).await else {
-        return fail(task);
-    };
-    let Ok((mut sender, conn)) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
-    else {
-        return fail(task);
-    };
-    tokio::spawn(conn);
-    let (parts, body) = t.request.into_parts();
-    let req = hyper::Request::from_parts(parts, Full::new(Bytes::from(body)));
-    let Ok(resp) = sender.send_request(req).await else {
-        return fail(task);
-    };
-    task.handle_head(Instant::now(), t.id, resp.status().as_u16(), resp.headers());
-    let mut body = resp.into_body();
-    loop {
-        // The client's own inactivity deadline bounds each read.
-        let wait = task.poll_timeout().map_or(Duration::from_secs(5), |at| {
-            at.saturating_duration_since(Instant::now())
-        });
-        match tokio::time::timeout(wait, body.frame()).await {
-            Ok(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    task.handle_data(Instant::now(), t.id, data);
-                    show(task);
-                }
-            }
-            Ok(None) => return task.handle_end(Instant::now(), t.id),
-            Ok(Some(Err(e))) => {
-                println!("  !! body error: {e}");
-                return fail(task);
-            }
-            Err(_) => return task.handle_timeout(Instant::now()),
-        }
-        if task.is_finished() {
-            return; // the terminal event arrived; the rest of the body does not matter
-        }
-    }
-}
-
 fn show(task: &mut TaskClient) {
     while let Some(ev) = task.poll_event() {
         match ev {
@@ -241,7 +195,7 @@ pub async fn demo() -> Result<(), Box<dyn std::error::Error>> {
             if t.kind == RequestKind::Retrieve {
                 println!("  -> GET {}", t.request.uri().path());
             }
-            perform(addr, &mut task, t).await;
+            uhp_shared::perform(addr, &mut task, t, &mut show).await;
             show(&mut task);
         }
         if let Some(at) = task.poll_timeout() {

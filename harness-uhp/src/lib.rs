@@ -1,6 +1,13 @@
 //! # harness-uhp
 //!
-//! The client half of the Unified Harness Protocol (UHP), sans-IO: decoding a task's event
+//! Both halves of the Unified Harness Protocol (UHP), sans-IO. The server half is [`server`]:
+//! a host state machine (HTTP requests in, responses and streamed SSE bytes out, agent turns
+//! asked of a driver), a `futures`-only driver that serves any
+//! [`Harness`](harness_core::Harness) for a task, and, behind the `axum` feature, a router,
+//! an HTTP server and an on-disk store; `cargo run --example uhp_server` passes the official
+//! conformance suite at class full.
+//!
+//! The client half, sans-IO: decoding a task's event
 //! stream, noticing a dropped event, assembling the task out of deltas, idempotency keys and
 //! retries, and a task client that builds the HTTP requests and consumes their answers, while
 //! you own the sockets. Everything the Python `harnessclientprotocol` offers, as Rust, and
@@ -18,6 +25,7 @@
 //! | [`client`] | request builders and the sans-IO [`TaskClient`] that recovers a dropped stream |
 //! | [`protocol`], [`error`] | versions, headers, capabilities and the discovery check, endpoints, id prefixes, error codes |
 //! | [`builder`] | [`StreamBuilder`](builder::StreamBuilder): a server's event stream, for tests and examples |
+//! | [`server`] | the server: [`Server`](server::Server) (sans-IO), [`Host`](server::driver::Host) (serves a `Harness`), `server::axum` (feature) |
 //!
 //! ## Decode a stream
 //!
@@ -94,6 +102,7 @@ pub mod protocol;
 pub mod response;
 pub mod retry;
 pub mod sequence;
+pub mod server;
 mod tagged;
 
 pub use accumulator::{

@@ -1,0 +1,273 @@
+//! A UHP server serving built-in agents on the scripted model: the tour's FAQ agent (the
+//! default harness, with the host's `write_file`/`read_file` tools), and the echo and chat
+//! harnesses of harness-sessions.
+//!
+//! ```text
+//! cargo run --example uhp_server -- --addr 127.0.0.1:8080 --api-key KEY [--data DIR]
+//! ```
+//!
+//! `--data DIR` keeps responses, sessions, harnesses and idempotency keys on disk (they
+//! survive a restart); without it everything lives in memory. The model is a deterministic
+//! stand-in that answers the tasks the official conformance suite sends, paced like a real
+//! model (a short wait before the first token, then one delta at a time): the pacing is the
+//! example's, the library never sleeps.
+//!
+//! | the task says | the model |
+//! | --- | --- |
+//! | `Reply with exactly: X` | replies `X` |
+//! | `Count slowly from 1 to N, …` | streams one number per line, 50 ms apart |
+//! | `Create a file named F containing exactly: C` | calls `write_file`, then confirms |
+//! | a message with a file attached | reads it; a "secret token" in it is the reply |
+//! | `When are you open?` | calls `get_hours`, then answers from it |
+//! | anything else | `You said: …` |
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use harness_core::agent::ToolLoopAgent;
+use harness_core::message::{
+    JsonObject, Message, ModelRequest, ModelResponse, Part, Role, ToolCall, Usage,
+};
+use harness_core::model::{Model, ModelError, ModelEvent, ModelStream};
+use harness_core::tool::{Tool, Tools};
+use harness_sessions::harnesses::{ChatHarness, EchoHarness};
+use harness_uhp::server::axum::{FileStore, RouterConfig, ServeConfig, router, serve};
+use harness_uhp::server::driver::{FileTools, Host};
+use serde_json::json;
+
+#[path = "uhp_shared/mod.rs"]
+mod uhp_shared;
+
+const USAGE: &str = "usage: uhp_server --addr HOST:PORT --api-key KEY [--data DIR]   (--addr 127.0.0.1:0 picks a port)";
+
+/// What the model does for one request, before pacing.
+struct Plan {
+    message: Message,
+    deltas: Vec<String>,
+    first_token: Duration,
+    between: Duration,
+}
+
+/// The example's model: deterministic answers, real-time pacing.
+struct DemoModel;
+
+fn after<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
+    let i = text.find(marker)?;
+    Some(text[i + marker.len()..].trim())
+}
+
+fn tool_call(id: &str, tool: &str, args: serde_json::Value) -> Message {
+    let args = match args {
+        serde_json::Value::Object(m) => m,
+        _ => JsonObject::new(),
+    };
+    Message {
+        role: Role::Assistant,
+        parts: vec![Part::ToolCall(ToolCall::new(id, tool, args))],
+    }
+}
+
+impl DemoModel {
+    fn plan(req: &ModelRequest) -> Plan {
+        let offered = |name: &str| req.tools.iter().any(|t| t.name == name);
+        let mut plan = Plan {
+            message: Message::assistant(""),
+            deltas: Vec::new(),
+            first_token: Duration::from_millis(600),
+            between: Duration::from_millis(40),
+        };
+        // After a tool ran, say what it did.
+        if let Some(last) = req.messages.last().filter(|m| m.role == Role::Tool) {
+            let result = last.parts.iter().find_map(|p| match p {
+                Part::ToolResult(r) => Some(r),
+                _ => None,
+            });
+            let text = match result {
+                Some(r) if r.is_error => format!("The tool failed: {}", r.error),
+                Some(r) => match r.output.as_ref() {
+                    Some(o) if o.contains_key("weekdays") => {
+                        format!(
+                            "We're open {} on weekdays.",
+                            o["weekdays"].as_str().unwrap_or("?")
+                        )
+                    }
+                    Some(o) if o.contains_key("filename") => {
+                        format!("Created {}.", o["filename"].as_str().unwrap_or("the file"))
+                    }
+                    _ => "Done.".to_owned(),
+                },
+                None => "Done.".to_owned(),
+            };
+            plan.deltas = harness_core::model::word_deltas(&text);
+            plan.message = Message::assistant(text);
+            return plan;
+        }
+        let user = req.messages.iter().rev().find(|m| m.role == Role::User);
+        let text = user.map(Message::text).unwrap_or_default();
+        let files: Vec<(String, String)> = user
+            .map(|m| {
+                m.parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::File(f) => Some((
+                            f.name.clone(),
+                            String::from_utf8_lossy(f.bytes.as_deref().unwrap_or_default())
+                                .into_owned(),
+                        )),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let reply = if let Some(x) = after(&text, "Reply with exactly:") {
+            x.to_owned()
+        } else if let Some(rest) = after(&text, "Count slowly from 1 to") {
+            let n: u32 = rest
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(10)
+                .min(10_000);
+            plan.deltas = (1..=n).map(|i| format!("{i}\n")).collect();
+            plan.between = Duration::from_millis(50);
+            let all: String = plan.deltas.concat();
+            plan.message = Message::assistant(all);
+            return plan;
+        } else if let (Some(rest), true) =
+            (after(&text, "Create a file named"), offered("write_file"))
+        {
+            let (name, content) = rest
+                .split_once(" containing exactly:")
+                .unwrap_or((rest, ""));
+            plan.message = tool_call(
+                "call_write_1",
+                "write_file",
+                json!({"path": name.trim(), "content": content.trim()}),
+            );
+            return plan;
+        } else if let Some((name, body)) = files.first() {
+            match after(body, "secret token is") {
+                Some(t) => t.trim_end_matches('.').to_owned(),
+                None => format!(
+                    "{name} says: {}",
+                    body.chars().take(200).collect::<String>()
+                ),
+            }
+        } else if (text.contains("open") || text.contains("hours")) && offered("get_hours") {
+            plan.message = tool_call("call_hours_1", "get_hours", json!({}));
+            return plan;
+        } else {
+            format!("You said: {text}")
+        };
+        plan.deltas = harness_core::model::word_deltas(&reply);
+        plan.message = Message::assistant(reply);
+        plan
+    }
+}
+
+fn tokens(chars: usize) -> u64 {
+    u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX)
+}
+
+#[async_trait::async_trait]
+impl Model for DemoModel {
+    fn stream<'a>(&'a self, req: &'a ModelRequest) -> ModelStream<'a> {
+        let plan = Self::plan(req);
+        let usage = Usage {
+            model: "scripted".into(),
+            input_tokens: tokens(req.messages.iter().map(|m| m.text().len()).sum()),
+            output_tokens: tokens(plan.message.text().len()),
+            reasoning_tokens: 0,
+        };
+        let done = ModelResponse {
+            message: plan.message,
+            usage,
+        };
+        let first = plan.first_token;
+        let between = plan.between;
+        let deltas = plan.deltas.into_iter().enumerate();
+        let head = futures::stream::once(async move {
+            tokio::time::sleep(first).await;
+            None
+        });
+        let body = futures::stream::iter(deltas).then(move |(i, d)| async move {
+            if i > 0 {
+                tokio::time::sleep(between).await;
+            }
+            Some(Ok::<_, ModelError>(ModelEvent::TextDelta(d)))
+        });
+        let tail = futures::stream::once(async move { Some(Ok(ModelEvent::Completed(done))) });
+        head.chain(body)
+            .chain(tail)
+            .filter_map(|x| async move { x })
+            .boxed()
+    }
+}
+
+fn wall_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn usage_error(why: &str) -> ! {
+    eprintln!("uhp_server: {why}\n{USAGE}");
+    std::process::exit(2);
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut addr = "127.0.0.1:8080".to_owned();
+    let mut key: Option<String> = None;
+    let mut data: Option<String> = None;
+    let opts = ["--addr", "--api-key", "--data"];
+    for (name, value) in uhp_shared::parse_args("uhp_server", USAGE, &[], &opts) {
+        match name.as_str() {
+            "--addr" => addr = value.unwrap_or(addr),
+            "--api-key" => key = value,
+            _ => data = value,
+        }
+    }
+    let key = key
+        .or_else(|| std::env::var("UHP_API_KEY").ok())
+        .unwrap_or_else(|| usage_error("--api-key is required"));
+
+    // The tour's FAQ agent, with the host's file tools beside its own.
+    let files = FileTools::new();
+    let mut tools = Tools::new().with(Tool::json("get_hours", "Opening hours", |_| {
+        Ok(json!({"weekdays": "8am to 6pm"}))
+    }));
+    for t in files.tools().iter() {
+        tools.insert(t.clone());
+    }
+    let faq = ToolLoopAgent::new("faq").with_tools(&tools);
+
+    let listener = tokio::net::TcpListener::bind(&addr).await?;
+    let public = format!("http://{}", listener.local_addr()?);
+    let mut builder = Host::builder(DemoModel)
+        .harness("faq", "FAQ agent", faq)
+        .harness("echo", "Echo", EchoHarness)
+        .harness("chat", "Chat", ChatHarness::new("scripted"))
+        .models(["scripted"])
+        .tools(tools)
+        .file_tools(&files)
+        .api_key(&key, "default")
+        .configure(move |c| {
+            c.implementation_name = "harness-rs uhp_server example".into();
+            c.public_url = Some(public);
+        });
+    if let Some(dir) = &data {
+        builder = builder.store(FileStore::open(dir).await?);
+    }
+    let host = builder.build(Instant::now, wall_ms).await?;
+    tokio::spawn(host.run(tokio::time::sleep));
+
+    println!("uhp_server listening on http://{}", listener.local_addr()?);
+    serve(
+        listener,
+        router(host, RouterConfig::default()),
+        ServeConfig::default(),
+    )
+    .await?;
+    Ok(())
+}

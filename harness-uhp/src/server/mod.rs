@@ -1,0 +1,757 @@
+//! The server half of UHP, sans-IO: HTTP requests in, responses and streamed SSE bytes out,
+//! agent turns asked of the driver as events. No sockets, no clock reads, no file system.
+//!
+//! | module | the spec's noun |
+//! | --- | --- |
+//! | [`route`] | the endpoint summary (index.md): method + target → [`Route`], ids decoded, traversal refused |
+//! | [`auth`] | bearer tokens and principals (architecture.md §5, security.md §1–2) |
+//! | `discovery` | `GET /v1/uhp`, `UHP-Version` negotiation, models (lifecycle.md §1–2, harnesses.md §3) |
+//! | [`harness`] | the harness registry: bases, configured harnesses, skills, MCP servers (harnesses.md) |
+//! | `task` | tasks: create, the response object, budgets, cancel, idempotency (tasks.md, sessions.md §4) |
+//! | `stream` | the event stream: SSE framing, gapless `sequence_number`, keep-alives (streaming.md) |
+//! | `session` | sessions: continuation, listing, turns, cancel, share, delete (sessions.md) |
+//! | [`file`](mod@file) | uploads, inline files, artifacts, download headers, the archive (files.md) |
+//! | [`error`] | the error envelope and codes (errors.md) |
+//! | [`store`] | what is persisted ([`Record`]) and the [`Store`] trait the driver writes to |
+//! | [`driver`] | runs any [`Harness`](harness_core::Harness) for a task, `futures` only |
+//! | `axum` (feature `axum`) | a nestable `Router`, a hyper server with header/idle timeouts, the on-disk store |
+//!
+//! # The run loop
+//!
+//! [`Server`] follows [`harness_core::run_loop`]: every input takes `now` ([`Now`]: the
+//! monotonic instant and the wall-clock milliseconds the host read); after each one, drain
+//! [`poll_event`](Server::poll_event) and do what each [`ServerEvent`] asks — start or stop a
+//! turn, wake the stream or the waiting request it names, persist a record — then arm a timer
+//! for [`poll_timeout`](Server::poll_timeout) (budgets, keep-alives) and call
+//! [`handle_timeout`](Server::handle_timeout) when it fires.
+//!
+//! A request is answered by [`Server::handle_request`] with a [`Reply`]: a whole response
+//! now; or a response head now and a body to pull with [`poll_stream`](Server::poll_stream)
+//! (SSE: each event is queued the moment the agent makes it, never held back to the end); or,
+//! for a non-streaming task, a [`WaitId`] whose response [`poll_wait`](Server::poll_wait)
+//! gives once the task is terminal. The agent's side comes in through the `turn_*` methods
+//! ([`turn_text`](Server::turn_text), [`turn_tool_call`](Server::turn_tool_call),
+//! [`turn_end`](Server::turn_end), …), which the [`driver`] calls from its
+//! [`EventSink`](harness_core::EventSink).
+//!
+//! # Storage
+//!
+//! The machine holds every object in memory, bounded ([`ServerConfig`]). With
+//! [`ServerConfig::persist`] it also emits [`ServerEvent::Persist`] records — a task when it
+//! is created (so that its idempotency key survives a crash) and when it ends, a session
+//! when it changes, a harness, an upload, a deletion — which the driver hands to a
+//! [`Store`] (an async trait, never called from inside the machine). At start the driver
+//! reads the store back and feeds each record to [`Server::restore`]; a task that was still
+//! running at the crash is restored `failed`, never run a second time.
+//!
+//! ```
+//! use std::time::Instant;
+//! use harness_uhp::server::{Base, Now, Reply, Request, Server, ServerConfig, ServerEvent};
+//! use harness_uhp::server::auth::Principal;
+//!
+//! let mut cfg = ServerConfig::new(vec![Base { base: "echo".into(), label: "Echo".into() }],
+//!     vec!["scripted".into()]);
+//! cfg.implementation_name = "doc".into();
+//! let mut server = Server::new(cfg);
+//! server.add_api_key("k", Principal::new("alice"));
+//! let now = Now::new(Instant::now(), 1_786_400_000_000);
+//!
+//! let mut headers = http::HeaderMap::new();
+//! headers.insert("authorization", "Bearer k".parse().unwrap());
+//! let body = br#"{"input":"hi","background":true}"#;
+//! let reply = server.handle_request(now, &Request::new("POST", "/v1/responses", &headers, body));
+//! let Reply::Full(resp) = reply else { panic!("a background task answers at once") };
+//! assert_eq!(resp.status(), 200);
+//! assert_eq!(resp.headers()["uhp-version"], "2026-08-11");
+//! // The driver is asked to run the turn.
+//! let turn = loop {
+//!     match server.poll_event() {
+//!         Some(ServerEvent::StartTurn(t)) => break t,
+//!         Some(_) => {}
+//!         None => panic!("no turn"),
+//!     }
+//! };
+//! server.turn_text(now, &turn.response_id, "Hello").unwrap();
+//! server.turn_end(now, &turn.response_id, harness_uhp::server::TurnEnd::Completed);
+//! let got = server.handle_request(now,
+//!     &Request::new("GET", &format!("/v1/responses/{}", turn.response_id), &headers, b""));
+//! let Reply::Full(resp) = got else { panic!() };
+//! let v: serde_json::Value = serde_json::from_slice(resp.body()).unwrap();
+//! assert_eq!(v["status"], "completed");
+//! assert_eq!(v["output"][0]["content"][0]["text"], "Hello");
+//! ```
+
+pub mod auth;
+mod discovery;
+pub mod driver;
+pub mod error;
+pub mod file;
+pub mod harness;
+pub mod route;
+mod session;
+pub mod store;
+mod stream;
+mod task;
+
+#[cfg(feature = "axum")]
+pub mod axum;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use http::HeaderMap;
+use serde_json::Value;
+
+pub use auth::{ApiKeys, Principal};
+pub use error::ApiError;
+pub use harness::{Base, HarnessObject};
+pub use route::Route;
+pub use store::{MemoryStore, Record, Store, StoreError};
+
+use crate::protocol::PROTOCOL_VERSION;
+use harness_core::Start;
+
+/// The time of an input: the monotonic instant (budgets, keep-alives) and the wall-clock time
+/// in Unix milliseconds (the `created_at` of what is made), both read by the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Now {
+    /// Monotonic time.
+    pub instant: Instant,
+    /// Wall-clock time, Unix milliseconds.
+    pub unix_ms: i64,
+}
+
+impl Now {
+    /// A time.
+    pub fn new(instant: Instant, unix_ms: i64) -> Self {
+        Now { instant, unix_ms }
+    }
+
+    fn unix_s(&self) -> i64 {
+        self.unix_ms.div_euclid(1000)
+    }
+}
+
+/// One HTTP request, as the transport read it.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// `GET`, `POST`, …
+    pub method: &'a str,
+    /// The request target as sent: the path (still percent-encoded) and the query.
+    pub target: &'a str,
+    /// The headers.
+    pub headers: &'a HeaderMap,
+    /// The whole body (the transport enforces [`ServerConfig::max_request_bytes`] while reading;
+    /// the machine checks the per-endpoint limits again).
+    pub body: &'a [u8],
+}
+
+impl<'a> Request<'a> {
+    /// A request.
+    pub fn new(method: &'a str, target: &'a str, headers: &'a HeaderMap, body: &'a [u8]) -> Self {
+        Request {
+            method,
+            target,
+            headers,
+            body,
+        }
+    }
+
+    fn header(&self, name: &str) -> Option<&'a str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// Identifies an open event stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamId(pub u64);
+
+/// Identifies a request waiting for its task's result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WaitId(pub u64);
+
+/// How a request is answered.
+#[derive(Debug)]
+#[must_use]
+pub enum Reply {
+    /// A whole response, now.
+    Full(http::Response<Vec<u8>>),
+    /// A response head now; the body is pulled with [`Server::poll_stream`] until it ends.
+    /// When the client goes away, call [`Server::close_stream`] (the task goes on).
+    Stream(http::Response<()>, StreamId),
+    /// The answer comes when the task ends: [`Server::poll_wait`] gives it once
+    /// [`ServerEvent::Wake`] names this wait. When the client goes away, call
+    /// [`Server::drop_wait`] (the task goes on).
+    Wait(WaitId),
+}
+
+/// What [`Server::poll_stream`] has.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StreamPoll {
+    /// Bytes to send now.
+    Data(Vec<u8>),
+    /// Nothing yet: wait for [`ServerEvent::Wake`] naming the stream.
+    Pending,
+    /// The body is complete (the terminal event was sent), or the stream is unknown.
+    End,
+}
+
+/// What the server needs woken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Wake {
+    /// The stream has bytes or ended: poll it.
+    Stream(StreamId),
+    /// The waiting request has its answer: poll it.
+    Wait(WaitId),
+}
+
+/// A turn for the driver to run: one task, one call of a harness's `run`.
+#[derive(Clone, Debug)]
+pub struct TurnStart {
+    /// The task (`resp_…`); every `turn_*` call names it.
+    pub response_id: String,
+    /// Its session (`hsess…`).
+    pub session_id: String,
+    /// The base whose harness runs it.
+    pub base: String,
+    /// The model the task runs (the task's `model`, else the harness's default).
+    pub model: String,
+    /// What the harness gets: inputs, the session's history, the harness's settings as
+    /// `config`, the principal as identity.
+    pub start: Start,
+    /// Tools the configured harness withholds: the host refuses them (a hard block).
+    pub disabled_tools: Vec<String>,
+    /// The step budget (model calls), if any.
+    pub max_step: Option<u64>,
+    /// `max_output_tokens`, if the task set it.
+    pub max_output_tokens: Option<u64>,
+}
+
+/// A record to persist, a turn to start or stop, something to wake.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ServerEvent {
+    /// Run this turn.
+    StartTurn(Box<TurnStart>),
+    /// Stop the turn of this task now (cancelled, out of budget, its session deleted): drop
+    /// its future. The task is already terminal; later `turn_*` calls return [`TurnGone`].
+    StopTurn {
+        /// The task.
+        response_id: String,
+    },
+    /// Poll what is named.
+    Wake(Wake),
+    /// Write this record to the store (only with [`ServerConfig::persist`]).
+    Persist(Box<Record>),
+}
+
+/// How a turn ended, as the driver saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TurnEnd {
+    /// `run` returned `Ok`.
+    Completed,
+    /// The harness failed (`harness_error`).
+    HarnessFailed,
+    /// The model provider failed (`provider_error`).
+    ProviderFailed,
+}
+
+/// The task is no longer running (cancelled, out of budget, deleted): stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the task is no longer running")]
+pub struct TurnGone;
+
+/// The server's limits and identity. Every bound has a default; past it the request gets the
+/// protocol's status and code.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// The bases served; the first one's built-in harness is the default.
+    pub bases: Vec<Base>,
+    /// The models the server's model provider serves (`available: true`); the first is the
+    /// default.
+    pub models: Vec<String>,
+    /// The backend name models are listed under.
+    pub backend: String,
+    /// `implementation.name` in the discovery document.
+    pub implementation_name: String,
+    /// `implementation.version`.
+    pub implementation_version: String,
+    /// Largest JSON body (default 16 MiB); larger is `413 file_too_large`.
+    pub max_body_bytes: usize,
+    /// Largest upload (default 32 MiB); larger is `413 file_too_large` (files.md §1.2).
+    pub max_upload_bytes: usize,
+    /// Open event streams (default 16 384); more is `429 rate_limited`.
+    pub max_open_streams: usize,
+    /// Tasks running at once (default 256); more is `503 harness_unavailable`.
+    pub max_running_tasks: usize,
+    /// Terminal responses kept (default 10 000); the oldest is forgotten first.
+    pub max_stored_responses: usize,
+    /// Tasks in one session (default 1 000); more is `429 quota_exhausted`.
+    pub max_turns_per_session: usize,
+    /// Sessions per principal (default 1 000); past it the least recently used idle one
+    /// expires (`404 session_expired` on continuation).
+    pub max_sessions_per_principal: usize,
+    /// Configured harnesses per principal (default 100); more is `429 quota_exhausted`.
+    pub max_harnesses_per_principal: usize,
+    /// Artifacts per session (default 1 000) and their total size (default 64 MiB): a write
+    /// past either fails that tool call.
+    pub max_files_per_session: usize,
+    /// See `max_files_per_session`.
+    pub max_session_file_bytes: usize,
+    /// Uploads kept per principal (default 1 000); the oldest is forgotten first.
+    pub max_uploads_per_principal: usize,
+    /// Idempotency keys kept (default 100 000), each for `idempotency_ttl` (default 24 h,
+    /// tasks.md §6).
+    pub max_idempotency_keys: usize,
+    /// See `max_idempotency_keys`.
+    pub idempotency_ttl: Duration,
+    /// Bytes one stream may hold unsent (default 8 MiB); past it the stream ends and the
+    /// client reads the stored response (the task goes on).
+    pub max_stream_buffer_bytes: usize,
+    /// The keep-alive tick (default 10 s): a stream that sent nothing during a whole tick
+    /// gets a `: keep-alive` comment, so no stream is silent for more than two ticks
+    /// (errors.md §5 asks for at least every 30 s).
+    pub keep_alive: Duration,
+    /// The longest any task runs (default 1 h; security.md §5): then it ends `incomplete`.
+    pub max_task_duration: Duration,
+    /// The server's public base URL (`https://host/api/harness`), which makes an artifact's
+    /// `download_url` absolute; `None`: the URL is the path alone.
+    pub public_url: Option<String>,
+    /// Emit [`ServerEvent::Persist`] records (set by the driver when a durable store is used).
+    pub persist: bool,
+}
+
+impl ServerConfig {
+    /// The defaults, serving `bases` with `models`.
+    pub fn new(bases: Vec<Base>, models: Vec<String>) -> Self {
+        ServerConfig {
+            bases,
+            models,
+            backend: "harness-rs".into(),
+            implementation_name: "harness-rs".into(),
+            implementation_version: env!("CARGO_PKG_VERSION").into(),
+            max_body_bytes: 16 << 20,
+            max_upload_bytes: 32 << 20,
+            max_open_streams: 16_384,
+            max_running_tasks: 256,
+            max_stored_responses: 10_000,
+            max_turns_per_session: 1_000,
+            max_sessions_per_principal: 1_000,
+            max_harnesses_per_principal: 100,
+            max_files_per_session: 1_000,
+            max_session_file_bytes: 64 << 20,
+            max_uploads_per_principal: 1_000,
+            max_idempotency_keys: 100_000,
+            idempotency_ttl: Duration::from_secs(24 * 3600),
+            max_stream_buffer_bytes: 8 << 20,
+            keep_alive: Duration::from_secs(10),
+            max_task_duration: Duration::from_secs(3600),
+            public_url: None,
+            persist: false,
+        }
+    }
+
+    /// The largest request body a transport should read before handing it over: the larger
+    /// of the two body limits, plus room for multipart framing.
+    pub fn max_request_bytes(&self) -> usize {
+        self.max_body_bytes.max(self.max_upload_bytes) + (64 << 10)
+    }
+}
+
+/// The UHP server state machine. See the [module docs](self).
+#[derive(Debug)]
+pub struct Server {
+    cfg: ServerConfig,
+    keys: ApiKeys,
+    registry: harness::Registry,
+    tasks: HashMap<String, task::Task>,
+    stored_order: VecDeque<String>,
+    running: HashSet<String>,
+    sessions: HashMap<String, session::Session>,
+    expired: HashSet<String>,
+    expired_order: VecDeque<String>,
+    containers: HashMap<String, String>,
+    shares: HashMap<String, String>,
+    uploads: HashMap<String, (Principal, file::StoredFile)>,
+    upload_order: VecDeque<String>,
+    idem: HashMap<(Principal, String), task::Idem>,
+    idem_order: VecDeque<(Principal, String)>,
+    streams: HashMap<StreamId, stream::Stream>,
+    waits: HashMap<WaitId, task::Wait>,
+    events: VecDeque<ServerEvent>,
+    next_handle: u64,
+    next_keep_alive: Option<Instant>,
+    counter: u64,
+}
+
+impl Server {
+    /// A server with no keys yet (every authenticated endpoint answers 401 until
+    /// [`add_api_key`](Self::add_api_key)).
+    pub fn new(cfg: ServerConfig) -> Self {
+        let registry = harness::Registry::new(
+            cfg.bases.clone(),
+            cfg.models.first().map(String::as_str),
+            cfg.max_harnesses_per_principal,
+        );
+        Server {
+            cfg,
+            keys: ApiKeys::new(),
+            registry,
+            tasks: HashMap::new(),
+            stored_order: VecDeque::new(),
+            running: HashSet::new(),
+            sessions: HashMap::new(),
+            expired: HashSet::new(),
+            expired_order: VecDeque::new(),
+            containers: HashMap::new(),
+            shares: HashMap::new(),
+            uploads: HashMap::new(),
+            upload_order: VecDeque::new(),
+            idem: HashMap::new(),
+            idem_order: VecDeque::new(),
+            streams: HashMap::new(),
+            waits: HashMap::new(),
+            events: VecDeque::new(),
+            next_handle: 0,
+            next_keep_alive: None,
+            counter: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.cfg
+    }
+
+    /// Accepts `token` for `principal`.
+    pub fn add_api_key(&mut self, token: &str, principal: Principal) {
+        self.keys.add(token, principal);
+    }
+
+    /// Stops accepting `token` (from the next request on); whether it was a key.
+    pub fn revoke_api_key(&mut self, token: &str) -> bool {
+        self.keys.revoke(token)
+    }
+
+    /// Answers a request, authenticating its bearer token against the server's keys.
+    pub fn handle_request(&mut self, now: Now, req: &Request<'_>) -> Reply {
+        self.dispatch(now, req, None)
+    }
+
+    /// Answers a request whose caller the application authenticated itself (an auth hook):
+    /// `None` is answered 401.
+    pub fn handle_request_as(
+        &mut self,
+        now: Now,
+        principal: Option<Principal>,
+        req: &Request<'_>,
+    ) -> Reply {
+        self.dispatch(now, req, Some(principal))
+    }
+
+    /// The `413` to answer a request whose body the transport stopped reading at
+    /// [`ServerConfig::max_request_bytes`].
+    pub fn body_too_large(&self) -> http::Response<Vec<u8>> {
+        error_response(&ApiError::too_large(self.cfg.max_request_bytes()))
+    }
+
+    fn dispatch(
+        &mut self,
+        now: Now,
+        req: &Request<'_>,
+        caller: Option<Option<Principal>>,
+    ) -> Reply {
+        if let Err(e) = discovery::negotiate(req.header("uhp-version"), req.headers) {
+            return Reply::Full(error_response(&e));
+        }
+        let route = match route::route(req.method, req.target) {
+            Ok(r) => Some(r),
+            Err(route::RouteError::Method(allow)) => {
+                return Reply::Full(error_response(&ApiError::method_not_allowed(allow)));
+            }
+            Err(route::RouteError::NotFound) => None,
+        };
+        if route == Some(Route::Discovery) {
+            return Reply::Full(self.discovery());
+        }
+        // Every other endpoint is authenticated (security.md §1), before anything is looked up.
+        let principal = match caller {
+            None => self
+                .keys
+                .authenticate(req.headers.get("authorization").map(|v| v.as_bytes())),
+            Some(Some(p)) => Ok(p),
+            Some(None) => Err(ApiError::new(
+                "missing_credential",
+                "A valid bearer token is required.",
+            )),
+        };
+        let p = match principal {
+            Ok(p) => p,
+            Err(e) => return Reply::Full(error_response(&e)),
+        };
+        let Some(route) = route else {
+            return Reply::Full(error_response(&ApiError::not_found_route()));
+        };
+        let reply = self.route(now, &p, route, req);
+        match reply {
+            Ok(r) => r,
+            Err(e) => Reply::Full(error_response(&e)),
+        }
+    }
+
+    fn route(
+        &mut self,
+        now: Now,
+        p: &Principal,
+        route: Route,
+        req: &Request<'_>,
+    ) -> Result<Reply, ApiError> {
+        let full = |r: http::Response<Vec<u8>>| Ok(Reply::Full(r));
+        match route {
+            Route::Discovery => full(self.discovery()),
+            Route::Models => full(json_response(200, &self.models_catalog())),
+            Route::HarnessModels(id) => full(json_response(200, &self.harness_models(p, &id)?)),
+            Route::ListHarnesses => {
+                let list: Vec<Value> = self.registry.list(p).iter().map(|h| h.shown()).collect();
+                full(json_response(
+                    200,
+                    &serde_json::json!({ "harnesses": list }),
+                ))
+            }
+            Route::GetHarness(id) => {
+                let h = self
+                    .registry
+                    .get(p, &id)
+                    .ok_or_else(|| ApiError::harness_not_found(&id))?;
+                full(json_response(200, &h.shown()))
+            }
+            Route::CreateHarness => {
+                let body = self.json_body(req)?;
+                let id = self.new_id("chrn_");
+                let h = self
+                    .registry
+                    .create(p, &body, id, now.unix_ms, &self.cfg.models)?
+                    .clone();
+                full(self.harness_saved(p, h))
+            }
+            Route::UpdateHarness(id) => {
+                let body = self.json_body(req)?;
+                let h = self
+                    .registry
+                    .update(p, &id, &body, &self.cfg.models)?
+                    .clone();
+                full(self.harness_saved(p, h))
+            }
+            Route::DeleteHarness(id) => {
+                self.registry.delete(p, &id)?;
+                self.persist(|| Record::HarnessDeleted {
+                    principal: p.clone(),
+                    id: id.clone(),
+                });
+                full(json_response(
+                    200,
+                    &serde_json::json!({"id": id, "object": "harness", "deleted": true}),
+                ))
+            }
+            Route::SkillFiles(id, skill) => {
+                let h = self
+                    .registry
+                    .get(p, &id)
+                    .ok_or_else(|| ApiError::harness_not_found(&id))?;
+                let s = h.skills.iter().find(|s| s.name == skill).ok_or_else(|| {
+                    ApiError::with_status(404, "harnessrs_skill_not_found", "No such skill.")
+                })?;
+                full(json_response(
+                    200,
+                    &serde_json::json!({"skill": s.name, "enabled": s.enabled, "files": s.files}),
+                ))
+            }
+            Route::CreateResponse => self.create_response(now, p, req),
+            Route::GetResponse(id) => {
+                let t = self.task(p, &id)?;
+                full(json_response(200, &t.response))
+            }
+            Route::DeleteResponse(id) => full(self.delete_response(p, &id)?),
+            Route::InputItems(id) => {
+                let t = self.task(p, &id)?;
+                full(json_response(
+                    200,
+                    &serde_json::json!({
+                        "object": "list", "data": t.input_items,
+                        "first_id": null, "last_id": null, "has_more": false,
+                    }),
+                ))
+            }
+            Route::CancelResponse(id) => full(self.cancel_response(now, p, &id)?),
+            Route::ListSessions => full(self.list_sessions(p, req.target)?),
+            Route::GetSession(id) => full(json_response(200, &self.session(p, &id)?.object())),
+            Route::SessionTurns(id) => {
+                full(json_response(200, &self.session(p, &id)?.turns_object()))
+            }
+            Route::CancelSession(id) => full(self.cancel_session(now, p, &id)?),
+            Route::DeleteSession(id) => full(self.delete_session(now, p, &id)?),
+            Route::Share(id) => full(self.share(now, p, &id)?),
+            Route::GetShare(id) => full(json_response(200, &self.session(p, &id)?.share_object())),
+            Route::RevokeShare(id) => full(self.revoke_share(p, &id)?),
+            Route::Shared(token) => full(self.shared_view(&token)?),
+            Route::SessionFiles(id) => {
+                full(json_response(200, &self.session(p, &id)?.files_object()))
+            }
+            Route::SessionArchive(id) => full(self.archive(p, &id)?),
+            Route::UploadFile => full(self.upload(now, p, req)?),
+            Route::GetFile(id) => full(self.file_metadata(p, &id)?),
+            Route::FileContent(cid, fid) => full(self.download(p, &cid, &fid)?),
+            Route::FilePdf(cid, fid) => {
+                self.artifact(p, &cid, &fid)?;
+                Err(ApiError::new(
+                    "preview_unavailable",
+                    "This server does not render previews.",
+                ))
+            }
+        }
+    }
+
+    /// A harness created or updated: persisted, shown.
+    fn harness_saved(&mut self, p: &Principal, h: HarnessObject) -> http::Response<Vec<u8>> {
+        let shown = h.shown();
+        self.persist(|| Record::Harness {
+            principal: p.clone(),
+            harness: Box::new(h),
+        });
+        json_response(200, &shown)
+    }
+
+    /// The next thing the driver must do, in order.
+    pub fn poll_event(&mut self) -> Option<ServerEvent> {
+        self.events.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) is next due: a task's budget or the next
+    /// keep-alive of the open streams.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let budgets = self
+            .running
+            .iter()
+            .filter_map(|id| self.tasks.get(id).map(|t| t.deadline))
+            .min();
+        match (budgets, self.next_keep_alive) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Ends the tasks whose budget ran out (`incomplete`) and writes keep-alives.
+    pub fn handle_timeout(&mut self, now: Now) {
+        let due: Vec<(String, &'static str)> = self
+            .running
+            .iter()
+            .filter_map(|id| {
+                let t = self.tasks.get(id)?;
+                (t.deadline <= now.instant).then(|| (id.clone(), t.deadline_reason))
+            })
+            .collect();
+        for (id, reason) in due {
+            self.finish_task(now, &id, task::Outcome::Incomplete(reason), true);
+        }
+        if self.next_keep_alive.is_some_and(|at| at <= now.instant) {
+            self.keep_alive_tick();
+            self.next_keep_alive = (!self.streams.is_empty())
+                .then(|| now.instant.checked_add(self.cfg.keep_alive))
+                .flatten();
+        }
+    }
+
+    /// Feeds a record read back from the store at start (in the order written).
+    pub fn restore(&mut self, record: Record) {
+        store::restore(self, record);
+    }
+
+    /// Every live object as records, for a store to compact its log.
+    pub fn snapshot(&self) -> Vec<Record> {
+        store::snapshot(self)
+    }
+
+    /// Open event streams.
+    pub fn open_streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Tasks running now.
+    pub fn running_tasks(&self) -> usize {
+        self.running.len()
+    }
+
+    fn persist(&mut self, record: impl FnOnce() -> Record) {
+        if self.cfg.persist {
+            self.events
+                .push_back(ServerEvent::Persist(Box::new(record())));
+        }
+    }
+
+    fn new_id(&mut self, prefix: &str) -> String {
+        self.counter = self.counter.wrapping_add(1);
+        format!("{prefix}{}", uuid::Uuid::new_v4().simple())
+    }
+
+    fn new_handle(&mut self) -> u64 {
+        self.next_handle += 1;
+        self.next_handle
+    }
+
+    fn json_body(&self, req: &Request<'_>) -> Result<Value, ApiError> {
+        if req.body.len() > self.cfg.max_body_bytes {
+            return Err(ApiError::too_large(self.cfg.max_body_bytes));
+        }
+        serde_json::from_slice(req.body)
+            .map_err(|_| ApiError::invalid_input("The body is not valid JSON."))
+    }
+}
+
+/// A JSON response with the version header.
+pub(crate) fn json_response(status: u16, body: &impl serde::Serialize) -> http::Response<Vec<u8>> {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    bytes_response(status, "application/json", bytes)
+}
+
+pub(crate) fn bytes_response(
+    status: u16,
+    content_type: &str,
+    body: Vec<u8>,
+) -> http::Response<Vec<u8>> {
+    let mut r = http::Response::new(body);
+    *r.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
+    let h = r.headers_mut();
+    if let Ok(v) = http::HeaderValue::from_str(content_type) {
+        h.insert(http::header::CONTENT_TYPE, v);
+    }
+    h.insert(
+        crate::protocol::VERSION_HEADER,
+        http::HeaderValue::from_static(PROTOCOL_VERSION),
+    );
+    h.insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    r
+}
+
+/// The envelope of a refused request, with its headers.
+pub(crate) fn error_response(e: &ApiError) -> http::Response<Vec<u8>> {
+    let mut r = bytes_response(e.status, "application/json", e.body());
+    let h = r.headers_mut();
+    if let Some(s) = e.retry_after {
+        h.insert(http::header::RETRY_AFTER, http::HeaderValue::from(s));
+    }
+    if let Some(a) = e.allow {
+        h.insert(http::header::ALLOW, http::HeaderValue::from_static(a));
+    }
+    if e.status == 401 {
+        h.insert(
+            http::header::WWW_AUTHENTICATE,
+            http::HeaderValue::from_static("Bearer"),
+        );
+    }
+    r
+}

@@ -1,0 +1,256 @@
+//! What survives a restart, and where it goes.
+//!
+//! The machine never does I/O. With [`ServerConfig::persist`](super::ServerConfig::persist)
+//! it emits a [`Record`] for each change worth keeping ([`ServerEvent::Persist`](super::ServerEvent::Persist));
+//! the driver hands them to a [`Store`], an async trait at the driver level. At start the
+//! driver [`load`](Store::load)s the records and feeds each to
+//! [`Server::restore`](super::Server::restore), in order; later records of one object replace
+//! earlier ones, deletions remove. A store compacts its log from
+//! [`Server::snapshot`](super::Server::snapshot).
+//!
+//! Records are upserts keyed by object ([`Record::key`]): a task (when created — so that its
+//! `Idempotency-Key` survives a crash — and when it ends), a session (its turns,
+//! conversation, artifacts and share), a configured harness, an upload, and each deletion.
+//! [`MemoryStore`] keeps nothing (the machine's memory is the store); the `axum` feature's
+//! `FileStore` writes them to disk, and a later PostgreSQL store implements the same trait.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Server;
+use super::auth::Principal;
+use super::file::StoredFile;
+use super::harness::HarnessObject;
+use super::session::{Session, StoredSession};
+use super::task::{StoredKey, Task};
+use crate::response::Response;
+
+/// A task as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredTask {
+    /// The response object.
+    pub response: Response,
+    /// What `input_items` returns.
+    pub input_items: Vec<Value>,
+    /// The user's text.
+    #[serde(default)]
+    pub input_text: String,
+    /// Its session.
+    pub session_id: String,
+    /// Its configured harness.
+    pub harness_id: String,
+    /// Its idempotency key.
+    #[serde(default)]
+    pub idempotency: Option<StoredKey>,
+}
+
+/// One change to persist.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Record {
+    /// A configured harness, created or updated.
+    Harness {
+        /// Its owner.
+        principal: Principal,
+        /// The harness.
+        harness: Box<HarnessObject>,
+    },
+    /// A configured harness deleted.
+    HarnessDeleted {
+        /// Its owner.
+        principal: Principal,
+        /// Its id.
+        id: String,
+    },
+    /// A task, created or ended.
+    Response {
+        /// Its owner.
+        principal: Principal,
+        /// The task.
+        task: Box<StoredTask>,
+    },
+    /// A stored response deleted.
+    ResponseDeleted {
+        /// Its id.
+        id: String,
+    },
+    /// A session, changed.
+    Session {
+        /// Its owner.
+        principal: Principal,
+        /// The session.
+        session: Box<StoredSession>,
+    },
+    /// A session deleted (or expired).
+    SessionDeleted {
+        /// Its id.
+        id: String,
+        /// Expired by the server rather than deleted by its owner.
+        expired: bool,
+    },
+    /// An upload forgotten.
+    UploadDeleted {
+        /// Its id.
+        id: String,
+    },
+    /// An upload.
+    Upload {
+        /// Its owner.
+        principal: Principal,
+        /// The file.
+        file: Box<StoredFile>,
+    },
+}
+
+impl Record {
+    /// The object the record is about (`kind`, `id`): a later record with the same key
+    /// replaces or deletes it.
+    pub fn key(&self) -> (&'static str, &str) {
+        match self {
+            Record::Harness { harness, .. } => ("harness", &harness.id),
+            Record::HarnessDeleted { id, .. } => ("harness", id),
+            Record::Response { task, .. } => ("response", &task.response.id),
+            Record::ResponseDeleted { id } => ("response", id),
+            Record::Session { session, .. } => ("session", &session.id),
+            Record::SessionDeleted { id, .. } => ("session", id),
+            Record::Upload { file, .. } => ("upload", &file.id),
+            Record::UploadDeleted { id } => ("upload", id),
+        }
+    }
+
+    /// Whether the record deletes its object.
+    pub fn is_deletion(&self) -> bool {
+        matches!(
+            self,
+            Record::HarnessDeleted { .. }
+                | Record::ResponseDeleted { .. }
+                | Record::SessionDeleted { .. }
+        )
+    }
+}
+
+/// Why a store failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The storage failed.
+    #[error("store: {0}")]
+    Io(String),
+}
+
+/// Where records go (see the [module docs](self)). Async, at the driver level: the machine
+/// never calls it.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Every record written so far (or an equivalent compacted list), in order.
+    async fn load(&self) -> Result<Vec<Record>, StoreError>;
+    /// Appends records, in order.
+    async fn append(&self, records: Vec<Record>) -> Result<(), StoreError>;
+    /// Whether records are kept at all (the driver sets
+    /// [`ServerConfig::persist`](super::ServerConfig::persist) from it).
+    fn durable(&self) -> bool {
+        true
+    }
+}
+
+/// No persistence: the machine's memory is the only copy.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemoryStore;
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn load(&self) -> Result<Vec<Record>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn append(&self, _records: Vec<Record>) -> Result<(), StoreError> {
+        Ok(())
+    }
+    fn durable(&self) -> bool {
+        false
+    }
+}
+
+pub(crate) fn restore(s: &mut Server, record: Record) {
+    let now = std::time::Instant::now();
+    match record {
+        Record::Harness { principal, harness } => s.registry.restore(principal, *harness),
+        Record::HarnessDeleted { principal, id } => {
+            let _ = s.registry.delete(&principal, &id);
+        }
+        Record::Response { principal, task } => {
+            let t = Task::restored(principal, *task, now);
+            if let Some((k, e)) = t.idem_entry(now) {
+                s.idem_order.push_back(k.clone());
+                s.idem.insert(k, e);
+            }
+            let id = t.response.id.clone();
+            if s.tasks.insert(id.clone(), t).is_none() {
+                s.stored_order.push_back(id);
+            }
+            while s.stored_order.len() > s.cfg.max_stored_responses {
+                if let Some(old) = s.stored_order.pop_front() {
+                    s.tasks.remove(&old);
+                }
+            }
+        }
+        Record::ResponseDeleted { id } => {
+            s.tasks.remove(&id);
+        }
+        Record::Session { principal, session } => {
+            let seq = s.new_handle();
+            let sess = Session::from_stored(principal, *session, now, seq);
+            if let Some(sh) = &sess.share {
+                s.shares.insert(sh.token.clone(), sess.id.clone());
+            }
+            s.containers
+                .insert(sess.container_id.clone(), sess.id.clone());
+            s.sessions.insert(sess.id.clone(), sess);
+        }
+        Record::SessionDeleted { id, expired } => {
+            let persist = std::mem::replace(&mut s.cfg.persist, false);
+            s.remove_session(&id, expired);
+            s.cfg.persist = persist;
+        }
+        Record::UploadDeleted { id } => {
+            s.uploads.remove(&id);
+        }
+        Record::Upload { principal, file } => {
+            s.upload_order.push_back(file.id.clone());
+            s.uploads.insert(file.id.clone(), (principal, *file));
+        }
+    }
+}
+
+pub(crate) fn snapshot(s: &Server) -> Vec<Record> {
+    let mut out = Vec::new();
+    for (p, h) in s.registry.owned() {
+        out.push(Record::Harness {
+            principal: p.clone(),
+            harness: Box::new(h.clone()),
+        });
+    }
+    let mut sessions: Vec<_> = s.sessions.values().collect();
+    sessions.sort_by_key(|x| x.seq);
+    for x in sessions {
+        out.push(Record::Session {
+            principal: x.principal.clone(),
+            session: Box::new(x.stored()),
+        });
+    }
+    for id in &s.stored_order {
+        if let Some(t) = s.tasks.get(id) {
+            out.push(Record::task(t));
+        }
+    }
+    for id in &s.upload_order {
+        if let Some((p, f)) = s.uploads.get(id) {
+            out.push(Record::Upload {
+                principal: p.clone(),
+                file: Box::new(f.clone()),
+            });
+        }
+    }
+    out
+}
