@@ -51,6 +51,7 @@ pub mod ndjson;
 mod proto_json;
 pub mod sse;
 pub mod testing;
+pub mod wire;
 
 pub use cursor::Cursor;
 pub use harness::{
@@ -58,3 +59,11 @@ pub use harness::{
     Resumability, SinkError, Start,
 };
 pub use proto_json::{Timestamp, TimestampError};
+
+/// What the macros of [`wire`] name through `$crate`, so that a crate using them need not
+/// depend on `serde` or `serde_json` itself. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use serde;
+    pub use serde_json;
+}
