@@ -118,7 +118,10 @@ fn required_keys_and_the_tag() {
 #[test]
 fn a_tag_that_is_not_first_gets_the_keys_before_it_in_order() {
     let text = r#"{"x":[1, 2],"id":"a","type":"strict","y":true}"#;
-    assert_eq!(serde_json::from_str::<Closed>(text).unwrap().tag(), "strict");
+    assert_eq!(
+        serde_json::from_str::<Closed>(text).unwrap().tag(),
+        "strict"
+    );
     let Closed::Strict(s) = serde_json::from_str::<Closed>(text).unwrap() else {
         panic!()
     };
