@@ -115,7 +115,7 @@ macro_rules! wire_enum {
                 d: D,
             ) -> ::core::result::Result<Self, D::Error> {
                 let k = <$crate::wire::Key<'de> as $crate::__private::serde::Deserialize>::deserialize(d)?;
-                ::core::result::Result::Ok($name::from(&*k.0))
+                ::core::result::Result::Ok(<$name as ::core::convert::From<&str>>::from(&*k.0))
             }
         }
     };
