@@ -1,6 +1,18 @@
-//! The protocol's own readers for wire fields (the machinery itself, `Json`, `Extra` and the
-//! `wire_*!` macros, is [`harness_core::wire`]): JavaScript's safe integers, JSON Pointers and
+//! The protocol's own readers for wire fields: JavaScript's safe integers, JSON Pointers and
 //! cursors. A `wire_struct!` field names one as its reader, `req(crate::wire::pointer)`.
+//!
+//! The machinery itself is [`harness_core::wire`]; its [`Json`](crate::Json) (a value kept as
+//! written), [`Extra`](crate::Extra) and [`UnknownObject`](crate::UnknownObject) are this
+//! crate's too. Fields that the AG-UI schema types as "any JSON" (`STATE_SNAPSHOT.snapshot`,
+//! `CUSTOM.value`, `metadata`, …) are `Json`: they re-serialize byte for byte, keys in their
+//! order, and cost one copy to decode.
+//!
+//! ```
+//! use harness_tanstack::Json;
+//! let j = Json::from_text(r#"{"b":1,"a":[true,null]}"#).unwrap();
+//! assert_eq!(j.get(), r#"{"b":1,"a":[true,null]}"#); // as written, keys in their order
+//! assert_eq!(j.to_value()["a"][0], true);
+//! ```
 
 use std::fmt;
 

@@ -7,6 +7,17 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
+/// Predicates on the first byte of the JSON text (its kind of value).
+macro_rules! first_byte_is {
+    ($( $(#[$doc:meta])* $name:ident $byte:literal )*) => {$(
+        $(#[$doc])*
+        #[inline]
+        pub fn $name(&self) -> bool {
+            self.first_byte() == Some($byte)
+        }
+    )*};
+}
+
 /// One JSON value kept exactly as it was written (any JSON, `null` included).
 ///
 /// Fields that a schema types as "any JSON" (AG-UI's `STATE_SNAPSHOT.snapshot`,
@@ -78,28 +89,15 @@ impl Json {
         serde_json::from_str(self.0.get()).unwrap_or(serde_json::Value::Null)
     }
 
-    /// Whether the value is JSON `null`.
-    #[inline]
-    pub fn is_null(&self) -> bool {
-        self.first_byte() == Some(b'n')
-    }
-
-    /// Whether the value is a JSON object.
-    #[inline]
-    pub fn is_object(&self) -> bool {
-        self.first_byte() == Some(b'{')
-    }
-
-    /// Whether the value is a JSON array.
-    #[inline]
-    pub fn is_array(&self) -> bool {
-        self.first_byte() == Some(b'[')
-    }
-
-    /// Whether the value is a JSON string.
-    #[inline]
-    pub fn is_string(&self) -> bool {
-        self.first_byte() == Some(b'"')
+    first_byte_is! {
+        /// Whether the value is JSON `null`.
+        is_null b'n'
+        /// Whether the value is a JSON object.
+        is_object b'{'
+        /// Whether the value is a JSON array.
+        is_array b'['
+        /// Whether the value is a JSON string.
+        is_string b'"'
     }
 
     /// The string, when the value is a JSON string.

@@ -32,6 +32,3 @@ pub use object::{
     finish_rest, given, is_default, keep_or_set, read_lenient, serialize_object,
 };
 pub use tagged::{Tagged, TaggedVisitor, UnknownObject, fill_variant, seek_tag, serialize_tagged};
-
-#[cfg(test)]
-mod tests;

@@ -127,28 +127,73 @@ impl UnknownObject {
 /// ```
 #[macro_export]
 macro_rules! wire_union {
+    ($($t:tt)*) => {
+        $crate::__wire_union! { closed [] $($t)* }
+    };
+}
+
+/// Like [`wire_union!`](crate::wire_union), with an `Unknown(UnknownObject)` variant for a
+/// tag this version does not know ("ignore a frame with a type that you do not know"). It
+/// reads in place too ([`DeserializeInto`](crate::wire::DeserializeInto)): into a fresh
+/// value of the variant read, the placeholder kept when it is that variant already.
+///
+/// ```
+/// harness_core::wire_struct! {
+///     /// `{"type":"ping"}`
+///     pub struct Ping [tag "type" = "ping" @ 0] {}
+/// }
+/// harness_core::wire_open_union! {
+///     /// A frame.
+///     pub enum Frame ["type"] {
+///         /// `ping`
+///         Ping(Ping) = "ping",
+///     }
+/// }
+/// let f: Frame = serde_json::from_str(r#"{"id":1,"type":"pong","at":2}"#)?;
+/// let Frame::Unknown(u) = &f else { panic!() };
+/// assert_eq!(u.tag, "pong");
+/// assert_eq!(serde_json::to_string(&f)?, r#"{"type":"pong","id":1,"at":2}"#);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[macro_export]
+macro_rules! wire_open_union {
+    ($($t:tt)*) => {
+        $crate::__wire_union! {
+            open [
+                /// A tag this version does not know, kept as it came.
+                Unknown($crate::wire::UnknownObject),
+            ]
+            $($t)*
+        }
+    };
+}
+
+/// The body of [`wire_union!`](crate::wire_union) (`closed`) and
+/// [`wire_open_union!`](crate::wire_open_union) (`open`, with the `Unknown` variant given).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __wire_union {
     (
+        $openness:ident [$($unknown:tt)*]
         $(#[$m:meta])*
         pub enum $name:ident [$tagkey:literal] {
             $( $(#[$vm:meta])* $var:ident($ty:ty) = $lit:literal ),* $(,)?
         }
     ) => {
-        $crate::__wire_union_common! {
-            []
-            $(#[$m])*
-            pub enum $name {
-                $( $(#[$vm])* $var($ty) = $lit, )*
-            }
+        $(#[$m])*
+        #[derive(Clone, Debug, PartialEq)]
+        #[non_exhaustive]
+        #[allow(clippy::large_enum_variant)]
+        pub enum $name {
+            $( $(#[$vm])* $var($ty), )*
+            $($unknown)*
         }
 
-        impl $name {
-            /// The wire value of the tag.
-            pub fn tag(&self) -> &'static str {
-                match self {
-                    $( $name::$var(_) => $lit, )*
-                }
+        $( impl ::core::convert::From<$ty> for $name {
+            fn from(v: $ty) -> Self {
+                $name::$var(v)
             }
-        }
+        } )*
 
         impl $crate::__private::serde::Serialize for $name {
             fn serialize<S: $crate::__private::serde::Serializer>(
@@ -157,6 +202,43 @@ macro_rules! wire_union {
             ) -> ::core::result::Result<S::Ok, S::Error> {
                 match self {
                     $( $name::$var(v) => $crate::wire::serialize_object(v, s), )*
+                    #[allow(unreachable_patterns)]
+                    other => $crate::__wire_union!(@serialize_unknown $openness, other, $name, $tagkey, s),
+                }
+            }
+        }
+
+        $crate::__wire_union!(@read $openness, $name, $tagkey, { $( $var($ty) = $lit ),* });
+    };
+
+    // The arm of what is not a declared variant: `Unknown` in an open union; none, in a
+    // closed one (the arm is never taken).
+    (@serialize_unknown closed, $v:expr, $name:ident, $tagkey:literal, $s:ident) => {{
+        let _ = $v;
+        ::core::result::Result::Err($crate::__private::serde::ser::Error::custom(
+            "a variant without a wire form",
+        ))
+    }};
+    (@serialize_unknown open, $v:expr, $name:ident, $tagkey:literal, $s:ident) => {
+        match $v {
+            $name::Unknown(u) => {
+                let mut m = $crate::__private::serde::Serializer::serialize_map(
+                    $s,
+                    ::core::option::Option::None,
+                )?;
+                u.write_fields($tagkey, &mut m)?;
+                $crate::__private::serde::ser::SerializeMap::end(m)
+            }
+            _ => $crate::__wire_union!(@serialize_unknown closed, $v, $name, $tagkey, $s),
+        }
+    };
+
+    (@read closed, $name:ident, $tagkey:literal, { $( $var:ident($ty:ty) = $lit:literal ),* }) => {
+        impl $name {
+            /// The wire value of the tag.
+            pub fn tag(&self) -> &'static str {
+                match self {
+                    $( $name::$var(_) => $lit, )*
                 }
             }
         }
@@ -188,73 +270,14 @@ macro_rules! wire_union {
             }
         }
     };
-}
 
-/// Like [`wire_union!`](crate::wire_union), with an `Unknown(UnknownObject)` variant for a
-/// tag this version does not know ("ignore a frame with a type that you do not know"). It
-/// reads in place too ([`DeserializeInto`](crate::wire::DeserializeInto)): into a fresh
-/// value of the variant read, the placeholder kept when it is that variant already.
-///
-/// ```
-/// harness_core::wire_struct! {
-///     /// `{"type":"ping"}`
-///     pub struct Ping [tag "type" = "ping" @ 0] {}
-/// }
-/// harness_core::wire_open_union! {
-///     /// A frame.
-///     pub enum Frame ["type"] {
-///         /// `ping`
-///         Ping(Ping) = "ping",
-///     }
-/// }
-/// let f: Frame = serde_json::from_str(r#"{"id":1,"type":"pong","at":2}"#)?;
-/// let Frame::Unknown(u) = &f else { panic!() };
-/// assert_eq!(u.tag, "pong");
-/// assert_eq!(serde_json::to_string(&f)?, r#"{"type":"pong","id":1,"at":2}"#);
-/// # Ok::<(), serde_json::Error>(())
-/// ```
-#[macro_export]
-macro_rules! wire_open_union {
-    (
-        $(#[$m:meta])*
-        pub enum $name:ident [$tagkey:literal] {
-            $( $(#[$vm:meta])* $var:ident($ty:ty) = $lit:literal ),* $(,)?
-        }
-    ) => {
-        $crate::__wire_union_common! {
-            [
-                /// A tag this version does not know, kept as it came.
-                Unknown($crate::wire::UnknownObject),
-            ]
-            $(#[$m])*
-            pub enum $name {
-                $( $(#[$vm])* $var($ty) = $lit, )*
-            }
-        }
-
+    (@read open, $name:ident, $tagkey:literal, { $( $var:ident($ty:ty) = $lit:literal ),* }) => {
         impl $name {
             /// The wire value of the tag.
             pub fn tag(&self) -> &str {
                 match self {
                     $( $name::$var(_) => $lit, )*
                     $name::Unknown(u) => &u.tag,
-                }
-            }
-        }
-
-        impl $crate::__private::serde::Serialize for $name {
-            fn serialize<S: $crate::__private::serde::Serializer>(
-                &self,
-                s: S,
-            ) -> ::core::result::Result<S::Ok, S::Error> {
-                match self {
-                    $( $name::$var(v) => $crate::wire::serialize_object(v, s), )*
-                    $name::Unknown(u) => {
-                        use $crate::__private::serde::ser::SerializeMap as _;
-                        let mut m = s.serialize_map(::core::option::Option::None)?;
-                        u.write_fields($tagkey, &mut m)?;
-                        m.end()
-                    }
                 }
             }
         }
@@ -307,35 +330,6 @@ macro_rules! wire_open_union {
                 ::core::result::Result::Ok(out)
             }
         }
-    };
-}
-
-/// The enum and its `From`s, for [`wire_union!`](crate::wire_union) and
-/// [`wire_open_union!`](crate::wire_open_union).
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __wire_union_common {
-    (
-        [$($more:tt)*]
-        $(#[$m:meta])*
-        pub enum $name:ident {
-            $( $(#[$vm:meta])* $var:ident($ty:ty) = $lit:literal, )*
-        }
-    ) => {
-        $(#[$m])*
-        #[derive(Clone, Debug, PartialEq)]
-        #[non_exhaustive]
-        #[allow(clippy::large_enum_variant)]
-        pub enum $name {
-            $( $(#[$vm])* $var($ty), )*
-            $($more)*
-        }
-
-        $( impl ::core::convert::From<$ty> for $name {
-            fn from(v: $ty) -> Self {
-                $name::$var(v)
-            }
-        } )*
     };
 }
 

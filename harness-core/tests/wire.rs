@@ -1,12 +1,16 @@
-//! The machinery on small objects of its own: both kinds of `extra`, both kinds of union.
+//! `harness_core::wire` on small objects of its own, from a crate of their own: both kinds of
+//! `extra`, both kinds of union, `Tagged`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::json_value;
+use harness_core::wire::*;
 use proptest::prelude::*;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::*;
-
-crate::wire_struct! {
+harness_core::wire_struct! {
     /// A strict object, its tag after `id`.
     pub struct Strict [tag "type" = "strict" @ 1] {
         /// Required.
@@ -22,7 +26,7 @@ crate::wire_struct! {
     }
 }
 
-crate::wire_struct! {
+harness_core::wire_struct! {
     /// Another variant.
     pub struct Other [tag "type" = "other" @ 0] {
         /// An object.
@@ -30,7 +34,7 @@ crate::wire_struct! {
     }
 }
 
-crate::wire_union! {
+harness_core::wire_union! {
     /// Closed.
     pub enum Closed ["type"] {
         /// `strict`
@@ -40,7 +44,7 @@ crate::wire_union! {
     }
 }
 
-crate::wire_open_union! {
+harness_core::wire_open_union! {
     /// Open.
     pub enum Open ["type"] {
         /// `strict`
@@ -50,7 +54,7 @@ crate::wire_open_union! {
     }
 }
 
-crate::wire_struct! {
+harness_core::wire_struct! {
     /// Fields kept as given.
     pub struct Given [as_given] [skip "type"] {
         /// Kept as given when it is not a number.
@@ -232,7 +236,7 @@ impl<'de> Tagged<'de> for Part {
         Ok(Part::Other(String::new(), fields))
     }
 }
-crate::tagged_deserialize!(Part);
+harness_core::tagged_deserialize!(Part);
 
 #[test]
 fn tagged_reads_the_tag_first_or_gathers_the_object() {
@@ -264,23 +268,6 @@ fn tagged_reads_the_tag_first_or_gathers_the_object() {
     )
     .unwrap();
     assert_eq!(out, br#"{"type":"text","text":"x"}"#);
-}
-
-/// Any JSON value, small.
-fn json_value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        "[a-z\u{e9}\"\\\\ ]{0,8}".prop_map(Value::String),
-    ];
-    leaf.prop_recursive(3, 16, 4, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::vec(("[a-z]{1,3}", inner), 0..4)
-                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
-        ]
-    })
 }
 
 proptest! {
