@@ -13,6 +13,9 @@
 //!   a deterministic model for tests and demos.
 //! - [`testing`]: [`RecordingSink`](testing::RecordingSink), to unit-test an agent without
 //!   any protocol; [`agent`]: a reference model-and-tools agent.
+//! - [`wire`]: the JSON machinery of the protocol crates' wire types: open objects read in
+//!   one pass with unknown keys kept ([`wire_struct!`]), raw JSON kept as written, unions read
+//!   by their tag without buffering ([`wire_union!`], [`wire::Tagged`]).
 //!
 //! Nothing here opens a socket, spawns a task, sleeps or reads a clock: bytes come in
 //! through `push`, events go out through `poll_*`, and you own the I/O.

@@ -28,7 +28,7 @@ mod tagged;
 pub use json::{Extra, Json};
 pub use key::Key;
 pub use object::{
-    Absent, DeserializeInto, FieldSeed, ObjectVisitor, Pending, WireObject, check_tag, fill_rest,
-    finish_rest, given, is_default, keep_or_set, read_lenient, serialize_object,
+    Absent, DeserializeInto, ObjectVisitor, Pending, WireObject, check_tag, fill_rest, finish_rest,
+    given, is_default, keep_or_set, read_lenient, serialize_object,
 };
 pub use tagged::{Tagged, TaggedVisitor, UnknownObject, fill_variant, seek_tag, serialize_tagged};

@@ -22,7 +22,7 @@ use super::{Extra, Key, Pending, WireObject, fill_rest};
 
 /// Reads an object's keys up to its tag: the tag's value, and the keys before it with their
 /// values as written. An object without the tag key is an error (`missing field`).
-#[inline]
+#[inline(always)]
 pub fn seek_tag<'de, A: MapAccess<'de>>(
     map: &mut A,
     key: &'static str,
@@ -40,7 +40,7 @@ pub fn seek_tag<'de, A: MapAccess<'de>>(
 /// Reads the rest of an object into the variant of a union that its tag names, in place:
 /// into `out` when it is that variant already (a placeholder, filled as it is), else into a
 /// fresh one put there first. `variant` makes the variant, `as_variant` finds it.
-#[inline]
+#[inline(always)]
 pub fn fill_variant<'de, U, T: WireObject, A: MapAccess<'de>>(
     out: &mut U,
     variant: impl FnOnce(T) -> U,
