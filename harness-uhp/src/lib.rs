@@ -94,7 +94,6 @@ pub mod protocol;
 pub mod response;
 pub mod retry;
 pub mod sequence;
-mod tagged;
 
 pub use accumulator::{
     ProtocolFinding, SequenceSummary, TaskAccumulator, TaskSummary, TerminalSource,
