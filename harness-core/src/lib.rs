@@ -23,6 +23,9 @@
 //! - [`testing`]: [`RecordingSink`](testing::RecordingSink), to unit-test an agent without
 //!   any protocol, with the strictest host's rules; [`agent`]: a reference
 //!   model-and-tools agent.
+//! - [`wire`]: the JSON machinery of the protocol crates' wire types: open objects read in
+//!   one pass with unknown keys kept ([`wire_struct!`]), raw JSON kept as written, unions read
+//!   by their tag without buffering ([`wire_union!`], [`wire::Tagged`]).
 //!
 //! Nothing here opens a socket, spawns a task, sleeps or reads a clock: bytes come in
 //! through `push`, events go out through `poll_*`, and you own the I/O. [`run_loop`] states
@@ -68,6 +71,7 @@ pub mod sse;
 pub mod tape;
 pub mod testing;
 pub mod tool;
+pub mod wire;
 
 pub use cursor::Cursor;
 pub use harness::{
@@ -77,3 +81,11 @@ pub use harness::{
 pub use interaction::Feature;
 pub use proto_json::{Timestamp, TimestampError};
 pub use tool::{Tool, Tools};
+
+/// What the macros of [`wire`] name through `$crate`, so that a crate using them need not
+/// depend on `serde` or `serde_json` itself. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use serde;
+    pub use serde_json;
+}

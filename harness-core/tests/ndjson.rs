@@ -2,6 +2,9 @@
 //! blank lines skipped, bounded line length, a bad line is an error for that line only.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::json_value;
 use harness_core::ndjson::{NdjsonConfig, NdjsonDecoder, NdjsonEncoder, NdjsonError};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -127,22 +130,6 @@ fn encoder_writes_one_value_per_line_even_with_newlines_in_strings() {
         run(NdjsonConfig::default(), &[&out]),
         vec![Ok(json!({"text": "two\nlines\r\n"})), Ok(json!([1]))]
     );
-}
-
-fn json_value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        "(?s).{0,12}".prop_map(Value::String),
-    ];
-    leaf.prop_recursive(3, 24, 4, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map("[a-z\n]{0,4}", inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
 }
 
 proptest! {

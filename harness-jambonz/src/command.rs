@@ -2,19 +2,17 @@
 
 use serde_json::{Map, Value};
 
-use crate::wire::wire_struct;
+use harness_core::wire_struct;
 
 wire_struct! {
     /// `command`: `{command_id, name, args}`. See [`Command`] for the typed view.
-    pub struct CommandMessage {
-        skip: ["type"],
-        lenient: false,
+    pub struct CommandMessage [as_given] [skip "type"] {
         /// The command, chosen by the harness, unique within the call.
-        pub command_id: String = "command_id",
+        val command_id: String = "command_id",
         /// Its name: `hangup`, `play`, `listen`, …
-        pub name: String = "name",
+        val name: String = "name",
         /// Its arguments.
-        pub args: Map<String, Value> = "args",
+        val args: Map<String, Value> = "args",
     }
 }
 
@@ -97,15 +95,13 @@ impl CommandMessage {
 
 wire_struct! {
     /// `command:result`: `{command_id, ok}`.
-    pub struct CommandResult {
-        skip: ["type"],
-        lenient: true,
+    pub struct CommandResult [as_given] [skip "type"] {
         /// The call's id.
-        pub call_sid: Option<String> = "call_sid",
+        lenient call_sid: Option<String> = "call_sid",
         /// The command this answers.
-        pub command_id: String = "command_id",
+        lenient command_id: String = "command_id",
         /// Whether it was carried out.
-        pub ok: bool = "ok",
+        lenient ok: bool = "ok",
     }
 }
 

@@ -9,7 +9,8 @@ use serde::ser::SerializeMap;
 use serde_json::{Map, Value};
 
 use crate::turn::TurnId;
-use crate::wire::wire_struct;
+use harness_core::wire::WireObject;
+use harness_core::wire_struct;
 
 /// Known event names.
 pub mod name {
@@ -32,60 +33,52 @@ pub mod drop_reason {
 wire_struct! {
     /// `user_interruption`: `{turn_id, reply_id, spoken, unspoken}`: the caller spoke over
     /// a reply; `spoken` is what they heard. Keep only that in the conversation.
-    pub struct UserInterruption {
-        skip: ["type", "name"],
-        lenient: true,
+    pub struct UserInterruption [as_given] [skip "type", "name"] {
         /// The call's id.
-        pub call_sid: Option<String> = "call_sid",
+        lenient call_sid: Option<String> = "call_sid",
         /// The turn the reply answered (none for an unprompted reply).
-        pub turn_id: Option<TurnId> = "turn_id",
+        lenient turn_id: Option<TurnId> = "turn_id",
         /// The reply that was cut off.
-        pub reply_id: Option<String> = "reply_id",
+        lenient reply_id: Option<String> = "reply_id",
         /// What the caller heard.
-        pub spoken: String = "spoken",
+        lenient spoken: String = "spoken",
         /// What they did not.
-        pub unspoken: String = "unspoken",
+        lenient unspoken: String = "unspoken",
     }
 }
 
 wire_struct! {
     /// `silence`: the caller has been silent. Its fields are not given by the spec.
-    pub struct Silence {
-        skip: ["type", "name"],
-        lenient: true,
+    pub struct Silence [as_given] [skip "type", "name"] {
         /// The call's id.
-        pub call_sid: Option<String> = "call_sid",
+        lenient call_sid: Option<String> = "call_sid",
     }
 }
 
 wire_struct! {
     /// `reply_dropped`: a held unprompted reply was dropped, e.g. reason `replaced`.
-    pub struct ReplyDropped {
-        skip: ["type", "name"],
-        lenient: true,
+    pub struct ReplyDropped [as_given] [skip "type", "name"] {
         /// The call's id.
-        pub call_sid: Option<String> = "call_sid",
+        lenient call_sid: Option<String> = "call_sid",
         /// The dropped reply.
-        pub reply_id: Option<String> = "reply_id",
+        lenient reply_id: Option<String> = "reply_id",
         /// Why, e.g. [`drop_reason::REPLACED`].
-        pub reason: Option<String> = "reason",
+        lenient reason: Option<String> = "reason",
     }
 }
 
 wire_struct! {
     /// `error`: jambonz refused something the harness sent (a reply before its turn's
     /// `turn:start`). The spec gives no fields; these are the simulator's.
-    pub struct ErrorEvent {
-        skip: ["type", "name"],
-        lenient: true,
+    pub struct ErrorEvent [as_given] [skip "type", "name"] {
         /// The call's id.
-        pub call_sid: Option<String> = "call_sid",
+        lenient call_sid: Option<String> = "call_sid",
         /// The refused reply.
-        pub reply_id: Option<String> = "reply_id",
+        lenient reply_id: Option<String> = "reply_id",
         /// Its turn.
-        pub turn_id: Option<TurnId> = "turn_id",
+        lenient turn_id: Option<TurnId> = "turn_id",
         /// What was wrong.
-        pub message: Option<String> = "message",
+        lenient message: Option<String> = "message",
     }
 }
 
@@ -151,13 +144,13 @@ impl Event {
         })
     }
 
-    pub(crate) fn serialize_fields<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
+    pub(crate) fn write_fields<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
         map.serialize_entry("name", self.name())?;
         match self {
-            Event::UserInterruption(e) => e.serialize_fields(map),
-            Event::Silence(e) => e.serialize_fields(map),
-            Event::ReplyDropped(e) => e.serialize_fields(map),
-            Event::Error(e) => e.serialize_fields(map),
+            Event::UserInterruption(e) => e.write_fields(map),
+            Event::Silence(e) => e.write_fields(map),
+            Event::ReplyDropped(e) => e.write_fields(map),
+            Event::Error(e) => e.write_fields(map),
             Event::Other { fields, .. } => {
                 for (k, v) in fields {
                     if k != "type" && k != "name" {

@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 
+use harness_core::wire::{Key, WireObject};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
@@ -79,7 +80,7 @@ pub struct UnknownMessage {
 }
 
 impl UnknownMessage {
-    fn serialize_fields<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
+    fn write_fields<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
         for (k, v) in &self.fields {
             if k != "type" {
                 map.serialize_entry(k, v)?;
@@ -227,7 +228,7 @@ impl<'de> serde::de::Visitor<'de> for TypeVisitor {
             return Ok(TypeOf::NotObject);
         }
         let mut kind: Option<Option<Cow<'de, str>>> = None;
-        while let Some(key) = map.next_key::<crate::wire::Key<'de>>()? {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
             if &*key.0 == "type" && kind.is_none() {
                 kind = Some(map.next_value::<StrOrSkip<'de>>()?.0);
             } else {
@@ -412,16 +413,16 @@ impl Serialize for JambonzMessage {
         let mut map = s.serialize_map(None)?;
         map.serialize_entry("type", self.kind())?;
         match self {
-            JambonzMessage::SessionStart(m) => m.serialize_fields(&mut map)?,
-            JambonzMessage::TurnStart(m) => m.serialize_fields(&mut map)?,
-            JambonzMessage::SpeechStart(m) => m.serialize_fields(&mut map)?,
-            JambonzMessage::Transcript(m) => m.serialize_fields(&mut map)?,
-            JambonzMessage::ToolResult(m) => m.serialize_fields(&mut map)?,
-            JambonzMessage::Event(m) => m.serialize_fields(&mut map)?,
-            JambonzMessage::TurnCancel(m) => m.serialize_fields(&mut map)?,
-            JambonzMessage::CommandResult(m) => m.serialize_fields(&mut map)?,
-            JambonzMessage::SessionEnd(m) => m.serialize_fields(&mut map)?,
-            JambonzMessage::Unknown(m) => m.serialize_fields(&mut map)?,
+            JambonzMessage::SessionStart(m) => m.write_fields(&mut map)?,
+            JambonzMessage::TurnStart(m) => m.write_fields(&mut map)?,
+            JambonzMessage::SpeechStart(m) => m.write_fields(&mut map)?,
+            JambonzMessage::Transcript(m) => m.write_fields(&mut map)?,
+            JambonzMessage::ToolResult(m) => m.write_fields(&mut map)?,
+            JambonzMessage::Event(m) => m.write_fields(&mut map)?,
+            JambonzMessage::TurnCancel(m) => m.write_fields(&mut map)?,
+            JambonzMessage::CommandResult(m) => m.write_fields(&mut map)?,
+            JambonzMessage::SessionEnd(m) => m.write_fields(&mut map)?,
+            JambonzMessage::Unknown(m) => m.write_fields(&mut map)?,
         }
         map.end()
     }
@@ -479,11 +480,11 @@ impl Serialize for HarnessMessage {
         let mut map = s.serialize_map(None)?;
         map.serialize_entry("type", self.kind())?;
         match self {
-            HarnessMessage::ReplyChunk(m) => m.serialize_fields(&mut map)?,
-            HarnessMessage::ReplyDone(m) => m.serialize_fields(&mut map)?,
-            HarnessMessage::ToolCall(m) => m.serialize_fields(&mut map)?,
-            HarnessMessage::Command(m) => m.serialize_fields(&mut map)?,
-            HarnessMessage::Unknown(m) => m.serialize_fields(&mut map)?,
+            HarnessMessage::ReplyChunk(m) => m.write_fields(&mut map)?,
+            HarnessMessage::ReplyDone(m) => m.write_fields(&mut map)?,
+            HarnessMessage::ToolCall(m) => m.write_fields(&mut map)?,
+            HarnessMessage::Command(m) => m.write_fields(&mut map)?,
+            HarnessMessage::Unknown(m) => m.write_fields(&mut map)?,
         }
         map.end()
     }

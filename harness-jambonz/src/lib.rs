@@ -96,7 +96,6 @@ pub mod tool;
 pub mod turn;
 pub mod turn_record;
 pub mod upgrade;
-mod wire;
 
 pub use frame::{HarnessMessage, JambonzMessage};
 pub use harness_side::{HarnessCall, Transmit};

@@ -5,60 +5,52 @@ use serde_json::Value;
 
 use crate::turn::TurnId;
 use crate::turn_record::TurnRecord;
-use crate::wire::wire_struct;
+use harness_core::wire_struct;
 
 wire_struct! {
     /// `reply:chunk`: `{reply_id, turn_id?, chunk, interrupt?}`.
     ///
     /// A reply with a `turn_id` answers that turn; one without is the harness speaking on its
     /// own initiative. `interrupt: true` belongs on a reply's first chunk only.
-    pub struct ReplyChunk {
-        skip: ["type"],
-        lenient: false,
+    pub struct ReplyChunk [as_given] [skip "type"] {
         /// The reply, chosen by the harness, unique within the call.
-        pub reply_id: String = "reply_id",
+        val reply_id: String = "reply_id",
         /// The turn it answers; none for an unprompted reply.
-        pub turn_id: Option<TurnId> = "turn_id",
+        val turn_id: Option<TurnId> = "turn_id",
         /// The text, in the shape of an OpenAI `chat.completion.chunk`.
-        pub chunk: Chunk = "chunk",
+        val chunk: Chunk = "chunk",
         /// On a first chunk: cut off whatever is playing and speak this reply now.
-        pub interrupt: Option<bool> = "interrupt",
+        val interrupt: Option<bool> = "interrupt",
     }
 }
 
 wire_struct! {
     /// An OpenAI `chat.completion.chunk`. Only `choices[].delta.content` is spoken; every
     /// other field (`id`, `model`, `usage`, …) is kept as given.
-    pub struct Chunk {
-        skip: [],
-        lenient: false,
+    pub struct Chunk [as_given] {
         /// The choices; jambonz speaks the first one's `delta.content`.
-        pub choices: Vec<Choice> = "choices",
+        val choices: Vec<Choice> = "choices",
     }
 }
 
 wire_struct! {
     /// One entry of `choices`.
-    pub struct Choice {
-        skip: [],
-        lenient: false,
+    pub struct Choice [as_given] {
         /// The new text (and, ignored by jambonz, tool calls).
-        pub delta: Option<Delta> = "delta",
+        val delta: Option<Delta> = "delta",
         /// Why the model stopped, on the last chunk.
-        pub finish_reason: Option<String> = "finish_reason",
+        val finish_reason: Option<String> = "finish_reason",
     }
 }
 
 wire_struct! {
     /// A choice's `delta`.
-    pub struct Delta {
-        skip: [],
-        lenient: false,
+    pub struct Delta [as_given] {
         /// Text to speak.
-        pub content: Option<String> = "content",
+        val content: Option<String> = "content",
         /// Tool calls of the model. "Tool calls inside chunks (delta.tool_calls) are
         /// ignored": send `tool:call` instead.
-        pub tool_calls: Option<Value> = "tool_calls",
+        val tool_calls: Option<Value> = "tool_calls",
     }
 }
 
@@ -99,14 +91,12 @@ impl Chunk {
 
 wire_struct! {
     /// `reply:done`: `{reply_id, turn_id?, turn_record?}`: the reply is complete.
-    pub struct ReplyDone {
-        skip: ["type"],
-        lenient: false,
+    pub struct ReplyDone [as_given] [skip "type"] {
         /// The reply.
-        pub reply_id: String = "reply_id",
+        val reply_id: String = "reply_id",
         /// The turn it answered.
-        pub turn_id: Option<TurnId> = "turn_id",
+        val turn_id: Option<TurnId> = "turn_id",
         /// The harness's account of the turn.
-        pub turn_record: Option<TurnRecord> = "turn_record",
+        val turn_record: Option<TurnRecord> = "turn_record",
     }
 }

@@ -3,7 +3,7 @@
 use harness_core::message::ToolDefinition;
 use serde_json::{Map, Value};
 
-use crate::wire::wire_struct;
+use harness_core::wire_struct;
 
 /// The protocol version this crate speaks: `session:start` carries `protocol: 1`.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -22,27 +22,25 @@ pub mod end_reason {
 
 wire_struct! {
     /// `session:start`: `{call_sid, protocol: 1, from, to, direction, language, metadata, tools}`.
-    pub struct SessionStart {
-        skip: ["type"],
-        lenient: true,
+    pub struct SessionStart [as_given] [skip "type"] {
         /// The call's id; on every message from jambonz.
-        pub call_sid: Option<String> = "call_sid",
+        lenient call_sid: Option<String> = "call_sid",
         /// The protocol version; `1`. Kept as any JSON so a harness can answer a version it
         /// cannot speak (a string, a 2) with the spec's close.
-        pub protocol: Option<Value> = "protocol",
+        lenient protocol: Option<Value> = "protocol",
         /// The calling party.
-        pub from: Option<String> = "from",
+        lenient from: Option<String> = "from",
         /// The called party.
-        pub to: Option<String> = "to",
+        lenient to: Option<String> = "to",
         /// `inbound` or `outbound`.
-        pub direction: Option<String> = "direction",
+        lenient direction: Option<String> = "direction",
         /// The call's language, e.g. `en-US`.
-        pub language: Option<String> = "language",
+        lenient language: Option<String> = "language",
         /// The agent's metadata, as configured.
-        pub metadata: Option<Value> = "metadata",
+        lenient metadata: Option<Value> = "metadata",
         /// The agent's tools, which jambonz runs on `tool:call`. Their shape is not given by
         /// the spec; see [`SessionStart::tool_definitions`].
-        pub tools: Option<Vec<Value>> = "tools",
+        lenient tools: Option<Vec<Value>> = "tools",
     }
 }
 
@@ -98,14 +96,12 @@ impl SessionStart {
 
 wire_struct! {
     /// `session:end`: `{reason, duration_ms}`, the last message of a call.
-    pub struct SessionEnd {
-        skip: ["type"],
-        lenient: true,
+    pub struct SessionEnd [as_given] [skip "type"] {
         /// The call's id.
-        pub call_sid: Option<String> = "call_sid",
+        lenient call_sid: Option<String> = "call_sid",
         /// Why the call ended, e.g. [`end_reason::HARNESS_HANGUP`].
-        pub reason: Option<String> = "reason",
+        lenient reason: Option<String> = "reason",
         /// How long the call lasted.
-        pub duration_ms: Option<u64> = "duration_ms",
+        lenient duration_ms: Option<u64> = "duration_ms",
     }
 }

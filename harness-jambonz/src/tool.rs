@@ -3,21 +3,19 @@
 use serde_json::{Map, Value};
 
 use crate::turn::TurnId;
-use crate::wire::wire_struct;
+use harness_core::wire_struct;
 
 wire_struct! {
     /// `tool:call`: `{call_id, turn_id, name, args}`: run one of the agent's tools.
-    pub struct ToolCallMessage {
-        skip: ["type"],
-        lenient: false,
+    pub struct ToolCallMessage [as_given] [skip "type"] {
         /// The call, chosen by the harness, unique within the call.
-        pub call_id: String = "call_id",
+        val call_id: String = "call_id",
         /// The turn it is for.
-        pub turn_id: Option<TurnId> = "turn_id",
+        val turn_id: Option<TurnId> = "turn_id",
         /// The tool.
-        pub name: String = "name",
+        val name: String = "name",
         /// Its arguments.
-        pub args: Map<String, Value> = "args",
+        val args: Map<String, Value> = "args",
     }
 }
 
@@ -27,17 +25,15 @@ wire_struct! {
     /// The spec shows only the success form. A failed call is read from an `error` field
     /// (what the simulator sends: `{call_id, error: "unknown tool: x"}`); a `result` holding
     /// `{error}` is the tool's own answer and is passed on as a result.
-    pub struct ToolResultMessage {
-        skip: ["type"],
-        lenient: true,
+    pub struct ToolResultMessage [as_given] [skip "type"] {
         /// The call's id (jambonz's `call_sid`).
-        pub call_sid: Option<String> = "call_sid",
+        lenient call_sid: Option<String> = "call_sid",
         /// The tool call this answers.
-        pub call_id: String = "call_id",
+        lenient call_id: String = "call_id",
         /// What the tool returned.
-        pub result: Option<Value> = "result",
+        lenient result: Option<Value> = "result",
         /// Why the tool could not be run.
-        pub error: Option<Value> = "error",
+        lenient error: Option<Value> = "error",
     }
 }
 

@@ -1,7 +1,7 @@
 //! Turns: `turn:start` with its input, `speech:start` and `transcript` (for starting early),
 //! `turn:cancel`.
 
-use crate::wire::wire_struct;
+use harness_core::wire_struct;
 
 /// A turn id, chosen by jambonz (`turn_id: 1`, `2`, …).
 pub type TurnId = u64;
@@ -14,30 +14,26 @@ pub mod cancel_reason {
 
 wire_struct! {
     /// `turn:start`: `{turn_id, input}`. The harness answers the turn with a reply.
-    pub struct TurnStart {
-        skip: ["type"],
-        lenient: false,
+    pub struct TurnStart [as_given] [skip "type"] {
         /// The call's id.
-        pub call_sid: Option<String> = "call_sid",
+        val call_sid: Option<String> = "call_sid",
         /// The turn.
-        pub turn_id: Option<TurnId> = "turn_id",
+        val turn_id: Option<TurnId> = "turn_id",
         /// What started it.
-        pub input: TurnInput = "input",
+        val input: TurnInput = "input",
     }
 }
 
 wire_struct! {
     /// A turn's input: `{type: "greeting"}`, `{type: "speech", text, language}`, or another
     /// type, kept as given.
-    pub struct TurnInput {
-        skip: [],
-        lenient: false,
+    pub struct TurnInput [as_given] {
         /// The input type: `greeting`, `speech`, …
-        pub kind: String = "type",
+        val kind: String = "type",
         /// What the caller said (speech).
-        pub text: Option<String> = "text",
+        val text: Option<String> = "text",
         /// The language it was recognized in (speech).
-        pub language: Option<String> = "language",
+        val language: Option<String> = "language",
     }
 }
 
@@ -114,42 +110,36 @@ impl TurnInput {
 
 wire_struct! {
     /// `speech:start`: `{turn_id}`: the caller started speaking; the turn's text follows.
-    pub struct SpeechStart {
-        skip: ["type"],
-        lenient: false,
+    pub struct SpeechStart [as_given] [skip "type"] {
         /// The call's id.
-        pub call_sid: Option<String> = "call_sid",
+        val call_sid: Option<String> = "call_sid",
         /// The turn the speech will become.
-        pub turn_id: Option<TurnId> = "turn_id",
+        val turn_id: Option<TurnId> = "turn_id",
     }
 }
 
 wire_struct! {
     /// `transcript`: `{turn_id, text, final}`: recognized speech, partial or final.
-    pub struct Transcript {
-        skip: ["type"],
-        lenient: false,
+    pub struct Transcript [as_given] [skip "type"] {
         /// The call's id.
-        pub call_sid: Option<String> = "call_sid",
+        val call_sid: Option<String> = "call_sid",
         /// The turn.
-        pub turn_id: Option<TurnId> = "turn_id",
+        val turn_id: Option<TurnId> = "turn_id",
         /// The text so far.
-        pub text: String = "text",
+        val text: String = "text",
         /// Whether this segment is final.
-        pub is_final: bool = "final",
+        val is_final: bool = "final",
     }
 }
 
 wire_struct! {
     /// `turn:cancel`: `{turn_id, reason: "barge_in"}`. Send nothing more for the turn.
-    pub struct TurnCancel {
-        skip: ["type"],
-        lenient: false,
+    pub struct TurnCancel [as_given] [skip "type"] {
         /// The call's id.
-        pub call_sid: Option<String> = "call_sid",
+        val call_sid: Option<String> = "call_sid",
         /// The cancelled turn.
-        pub turn_id: Option<TurnId> = "turn_id",
+        val turn_id: Option<TurnId> = "turn_id",
         /// Why, e.g. [`cancel_reason::BARGE_IN`].
-        pub reason: Option<String> = "reason",
+        val reason: Option<String> = "reason",
     }
 }

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::wire::wire_struct;
+use harness_core::wire_struct;
 
 /// The largest serialized turn record jambonz stores: "Up to 16 KB" (read as 16 × 1024 bytes
 /// of JSON).
@@ -30,71 +30,63 @@ wire_struct! {
     /// let json = serde_json::to_string(&record).unwrap();
     /// assert_eq!(json, r#"{"route":"chat","model_calls":[{"model":"gpt-4.1","first_token_ms":420,"ms":900}]}"#);
     /// ```
-    pub struct TurnRecord {
-        skip: [],
-        lenient: true,
+    pub struct TurnRecord [as_given] {
         /// How the turn was routed, e.g. `chat` or `procedure`.
-        pub route: Option<String> = "route",
+        lenient route: Option<String> = "route",
         /// Procedures the turn ran.
-        pub procedures: Option<Vec<String>> = "procedures",
+        lenient procedures: Option<Vec<String>> = "procedures",
         /// Steps the harness took, with their duration.
-        pub steps: Option<Vec<StepRecord>> = "steps",
+        lenient steps: Option<Vec<StepRecord>> = "steps",
         /// Model calls made for the turn.
-        pub model_calls: Option<Vec<ModelCallRecord>> = "model_calls",
+        lenient model_calls: Option<Vec<ModelCallRecord>> = "model_calls",
         /// Tools of the harness's own that it ran.
-        pub own_tools: Option<Vec<OwnToolRecord>> = "own_tools",
+        lenient own_tools: Option<Vec<OwnToolRecord>> = "own_tools",
         /// Flags, e.g. `identity_verified`.
-        pub flags: Option<Vec<String>> = "flags",
+        lenient flags: Option<Vec<String>> = "flags",
         /// Free text.
-        pub note: Option<String> = "note",
+        lenient note: Option<String> = "note",
     }
 }
 
 wire_struct! {
     /// One entry of `steps`: `{ "name": "retrieve", "ms": 120, "detail": { "documents": 4 } }`.
-    pub struct StepRecord {
-        skip: [],
-        lenient: true,
+    pub struct StepRecord [as_given] {
         /// The step's name.
-        pub name: Option<String> = "name",
+        lenient name: Option<String> = "name",
         /// How long it took.
-        pub ms: Option<u64> = "ms",
+        lenient ms: Option<u64> = "ms",
         /// Anything about it.
-        pub detail: Option<Value> = "detail",
+        lenient detail: Option<Value> = "detail",
     }
 }
 
 wire_struct! {
     /// One entry of `model_calls`.
-    pub struct ModelCallRecord {
-        skip: [],
-        lenient: true,
+    pub struct ModelCallRecord [as_given] {
         /// The model id.
-        pub model: Option<String> = "model",
+        lenient model: Option<String> = "model",
         /// What the call was for, e.g. `router` or `reply`.
-        pub purpose: Option<String> = "purpose",
+        lenient purpose: Option<String> = "purpose",
         /// Prompt tokens.
-        pub input_tokens: Option<u64> = "input_tokens",
+        lenient input_tokens: Option<u64> = "input_tokens",
         /// Completion tokens.
-        pub output_tokens: Option<u64> = "output_tokens",
+        lenient output_tokens: Option<u64> = "output_tokens",
         /// Time to the first token.
-        pub first_token_ms: Option<u64> = "first_token_ms",
+        lenient first_token_ms: Option<u64> = "first_token_ms",
         /// Time to the last token.
-        pub ms: Option<u64> = "ms",
+        lenient ms: Option<u64> = "ms",
     }
 }
 
 wire_struct! {
     /// One entry of `own_tools`: a tool the harness ran itself.
-    pub struct OwnToolRecord {
-        skip: [],
-        lenient: true,
+    pub struct OwnToolRecord [as_given] {
         /// The tool's name.
-        pub name: Option<String> = "name",
+        lenient name: Option<String> = "name",
         /// Whether it succeeded.
-        pub ok: Option<bool> = "ok",
+        lenient ok: Option<bool> = "ok",
         /// How long it took.
-        pub ms: Option<u64> = "ms",
+        lenient ms: Option<u64> = "ms",
     }
 }
 

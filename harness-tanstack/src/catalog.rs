@@ -22,6 +22,7 @@
 //! ```
 
 use harness_core::Cursor;
+use harness_core::{wire_enum, wire_struct};
 
 use crate::Json;
 use crate::agui::{Custom, Event};
@@ -531,9 +532,9 @@ wire_struct! {
     /// `harness.gap`: `{ from, resumeAt, reason }`.
     pub struct Gap {
         /// The cursor that the client sent.
-        req_cur from: Cursor = "from",
+        req(crate::wire::cursor) from: Cursor = "from",
         /// The cursor of this event; the stream continues after it.
-        req_cur resume_at: Cursor = "resumeAt",
+        req(crate::wire::cursor) resume_at: Cursor = "resumeAt",
         /// `truncated` or `evicted`.
         req reason: GapReason = "reason",
     }

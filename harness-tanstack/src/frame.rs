@@ -18,6 +18,7 @@
 //! ```
 
 use harness_core::Cursor;
+use harness_core::{wire_enum, wire_open_union, wire_struct, wire_union};
 
 use crate::Json;
 use crate::agui::Event;
@@ -391,9 +392,9 @@ wire_struct! {
         /// The thread.
         req thread_id: String = "threadId",
         /// Start after this cursor.
-        opt_cur from: Cursor = "from",
+        opt_null(crate::wire::cursor_or_null) from: Cursor = "from",
         /// The protocol version (absent: the server's).
-        opt_int v: i64 = "v",
+        opt(crate::wire::int) v: i64 = "v",
     }
 }
 
@@ -430,7 +431,7 @@ wire_struct! {
     /// `harness.hello`: `v`, `threadId` (none on `host-events`).
     pub struct Hello [tag "type" = "harness.hello" @ 0] {
         /// The version the server uses.
-        opt_int v: i64 = "v",
+        opt(crate::wire::int) v: i64 = "v",
         /// The thread.
         opt thread_id: String = "threadId",
     }
@@ -456,7 +457,7 @@ wire_struct! {
     /// `harness.event`: one event of the session.
     pub struct EventFrame [tag "type" = "harness.event" @ 0] {
         /// Its position: store it, send it back, never parse it.
-        req_cur cursor: Cursor = "cursor",
+        req(crate::wire::cursor) cursor: Cursor = "cursor",
         /// The thread that keeps it.
         req thread_id: String = "threadId",
         /// The run that made it (the AG-UI `runId`).
@@ -561,14 +562,14 @@ impl HostFrame {
             thread_id: String::new(),
             operation_id: String::new(),
             event: Event::Unknown(crate::agui::UnknownEvent::default()),
-            extra: crate::wire::Extra::new(),
+            extra: crate::Extra::new(),
         })
     }
 
     /// Reads a frame into a [`placeholder`](Self::placeholder): the frame is built where it
     /// stays.
     pub(crate) fn read_json(&mut self, text: &str) -> Result<(), FrameError> {
-        use crate::wire::DeserializeInto;
+        use harness_core::wire::DeserializeInto;
         let mut de = serde_json::Deserializer::from_str(text);
         HostFrame::deserialize_into(&mut de, self)
             .and_then(|()| de.end())
@@ -683,6 +684,6 @@ wire_struct! {
         /// Inputs waiting behind a turn.
         req waiting_inputs: Vec<WaitingInput> = "waitingInputs",
         /// The cursor of the last event of the thread when the snapshot was taken.
-        opt_cur cursor: Cursor = "cursor",
+        opt_null(crate::wire::cursor_or_null) cursor: Cursor = "cursor",
     }
 }

@@ -63,8 +63,6 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-#[macro_use]
-mod wire;
 pub mod agui;
 pub mod catalog;
 pub mod client;
@@ -75,6 +73,8 @@ pub mod http;
 pub mod log;
 mod lru;
 pub mod transport;
+mod wire;
 
 pub use harness_core;
-pub use wire::{Extra, Json, MAX_SAFE_INTEGER, UnknownObject, is_json_pointer};
+pub use harness_core::wire::{Extra, Json, UnknownObject};
+pub use wire::{MAX_SAFE_INTEGER, is_json_pointer};

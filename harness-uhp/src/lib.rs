@@ -103,7 +103,6 @@ pub mod response;
 pub mod retry;
 pub mod sequence;
 pub mod server;
-mod tagged;
 
 pub use accumulator::{
     ProtocolFinding, SequenceSummary, TaskAccumulator, TaskSummary, TerminalSource,

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::ErrorObject;
-use crate::tagged::{Tagged, serialize_tagged, tagged_deserialize};
+use harness_core::tagged_deserialize;
+use harness_core::wire::{Key, Tagged, serialize_tagged};
 
 /// The state of a task (schema `ResponseStatus`). The last four are terminal and never change.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -81,7 +82,7 @@ impl Serialize for ResponseStatus {
 
 impl<'de> Deserialize<'de> for ResponseStatus {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = crate::tagged::StrCow::deserialize(d)?;
+        let s = Key::deserialize(d)?;
         Ok(ResponseStatus::parse(&s.0))
     }
 }

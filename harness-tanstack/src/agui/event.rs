@@ -2,12 +2,16 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
+use harness_core::wire::{
+    DeserializeInto, UnknownObject, fill_variant, seek_tag, serialize_object,
+};
+use harness_core::wire_struct;
+
 use super::types::*;
-use crate::wire::{DeserializeInto, Key, fill_rest};
 use crate::{Extra, Json};
 
 macro_rules! event_struct {
@@ -18,7 +22,7 @@ macro_rules! event_struct {
             /// Base fields: `timestamp`, `rawEvent`, `metadata`.
             pub struct $name [tag "type" = $lit @ 0] {
                 /// When it happened (ms since the epoch, by convention).
-                opt_int timestamp: i64 = "timestamp",
+                opt(crate::wire::int) timestamp: i64 = "timestamp",
                 /// The event it was made from, as the source wrote it (never `null`).
                 opt_nn raw_event: Json = "rawEvent",
                 /// Extra information (an object; the key `ag-ui` is reserved).
@@ -446,11 +450,11 @@ macro_rules! events {
         impl Serialize for Event {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 match self {
-                    $( Event::$var(v) => crate::wire::serialize_object(v, s), )*
+                    $( Event::$var(v) => serialize_object(v, s), )*
                     Event::Unknown(u) => {
                         let mut m = s.serialize_map(None)?;
                         m.serialize_entry("type", &u.event_type)?;
-                        u.fields.write(&mut m)?;
+                        u.fields.serialize_entries(&mut m)?;
                         m.end()
                     }
                 }
@@ -466,38 +470,25 @@ macro_rules! events {
                 f.write_str("an AG-UI event object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-                let mut pending: Vec<(String, Json)> = Vec::new();
-                while let Some(k) = map.next_key::<Key<'de>>()? {
-                    if k.0 == "type" {
-                        let tag: Key<'de> = map.next_value()?;
-                        match &*tag.0 {
-                            $( $lit => {
-                                // Built where it stays: a fresh value, filled in place.
-                                if !matches!(self.0, Event::$var(_)) {
-                                    *self.0 = Event::$var($var::default());
-                                }
-                                return match self.0 {
-                                    Event::$var(v) => fill_rest::<$var, A>(map, pending, Some($lit), v),
-                                    _ => Ok(()),
-                                };
-                            } )*
-                            other => {
-                                let mut fields = Extra::new();
-                                for (k, v) in pending {
-                                    fields.push_raw(&k, v);
-                                }
-                                while let Some(k) = map.next_key::<Key<'de>>()? {
-                                    let v: Json = map.next_value()?;
-                                    fields.push_raw(&k.0, v);
-                                }
-                                *self.0 = Event::Unknown(UnknownEvent { event_type: other.to_owned(), fields });
-                                return Ok(());
-                            }
-                        }
+                let (tag, pending) = seek_tag(&mut map, "type")?;
+                match &*tag.0 {
+                    $( $lit => fill_variant(
+                        self.0,
+                        Event::$var,
+                        |e| match e {
+                            Event::$var(v) => Some(v),
+                            _ => None,
+                        },
+                        $lit,
+                        pending,
+                        map,
+                    ), )*
+                    other => {
+                        let u = UnknownObject::read_rest(other, pending, map)?;
+                        *self.0 = Event::Unknown(UnknownEvent { event_type: u.tag, fields: u.fields });
+                        Ok(())
                     }
-                    pending.push((k.0.into_owned(), map.next_value()?));
                 }
-                Err(de::Error::missing_field("type"))
             }
         }
     };

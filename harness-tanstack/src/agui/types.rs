@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+use harness_core::{wire_struct, wire_union};
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
@@ -489,7 +490,7 @@ patch_op!(
     /// `add` (RFC 6902 §4.1).
     AddOp = "add" {
         /// Where.
-        req_ptr path: String = "path",
+        req(crate::wire::pointer) path: String = "path",
         /// What (any JSON, `null` included).
         req value: Json = "value",
     }
@@ -498,14 +499,14 @@ patch_op!(
     /// `remove` (RFC 6902 §4.2).
     RemoveOp = "remove" {
         /// Where.
-        req_ptr path: String = "path",
+        req(crate::wire::pointer) path: String = "path",
     }
 );
 patch_op!(
     /// `replace` (RFC 6902 §4.3).
     ReplaceOp = "replace" {
         /// Where.
-        req_ptr path: String = "path",
+        req(crate::wire::pointer) path: String = "path",
         /// What.
         req value: Json = "value",
     }
@@ -514,25 +515,25 @@ patch_op!(
     /// `move` (RFC 6902 §4.4).
     MoveOp = "move" {
         /// From where.
-        req_ptr from: String = "from",
+        req(crate::wire::pointer) from: String = "from",
         /// To where.
-        req_ptr path: String = "path",
+        req(crate::wire::pointer) path: String = "path",
     }
 );
 patch_op!(
     /// `copy` (RFC 6902 §4.5).
     CopyOp = "copy" {
         /// From where.
-        req_ptr from: String = "from",
+        req(crate::wire::pointer) from: String = "from",
         /// To where.
-        req_ptr path: String = "path",
+        req(crate::wire::pointer) path: String = "path",
     }
 );
 patch_op!(
     /// `test` (RFC 6902 §4.6).
     TestOp = "test" {
         /// Where.
-        req_ptr path: String = "path",
+        req(crate::wire::pointer) path: String = "path",
         /// The expected value.
         req value: Json = "value",
     }
@@ -564,17 +565,17 @@ wire_struct! {
         /// The model.
         opt model: String = "model",
         /// Prompt tokens.
-        opt_count input_tokens: u64 = "inputTokens",
+        opt(crate::wire::count) input_tokens: u64 = "inputTokens",
         /// Completion tokens.
-        opt_count output_tokens: u64 = "outputTokens",
+        opt(crate::wire::count) output_tokens: u64 = "outputTokens",
         /// All tokens.
-        opt_count total_tokens: u64 = "totalTokens",
+        opt(crate::wire::count) total_tokens: u64 = "totalTokens",
         /// Reasoning tokens.
-        opt_count reasoning_tokens: u64 = "reasoningTokens",
+        opt(crate::wire::count) reasoning_tokens: u64 = "reasoningTokens",
         /// Prompt tokens read from a cache.
-        opt_count cached_input_tokens: u64 = "cachedInputTokens",
+        opt(crate::wire::count) cached_input_tokens: u64 = "cachedInputTokens",
         /// Prompt tokens written to a cache.
-        opt_count cache_write_input_tokens: u64 = "cacheWriteInputTokens",
+        opt(crate::wire::count) cache_write_input_tokens: u64 = "cacheWriteInputTokens",
     }
 }
 

@@ -9,7 +9,7 @@ use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use super::types::{Event, EventType, Rare, SeqField, Text};
 use crate::finding::{Finding, excerpt};
 use crate::response::{ContentPart, OutputItem, Response};
-use crate::tagged::StrCow;
+use harness_core::wire;
 
 impl<'de> Deserialize<'de> for SeqField {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -122,14 +122,14 @@ impl<'de: 'a, 'a> Visitor<'de> for Sink<'_, 'a> {
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
         let raw = self.raw;
         let f = self.f;
-        let text = |s: Option<StrCow<'a>>| s.map(|s| Text::of(raw, s));
+        let text = |s: Option<wire::Key<'a>>| s.map(|s| Text::of(raw, s));
         // A repeated key: the last one wins, as in most JSON readers.
         while let Some(k) = m.next_key::<Key>()? {
             match k {
-                Key::Type => f.type_name = Some(Text::of(raw, m.next_value::<StrCow<'a>>()?)),
+                Key::Type => f.type_name = Some(Text::of(raw, m.next_value::<wire::Key<'a>>()?)),
                 Key::SequenceNumber => f.sequence_number = m.next_value()?,
-                Key::Delta => f.delta = Some(Text::of(raw, m.next_value::<StrCow<'a>>()?)),
-                Key::ItemId => f.item_id = Some(Text::of(raw, m.next_value::<StrCow<'a>>()?)),
+                Key::Delta => f.delta = Some(Text::of(raw, m.next_value::<wire::Key<'a>>()?)),
+                Key::ItemId => f.item_id = Some(Text::of(raw, m.next_value::<wire::Key<'a>>()?)),
                 Key::OutputIndex => f.output_index = Some(m.next_value::<u64>()?),
                 Key::ContentIndex => f.content_index = Some(m.next_value::<u64>()?),
                 Key::Response => f.response = m.next_value()?,

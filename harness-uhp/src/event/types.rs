@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use crate::response::{Annotation, ContentPart, OutputItem, Response};
-use crate::tagged::StrCow;
+use harness_core::wire::Key;
 
 /// The event types of the protocol's streaming vocabulary (schema `Event.type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -139,7 +139,7 @@ pub(super) enum Text {
 }
 
 impl Text {
-    pub(super) fn of(raw: &str, s: StrCow<'_>) -> Text {
+    pub(super) fn of(raw: &str, s: Key<'_>) -> Text {
         match s.0 {
             Cow::Borrowed(b) => {
                 // `b` borrows from `raw` (the deserializer reads `raw`), so its offset is a
