@@ -42,7 +42,6 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -56,10 +55,11 @@ use axum::routing::{get, post};
 use futures::{SinkExt, StreamExt};
 use harness_core::agent::ToolLoopAgent;
 use harness_core::message::ModelRequest;
-use harness_core::message::{Message, Part, Role, ToolCall, ToolDefinition, ToolResult};
+use harness_core::message::{Message, Part, Role, ToolCall};
 use harness_core::model::{Model, ModelEvent, ModelStream, ScriptedModel};
+use harness_core::tool::{Tool, Tools};
 use harness_tanstack::agui::RunAgentInput;
-use harness_tanstack::driver::{ConnStream, Service, Tools, run_turns};
+use harness_tanstack::driver::{ConnStream, Service, run_turns};
 use harness_tanstack::host::{AccessPolicy, Host, HostConfig, Transport};
 use harness_tanstack::http::{HttpAnswer, StreamOptions, request_id};
 use harness_tanstack::log::{EventLog, FileLog, FileLogConfig, MemoryLog};
@@ -264,7 +264,9 @@ async fn socket(
 
 async fn serve_socket(app: App, mut socket: WebSocket, user: Option<String>, rid: String) {
     let conn = app.svc.connect(Transport::WebSocket, user.as_deref(), &rid);
-    let mut out = conn.stream();
+    let Ok(mut out) = conn.stream() else {
+        return; // a new connection's first stream
+    };
     let slow = app.slow_consumer;
     loop {
         tokio::select! {
@@ -537,19 +539,16 @@ async fn main() {
         .limit("--max-body-bytes")
         .unwrap_or_else(|| (cfg.max_input_bytes + (64 << 10)).max(2 << 20));
     let slow_consumer = cfg.stream.slow_consumer;
-    let svc = Service::new(Host::new(cfg, log), Arc::new(Instant::now));
+    let svc = Service::new(Host::new(cfg, log), Instant::now);
 
-    let agent = ToolLoopAgent::new("acme/assistant")
-        .with_tool(ToolDefinition::new("get_hours", "Opening hours"));
-    let tools = Tools::new().with("get_hours", |c| {
-        let mut out = serde_json::Map::new();
-        out.insert("weekdays".into(), "8am to 6pm".into());
-        ToolResult::ok(&c.id, out)
-    });
+    let tools = Tools::new().with(Tool::json("get_hours", "Opening hours", |_| {
+        Ok(serde_json::json!({"weekdays": "8am to 6pm"}))
+    }));
+    let agent = ToolLoopAgent::new("acme/assistant").with_tools(&tools);
     tokio::spawn(run_turns(
         svc.clone(),
-        Arc::new(agent),
-        Arc::new(DemoModel(demo_model())),
+        agent,
+        DemoModel(demo_model()),
         tools,
     ));
     let ticker = svc.clone();

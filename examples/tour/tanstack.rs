@@ -3,17 +3,17 @@
 //! loses the connection, resumes from its cursor, and follows the gap procedure when the
 //! host's memory evicted what it missed.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
 use harness_core::Cursor;
+use harness_core::Tools;
 use harness_core::agent::ToolLoopAgent;
 use harness_core::model::ScriptedModel;
 use harness_tanstack::client::{Client, ClientConfig, ClientEvent};
-use harness_tanstack::driver::{Service, Tools, run_turns};
+use harness_tanstack::driver::{Service, run_turns};
 use harness_tanstack::host::{Host, HostConfig};
 use harness_tanstack::log::MemoryLog;
 
@@ -21,14 +21,14 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
     // A host whose memory keeps 12 events per thread, serving the echo agent.
     let svc = Service::new(
         Host::new(HostConfig::default(), MemoryLog::new(12, 1 << 20)),
-        Arc::new(Instant::now),
+        Instant::now,
     );
     let mut pool = LocalPool::new();
     let agent = ToolLoopAgent::new("acme/assistant");
     pool.spawner().spawn_local(run_turns(
         svc.clone(),
-        Arc::new(agent),
-        Arc::new(ScriptedModel::echo()),
+        agent,
+        ScriptedModel::echo(),
         Tools::new(),
     ))?;
 

@@ -15,11 +15,11 @@ use futures::StreamExt;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
 use harness_core::agent::ToolLoopAgent;
-use harness_core::message::{ToolDefinition, ToolResult};
 use harness_core::model::ScriptedModel;
+use harness_core::tool::{Tool, Tools};
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start};
 use harness_tanstack::agui::Event;
-use harness_tanstack::driver::{Service, Tools, run_turns};
+use harness_tanstack::driver::{Service, run_turns};
 use harness_tanstack::host::{Host, HostConfig};
 use harness_tanstack::log::MemoryLog;
 use serde_json::Value;
@@ -29,7 +29,7 @@ fn service() -> (Service<MemoryLog>, Arc<Mutex<Instant>>) {
     let clock = Arc::clone(&t);
     let svc = Service::new(
         Host::new(HostConfig::default(), MemoryLog::default()),
-        Arc::new(move || *clock.lock().unwrap()),
+        move || *clock.lock().unwrap(),
     );
     (svc, t)
 }
@@ -97,24 +97,12 @@ fn a_tool_loop_turn_becomes_tool_call_text_and_usage_events() {
     let model = ScriptedModel::new()
         .tool_call("get_hours", serde_json::json!({"day": "mon"}))
         .reply("Open eight to six.");
-    let agent =
-        ToolLoopAgent::new("faq").with_tool(ToolDefinition::new("get_hours", "Opening hours"));
-    let tools = Tools::new().with("get_hours", |c| {
-        ToolResult::ok(
-            &c.id,
-            serde_json::json!({"hours": "8-18"})
-                .as_object()
-                .unwrap()
-                .clone(),
-        )
-    });
+    let tools = Tools::new().with(Tool::json("get_hours", "Opening hours", |_| {
+        Ok(serde_json::json!({"hours": "8-18"}))
+    }));
+    let agent = ToolLoopAgent::new("faq").with_tools(&tools);
     pool.spawner()
-        .spawn_local(run_turns(
-            svc.clone(),
-            Arc::new(agent),
-            Arc::new(model),
-            tools,
-        ))
+        .spawn_local(run_turns(svc.clone(), agent, model, tools))
         .unwrap();
     let a = svc.control(
         None,
@@ -206,8 +194,8 @@ fn cancel_drops_the_future_and_the_run_finishes_cancelled() {
     pool.spawner()
         .spawn_local(run_turns(
             svc.clone(),
-            Arc::new(Stuck),
-            Arc::new(ScriptedModel::echo()),
+            Stuck,
+            ScriptedModel::echo(),
             Tools::new(),
         ))
         .unwrap();
@@ -283,8 +271,8 @@ fn post_run_streams_plain_agui_events_of_one_run() {
     pool.spawner()
         .spawn_local(run_turns(
             svc.clone(),
-            Arc::new(ToolLoopAgent::new("echo")),
-            Arc::new(ScriptedModel::echo()),
+            ToolLoopAgent::new("echo"),
+            ScriptedModel::echo(),
             Tools::new(),
         ))
         .unwrap();
@@ -391,4 +379,98 @@ fn a_frame_whose_write_never_completes_makes_a_slow_consumer() {
         "{rest:?}"
     );
     assert_eq!(s.close_code(), Some(4408));
+}
+
+/// A connection has one stream. Before, a second `Connection::stream()` after dropping the
+/// first (which disconnects) gave a stream that waited for ever with no error; now it is
+/// `StreamError::Disconnected`, and a second one while the first lives is `Taken`.
+#[test]
+fn a_second_stream_of_a_connection_is_an_error_never_a_hang() {
+    use harness_tanstack::driver::StreamError;
+    use harness_tanstack::host::Transport;
+    let (svc, _) = service();
+    let mut pool = LocalPool::new();
+    let conn = svc.connect(Transport::WebSocket, None, "up");
+    let first = conn.stream().unwrap();
+    assert_eq!(conn.stream().unwrap_err(), StreamError::Taken);
+    drop(first);
+    assert_eq!(svc.with_host(|h, _| h.stats().connections), 0);
+    assert_eq!(conn.stream().unwrap_err(), StreamError::Disconnected);
+    // A frame on the gone connection changes nothing, and no stream of it waits for ever:
+    // one polled after its connection went ends at once.
+    conn.handle_text(r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#);
+    let other = svc.connect(Transport::WebSocket, None, "up-2");
+    let mut s = other.stream().unwrap();
+    svc.with_host(|h, _| h.disconnect(other.id()));
+    assert_eq!(drain(&mut pool, &mut s), ["<end>"]);
+}
+
+/// Calls a tool the way a model's tool call part comes (no mediation, no key), then as the
+/// rules want it; says what each call got.
+struct RawCaller;
+
+#[async_trait]
+impl Harness for RawCaller {
+    async fn describe(&self) -> Result<Descriptor, HarnessError> {
+        Ok(Descriptor::new("raw", "1"))
+    }
+    async fn run(&self, start: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
+        use harness_core::message::{JsonObject, ToolCall};
+        let raw = ToolCall::new("c1", "get_hours", JsonObject::new());
+        let refused = sink.tool_call(raw.clone()).await;
+        sink.output(&format!("{refused:?}|")).await?;
+        let ok = sink
+            .tool_call(raw.controller_mediated(&start.execution_id))
+            .await?;
+        sink.output(&format!("ran:{}", !ok.is_error)).await?;
+        Ok(())
+    }
+}
+
+/// "Before anything runs, every host … applies check_call" (harness-core tool rules): an
+/// unmediated call, or one without an idempotency key, is refused with `Rejected` and
+/// nothing is shown or run; the same call, mediated with its key, runs with the core
+/// `Tools` registry.
+#[test]
+fn the_driver_applies_the_core_tool_rules() {
+    let (svc, _) = service();
+    let mut pool = LocalPool::new();
+    let runs = Arc::new(Mutex::new(0));
+    let counter = Arc::clone(&runs);
+    let tools = Tools::new().with(Tool::json("get_hours", "Opening hours", move |_| {
+        *counter.lock().unwrap() += 1;
+        Ok(serde_json::json!({"hours": "8-18"}))
+    }));
+    pool.spawner()
+        .spawn_local(run_turns(
+            svc.clone(),
+            RawCaller,
+            ScriptedModel::echo(),
+            tools,
+        ))
+        .unwrap();
+    svc.control(
+        None,
+        br#"{"threadId":"thread-1","input":{"op":"prompt","message":"go"}}"#,
+        "r",
+        None,
+    );
+    pool.run_until_stalled();
+    let frames = read_all(&mut pool, &svc);
+    let text: String = frames
+        .iter()
+        .filter(|f| f["event"]["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|f| f["event"]["delta"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        text.starts_with("Err(Rejected(\"unmediated tool call"),
+        "{text}"
+    );
+    assert!(text.ends_with("ran:true"), "{text}");
+    assert_eq!(*runs.lock().unwrap(), 1);
+    let starts = frames
+        .iter()
+        .filter(|f| f["event"]["type"] == "TOOL_CALL_START")
+        .count();
+    assert_eq!(starts, 1, "the refused call is not shown");
 }

@@ -24,35 +24,33 @@
 //! application, `tokio::spawn(run_turns(…))` and the socket's read and write loops):
 //!
 //! ```
-//! use std::sync::Arc;
 //! use std::time::Instant;
 //! use futures::StreamExt;
 //! use futures::task::LocalSpawnExt;
 //! use harness_core::agent::ToolLoopAgent;
-//! use harness_core::message::{ToolDefinition, ToolResult};
+//! use harness_core::message::ToolResult;
 //! use harness_core::model::ScriptedModel;
+//! use harness_core::tool::{Tool, Tools};
 //! use harness_tanstack::agui::Event;
 //! use harness_tanstack::client::{Client, ClientConfig, ClientEvent};
-//! use harness_tanstack::driver::{Service, Tools, run_turns};
+//! use harness_tanstack::driver::{Service, run_turns};
 //! use harness_tanstack::frame::Input;
 //! use harness_tanstack::host::{Host, HostConfig, Transport};
 //! use harness_tanstack::log::MemoryLog;
 //! use serde_json::json;
 //!
-//! let agent = ToolLoopAgent::new("weather")
-//!     .with_tool(ToolDefinition::new("get_weather", "Current weather in a city"));
+//! // One registry: the agent offers it to its model, the host runs it.
+//! let tools = Tools::new().with(Tool::sync("get_weather", "Current weather in a city", |call| {
+//!     ToolResult::ok_json(&call.id, json!({"celsius": 21}))
+//! }));
+//! let agent = ToolLoopAgent::new("weather").with_tools(&tools);
 //! let model = ScriptedModel::new()
 //!     .tool_call("get_weather", json!({"city": "Paris"}))
 //!     .reply("Sunny in Paris.");
-//! let tools = Tools::new()
-//!     .with("get_weather", |call| ToolResult::ok_json(&call.id, json!({"celsius": 21})));
-//! let service = Service::new(
-//!     Host::new(HostConfig::default(), MemoryLog::default()),
-//!     Arc::new(Instant::now),
-//! );
+//! let service = Service::new(Host::new(HostConfig::default(), MemoryLog::default()), Instant::now);
 //! let mut pool = futures::executor::LocalPool::new();
 //! pool.spawner()
-//!     .spawn_local(run_turns(service.clone(), Arc::new(agent), Arc::new(model), tools))
+//!     .spawn_local(run_turns(service.clone(), agent, model, tools))
 //!     .unwrap();
 //!
 //! let conn = service.connect(Transport::WebSocket, None, "upgrade-1");
@@ -64,7 +62,7 @@
 //! }
 //! let mut events = Vec::new();
 //! pool.run_until(async {
-//!     let mut to_client = conn.stream(); // host → client
+//!     let mut to_client = conn.stream().unwrap(); // host → client (one stream per connection)
 //!     while let Some(bytes) = to_client.next().await {
 //!         client.handle_frame(Instant::now(), std::str::from_utf8(&bytes).unwrap());
 //!         while let Some(ev) = client.poll_event() {
@@ -96,5 +94,5 @@
 mod service;
 mod turns;
 
-pub use service::{Clock, ConnStream, Connection, Service};
-pub use turns::{ToolFn, Tools, run_turns};
+pub use service::{Clock, ConnStream, Connection, Service, StreamError};
+pub use turns::run_turns;

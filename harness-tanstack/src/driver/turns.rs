@@ -1,4 +1,4 @@
-//! Running the host's turns with a harness: [`run_turns`], its [`Tools`], the sink of a turn.
+//! Running the host's turns with a harness: [`run_turns`], and the sink of a turn.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,6 +10,8 @@ use futures::{FutureExt, StreamExt};
 use harness_core::event::{Event as CoreEvent, EventBody};
 use harness_core::message::{ModelRequest, ModelResponse, Role, ToolCall, ToolResult, Usage};
 use harness_core::model::{Model, ModelError, ModelEvent};
+use harness_core::tool::rules::{self, ApprovalPolicy, Gate};
+use harness_core::tool::{ToolContext, Tools};
 use harness_core::{EventSink, Harness, SinkError, Start};
 
 use super::service::Service;
@@ -22,50 +24,26 @@ use crate::catalog::{HarnessEvent, UsageEvent};
 use crate::host::{HostEvent, TurnOutcome, TurnRequest};
 use crate::log::EventLog;
 
-/// A tool the host runs for the harness (`sink.tool_call`).
-pub type ToolFn = Arc<dyn Fn(&ToolCall) -> ToolResult + Send + Sync>;
-
-/// The tools the host runs for `sink.tool_call`, by name.
-#[derive(Clone, Default)]
-pub struct Tools(HashMap<String, ToolFn>);
-
-impl std::fmt::Debug for Tools {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.0.keys()).finish()
-    }
-}
-
-impl Tools {
-    /// No tools.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds a tool.
-    #[must_use]
-    pub fn with(
-        mut self,
-        name: impl Into<String>,
-        f: impl Fn(&ToolCall) -> ToolResult + Send + Sync + 'static,
-    ) -> Self {
-        self.0.insert(name.into(), Arc::new(f));
-        self
-    }
-}
-
 /// Runs the turns the host asks for, with `harness` (it never returns on its own: spawn it).
+///
+/// `model` answers the harness's `sink.model`; `tools` is the one registry of harness-core
+/// the harness's `sink.tool_call` runs (the same the agent offers its model, see
+/// [`ToolLoopAgent::with_tools`](harness_core::agent::ToolLoopAgent::with_tools)). Every
+/// call goes through the rules every host applies ([`rules::check_call`], then
+/// [`rules::gate`]). Pass an `Arc` of the harness or the model to share one.
 ///
 /// Run one per [`Service`]: the turns to start are a single queue with a single waiter, so
 /// a second loop on the same service would take turns from the first (or never wake).
-pub async fn run_turns<L, H>(
+pub async fn run_turns<L>(
     service: Service<L>,
-    harness: Arc<H>,
-    model: Arc<dyn Model>,
+    harness: impl Harness + 'static,
+    model: impl Model + 'static,
     tools: Tools,
 ) where
     L: EventLog + 'static,
-    H: Harness + ?Sized + 'static,
 {
+    let harness: Arc<dyn Harness> = Arc::new(harness);
+    let model: Arc<dyn Model> = Arc::new(model);
     let mut running = FuturesUnordered::new();
     let mut aborts: HashMap<String, AbortHandle> = HashMap::new();
     loop {
@@ -104,9 +82,9 @@ pub async fn run_turns<L, H>(
     }
 }
 
-async fn run_one<L: EventLog + 'static, H: Harness + ?Sized>(
+async fn run_one<L: EventLog + 'static>(
     service: Service<L>,
-    harness: Arc<H>,
+    harness: Arc<dyn Harness>,
     model: Arc<dyn Model>,
     tools: Tools,
     t: TurnRequest,
@@ -136,6 +114,7 @@ async fn run_one<L: EventLog + 'static, H: Harness + ?Sized>(
         op: t.operation_id.clone(),
         model,
         tools,
+        context: ToolContext::new(t.thread_id.clone(), t.operation_id.clone()),
         open: None,
         next_message: 0,
     };
@@ -158,6 +137,8 @@ struct TanStackSink<L: EventLog> {
     op: String,
     model: Arc<dyn Model>,
     tools: Tools,
+    /// Where the turn's tool calls run (the thread and the turn).
+    context: ToolContext,
     open: Option<String>,
     next_message: u64,
 }
@@ -270,6 +251,16 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
     }
 
     async fn tool_call(&mut self, call: ToolCall) -> Result<ToolResult, SinkError> {
+        // The rules every host applies, before anything is shown or run.
+        rules::check_call(&call)?;
+        let (call, gated) = match rules::gate(call, &self.tools) {
+            Gate::Run(call) => (call, false),
+            Gate::NeedsApproval(call) => {
+                // A call the registry gated is held to the gated call's rules too.
+                rules::check_call(&call)?;
+                (call, true)
+            }
+        };
         self.close_message();
         self.emit(Event::ToolCallStart(ToolCallStart {
             tool_call_id: call.id.clone(),
@@ -285,13 +276,14 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
             tool_call_id: call.id.clone(),
             ..ToolCallEnd::default()
         }))?;
-        let mut result = match self.tools.0.get(&call.tool) {
-            Some(f) => f(&call),
-            None => ToolResult::error(&call.id, format!("unknown tool: {}", call.tool)),
+        let result = if gated {
+            match ApprovalPolicy::Deny.decide(&call) {
+                Ok(()) => self.tools.call(call, self.context.clone()).await,
+                Err(reason) => ToolResult::denied(&call.id, &reason),
+            }
+        } else {
+            self.tools.call(call, self.context.clone()).await
         };
-        if result.id.is_empty() {
-            result.id.clone_from(&call.id);
-        }
         self.result_event(&result)?;
         Ok(result)
     }
