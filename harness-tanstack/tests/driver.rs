@@ -8,7 +8,7 @@
 )]
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -19,76 +19,11 @@ use harness_core::model::ScriptedModel;
 use harness_core::tool::{Tool, Tools};
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start};
 use harness_tanstack::agui::Event;
-use harness_tanstack::driver::{Service, run_turns};
-use harness_tanstack::host::{Host, HostConfig};
-use harness_tanstack::log::MemoryLog;
+use harness_tanstack::driver::run_turns;
 use serde_json::Value;
 
-fn service() -> (Service<MemoryLog>, Arc<Mutex<Instant>>) {
-    let t = Arc::new(Mutex::new(Instant::now()));
-    let clock = Arc::clone(&t);
-    let svc = Service::new(
-        Host::new(HostConfig::default(), MemoryLog::default()),
-        move || *clock.lock().unwrap(),
-    );
-    (svc, t)
-}
-
-/// Everything the thread's stream holds right now (hello first), as frames.
-fn read_all(pool: &mut LocalPool, svc: &Service<MemoryLog>) -> Vec<Value> {
-    let mut s = svc
-        .open_sse(Some("thread-1"), Some("2"), None, None, None, "r")
-        .unwrap();
-    let mut out = Vec::new();
-    loop {
-        let mut next = Box::pin(s.next());
-        let got = pool.run_until(async { futures::poll!(&mut next) });
-        match got {
-            std::task::Poll::Ready(Some(b)) => {
-                let text = String::from_utf8(b.to_vec()).unwrap();
-                if let Some(d) = text.lines().find_map(|l| l.strip_prefix("data: ")) {
-                    out.push(serde_json::from_str(d).unwrap());
-                }
-            }
-            _ => break,
-        }
-    }
-    out
-}
-
-/// What a stream gives without waiting (a stream that would wait forever does not hang the
-/// test), as text; `<end>` marks that the stream ended.
-fn drain<S: futures::Stream<Item = bytes::Bytes> + Unpin>(
-    pool: &mut LocalPool,
-    s: &mut S,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    loop {
-        let mut next = Box::pin(s.next());
-        match pool.run_until(async { futures::poll!(&mut next) }) {
-            std::task::Poll::Ready(Some(b)) => out.push(String::from_utf8(b.to_vec()).unwrap()),
-            std::task::Poll::Ready(None) => {
-                out.push("<end>".into());
-                break;
-            }
-            std::task::Poll::Pending => break,
-        }
-    }
-    out
-}
-
-fn names(frames: &[Value]) -> Vec<String> {
-    frames[1..]
-        .iter()
-        .map(|f| {
-            f["event"]["name"]
-                .as_str()
-                .or(f["event"]["type"].as_str())
-                .unwrap()
-                .to_owned()
-        })
-        .collect()
-}
+mod support;
+use support::driver::{drain, names, read_all, service};
 
 #[test]
 fn a_tool_loop_turn_becomes_tool_call_text_and_usage_events() {

@@ -8,20 +8,27 @@ use futures::future::{AbortHandle, Abortable};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use harness_core::event::{Event as CoreEvent, EventBody};
+use harness_core::interaction::{
+    Answer, Feature, Handoff, HandoffTarget, Question, StateUpdate, Step,
+};
 use harness_core::message::{ModelRequest, ModelResponse, Role, ToolCall, ToolResult, Usage};
 use harness_core::model::{Model, ModelError, ModelEvent};
-use harness_core::tool::rules::{self, ApprovalPolicy, Gate};
+use harness_core::tape::{Tape, Taped};
+use harness_core::tool::rules::{self, Gate};
 use harness_core::tool::{ToolContext, Tools};
 use harness_core::{EventSink, Harness, SinkError, Start};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::service::Service;
 use crate::Json;
 use crate::agui::{
-    self, Content, Event, TextMessageEnd, TextMessageStart, ToolCallArgs, ToolCallEnd,
-    ToolCallResult, ToolCallStart,
+    self, Content, Event, PatchOp, ReasoningEnd, ReasoningMessageContent, ReasoningMessageEnd,
+    ReasoningMessageStart, ReasoningStart, StateDelta, StateSnapshot, StepFinished, StepStarted,
+    TextMessageEnd, TextMessageStart, ToolCallArgs, ToolCallEnd, ToolCallResult, ToolCallStart,
 };
-use crate::catalog::{HarnessEvent, UsageEvent};
-use crate::host::{HostEvent, TurnOutcome, TurnRequest};
+use crate::catalog::{self, HandoffBy, HarnessEvent, UsageEvent};
+use crate::host::{HostEvent, Interrupted, Resolution, TurnOutcome, TurnRequest, Wait, WaitFor};
 use crate::log::EventLog;
 
 /// Runs the turns the host asks for, with `harness` (it never returns on its own: spawn it).
@@ -42,8 +49,11 @@ pub async fn run_turns<L>(
 ) where
     L: EventLog + 'static,
 {
-    let harness: Arc<dyn Harness> = Arc::new(harness);
-    let model: Arc<dyn Model> = Arc::new(model);
+    let env = Arc::new(Env {
+        harness: Arc::new(harness),
+        model: Arc::new(model),
+        tools,
+    });
     let mut running = FuturesUnordered::new();
     let mut aborts: HashMap<String, AbortHandle> = HashMap::new();
     loop {
@@ -53,12 +63,9 @@ pub async fn run_turns<L>(
                     let (handle, reg) = AbortHandle::new_pair();
                     aborts.insert(t.operation_id.clone(), handle);
                     let svc = service.clone();
-                    let harness = Arc::clone(&harness);
-                    let model = Arc::clone(&model);
-                    let tools = tools.clone();
                     let thread = t.thread_id.clone();
                     let op = t.operation_id.clone();
-                    let fut = Abortable::new(run_one(svc, harness, model, tools, t), reg);
+                    let fut = Abortable::new(run_one(svc, Arc::clone(&env), t), reg);
                     running.push(async move { (thread, op, fut.await) });
                 }
                 HostEvent::CancelTurn { operation_id, .. } => {
@@ -82,13 +89,50 @@ pub async fn run_turns<L>(
     }
 }
 
-async fn run_one<L: EventLog + 'static>(
-    service: Service<L>,
+/// What every turn runs with.
+struct Env {
     harness: Arc<dyn Harness>,
     model: Arc<dyn Model>,
     tools: Tools,
-    t: TurnRequest,
-) -> TurnOutcome {
+}
+
+/// What the driver keeps of a turn that waits for a person: the host stores it as the
+/// turn's [`Interrupted::state`] and hands it back in [`Resume::state`](crate::host::Resume).
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    /// The turn's own start (its inputs and history): the same when it is driven again.
+    start: Start,
+    /// What it did so far: served again, not shown again.
+    tape: Tape,
+}
+
+/// The decisions a turn driven again finds, by tool call and by question.
+#[derive(Default)]
+struct Decisions {
+    approvals: HashMap<String, Resolution>,
+    answers: HashMap<String, Resolution>,
+}
+
+impl Decisions {
+    fn of(resolutions: &[Resolution]) -> Self {
+        let mut d = Decisions::default();
+        for r in resolutions {
+            match &r.wait.what {
+                WaitFor::Approval { tool_call_id, .. } => {
+                    d.approvals.insert(tool_call_id.clone(), r.clone());
+                }
+                WaitFor::Question { question_id, .. } => {
+                    d.answers.insert(question_id.clone(), r.clone());
+                }
+                _ => {}
+            }
+        }
+        d
+    }
+}
+
+/// The start of a new turn, from the host's request.
+fn start_of(t: &TurnRequest) -> Start {
     let history = t
         .history
         .iter()
@@ -101,27 +145,76 @@ async fn run_one<L: EventLog + 'static>(
             CoreEvent::new(t.operation_id.clone(), body)
         })
         .collect();
-    let start = Start {
+    Start {
         execution_id: t.operation_id.clone(),
         session_uid: t.thread_id.clone(),
         history,
         inputs: vec![t.message.clone()],
         ..Start::default()
+    }
+}
+
+/// Runs one turn through a [`Taped`] sink: a new turn on a new tape, a turn driven again
+/// (after a `resolve` or an `answer`) on the tape it parked with, so that what it did before
+/// is served, not shown again, and its gated call or question finds its decision.
+async fn run_one<L: EventLog + 'static>(
+    service: Service<L>,
+    env: Arc<Env>,
+    t: TurnRequest,
+) -> TurnOutcome {
+    let (start, mut tape, decisions) = match &t.resume {
+        None => (start_of(&t), Tape::new(), Decisions::default()),
+        Some(r) => match serde_json::from_str::<Saved>(&r.state) {
+            Ok(saved) => (saved.start, saved.tape, Decisions::of(&r.resolutions)),
+            Err(e) => {
+                return TurnOutcome::Failed {
+                    message: format!("the waiting turn does not read back: {e}"),
+                    code: Some("internal".into()),
+                };
+            }
+        },
     };
     let mut sink = TanStackSink {
         service,
         thread: t.thread_id.clone(),
         op: t.operation_id.clone(),
-        model,
-        tools,
-        context: ToolContext::new(t.thread_id.clone(), t.operation_id.clone()),
+        agent: t.agent.clone(),
+        model: Arc::clone(&env.model),
+        tools: env.tools.clone(),
+        // Stable when the turn is driven again: with the call's key, what a tool dedups on.
+        context: ToolContext::new(t.thread_id.clone(), start.execution_id.clone()),
+        execution_id: start.execution_id.clone(),
+        decisions,
+        waits: Vec::new(),
         open: None,
+        reasoning: None,
         next_message: 0,
     };
-    let result = harness.run(start, &mut sink).await;
-    sink.close_message();
+    let result = {
+        let mut taped = Taped::new(&mut sink, &mut tape);
+        env.harness.run(start.clone(), &mut taped).await
+    };
+    sink.close_open();
+    let waits = std::mem::take(&mut sink.waits);
+    let parks = waits.iter().any(Wait::parks);
     match result {
-        Ok(()) => TurnOutcome::Completed,
+        Ok(()) if waits.is_empty() => TurnOutcome::Completed,
+        Ok(()) if !parks => TurnOutcome::Interrupted(Interrupted::completed(waits)),
+        Err(e) if e.is_parked() && waits.is_empty() => TurnOutcome::Failed {
+            message: format!("the turn parked on nothing this host opened: {e}"),
+            code: None,
+        },
+        Ok(())
+        | Err(harness_core::HarnessError::Sink(SinkError::ApprovalParked { .. }))
+        | Err(harness_core::HarnessError::Sink(SinkError::AwaitingAnswer { .. })) => {
+            match serde_json::to_string(&Saved { start, tape }) {
+                Ok(state) => TurnOutcome::Interrupted(Interrupted::parked(waits, state)),
+                Err(e) => TurnOutcome::Failed {
+                    message: format!("the turn cannot wait: {e}"),
+                    code: Some("internal".into()),
+                },
+            }
+        }
         Err(e) if e.is_cancelled() => TurnOutcome::Cancelled,
         Err(e) => TurnOutcome::Failed {
             message: e.to_string(),
@@ -131,15 +224,36 @@ async fn run_one<L: EventLog + 'static>(
 }
 
 /// The [`EventSink`] of a turn on a TanStack thread.
+///
+/// | the harness does | on the thread |
+/// | --- | --- |
+/// | `sink.tool_call` of a gated call (the call or the registry, [`rules::gate`]) | `TOOL_CALL_START` / `ARGS` / `END`, then the run ends waiting: `harness.wait.opened` kind `approval`, `RUN_FINISHED` with its interrupt; driven again after `resolve`, the tool runs once (`TOOL_CALL_RESULT`) or is denied |
+/// | `sink.ask` | the run ends waiting: `harness.question`, `harness.wait.opened` kind `question`; driven again after `answer`, `ask` returns it |
+/// | `sink.handoff` | `harness.handoff` (`by: "code"`); to a person, with a wait of kind `human` the run ends with |
+/// | `sink.reasoning` | `REASONING_START` / `REASONING_MESSAGE_START` / `_CONTENT` / `_END` / `REASONING_END` around contiguous deltas |
+/// | `sink.state` | `STATE_SNAPSHOT`, or `STATE_DELTA` (each operation a valid JSON Patch one, else `Rejected`) |
+/// | `sink.step` | `STEP_STARTED` / `STEP_FINISHED` |
+/// | `sink.command` | `Unsupported` (TanStack has no platform commands) |
 struct TanStackSink<L: EventLog> {
     service: Service<L>,
     thread: String,
     op: String,
+    /// The agent of an `agent` input (`from` of a hand-off).
+    agent: Option<String>,
     model: Arc<dyn Model>,
     tools: Tools,
     /// Where the turn's tool calls run (the thread and the turn).
     context: ToolContext,
+    /// The turn's execution id: the first run's id, the same when it is driven again.
+    execution_id: String,
+    /// What a `resolve` or `answer` decided, when the turn is driven again.
+    decisions: Decisions,
+    /// The waits this run opened.
+    waits: Vec<Wait>,
+    /// The text message open.
     open: Option<String>,
+    /// The reasoning open.
+    reasoning: Option<String>,
     next_message: u64,
 }
 
@@ -157,6 +271,7 @@ impl<L: EventLog + 'static> TanStackSink<L> {
         if let Some(m) = &self.open {
             return Ok(m.clone());
         }
+        self.close_reasoning();
         let id = self.new_id("msg");
         self.emit(Event::TextMessageStart(TextMessageStart {
             message_id: id.clone(),
@@ -174,6 +289,64 @@ impl<L: EventLog + 'static> TanStackSink<L> {
                 ..TextMessageEnd::default()
             }));
         }
+    }
+
+    /// Opens a reasoning message (after the text message open, if any): `REASONING_START`
+    /// and `REASONING_MESSAGE_START`, one id for both.
+    fn open_reasoning(&mut self) -> Result<String, SinkError> {
+        if let Some(r) = &self.reasoning {
+            return Ok(r.clone());
+        }
+        self.close_message();
+        let id = self.new_id("reasoning");
+        self.emit(Event::ReasoningStart(ReasoningStart {
+            message_id: id.clone(),
+            ..ReasoningStart::default()
+        }))?;
+        self.emit(Event::ReasoningMessageStart(ReasoningMessageStart {
+            message_id: id.clone(),
+            role: agui::ReasoningRole::Reasoning,
+            ..ReasoningMessageStart::default()
+        }))?;
+        self.reasoning = Some(id.clone());
+        Ok(id)
+    }
+
+    fn close_reasoning(&mut self) {
+        if let Some(id) = self.reasoning.take() {
+            let _ = self.emit(Event::ReasoningMessageEnd(ReasoningMessageEnd {
+                message_id: id.clone(),
+                ..ReasoningMessageEnd::default()
+            }));
+            let _ = self.emit(Event::ReasoningEnd(ReasoningEnd {
+                message_id: id,
+                ..ReasoningEnd::default()
+            }));
+        }
+    }
+
+    /// Ends the text message and the reasoning open, before anything else is shown.
+    fn close_open(&mut self) {
+        self.close_message();
+        self.close_reasoning();
+    }
+
+    /// `TOOL_CALL_START` / `ARGS` / `END` of a call.
+    fn show_call(&mut self, call: &ToolCall) -> Result<(), SinkError> {
+        self.emit(Event::ToolCallStart(ToolCallStart {
+            tool_call_id: call.id.clone(),
+            tool_call_name: call.tool.clone(),
+            ..ToolCallStart::default()
+        }))?;
+        self.emit(Event::ToolCallArgs(ToolCallArgs {
+            tool_call_id: call.id.clone(),
+            delta: serde_json::to_string(&call.args).unwrap_or_else(|_| "{}".into()),
+            ..ToolCallArgs::default()
+        }))?;
+        self.emit(Event::ToolCallEnd(ToolCallEnd {
+            tool_call_id: call.id.clone(),
+            ..ToolCallEnd::default()
+        }))
     }
 
     fn usage_event(&self, u: &Usage, source: Option<&str>) -> Result<(), SinkError> {
@@ -253,47 +426,161 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
     async fn tool_call(&mut self, call: ToolCall) -> Result<ToolResult, SinkError> {
         // The rules every host applies, before anything is shown or run.
         rules::check_call(&call)?;
-        let (call, gated) = match rules::gate(call, &self.tools) {
-            Gate::Run(call) => (call, false),
-            Gate::NeedsApproval(call) => {
-                // A call the registry gated is held to the gated call's rules too.
-                rules::check_call(&call)?;
-                (call, true)
+        let call = match rules::gate(call, &self.tools) {
+            Gate::Run(call) => {
+                self.close_open();
+                self.show_call(&call)?;
+                let result = self.tools.call(call, self.context.clone()).await;
+                self.result_event(&result)?;
+                return Ok(result);
             }
+            Gate::NeedsApproval(call) => call,
         };
-        self.close_message();
-        self.emit(Event::ToolCallStart(ToolCallStart {
-            tool_call_id: call.id.clone(),
-            tool_call_name: call.tool.clone(),
-            ..ToolCallStart::default()
-        }))?;
-        self.emit(Event::ToolCallArgs(ToolCallArgs {
-            tool_call_id: call.id.clone(),
-            delta: serde_json::to_string(&call.args).unwrap_or_else(|_| "{}".into()),
-            ..ToolCallArgs::default()
-        }))?;
-        self.emit(Event::ToolCallEnd(ToolCallEnd {
-            tool_call_id: call.id.clone(),
-            ..ToolCallEnd::default()
-        }))?;
-        let result = if gated {
-            match ApprovalPolicy::Deny.decide(&call) {
-                Ok(()) => self.tools.call(call, self.context.clone()).await,
-                Err(reason) => ToolResult::denied(&call.id, &reason),
-            }
-        } else {
-            self.tools.call(call, self.context.clone()).await
-        };
-        self.result_event(&result)?;
-        Ok(result)
+        // A call the registry gated is held to the gated call's rules too (its id names it).
+        rules::check_call(&call)?;
+        self.close_open();
+        if let Some(decision) = self.decisions.approvals.remove(&call.id) {
+            // Driven again after the `resolve`: the call was shown in the interrupted run;
+            // it runs now, once, or never when denied (the agent gets the denial).
+            let result = if decision.approves() {
+                self.tools.call(call, self.context.clone()).await
+            } else {
+                ToolResult::denied(&call.id, &decision.denial_reason())
+            };
+            self.result_event(&result)?;
+            return Ok(result);
+        }
+        // No decision yet: shown, and the run ends waiting for one (no result).
+        self.show_call(&call)?;
+        self.waits.push(Wait::approval(&call));
+        Err(SinkError::ApprovalParked {
+            tool_call_id: call.id,
+            request_seq: 0,
+        })
     }
 
     async fn report(&mut self, result: ToolResult) -> Result<(), SinkError> {
-        self.close_message();
+        self.close_open();
         self.result_event(&result)
     }
 
     async fn usage(&mut self, usage: Usage) -> Result<(), SinkError> {
         self.usage_event(&usage, None)
+    }
+
+    /// Approvals, questions, hand-offs, reasoning, state and steps: everything but platform
+    /// commands.
+    fn supports(&self, feature: Feature) -> bool {
+        feature != Feature::Commands
+    }
+
+    async fn ask(&mut self, question: Question) -> Result<Answer, SinkError> {
+        self.close_open();
+        // The tape gives the question its place in the turn (`q<pos>`), the same when the
+        // turn is driven again; the turn's execution id makes it the thread's own.
+        let id = format!("{}-{}", self.execution_id, question.id);
+        if let Some(decision) = self.decisions.answers.remove(&id) {
+            if decision.cancelled {
+                return Err(SinkError::Cancelled);
+            }
+            return Ok(Answer::new(id, decision.payload));
+        }
+        let schema = question.schema.map(Value::Object);
+        self.waits.push(Wait::question(
+            id.clone(),
+            question.message,
+            schema,
+            question.secret,
+        ));
+        Err(SinkError::AwaitingAnswer { question_id: id })
+    }
+
+    async fn handoff(&mut self, handoff: Handoff) -> Result<(), SinkError> {
+        self.close_open();
+        let (to, wait_id) = match &handoff.to {
+            HandoffTarget::Human => (
+                serde_json::json!({"human": true}),
+                Some(self.new_id("human")),
+            ),
+            HandoffTarget::Agent(name) => (Value::String(name.clone()), None),
+            _ => return Err(SinkError::Unsupported(Feature::Handoff)),
+        };
+        // `from`: "an agent name, null for the main model".
+        let from = self.agent.clone().map_or(Value::Null, Value::String);
+        self.emit(
+            HarnessEvent::Handoff(catalog::Handoff {
+                from: Json::from_value(&from),
+                to: Json::from_value(&to),
+                note: handoff.note.clone(),
+                run_id: self.op.clone(),
+                by: HandoffBy::Code,
+                wait_id: wait_id.clone(),
+                ..catalog::Handoff::default()
+            })
+            .to_event(),
+        )?;
+        if let Some(id) = wait_id {
+            let message = handoff
+                .note
+                .unwrap_or_else(|| "The conversation is handed off to a person.".into());
+            self.waits.push(Wait::human(id, message));
+        }
+        Ok(())
+    }
+
+    async fn reasoning(&mut self, delta: &str) -> Result<(), SinkError> {
+        if delta.is_empty() {
+            return Ok(());
+        }
+        let id = self.open_reasoning()?;
+        self.emit(Event::ReasoningMessageContent(ReasoningMessageContent {
+            message_id: id,
+            delta: delta.to_owned(),
+            ..ReasoningMessageContent::default()
+        }))
+    }
+
+    async fn state(&mut self, update: StateUpdate) -> Result<(), SinkError> {
+        let ev = match update {
+            StateUpdate::Snapshot(v) => Event::StateSnapshot(StateSnapshot {
+                snapshot: Json::from_value(&v),
+                ..StateSnapshot::default()
+            }),
+            StateUpdate::Delta(ops) => {
+                // Each one a JSON Patch operation AG-UI takes (RFC 6902 `op`, a JSON Pointer
+                // `path` / `from`, a `value` where the op has one), or nothing is sent.
+                let delta = ops
+                    .iter()
+                    .map(|op| {
+                        Json::from_value(op).parse::<PatchOp>().map_err(|e| {
+                            SinkError::Rejected(format!("not a JSON Patch operation: {op} ({e})"))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Event::StateDelta(StateDelta {
+                    delta,
+                    ..StateDelta::default()
+                })
+            }
+            _ => return Err(SinkError::Unsupported(Feature::State)),
+        };
+        self.close_open();
+        self.emit(ev)
+    }
+
+    async fn step(&mut self, step: Step) -> Result<(), SinkError> {
+        let ev = match step {
+            Step::Started(name) => Event::StepStarted(StepStarted {
+                step_name: name,
+                ..StepStarted::default()
+            }),
+            Step::Finished(name) => Event::StepFinished(StepFinished {
+                step_name: name,
+                ..StepFinished::default()
+            }),
+            _ => return Err(SinkError::Unsupported(Feature::Steps)),
+        };
+        self.close_open();
+        self.emit(ev)
     }
 }

@@ -5,6 +5,7 @@ use std::time::Instant;
 use harness_core::message::{Message as CoreMessage, Role};
 
 use super::thread::Thread;
+use super::wait::{Entry, receipt_of};
 use super::{AccessPolicy, Host, HostEvent, Refusal, may_read};
 use crate::Json;
 use crate::catalog::{self, Delivery, HarnessEvent, InputOutcome};
@@ -176,7 +177,7 @@ impl<L: EventLog> Host<L> {
                 }
                 // An input to an empty queue always fits.
                 let full = self.threads.get(key).is_some_and(|t| {
-                    t.is_busy()
+                    t.blocks_inputs()
                         && (t.waiting().len() >= self.cfg.max_waiting_inputs.max(1)
                             || (!t.waiting().is_empty()
                                 && t.waiting_bytes + bytes > self.cfg.max_waiting_bytes))
@@ -204,7 +205,9 @@ impl<L: EventLog> Host<L> {
                 } else {
                     Delivery::Queue
                 };
-                let busy = self.threads.get(key).is_some_and(Thread::is_busy);
+                // Behind a running turn, the inputs before it, or a turn that waits for a
+                // person.
+                let busy = self.threads.get(key).is_some_and(Thread::blocks_inputs);
                 if busy {
                     if let Some(t) = self.threads.get_mut(key) {
                         t.push_waiting(Waiting {
@@ -277,6 +280,14 @@ impl<L: EventLog> Host<L> {
                         operation_id: Some(c.operation_id),
                         ..Receipt::default()
                     }
+                } else if self.cancel_parked(now, key, &c.operation_id)? {
+                    // The run waits for a person: its waits settle `cancelled`.
+                    Receipt {
+                        input_id,
+                        status: ReceiptStatus::Accepted,
+                        operation_id: Some(c.operation_id),
+                        ..Receipt::default()
+                    }
                 } else {
                     rejected(&input_id, "not_running")
                 }
@@ -334,7 +345,11 @@ impl<L: EventLog> Host<L> {
                 let idle = self
                     .threads
                     .get(key)
-                    .map(|t| t.running.is_none() && !t.waiting().is_empty())
+                    .map(|t| {
+                        t.running.is_none()
+                            && !t.waiting().is_empty()
+                            && !t.parked.as_ref().is_some_and(|p| p.blocks())
+                    })
                     .unwrap_or(false);
                 if idle {
                     let op = self.start_next(now, key)?;
@@ -368,7 +383,26 @@ impl<L: EventLog> Host<L> {
                     ..Receipt::default()
                 }
             }
-            Input::Answer(_) | Input::Resolve(_) => rejected(&input_id, "not_waiting"),
+            // "Answer it with the answer input"; `resolve` answers interrupts. A decision
+            // for no open wait changes nothing: `not_waiting`.
+            Input::Answer(a) => {
+                let entry = Entry::answer(&a.question_id, a.value.as_ref());
+                let r = self.resolve_waits(now, key, &input_id, "answer", vec![entry], None)?;
+                receipt_of(input_id, r)
+            }
+            Input::Resolve(r) => {
+                let entries: Vec<crate::agui::ResumeEntry> =
+                    r.resume.iter().filter_map(|j| j.parse().ok()).collect();
+                let r = self.resolve_waits(
+                    now,
+                    key,
+                    &input_id,
+                    "resolve",
+                    Entry::resolve(&entries),
+                    None,
+                )?;
+                receipt_of(input_id, r)
+            }
             _ => rejected(&input_id, "not_exposed"),
         };
         self.finish_input(now, key, receipt, idempotent)
