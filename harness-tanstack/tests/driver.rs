@@ -23,7 +23,7 @@ use harness_tanstack::driver::run_turns;
 use serde_json::Value;
 
 mod support;
-use support::driver::{drain, names, read_all, service};
+use support::driver::{FnHarness, drain, harness, names, read_all, serve, service};
 
 #[test]
 fn a_tool_loop_turn_becomes_tool_call_text_and_usage_events() {
@@ -126,14 +126,7 @@ impl Harness for Stuck {
 fn cancel_drops_the_future_and_the_run_finishes_cancelled() {
     let (svc, clock) = service();
     let mut pool = LocalPool::new();
-    pool.spawner()
-        .spawn_local(run_turns(
-            svc.clone(),
-            Stuck,
-            ScriptedModel::echo(),
-            Tools::new(),
-        ))
-        .unwrap();
+    serve(&svc, &pool, Stuck);
     let a: Value = serde_json::from_str(
         &svc.control(
             None,
@@ -203,14 +196,7 @@ fn cancel_drops_the_future_and_the_run_finishes_cancelled() {
 fn post_run_streams_plain_agui_events_of_one_run() {
     let (svc, _) = service();
     let mut pool = LocalPool::new();
-    pool.spawner()
-        .spawn_local(run_turns(
-            svc.clone(),
-            ToolLoopAgent::new("echo"),
-            ScriptedModel::echo(),
-            Tools::new(),
-        ))
-        .unwrap();
+    serve(&svc, &pool, ToolLoopAgent::new("echo"));
     let input: harness_tanstack::agui::RunAgentInput = serde_json::from_str(r#"{"threadId":"t-run","runId":"run-1","messages":[{"id":"u1","role":"user","content":"ping"}]}"#).unwrap();
     let mut s = svc.run_agui(&input, None, "r", None).unwrap();
     let mut events = Vec::new();
@@ -342,24 +328,18 @@ fn a_second_stream_of_a_connection_is_an_error_never_a_hang() {
 
 /// Calls a tool the way a model's tool call part comes (no mediation, no key), then as the
 /// rules want it; says what each call got.
-struct RawCaller;
-
-#[async_trait]
-impl Harness for RawCaller {
-    async fn describe(&self) -> Result<Descriptor, HarnessError> {
-        Ok(Descriptor::new("raw", "1"))
-    }
-    async fn run(&self, start: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
-        use harness_core::message::{JsonObject, ToolCall};
-        let raw = ToolCall::new("c1", "get_hours", JsonObject::new());
-        let refused = sink.tool_call(raw.clone()).await;
-        sink.output(&format!("{refused:?}|")).await?;
-        let ok = sink
-            .tool_call(raw.controller_mediated(&start.execution_id))
-            .await?;
-        sink.output(&format!("ran:{}", !ok.is_error)).await?;
-        Ok(())
-    }
+fn raw_caller() -> FnHarness {
+    harness(|start, sink| {
+        Box::pin(async move {
+            use harness_core::message::{JsonObject, ToolCall};
+            let raw = ToolCall::new("c1", "get_hours", JsonObject::new());
+            let refused = sink.tool_call(raw.clone()).await;
+            sink.output(&format!("{refused:?}|")).await?;
+            let mediated = raw.controller_mediated(&start.execution_id);
+            let ran = sink.tool_call(mediated).await?;
+            Ok(sink.output(&format!("ran:{}", !ran.is_error)).await?)
+        })
+    })
 }
 
 /// "Before anything runs, every host … applies check_call" (harness-core tool rules): an
@@ -379,7 +359,7 @@ fn the_driver_applies_the_core_tool_rules() {
     pool.spawner()
         .spawn_local(run_turns(
             svc.clone(),
-            RawCaller,
+            raw_caller(),
             ScriptedModel::echo(),
             tools,
         ))

@@ -7,15 +7,14 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
+use harness_core::SinkError;
 use harness_core::agent::ToolLoopAgent;
 use harness_core::interaction::{Command, Feature, Handoff, Question, StateUpdate, Step};
 use harness_core::message::{Message, ModelRequest, Part, Role, ToolCall, ToolResult};
 use harness_core::model::ScriptedModel;
 use harness_core::tool::{Tool, Tools};
-use harness_core::{Descriptor, EventSink, Harness, HarnessError, SinkError, Start};
 use harness_tanstack::agui::Event;
 use harness_tanstack::driver::{Service, run_turns};
 use harness_tanstack::host::HostConfig;
@@ -23,7 +22,9 @@ use harness_tanstack::log::{EventLog, FileLog, MemoryLog};
 use serde_json::{Value, json};
 
 mod support;
-use support::driver::{TestClock, control, names, read_all, service, service_over};
+use support::driver::{
+    FnHarness, control, harness, names, read_all, send, serve, service, service_over,
+};
 use support::temp_dir;
 
 /// `refund(order_id)`, gated; counts the times its code ran.
@@ -107,6 +108,28 @@ fn frames_of<'a>(frames: &'a [Value], name: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// The default host configuration, changed by `f`.
+fn cfg_with(f: impl FnOnce(&mut HostConfig)) -> HostConfig {
+    let mut cfg = HostConfig::default();
+    f(&mut cfg);
+    cfg
+}
+
+/// How many times the refund's code ran.
+fn ran(runs: &AtomicUsize) -> usize {
+    runs.load(Ordering::SeqCst)
+}
+
+/// "Refund order 42" on `thread-1`, as far as it goes.
+fn ask_refund<L: EventLog + 'static>(svc: &Service<L>, pool: &mut LocalPool) -> Value {
+    send(svc, pool, "thread-1", prompt("Refund order 42"))
+}
+
+/// The refund of `thread-1` approved, and the turn driven as far as it goes.
+fn approve_refund<L: EventLog + 'static>(svc: &Service<L>, pool: &mut LocalPool) -> Value {
+    send(svc, pool, "thread-1", approve("approval-call_1", true))
+}
+
 /// Every event valid AG-UI 1.0, read strictly.
 fn all_valid(frames: &[Value]) {
     for f in frames.iter().filter(|f| f["type"] == "harness.event") {
@@ -115,14 +138,17 @@ fn all_valid(frames: &[Value]) {
     }
 }
 
-/// The refund turn parked on its approval: the service, the pool, the clock and the runs of
+/// A host over a memory log serving the refund turn: the service, the pool and the runs of
 /// the tool's code.
-fn parked_refund(ungated: bool) -> (Service<MemoryLog>, LocalPool, TestClock, Arc<AtomicUsize>) {
-    let (svc, clock) = service();
+fn refund_host(
+    cfg: HostConfig,
+    ungated: bool,
+) -> (Service<MemoryLog>, LocalPool, Arc<AtomicUsize>) {
+    let (svc, _) = service_over(cfg, MemoryLog::default());
     let pool = LocalPool::new();
     let runs = Arc::new(AtomicUsize::new(0));
     refund_service(&svc, &pool, &runs, ungated);
-    (svc, pool, clock, runs)
+    (svc, pool, runs)
 }
 
 /// "harness.wait.opened { waitId, kind, runId, message? }. … The interrupts of a turn come in
@@ -132,7 +158,7 @@ fn parked_refund(ungated: bool) -> (Service<MemoryLog>, LocalPool, TestClock, Ar
 /// ran.
 #[test]
 fn a_gated_call_opens_an_approval_wait_and_the_run_ends_with_its_interrupt() {
-    let (svc, mut pool, _, runs) = parked_refund(false);
+    let (svc, mut pool, runs) = refund_host(HostConfig::default(), false);
     let (status, r) = control(&svc, "thread-1", prompt("Refund order 42"));
     assert_eq!((status, &r["status"]), (200, &json!("accepted")));
     pool.run_until_stalled();
@@ -153,7 +179,7 @@ fn a_gated_call_opens_an_approval_wait_and_the_run_ends_with_its_interrupt() {
         ]
     );
     assert!(frames_of(&frames, "TOOL_CALL_RESULT").is_empty());
-    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert_eq!(ran(&runs), 0);
     let call_id = frames_of(&frames, "TOOL_CALL_START")[0]["event"]["toolCallId"]
         .as_str()
         .unwrap()
@@ -186,16 +212,14 @@ fn a_gated_call_opens_an_approval_wait_and_the_run_ends_with_its_interrupt() {
 /// once. The same resolve again is `not_waiting` and runs nothing.
 #[test]
 fn an_approved_call_runs_exactly_once_in_a_run_driven_again() {
-    let (svc, mut pool, _, runs) = parked_refund(false);
-    control(&svc, "thread-1", prompt("Refund order 42"));
-    pool.run_until_stalled();
+    let (svc, mut pool, runs) = refund_host(HostConfig::default(), false);
+    ask_refund(&svc, &mut pool);
     let before = read_all(&mut pool, &svc).len();
-    let (_, r) = control(&svc, "thread-1", approve("approval-call_1", true));
+    let r = approve_refund(&svc, &mut pool);
     assert_eq!(
         r,
         json!({"inputId": "in-2", "status": "accepted", "operationId": "op-2"})
     );
-    pool.run_until_stalled();
     let frames = read_all(&mut pool, &svc);
     all_valid(&frames);
     let after = &frames[before..];
@@ -232,12 +256,10 @@ fn an_approved_call_runs_exactly_once_in_a_run_driven_again() {
     );
     assert_eq!(after[7]["event"]["delta"], "Refunded.");
     assert!(after[10]["event"].get("outcome").is_none(), "a success");
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(ran(&runs), 1);
     // Resolved already: "not_waiting", and nothing runs.
-    let (_, again) = control(&svc, "thread-1", approve("approval-call_1", true));
-    assert_eq!(again["reason"], "not_waiting");
-    pool.run_until_stalled();
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(approve_refund(&svc, &mut pool)["reason"], "not_waiting");
+    assert_eq!(ran(&runs), 1);
 }
 
 /// `approved: false` and `status: "cancelled"` (§5: "A denial gives approved:false";
@@ -258,19 +280,18 @@ fn a_denied_or_cancelled_approval_never_runs_the_tool() {
             "the approval was cancelled",
         ),
     ] {
-        let (svc, mut pool, _, runs) = parked_refund(false);
-        control(&svc, "thread-1", prompt("Refund order 42"));
-        pool.run_until_stalled();
-        let (_, r) = control(
+        let (svc, mut pool, runs) = refund_host(HostConfig::default(), false);
+        ask_refund(&svc, &mut pool);
+        let r = send(
             &svc,
+            &mut pool,
             "thread-1",
             json!({"op": "resolve", "resume": [entry]}),
         );
         assert_eq!(r["status"], "accepted");
-        pool.run_until_stalled();
         let frames = read_all(&mut pool, &svc);
         all_valid(&frames);
-        assert_eq!(runs.load(Ordering::SeqCst), 0, "the tool's code never ran");
+        assert_eq!(ran(&runs), 0, "the tool's code never ran");
         let settled = &frames_of(&frames, "harness.wait.settled")[0]["event"]["value"];
         assert_eq!(settled["outcome"], outcome);
         let results = frames_of(&frames, "TOOL_CALL_RESULT");
@@ -291,15 +312,13 @@ fn a_denied_or_cancelled_approval_never_runs_the_tool() {
 /// it all the same.
 #[test]
 fn a_tool_the_registry_gates_is_gated_even_when_the_call_is_not() {
-    let (svc, mut pool, _, runs) = parked_refund(true);
-    control(&svc, "thread-1", prompt("Refund order 42"));
-    pool.run_until_stalled();
+    let (svc, mut pool, runs) = refund_host(HostConfig::default(), true);
+    ask_refund(&svc, &mut pool);
     let frames = read_all(&mut pool, &svc);
     assert_eq!(frames_of(&frames, "harness.wait.opened").len(), 1);
-    assert_eq!(runs.load(Ordering::SeqCst), 0);
-    control(&svc, "thread-1", approve("approval-call_1", true));
-    pool.run_until_stalled();
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(ran(&runs), 0);
+    approve_refund(&svc, &mut pool);
+    assert_eq!(ran(&runs), 1);
 }
 
 /// "A rejected receipt is still 200. Its reason says why": an `answer` or a `resolve` that
@@ -308,11 +327,13 @@ fn a_tool_the_registry_gates_is_gated_even_when_the_call_is_not() {
 /// that is not a `ResumeEntry` is a bad input: 400.
 #[test]
 fn an_answer_or_resolve_for_no_open_wait_is_rejected_not_waiting() {
-    let (svc, mut pool, _, runs) = parked_refund(false);
-    let (_, r) = control(&svc, "thread-1", approve("approval-call_1", true));
-    assert_eq!(r["reason"], "not_waiting", "no thread yet");
-    control(&svc, "thread-1", prompt("Refund order 42"));
-    pool.run_until_stalled();
+    let (svc, mut pool, runs) = refund_host(HostConfig::default(), false);
+    assert_eq!(
+        approve_refund(&svc, &mut pool)["reason"],
+        "not_waiting",
+        "no thread yet"
+    );
+    ask_refund(&svc, &mut pool);
     for input in [
         approve("approval-nope", true),
         json!({"op": "answer", "questionId": "approval-call_1", "value": "yes"}),
@@ -334,11 +355,9 @@ fn an_answer_or_resolve_for_no_open_wait_is_rejected_not_waiting() {
     );
     assert_eq!(status, 400, "{r}");
     pool.run_until_stalled();
-    assert_eq!(runs.load(Ordering::SeqCst), 0);
-    let (_, r) = control(&svc, "thread-1", approve("approval-call_1", true));
-    assert_eq!(r["status"], "accepted");
-    pool.run_until_stalled();
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(ran(&runs), 0);
+    assert_eq!(approve_refund(&svc, &mut pool)["status"], "accepted");
+    assert_eq!(ran(&runs), 1);
 }
 
 /// While a turn waits for a person, a new prompt waits behind it ("harness.input.queued …
@@ -347,13 +366,13 @@ fn an_answer_or_resolve_for_no_open_wait_is_rejected_not_waiting() {
 /// tool never, and lets the next input run.
 #[test]
 fn inputs_wait_behind_a_parked_turn_and_a_cancel_of_it_drops_it() {
-    let (svc, mut pool, _, runs) = parked_refund(false);
-    control(&svc, "thread-1", prompt("Refund order 42"));
-    pool.run_until_stalled();
-    let (_, q) = control(&svc, "thread-1", prompt("Hello"));
+    let (svc, mut pool, runs) = refund_host(HostConfig::default(), false);
+    ask_refund(&svc, &mut pool);
+    let q = send(&svc, &mut pool, "thread-1", prompt("Hello"));
     assert_eq!(q["status"], "queued");
-    let (_, c) = control(
+    let c = send(
         &svc,
+        &mut pool,
         "thread-1",
         json!({"op": "cancel", "operationId": "op-1"}),
     );
@@ -361,7 +380,6 @@ fn inputs_wait_behind_a_parked_turn_and_a_cancel_of_it_drops_it() {
         c,
         json!({"inputId": "in-3", "status": "accepted", "operationId": "op-1"})
     );
-    pool.run_until_stalled();
     let frames = read_all(&mut pool, &svc);
     let settled = &frames_of(&frames, "harness.wait.settled")[0]["event"]["value"];
     assert_eq!(
@@ -371,57 +389,44 @@ fn inputs_wait_behind_a_parked_turn_and_a_cancel_of_it_drops_it() {
     let runs_started = frames_of(&frames, "RUN_STARTED");
     assert_eq!(runs_started.len(), 2, "the queued prompt ran");
     assert!(runs_started[1]["event"].get("parentRunId").is_none());
-    let (_, r) = control(&svc, "thread-1", approve("approval-call_1", true));
-    assert_eq!(r["reason"], "not_waiting");
-    pool.run_until_stalled();
-    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert_eq!(approve_refund(&svc, &mut pool)["reason"], "not_waiting");
+    assert_eq!(ran(&runs), 0);
 }
 
 /// Asks which day, then says it; hands off to a person when asked to, or to an agent.
-struct Asker;
-
-#[async_trait]
-impl Harness for Asker {
-    async fn describe(&self) -> Result<Descriptor, HarnessError> {
-        Ok(Descriptor::new("asker", "1"))
-    }
-    async fn run(&self, start: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
-        let said = start.inputs.iter().map(Message::text).collect::<String>();
-        if said.contains("person") {
-            sink.output("Putting you through.").await?;
-            return Ok(sink
-                .handoff(Handoff::to_human().with_note("wants a person"))
-                .await?);
-        }
-        if said.contains("billing") {
-            return Ok(sink.handoff(Handoff::to_agent("billing")).await?);
-        }
-        sink.output("Let me check. ").await?;
-        let q = Question::new("Which day?").with_schema(
-            json!({"type": "string"})
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-        );
-        let answer = sink.ask(q).await?;
-        sink.output(&format!("Open on {}.", answer.text().unwrap_or("?")))
-            .await?;
-        Ok(())
-    }
+fn asker() -> FnHarness {
+    harness(|start, sink| {
+        Box::pin(async move {
+            let said = start.inputs.iter().map(Message::text).collect::<String>();
+            if said.contains("person") {
+                sink.output("Putting you through.").await?;
+                let to_person = Handoff::to_human().with_note("wants a person");
+                return Ok(sink.handoff(to_person).await?);
+            }
+            if said.contains("billing") {
+                return Ok(sink.handoff(Handoff::to_agent("billing")).await?);
+            }
+            sink.output("Let me check. ").await?;
+            let schema = json!({"type": "string"}).as_object().cloned();
+            let answer = sink
+                .ask(Question::new("Which day?").with_schema(schema.unwrap_or_default()))
+                .await?;
+            let day = answer.text().unwrap_or("?").to_owned();
+            Ok(sink.output(&format!("Open on {day}.")).await?)
+        })
+    })
 }
 
-fn asker_service() -> (Service<MemoryLog>, LocalPool) {
+/// The asker served, after `text` on `thread-1`: the service, the pool and the thread's
+/// frames (every event valid AG-UI).
+fn asked(text: &str) -> (Service<MemoryLog>, LocalPool, Vec<Value>) {
     let (svc, _) = service();
-    let pool = LocalPool::new();
-    pool.spawner()
-        .spawn_local(run_turns(
-            svc.clone(),
-            Asker,
-            ScriptedModel::echo(),
-            Tools::new(),
-        ))
-        .unwrap();
-    (svc, pool)
+    let mut pool = LocalPool::new();
+    serve(&svc, &pool, asker());
+    send(&svc, &mut pool, "thread-1", prompt(text));
+    let frames = read_all(&mut pool, &svc);
+    all_valid(&frames);
+    (svc, pool, frames)
 }
 
 /// "harness.question { questionId, message, schema?, secret?, url? }. Answer it with the
@@ -431,11 +436,7 @@ fn asker_service() -> (Service<MemoryLog>, LocalPool) {
 /// the same `ask` returns the answer; what the turn said before is not said again.
 #[test]
 fn a_question_parks_the_turn_and_the_answer_drives_it_again() {
-    let (svc, mut pool) = asker_service();
-    control(&svc, "thread-1", prompt("When are you open?"));
-    pool.run_until_stalled();
-    let frames = read_all(&mut pool, &svc);
-    all_valid(&frames);
+    let (svc, mut pool, frames) = asked("When are you open?");
     let q = &frames_of(&frames, "harness.question")[0]["event"]["value"];
     assert_eq!(
         *q,
@@ -454,13 +455,9 @@ fn a_question_parks_the_turn_and_the_answer_drives_it_again() {
         json!({"type": "string"})
     );
     let before = frames.len();
-    let (_, r) = control(
-        &svc,
-        "thread-1",
-        json!({"op": "answer", "questionId": "op-1-q1", "value": "Saturday"}),
-    );
+    let answer = |day: &str| json!({"op": "answer", "questionId": "op-1-q1", "value": day});
+    let r = send(&svc, &mut pool, "thread-1", answer("Saturday"));
     assert_eq!(r["operationId"], "op-2");
-    pool.run_until_stalled();
     let frames = read_all(&mut pool, &svc);
     all_valid(&frames);
     let after = &frames[before..];
@@ -482,12 +479,8 @@ fn a_question_parks_the_turn_and_the_answer_drives_it_again() {
         .map(|f| f["event"]["delta"].as_str().unwrap())
         .collect();
     assert_eq!(text, ["Let me check. ", "Open on Saturday."]);
-    let (_, r) = control(
-        &svc,
-        "thread-1",
-        json!({"op": "answer", "questionId": "op-1-q1", "value": "Sunday"}),
-    );
-    assert_eq!(r["reason"], "not_waiting");
+    let r = send(&svc, &mut pool, "thread-1", answer("Sunday"));
+    assert_eq!(r["reason"], "not_waiting", "answered already");
 }
 
 /// "harness.handoff { from, to, note?, runId, by, waitId? } … by is tool, code, router, or
@@ -496,11 +489,7 @@ fn a_question_parks_the_turn_and_the_answer_drives_it_again() {
 /// settles it and drives nothing; a hand-off to an agent opens no wait.
 #[test]
 fn a_handoff_to_a_person_opens_a_human_wait_and_ends_the_run_with_it() {
-    let (svc, mut pool) = asker_service();
-    control(&svc, "thread-1", prompt("A person, please"));
-    pool.run_until_stalled();
-    let frames = read_all(&mut pool, &svc);
-    all_valid(&frames);
+    let (svc, mut pool, frames) = asked("A person, please");
     let h = &frames_of(&frames, "harness.handoff")[0]["event"]["value"];
     let wait_id = h["waitId"].as_str().unwrap().to_owned();
     assert_eq!(
@@ -514,63 +503,65 @@ fn a_handoff_to_a_person_opens_a_human_wait_and_ends_the_run_with_it() {
     let fin = &frames_of(&frames, "RUN_FINISHED")[0]["event"]["outcome"];
     assert_eq!(fin["interrupts"][0]["id"], wait_id.as_str());
     assert_eq!(fin["interrupts"][0]["metadata"]["kind"], "human");
-    // Nothing waits behind a person: a prompt runs at once.
-    let (_, r) = control(&svc, "thread-1", prompt("billing, please"));
+    // A resolve of it settles it, and drives nothing (no run).
+    let done = json!({"op": "resolve", "resume": [{"interruptId": wait_id, "status": "resolved"}]});
+    let r = send(&svc, &mut pool, "thread-1", done);
     assert_eq!(r["status"], "accepted");
-    pool.run_until_stalled();
+    assert!(r.get("operationId").is_none(), "{r}");
     let frames = read_all(&mut pool, &svc);
-    // The new turn took the conversation back: the person's wait settled cancelled.
     let s = &frames_of(&frames, "harness.wait.settled")[0]["event"]["value"];
-    assert_eq!(*s, json!({"waitId": wait_id, "outcome": "cancelled"}));
-    let to_agent = &frames_of(&frames, "harness.handoff")[1]["event"]["value"];
+    assert_eq!(*s, json!({"waitId": wait_id, "outcome": "answered"}));
+    assert_eq!(frames_of(&frames, "RUN_STARTED").len(), 1);
+    // Nothing waits behind a person: a prompt runs at once, and takes the conversation
+    // back: the person's wait settles cancelled.
+    send(&svc, &mut pool, "thread-1", prompt("A person again"));
+    let r = send(&svc, &mut pool, "thread-1", prompt("billing, please"));
+    assert_eq!(r["status"], "accepted");
+    let frames = read_all(&mut pool, &svc);
+    let second = frames_of(&frames, "harness.wait.opened")[1]["event"]["value"]["waitId"].clone();
+    let s = &frames_of(&frames, "harness.wait.settled")[1]["event"]["value"];
+    assert_eq!(*s, json!({"waitId": second, "outcome": "cancelled"}));
+    let to_agent = &frames_of(&frames, "harness.handoff")[2]["event"]["value"];
     assert_eq!(to_agent["to"], "billing");
     assert!(to_agent.get("waitId").is_none());
-    assert_eq!(frames_of(&frames, "harness.wait.opened").len(), 1);
+    assert_eq!(frames_of(&frames, "harness.wait.opened").len(), 2);
 }
 
 /// Reasons, publishes state, marks steps, and tries a platform command.
-struct Showy;
-
-#[async_trait]
-impl Harness for Showy {
-    async fn describe(&self) -> Result<Descriptor, HarnessError> {
-        Ok(Descriptor::new("showy", "1"))
-    }
-    async fn run(&self, _start: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
-        for f in [
-            Feature::Approvals,
-            Feature::Questions,
-            Feature::Handoff,
-            Feature::Reasoning,
-            Feature::State,
-            Feature::Steps,
-        ] {
-            assert!(sink.supports(f), "{f}");
-        }
-        assert!(!sink.supports(Feature::Commands));
-        sink.step(Step::Started("lookup".into())).await?;
-        sink.reasoning("They want ").await?;
-        sink.reasoning("the hours.").await?;
-        sink.output("Open 8 to 6.").await?;
-        sink.reasoning("Done.").await?;
-        sink.state(StateUpdate::Snapshot(json!({"day": "monday"})))
-            .await?;
-        sink.state(StateUpdate::Delta(vec![
-            json!({"op": "replace", "path": "/day", "value": "tuesday"}),
-            json!({"op": "add", "path": "/a~1b", "value": null}),
-        ]))
-        .await?;
-        let bad = sink
-            .state(StateUpdate::Delta(vec![
-                json!({"op": "add", "path": "day"}),
-            ]))
-            .await;
-        assert!(matches!(bad, Err(SinkError::Rejected(_))), "{bad:?}");
-        sink.step(Step::Finished("lookup".into())).await?;
-        let hangup = sink.command(Command::hangup("done")).await;
-        assert_eq!(hangup, Err(SinkError::Unsupported(Feature::Commands)));
-        Ok(())
-    }
+fn showy() -> FnHarness {
+    harness(|_start, sink| {
+        Box::pin(async move {
+            let offered = [
+                Feature::Approvals,
+                Feature::Questions,
+                Feature::Handoff,
+                Feature::Reasoning,
+                Feature::State,
+                Feature::Steps,
+            ];
+            assert!(offered.into_iter().all(|f| sink.supports(f)));
+            assert!(!sink.supports(Feature::Commands));
+            sink.step(Step::Started("lookup".into())).await?;
+            sink.reasoning("They want ").await?;
+            sink.reasoning("the hours.").await?;
+            sink.output("Open 8 to 6.").await?;
+            sink.reasoning("Done.").await?;
+            let day = json!({"day": "monday"});
+            sink.state(StateUpdate::Snapshot(day)).await?;
+            let patch = vec![
+                json!({"op": "replace", "path": "/day", "value": "tuesday"}),
+                json!({"op": "add", "path": "/a~1b", "value": null}),
+            ];
+            sink.state(StateUpdate::Delta(patch)).await?;
+            let not_a_pointer = vec![json!({"op": "add", "path": "day"})];
+            let bad = sink.state(StateUpdate::Delta(not_a_pointer)).await;
+            assert!(matches!(bad, Err(SinkError::Rejected(_))), "{bad:?}");
+            sink.step(Step::Finished("lookup".into())).await?;
+            let hangup = sink.command(Command::hangup("done")).await;
+            assert_eq!(hangup, Err(SinkError::Unsupported(Feature::Commands)));
+            Ok(())
+        })
+    })
 }
 
 /// What else an agent does on this host (harness-core `interaction`): `sink.reasoning`
@@ -583,16 +574,8 @@ impl Harness for Showy {
 fn reasoning_state_and_steps_become_agui_events_and_commands_are_unsupported() {
     let (svc, _) = service();
     let mut pool = LocalPool::new();
-    pool.spawner()
-        .spawn_local(run_turns(
-            svc.clone(),
-            Showy,
-            ScriptedModel::echo(),
-            Tools::new(),
-        ))
-        .unwrap();
-    control(&svc, "thread-1", prompt("hours?"));
-    pool.run_until_stalled();
+    serve(&svc, &pool, showy());
+    send(&svc, &mut pool, "thread-1", prompt("hours?"));
     let frames = read_all(&mut pool, &svc);
     all_valid(&frames);
     let n = names(&frames);
@@ -654,8 +637,7 @@ fn a_parked_turn_survives_a_durable_restart_and_the_tool_runs_once() {
         let (svc, _) = service_over(HostConfig::default(), FileLog::open(&dir).unwrap());
         let mut pool = LocalPool::new();
         refund_service(&svc, &pool, &runs, false);
-        control(&svc, "thread-1", prompt("Refund order 42"));
-        pool.run_until_stalled();
+        ask_refund(&svc, &mut pool);
         let frames = read_all(&mut pool, &svc);
         assert_eq!(frames_of(&frames, "harness.wait.opened").len(), 1);
         head = frames.last().unwrap()["cursor"]
@@ -680,10 +662,8 @@ fn a_parked_turn_survives_a_durable_restart_and_the_tool_runs_once() {
     let (svc, _) = service_over(HostConfig::default(), FileLog::open(&dir).unwrap());
     let mut pool = LocalPool::new();
     refund_service(&svc, &pool, &runs, false);
-    let (_, r) = control(&svc, "thread-1", approve("approval-call_1", true));
-    assert_eq!(r["status"], "accepted", "{r}");
-    pool.run_until_stalled();
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(approve_refund(&svc, &mut pool)["status"], "accepted");
+    assert_eq!(ran(&runs), 1);
     let frames = read_all(&mut pool, &svc);
     all_valid(&frames);
     let cursors: Vec<u64> = frames[1..]
@@ -707,9 +687,9 @@ fn a_parked_turn_survives_a_durable_restart_and_the_tool_runs_once() {
     drop(pool);
     drop(svc);
     let (svc, _) = service_over(HostConfig::default(), FileLog::open(&dir).unwrap());
-    let (_, r) = control(&svc, "thread-1", approve("approval-call_1", true));
-    assert_eq!(r["reason"], "not_waiting");
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let mut pool = LocalPool::new();
+    assert_eq!(approve_refund(&svc, &mut pool)["reason"], "not_waiting");
+    assert_eq!(ran(&runs), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -724,8 +704,7 @@ fn a_wait_the_log_opened_without_its_record_settles_cancelled_after_a_restart() 
         let (svc, _) = service_over(HostConfig::default(), FileLog::open(&dir).unwrap());
         let mut pool = LocalPool::new();
         refund_service(&svc, &pool, &runs, false);
-        control(&svc, "thread-1", prompt("Refund order 42"));
-        pool.run_until_stalled();
+        ask_refund(&svc, &mut pool);
     }
     // The record is lost (as if the host stopped before writing it).
     for e in std::fs::read_dir(&dir).unwrap() {
@@ -740,16 +719,14 @@ fn a_wait_the_log_opened_without_its_record_settles_cancelled_after_a_restart() 
     let (svc, _) = service_over(HostConfig::default(), FileLog::open(&dir).unwrap());
     let mut pool = LocalPool::new();
     refund_service(&svc, &pool, &runs, false);
-    let (_, r) = control(&svc, "thread-1", approve("approval-call_1", true));
-    assert_eq!(r["reason"], "not_waiting");
-    pool.run_until_stalled();
+    assert_eq!(approve_refund(&svc, &mut pool)["reason"], "not_waiting");
     let frames = read_all(&mut pool, &svc);
     let s = &frames_of(&frames, "harness.wait.settled")[0]["event"]["value"];
     assert_eq!(
         *s,
         json!({"waitId": "approval-call_1", "outcome": "cancelled"})
     );
-    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert_eq!(ran(&runs), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -758,26 +735,17 @@ fn a_wait_the_log_opened_without_its_record_settles_cancelled_after_a_restart() 
 /// `too_large`), opens no wait, keeps nothing, and its tool never runs.
 #[test]
 fn a_turn_whose_waits_record_is_too_large_fails_and_keeps_nothing() {
-    let cfg = HostConfig {
-        max_parked_bytes: 200,
-        ..HostConfig::default()
-    };
-    let (svc, _) = service_over(cfg, MemoryLog::default());
-    let mut pool = LocalPool::new();
-    let runs = Arc::new(AtomicUsize::new(0));
-    refund_service(&svc, &pool, &runs, false);
-    control(&svc, "thread-1", prompt("Refund order 42"));
-    pool.run_until_stalled();
+    let (svc, mut pool, runs) = refund_host(cfg_with(|c| c.max_parked_bytes = 200), false);
+    ask_refund(&svc, &mut pool);
     let frames = read_all(&mut pool, &svc);
     all_valid(&frames);
     let err = &frames_of(&frames, "RUN_ERROR")[0]["event"];
     assert_eq!(err["code"], "too_large");
     assert!(frames_of(&frames, "harness.wait.opened").is_empty());
-    let (_, r) = control(&svc, "thread-1", approve("approval-call_1", true));
-    assert_eq!(r["reason"], "not_waiting");
-    let (_, r) = control(&svc, "thread-1", prompt("Hello"));
+    assert_eq!(approve_refund(&svc, &mut pool)["reason"], "not_waiting");
+    let r = send(&svc, &mut pool, "thread-1", prompt("Hello"));
     assert_eq!(r["status"], "accepted", "nothing waits: the thread is idle");
-    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert_eq!(ran(&runs), 0);
 }
 
 /// A parked thread with nothing else going on may leave the host's memory (issue 11's
@@ -785,25 +753,14 @@ fn a_turn_whose_waits_record_is_too_large_fails_and_keeps_nothing() {
 /// was read back drives the turn as before.
 #[test]
 fn a_parked_thread_that_left_memory_is_driven_again_from_its_record() {
-    let cfg = HostConfig {
-        max_resident_threads: 1,
-        ..HostConfig::default()
-    };
-    let (svc, _) = service_over(cfg, MemoryLog::default());
-    let mut pool = LocalPool::new();
-    let runs = Arc::new(AtomicUsize::new(0));
-    refund_service(&svc, &pool, &runs, false);
-    control(&svc, "thread-1", prompt("Refund order 42"));
-    pool.run_until_stalled();
+    let (svc, mut pool, runs) = refund_host(cfg_with(|c| c.max_resident_threads = 1), false);
+    ask_refund(&svc, &mut pool);
     for i in 0..3 {
-        control(&svc, &format!("other-{i}"), prompt("Hello"));
-        pool.run_until_stalled();
+        send(&svc, &mut pool, &format!("other-{i}"), prompt("Hello"));
     }
     assert!(svc.with_host(|h, _| h.stats().resident_threads) <= 2);
-    let (_, r) = control(&svc, "thread-1", approve("approval-call_1", true));
-    assert_eq!(r["status"], "accepted", "{r}");
-    pool.run_until_stalled();
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(approve_refund(&svc, &mut pool)["status"], "accepted");
+    assert_eq!(ran(&runs), 1);
 }
 
 /// §5, over `POST run` as `@tanstack/ai-client` does it: the run streams the tool call and
@@ -815,7 +772,7 @@ fn a_parked_thread_that_left_memory_is_driven_again_from_its_record() {
 #[test]
 fn post_run_ends_with_the_interrupt_and_a_resume_post_drives_the_turn() {
     use harness_tanstack::agui::RunAgentInput;
-    let (svc, mut pool, _, runs) = parked_refund(false);
+    let (svc, mut pool, runs) = refund_host(HostConfig::default(), false);
     let body = |v: Value| -> RunAgentInput { serde_json::from_value(v).unwrap() };
     let run = |pool: &mut LocalPool, input: &RunAgentInput| -> Vec<Value> {
         let mut s = svc.run_agui(input, None, "r", None).unwrap();
@@ -856,7 +813,7 @@ fn post_run_ends_with_the_interrupt_and_a_resume_post_drives_the_turn() {
     assert_eq!(events[0]["parentRunId"], "run-1");
     assert!(events.iter().any(|e| e["type"] == "TOOL_CALL_RESULT"));
     assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(ran(&runs), 1);
 }
 
 /// A model call in the first run, the gated call, and a model call after: the model is
@@ -889,10 +846,13 @@ fn a_turn_driven_again_asks_the_model_only_for_what_is_new() {
     pool.spawner()
         .spawn_local(run_turns(svc.clone(), agent, model, tools))
         .unwrap();
-    control(&svc, "thread-1", prompt("Refund order 42"));
-    pool.run_until_stalled();
-    control(&svc, "thread-1", approve("approval-call_a", true));
-    pool.run_until_stalled();
+    ask_refund(&svc, &mut pool);
+    send(
+        &svc,
+        &mut pool,
+        "thread-1",
+        approve("approval-call_a", true),
+    );
     assert_eq!(*seen.lock().unwrap(), [1, 3]);
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(ran(&runs), 1);
 }

@@ -10,10 +10,35 @@
 //! | --- | --- |
 //! | `sink.model(req)` | the model streams: `TEXT_MESSAGE_START` / `CONTENT` / `END`, then `harness.usage` |
 //! | `sink.output(delta)` | `TEXT_MESSAGE_CONTENT` (a message opened for it) |
-//! | `sink.tool_call(call)` | `TOOL_CALL_START` / `ARGS` / `END`, the host's tool runs, `TOOL_CALL_RESULT` |
+//! | `sink.tool_call(call)` | after the core rules ([`check_call`], [`gate`]): `TOOL_CALL_START` / `ARGS` / `END`, the tool of the core [`Tools`] runs, `TOOL_CALL_RESULT` |
+//! | `sink.tool_call` of a gated call (the call or the registry gates it) | `TOOL_CALL_START` / `ARGS` / `END`, then the run ends waiting: `harness.wait.opened` kind `approval` and `RUN_FINISHED` with its interrupt (`approval_required`), no result; a `resolve` drives the turn again: the tool runs once (`approved: true`) or never (the agent gets [`ToolResult::denied`]) |
+//! | `sink.ask(question)` | the run ends waiting: `harness.question`, `harness.wait.opened` kind `question`; the `answer` input drives the turn again, and `ask` returns it |
+//! | `sink.handoff(h)` | `harness.handoff` (`by: "code"`); to a person, a wait of kind `human` the run ends with |
+//! | `sink.reasoning(delta)` | `REASONING_START` / `REASONING_MESSAGE_START` / `CONTENT` / `END` / `REASONING_END` around contiguous deltas |
+//! | `sink.state(update)` | `STATE_SNAPSHOT`, or `STATE_DELTA` (an operation that is not JSON Patch: `Rejected`, nothing sent) |
+//! | `sink.step(step)` | `STEP_STARTED` / `STEP_FINISHED` |
+//! | `sink.command(c)` | `Unsupported` (no platform commands here) |
 //! | `sink.report(result)` | `TOOL_CALL_RESULT` |
 //! | `sink.usage(u)` | `harness.usage` |
 //! | a `cancel` input | the turn's future is dropped; `RUN_FINISHED` with `outcome: {type:'cancelled'}` |
+//!
+//! **Driven again.** Every turn runs through [`Taped`], which keeps a tape of what it did.
+//! A turn that waits for a person gives the host its tape and its start (the host keeps them
+//! with the thread, durably on a [`FileLog`](crate::log::FileLog), see [`log`](crate::log));
+//! once the waits are decided the host asks for a new run (`RUN_STARTED` with
+//! `parentRunId`), and the driver runs the agent again with the same start on that tape:
+//! everything the turn did before is served from the tape and shown nowhere again, and the
+//! gated call or the question now finds its decision. A harness deterministic given its
+//! inputs and what the host answered (agentsessions' I0) goes on exactly where it stopped;
+//! the execution id (in the tools' [`ToolContext`] and the idempotency keys) stays the first
+//! run's.
+//!
+//! [`check_call`]: harness_core::tool::rules::check_call
+//! [`gate`]: harness_core::tool::rules::gate
+//! [`Tools`]: harness_core::tool::Tools
+//! [`ToolResult::denied`]: harness_core::message::ToolResult::denied
+//! [`Taped`]: harness_core::tape::Taped
+//! [`ToolContext`]: harness_core::tool::ToolContext
 //!
 //! Time: the service reads it from the clock function you give it (`Instant::now` in an
 //! application, a virtual clock in a test); nothing here sleeps. Call [`Service::tick`] at

@@ -187,7 +187,6 @@ async fn run_one<L: EventLog + 'static>(
         decisions,
         waits: Vec::new(),
         open: None,
-        reasoning: None,
         next_message: 0,
     };
     let result = {
@@ -223,17 +222,8 @@ async fn run_one<L: EventLog + 'static>(
     }
 }
 
-/// The [`EventSink`] of a turn on a TanStack thread.
-///
-/// | the harness does | on the thread |
-/// | --- | --- |
-/// | `sink.tool_call` of a gated call (the call or the registry, [`rules::gate`]) | `TOOL_CALL_START` / `ARGS` / `END`, then the run ends waiting: `harness.wait.opened` kind `approval`, `RUN_FINISHED` with its interrupt; driven again after `resolve`, the tool runs once (`TOOL_CALL_RESULT`) or is denied |
-/// | `sink.ask` | the run ends waiting: `harness.question`, `harness.wait.opened` kind `question`; driven again after `answer`, `ask` returns it |
-/// | `sink.handoff` | `harness.handoff` (`by: "code"`); to a person, with a wait of kind `human` the run ends with |
-/// | `sink.reasoning` | `REASONING_START` / `REASONING_MESSAGE_START` / `_CONTENT` / `_END` / `REASONING_END` around contiguous deltas |
-/// | `sink.state` | `STATE_SNAPSHOT`, or `STATE_DELTA` (each operation a valid JSON Patch one, else `Rejected`) |
-/// | `sink.step` | `STEP_STARTED` / `STEP_FINISHED` |
-/// | `sink.command` | `Unsupported` (TanStack has no platform commands) |
+/// The [`EventSink`] of a turn on a TanStack thread (what each call becomes: the
+/// [module docs](super)).
 struct TanStackSink<L: EventLog> {
     service: Service<L>,
     thread: String,
@@ -250,11 +240,79 @@ struct TanStackSink<L: EventLog> {
     decisions: Decisions,
     /// The waits this run opened.
     waits: Vec<Wait>,
-    /// The text message open.
-    open: Option<String>,
-    /// The reasoning open.
-    reasoning: Option<String>,
+    /// The text message or the reasoning open, and its id.
+    open: Option<(Block, String)>,
     next_message: u64,
+}
+
+/// What streams in pieces between a start and an end: a text message, or reasoning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Block {
+    Text,
+    Reasoning,
+}
+
+impl Block {
+    fn id_part(self) -> &'static str {
+        match self {
+            Block::Text => "msg",
+            Block::Reasoning => "reasoning",
+        }
+    }
+
+    /// `TEXT_MESSAGE_START`; `REASONING_START` and `REASONING_MESSAGE_START` (one id).
+    fn starts(self, id: &str) -> Vec<Event> {
+        let message_id = id.to_owned();
+        match self {
+            Block::Text => {
+                let role = Some(agui::TextMessageRole::Assistant);
+                let start = TextMessageStart {
+                    message_id,
+                    role,
+                    ..Default::default()
+                };
+                vec![Event::TextMessageStart(start)]
+            }
+            Block::Reasoning => {
+                let phase = ReasoningStart {
+                    message_id: message_id.clone(),
+                    ..Default::default()
+                };
+                let role = agui::ReasoningRole::Reasoning;
+                let message = ReasoningMessageStart {
+                    message_id,
+                    role,
+                    ..Default::default()
+                };
+                vec![
+                    Event::ReasoningStart(phase),
+                    Event::ReasoningMessageStart(message),
+                ]
+            }
+        }
+    }
+
+    /// `TEXT_MESSAGE_END`; `REASONING_MESSAGE_END` and `REASONING_END`.
+    fn ends(self, message_id: String) -> Vec<Event> {
+        if self == Block::Text {
+            return vec![Event::TextMessageEnd(TextMessageEnd {
+                message_id,
+                ..Default::default()
+            })];
+        }
+        let message = ReasoningMessageEnd {
+            message_id: message_id.clone(),
+            ..Default::default()
+        };
+        let phase = ReasoningEnd {
+            message_id,
+            ..Default::default()
+        };
+        vec![
+            Event::ReasoningMessageEnd(message),
+            Event::ReasoningEnd(phase),
+        ]
+    }
 }
 
 impl<L: EventLog + 'static> TanStackSink<L> {
@@ -267,68 +325,29 @@ impl<L: EventLog + 'static> TanStackSink<L> {
         format!("{}-{kind}-{}", self.op, self.next_message)
     }
 
-    fn open_message(&mut self) -> Result<String, SinkError> {
-        if let Some(m) = &self.open {
-            return Ok(m.clone());
+    /// The block of `kind` open, or a new one (the other kind of block closes first).
+    fn open(&mut self, kind: Block) -> Result<String, SinkError> {
+        if let Some((k, id)) = &self.open {
+            if *k == kind {
+                return Ok(id.clone());
+            }
         }
-        self.close_reasoning();
-        let id = self.new_id("msg");
-        self.emit(Event::TextMessageStart(TextMessageStart {
-            message_id: id.clone(),
-            role: Some(agui::TextMessageRole::Assistant),
-            ..TextMessageStart::default()
-        }))?;
-        self.open = Some(id.clone());
+        self.close_open();
+        let id = self.new_id(kind.id_part());
+        for ev in kind.starts(&id) {
+            self.emit(ev)?;
+        }
+        self.open = Some((kind, id.clone()));
         Ok(id)
     }
 
-    fn close_message(&mut self) {
-        if let Some(m) = self.open.take() {
-            let _ = self.emit(Event::TextMessageEnd(TextMessageEnd {
-                message_id: m,
-                ..TextMessageEnd::default()
-            }));
-        }
-    }
-
-    /// Opens a reasoning message (after the text message open, if any): `REASONING_START`
-    /// and `REASONING_MESSAGE_START`, one id for both.
-    fn open_reasoning(&mut self) -> Result<String, SinkError> {
-        if let Some(r) = &self.reasoning {
-            return Ok(r.clone());
-        }
-        self.close_message();
-        let id = self.new_id("reasoning");
-        self.emit(Event::ReasoningStart(ReasoningStart {
-            message_id: id.clone(),
-            ..ReasoningStart::default()
-        }))?;
-        self.emit(Event::ReasoningMessageStart(ReasoningMessageStart {
-            message_id: id.clone(),
-            role: agui::ReasoningRole::Reasoning,
-            ..ReasoningMessageStart::default()
-        }))?;
-        self.reasoning = Some(id.clone());
-        Ok(id)
-    }
-
-    fn close_reasoning(&mut self) {
-        if let Some(id) = self.reasoning.take() {
-            let _ = self.emit(Event::ReasoningMessageEnd(ReasoningMessageEnd {
-                message_id: id.clone(),
-                ..ReasoningMessageEnd::default()
-            }));
-            let _ = self.emit(Event::ReasoningEnd(ReasoningEnd {
-                message_id: id,
-                ..ReasoningEnd::default()
-            }));
-        }
-    }
-
-    /// Ends the text message and the reasoning open, before anything else is shown.
+    /// Ends the text message or the reasoning open, before anything else is shown.
     fn close_open(&mut self) {
-        self.close_message();
-        self.close_reasoning();
+        if let Some((kind, id)) = self.open.take() {
+            for ev in kind.ends(id) {
+                let _ = self.emit(ev);
+            }
+        }
     }
 
     /// `TOOL_CALL_START` / `ARGS` / `END` of a call.
@@ -395,7 +414,7 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
         while let Some(ev) = stream.next().await {
             match ev {
                 Ok(ModelEvent::TextDelta(d)) => {
-                    let id = self.open_message()?;
+                    let id = self.open(Block::Text)?;
                     self.emit(Event::text_content(id, d))?;
                 }
                 Ok(ModelEvent::Completed(r)) => {
@@ -410,7 +429,7 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
             }
         }
         drop(stream);
-        self.close_message();
+        self.close_open();
         let r = response?;
         if r.usage != Usage::default() {
             self.usage_event(&r.usage, None)?;
@@ -419,7 +438,7 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
     }
 
     async fn output(&mut self, delta: &str) -> Result<(), SinkError> {
-        let id = self.open_message()?;
+        let id = self.open(Block::Text)?;
         self.emit(Event::text_content(id, delta))
     }
 
@@ -532,7 +551,7 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
         if delta.is_empty() {
             return Ok(());
         }
-        let id = self.open_reasoning()?;
+        let id = self.open(Block::Reasoning)?;
         self.emit(Event::ReasoningMessageContent(ReasoningMessageContent {
             message_id: id,
             delta: delta.to_owned(),

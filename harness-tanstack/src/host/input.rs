@@ -302,16 +302,7 @@ impl<L: EventLog> Host<L> {
                         if let Some(t) = self.threads.get_mut(key) {
                             t.take_waiting(i);
                         }
-                        self.log_harness(
-                            now,
-                            key,
-                            "session",
-                            HarnessEvent::InputSettled(catalog::InputSettled {
-                                input_id: input_id.clone(),
-                                outcome: InputOutcome::Aborted,
-                                ..catalog::InputSettled::default()
-                            }),
-                        )?;
+                        self.settle_input(now, key, &input_id, InputOutcome::Aborted)?;
                         Receipt {
                             input_id,
                             status: ReceiptStatus::Accepted,
@@ -445,6 +436,22 @@ impl<L: EventLog> Host<L> {
         self.emit(now, thread, op, h.to_event())
             .map(|_| ())
             .map_err(|e| Refusal::Internal(e.to_string()))
+    }
+
+    /// `harness.input.settled` of an input that ran no turn.
+    pub(super) fn settle_input(
+        &mut self,
+        now: Instant,
+        key: &str,
+        input_id: &str,
+        outcome: InputOutcome,
+    ) -> Result<(), Refusal> {
+        let settled = HarnessEvent::InputSettled(catalog::InputSettled {
+            input_id: input_id.to_owned(),
+            outcome,
+            ..catalog::InputSettled::default()
+        });
+        self.log_harness(now, key, "session", settled)
     }
 
     /// A host-made input id (`in-N`) that no input of the thread has had: past the highest

@@ -157,36 +157,49 @@ impl Wait {
     /// `{id, reason: "approval_required", message, toolCallId, metadata: {kind: "approval",
     /// toolName, input}}`.
     pub fn interrupt(&self) -> Interrupt {
-        let (reason, tool_call_id, schema, metadata) = match &self.what {
+        /// The interrupt's `metadata`, its keys in this order.
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Metadata<'a> {
+            kind: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            tool_name: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            input: Option<&'a Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            question_id: Option<&'a str>,
+            #[serde(skip_serializing_if = "std::ops::Not::not")]
+            secret: bool,
+        }
+        let kind = self.kind();
+        let mut meta = Metadata {
+            kind: kind.as_str(),
+            tool_name: None,
+            input: None,
+            question_id: None,
+            secret: false,
+        };
+        let (reason, tool_call_id, schema) = match &self.what {
             WaitFor::Approval {
                 tool_call_id,
                 tool_name,
                 input,
-            } => (
-                "approval_required",
-                Some(tool_call_id.clone()),
-                None,
-                serde_json::json!({"kind": "approval", "toolName": tool_name, "input": input}),
-            ),
+            } => {
+                meta.tool_name = Some(tool_name);
+                meta.input = Some(input);
+                ("approval_required", Some(tool_call_id.clone()), None)
+            }
             WaitFor::Question {
                 question_id,
                 schema,
                 secret,
-            } => (
-                "input_required",
-                None,
-                schema
-                    .as_ref()
-                    .filter(|s| s.is_object())
-                    .map(Json::from_value),
-                serde_json::json!({"kind": "question", "questionId": question_id, "secret": secret}),
-            ),
-            WaitFor::Human => (
-                "human_handoff",
-                None,
-                None,
-                serde_json::json!({"kind": "human"}),
-            ),
+            } => {
+                meta.question_id = Some(question_id);
+                meta.secret = *secret;
+                let schema = schema.as_ref().filter(|s| s.is_object());
+                ("input_required", None, schema.map(Json::from_value))
+            }
+            WaitFor::Human => ("human_handoff", None, None),
         };
         Interrupt {
             id: self.wait_id.clone(),
@@ -194,7 +207,7 @@ impl Wait {
             message: Some(self.message.clone()),
             tool_call_id,
             response_schema: schema,
-            metadata: Some(Json::from_value(&metadata)),
+            metadata: Json::new(&meta).ok(),
             ..Interrupt::default()
         }
     }
@@ -481,16 +494,7 @@ impl<L: EventLog> Host<L> {
             self.log_settled(now, key, r)?;
         }
         if !drive {
-            self.log_harness(
-                now,
-                key,
-                "session",
-                HarnessEvent::InputSettled(catalog::InputSettled {
-                    input_id: input_id.to_owned(),
-                    outcome: InputOutcome::Completed,
-                    ..catalog::InputSettled::default()
-                }),
-            )?;
+            self.settle_input(now, key, input_id, InputOutcome::Completed)?;
             return Ok(Resolved::Settled);
         }
         let run = match run_id {

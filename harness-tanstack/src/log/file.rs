@@ -318,15 +318,7 @@ impl FileLog {
                     )));
                 }
             } else {
-                let tmp = id_path.with_extension("id-tmp");
-                {
-                    let mut f = File::create(&tmp)?;
-                    f.write_all(key.as_bytes())?;
-                    if self.cfg.sync {
-                        f.sync_all()?;
-                    }
-                }
-                fs::rename(&tmp, &id_path)?;
+                replace_file(&id_path, "id-tmp", key.as_bytes(), self.cfg.sync)?;
             }
         }
         Ok(self.dir.join(format!("{stem}{suffix}")))
@@ -558,6 +550,20 @@ fn last_byte_before(file: &mut File, before: u64, byte: u8) -> io::Result<Option
         end = start;
     }
     Ok(None)
+}
+
+/// Writes a small file whole: to a temporary file beside it (its extension `tmp_ext`),
+/// renamed over it, so that a crash leaves the old content or the new one.
+fn replace_file(path: &Path, tmp_ext: &str, bytes: &[u8], sync: bool) -> io::Result<()> {
+    let tmp = path.with_extension(tmp_ext);
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        if sync {
+            f.sync_all()?;
+        }
+    }
+    fs::rename(&tmp, path)
 }
 
 /// Up to `n` bytes of a file from `offset`.
@@ -828,15 +834,7 @@ impl EventLog for FileLog {
 
     fn set_owner(&mut self, thread_id: &str, owner: &str) -> Result<(), LogError> {
         let path = self.named_path(thread_id, OWNER_SUFFIX)?;
-        let tmp = path.with_extension("owner-tmp");
-        {
-            let mut f = File::create(&tmp)?;
-            f.write_all(owner.as_bytes())?;
-            if self.cfg.sync {
-                f.sync_all()?;
-            }
-        }
-        fs::rename(&tmp, &path)?;
+        replace_file(&path, "owner-tmp", owner.as_bytes(), self.cfg.sync)?;
         self.owners.insert(thread_id.to_owned(), owner.to_owned());
         Ok(())
     }
@@ -857,15 +855,7 @@ impl EventLog for FileLog {
             return Ok(());
         };
         let path = self.named_path(thread_id, WAITS_SUFFIX)?;
-        let tmp = path.with_extension("waits-tmp");
-        {
-            let mut f = File::create(&tmp)?;
-            f.write_all(record.as_bytes())?;
-            if self.cfg.sync {
-                f.sync_all()?;
-            }
-        }
-        fs::rename(&tmp, &path)?;
+        replace_file(&path, "waits-tmp", record.as_bytes(), self.cfg.sync)?;
         self.waits.insert(thread_id.to_owned());
         Ok(())
     }

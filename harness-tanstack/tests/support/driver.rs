@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use futures::executor::LocalPool;
+use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start};
 use harness_tanstack::driver::Service;
 use harness_tanstack::host::{Host, HostConfig};
 use harness_tanstack::log::{EventLog, MemoryLog};
@@ -94,4 +95,70 @@ pub fn names(frames: &[Value]) -> Vec<String> {
                 .to_owned()
         })
         .collect()
+}
+
+/// [`control`], then the turns run as far as they go: the receipt of a `200`.
+pub fn send<L: EventLog + 'static>(
+    svc: &Service<L>,
+    pool: &mut LocalPool,
+    thread: &str,
+    input: Value,
+) -> Value {
+    let (status, receipt) = control(svc, thread, input);
+    assert_eq!(status, 200, "{receipt}");
+    pool.run_until_stalled();
+    receipt
+}
+
+/// What a test harness does in a turn.
+pub type RunFn = Box<
+    dyn for<'a> Fn(
+            Start,
+            &'a mut dyn EventSink,
+        ) -> futures::future::BoxFuture<'a, Result<(), HarnessError>>
+        + Send
+        + Sync,
+>;
+
+/// A harness made of a function: `harness(|start, sink| Box::pin(async move { … }))`.
+pub struct FnHarness(RunFn);
+
+/// A [`FnHarness`] running `f`.
+pub fn harness<F>(f: F) -> FnHarness
+where
+    F: for<'a> Fn(
+            Start,
+            &'a mut dyn EventSink,
+        ) -> futures::future::BoxFuture<'a, Result<(), HarnessError>>
+        + Send
+        + Sync
+        + 'static,
+{
+    FnHarness(Box::new(f))
+}
+
+#[async_trait::async_trait]
+impl Harness for FnHarness {
+    async fn describe(&self) -> Result<Descriptor, HarnessError> {
+        Ok(Descriptor::new("test", "1"))
+    }
+    async fn run(&self, start: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
+        (self.0)(start, sink).await
+    }
+}
+
+/// Serves `harness` on `svc` (the echo model, no tools), in `pool`.
+pub fn serve<L: EventLog + 'static>(
+    svc: &Service<L>,
+    pool: &LocalPool,
+    harness: impl Harness + 'static,
+) {
+    use futures::task::LocalSpawnExt;
+    let turns = harness_tanstack::driver::run_turns(
+        svc.clone(),
+        harness,
+        harness_core::model::ScriptedModel::echo(),
+        harness_core::Tools::new(),
+    );
+    pool.spawner().spawn_local(turns).unwrap();
 }
