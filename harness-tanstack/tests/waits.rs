@@ -856,3 +856,29 @@ fn a_turn_driven_again_asks_the_model_only_for_what_is_new() {
     assert_eq!(*seen.lock().unwrap(), [1, 3]);
     assert_eq!(ran(&runs), 1);
 }
+
+/// A question's interrupt cancelled (§5: "cancelInterrupts() sends status:cancelled for
+/// every item"): the wait settles `cancelled` and the turn, driven again, finds its `ask`
+/// cancelled: it ends `RUN_FINISHED` with `outcome: {type: "cancelled"}` ("harness.operation.
+/// finished … cancelled", l. 408) and says nothing more.
+#[test]
+fn a_cancelled_question_cancels_the_turn() {
+    let (svc, mut pool, frames) = asked("When are you open?");
+    let before = frames.len();
+    let cancel =
+        json!({"op": "resolve", "resume": [{"interruptId": "op-1-q1", "status": "cancelled"}]});
+    let r = send(&svc, &mut pool, "thread-1", cancel);
+    assert_eq!(r["operationId"], "op-2");
+    let frames = read_all(&mut pool, &svc);
+    all_valid(&frames);
+    let after = &frames[before..];
+    let settled = &frames_of(after, "harness.wait.settled")[0]["event"]["value"];
+    assert_eq!(
+        *settled,
+        json!({"waitId": "op-1-q1", "outcome": "cancelled"})
+    );
+    assert!(frames_of(after, "harness.question.answered").is_empty());
+    let fin = &frames_of(after, "RUN_FINISHED")[0]["event"];
+    assert_eq!(fin["outcome"], json!({"type": "cancelled"}));
+    assert!(frames_of(after, "TEXT_MESSAGE_CONTENT").is_empty());
+}

@@ -226,6 +226,14 @@ impl<L: EventLog> Host<L> {
     /// `outcome: {type:'cancelled'}` when cancelled) or `RUN_ERROR`, then
     /// `harness.operation.finished` and `harness.input.settled`, and starts the next waiting
     /// input.
+    ///
+    /// A turn that waits for a person ([`TurnOutcome::Interrupted`]) first has its waits
+    /// record kept with the thread ([`EventLog::set_waits`]), then its `harness.question`s
+    /// and a `harness.wait.opened` per wait, and its `RUN_FINISHED` carries `outcome:
+    /// {type: "interrupt", interrupts}`; a parked turn lets no waiting input start (they
+    /// wait for the decision, see [`Interrupted`](super::Interrupted)). One whose record
+    /// is over [`max_parked_bytes`](super::HostConfig::max_parked_bytes), or that the log
+    /// cannot keep, fails instead (`RUN_ERROR` code `too_large` or `internal`).
     pub fn finish_turn(
         &mut self,
         now: Instant,

@@ -96,7 +96,7 @@ pub struct Wait {
 }
 
 impl Wait {
-    /// The wait of a gated tool call: `approval-<call id>`, "Approve <tool>?".
+    /// The wait of a gated tool call: `approval-<call id>`, "Approve `<tool>`?".
     pub fn approval(call: &ToolCall) -> Wait {
         Wait {
             wait_id: format!("approval-{}", call.id),
