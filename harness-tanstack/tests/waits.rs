@@ -882,3 +882,21 @@ fn a_cancelled_question_cancels_the_turn() {
     assert_eq!(fin["outcome"], json!({"type": "cancelled"}));
     assert!(frames_of(after, "TEXT_MESSAGE_CONTENT").is_empty());
 }
+
+/// A decision is kept with the thread until the turn runs again, so what it carries is
+/// bounded like a message (`max_input_bytes`, issue 11): a `resolve` whose `resume` is
+/// larger gets "a rejected receipt … Its reason says why" (`too_large`), and the wait stays
+/// open for a decision that fits.
+#[test]
+fn a_decision_larger_than_max_input_bytes_is_rejected_too_large() {
+    let (svc, mut pool, runs) = refund_host(cfg_with(|c| c.max_input_bytes = 200), false);
+    ask_refund(&svc, &mut pool);
+    let note = "x".repeat(300);
+    let big = json!({"op": "resolve", "resume": [{"interruptId": "approval-call_1",
+        "status": "resolved", "payload": {"approved": true, "note": note}}]});
+    let r = send(&svc, &mut pool, "thread-1", big);
+    assert_eq!(r["reason"], "too_large");
+    assert_eq!(ran(&runs), 0);
+    assert_eq!(approve_refund(&svc, &mut pool)["status"], "accepted");
+    assert_eq!(ran(&runs), 1);
+}

@@ -49,7 +49,14 @@ impl<L: EventLog> Host<L> {
         // Past a limit of the host: plain AG-UI has no receipt, so the HTTP status says it
         // (the spec gives `POST run` no statuses of its own): `413` for a message over
         // `max_input_bytes`, `429` past the threads a user or the host may have.
-        if text.len() > self.cfg.max_input_bytes {
+        let resume_bytes: usize = input
+            .resume
+            .iter()
+            .flatten()
+            .filter_map(|e| serde_json::to_string(e).ok())
+            .map(|j| j.len())
+            .sum();
+        if text.len() > self.cfg.max_input_bytes || resume_bytes > self.cfg.max_input_bytes {
             return Err(HttpAnswer::error(413, "too_large", request_id));
         }
         if self.ensure(&key, Some(wire)) {

@@ -527,8 +527,9 @@ fn reason_for_missing(input: &Input) -> &'static str {
     }
 }
 
-/// The bytes an input carries: the JSON of its message (or of an `agent` input's `input`),
-/// what [`max_input_bytes`](super::HostConfig::max_input_bytes) bounds.
+/// The bytes an input carries: the JSON of its message (or of an `agent` input's `input`, an
+/// `answer`'s `value`, a `resolve`'s `resume`), what
+/// [`max_input_bytes`](super::HostConfig::max_input_bytes) bounds.
 pub(super) fn input_bytes(input: &Input) -> usize {
     match input {
         Input::Prompt(p) => p.message.get().len(),
@@ -537,6 +538,9 @@ pub(super) fn input_bytes(input: &Input) -> usize {
         Input::Append(p) => p.message.get().len(),
         Input::AgentMessage(p) => p.message.get().len(),
         Input::Agent(a) => a.input.as_ref().map_or(0, |j| j.get().len()),
+        // A decision is kept with the thread until the turn runs again: its answer counts.
+        Input::Answer(a) => a.value.as_ref().map_or(0, |j| j.get().len()),
+        Input::Resolve(r) => r.resume.iter().map(|j| j.get().len()).sum(),
         _ => 0,
     }
 }

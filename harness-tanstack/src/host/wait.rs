@@ -356,6 +356,8 @@ impl Entry {
 pub(super) enum Resolved {
     /// It named a wait that is not open (`not_waiting`).
     NotWaiting,
+    /// Its decisions would make the waits record larger than its bound (`too_large`).
+    TooLarge,
     /// It settled its waits; the turn's other waits are still open (or it waited for
     /// nothing to drive).
     Settled,
@@ -476,6 +478,10 @@ impl<L: EventLog> Host<L> {
         }
         parked.decided.extend(settled.iter().cloned());
         let drive = parked.open.is_empty() && parked.state.is_some();
+        // Decisions kept while other waits are open count against the record's bound too.
+        if !parked.open.is_empty() && parked.record().len() > self.cfg.max_parked_bytes {
+            return Ok(Resolved::TooLarge);
+        }
         // The record first: a crash before the log's events leaves waits the log still
         // opens and the record does not hold, which a restart settles `cancelled`.
         let keep = (!parked.open.is_empty()).then_some(parked.clone());
@@ -537,7 +543,9 @@ impl<L: EventLog> Host<L> {
             return Ok(false);
         }
         self.drop_waits(now, key)?;
-        self.start_next(now, key)?;
+        if self.threads.get(key).is_some_and(|t| t.running.is_none()) {
+            self.start_next(now, key)?;
+        }
         Ok(true)
     }
 
@@ -688,13 +696,15 @@ impl From<LogError> for Refusal {
 
 /// The receipt of a `resolve` or `answer` input.
 pub(super) fn receipt_of(input_id: String, r: Resolved) -> Receipt {
+    let rejected = |reason: &str| Receipt {
+        input_id: input_id.clone(),
+        status: ReceiptStatus::Rejected,
+        reason: Some(reason.to_owned()),
+        ..Receipt::default()
+    };
     match r {
-        Resolved::NotWaiting => Receipt {
-            input_id,
-            status: ReceiptStatus::Rejected,
-            reason: Some("not_waiting".into()),
-            ..Receipt::default()
-        },
+        Resolved::NotWaiting => rejected("not_waiting"),
+        Resolved::TooLarge => rejected("too_large"),
         Resolved::Settled => Receipt {
             input_id,
             status: ReceiptStatus::Accepted,
