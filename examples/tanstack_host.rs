@@ -1,7 +1,18 @@
-//! A real TanStack harness host on HTTP and WebSocket, serving a demo agent (the built-in
-//! `ToolLoopAgent` on the deterministic `ScriptedModel`: no network, no key). It says hello
-//! back, calls its `get_hours` tool when asked about opening hours, and takes 30 s over a
-//! message that starts with "wait" (a turn to queue inputs behind, or to `cancel`).
+//! A real TanStack harness host on HTTP and WebSocket, serving the tour's FAQ agent (the
+//! built-in `ToolLoopAgent` on a deterministic `ScriptedModel`: no network, no key; see
+//! `tanstack_shared`). It says hello back, and takes 30 s over a message that starts with
+//! "wait" (a turn to queue inputs behind, or to `cancel`). Its tools are one registry for the
+//! agent and the host: `get_hours(day)` and a gated `refund(order_id)`:
+//!
+//! - "What are your hours on Saturday?" answers at once through `get_hours`; "What are your
+//!   hours?" asks "Which day?" (`harness.question`), and
+//!   `{"op":"answer","questionId":…,"value":"Saturday"}` continues the turn.
+//! - "Please refund order 42" shows the call and ends the run waiting for an approval
+//!   (`harness.wait.opened` kind `approval`, the interrupt in `RUN_FINISHED`), with no tool
+//!   result; `{"op":"resolve","resume":[{"interruptId":"approval-call_2","status":"resolved",
+//!   "payload":{"approved":true}}]}` drives the turn again and the refund runs once
+//!   (`TOOL_CALL_RESULT` "refunded order 42"); `approved: false` never runs it.
+//! - "I'd like a person" hands the conversation to a person (`harness.handoff`).
 //!
 //! ```text
 //! cargo run --example tanstack_host -- --addr 127.0.0.1:8080 [--token T]... [--memory] [--log-dir DIR]
@@ -54,15 +65,19 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::{SinkExt, StreamExt};
-use harness_core::agent::ToolLoopAgent;
 use harness_core::message::ModelRequest;
-use harness_core::message::{Message, Part, Role, ToolCall, ToolDefinition, ToolResult};
+use harness_core::message::{Message, Role};
 use harness_core::model::{Model, ModelEvent, ModelStream, ScriptedModel};
 use harness_tanstack::agui::RunAgentInput;
-use harness_tanstack::driver::{ConnStream, Service, Tools, run_turns};
+use harness_tanstack::driver::{ConnStream, Service, run_turns};
 use harness_tanstack::host::{AccessPolicy, Host, HostConfig, Transport};
 use harness_tanstack::http::{HttpAnswer, StreamOptions, request_id};
 use harness_tanstack::log::{EventLog, FileLog, FileLogConfig, MemoryLog};
+
+#[path = "tanstack_shared/mod.rs"]
+mod tanstack_shared;
+
+use tanstack_shared::{faq_agent, faq_model, faq_tools};
 
 type Log = Box<dyn EventLog>;
 
@@ -264,7 +279,9 @@ async fn socket(
 
 async fn serve_socket(app: App, mut socket: WebSocket, user: Option<String>, rid: String) {
     let conn = app.svc.connect(Transport::WebSocket, user.as_deref(), &rid);
-    let mut out = conn.stream();
+    let Ok(mut out) = conn.stream() else {
+        return; // a new connection's first stream
+    };
     let slow = app.slow_consumer;
     loop {
         tokio::select! {
@@ -309,8 +326,9 @@ async fn serve_socket(app: App, mut socket: WebSocket, user: Option<String>, rid
     }
 }
 
-/// The demo model: the scripted one below, except that a message starting with "wait"
-/// streams "Waiting... " and then takes 30 s (a turn to cancel, or to queue inputs behind).
+/// The demo model: the FAQ agent's (`tanstack_shared::faq_model`), except that a message
+/// starting with "wait" streams "Waiting... " and then takes 30 s (a turn to cancel, or to
+/// queue inputs behind).
 struct DemoModel(ScriptedModel);
 
 impl Model for DemoModel {
@@ -333,47 +351,6 @@ impl Model for DemoModel {
             }))
             .boxed()
     }
-}
-
-/// The demo agent's model: asks for the `get_hours` tool when the user asks about hours,
-/// answers from its result, and otherwise says hello back.
-fn demo_model() -> ScriptedModel {
-    ScriptedModel::new()
-        .with_id("scripted-demo")
-        .otherwise(|req| {
-            let last = req.messages.last();
-            if let Some(m) = last.filter(|m| m.role == Role::Tool) {
-                let hours = m
-                    .parts
-                    .iter()
-                    .find_map(|p| match p {
-                        Part::ToolResult(r) => r
-                            .output
-                            .as_ref()
-                            .and_then(|o| o.get("weekdays"))
-                            .and_then(|v| v.as_str())
-                            .map(str::to_owned),
-                        _ => None,
-                    })
-                    .unwrap_or_default();
-                return Ok(Message::assistant(format!(
-                    "We are open {hours} on weekdays."
-                )));
-            }
-            let text = req.last_user_text().unwrap_or_default();
-            if text.to_lowercase().contains("hours") || text.to_lowercase().contains("open") {
-                let call = ToolCall::new(
-                    format!("call-{}", req.messages.len()),
-                    "get_hours",
-                    serde_json::Map::new(),
-                );
-                return Ok(Message {
-                    role: Role::Assistant,
-                    parts: vec![Part::ToolCall(call)],
-                });
-            }
-            Ok(Message::assistant(format!("Hi! You said: {text}")))
-        })
 }
 
 const USAGE: &str = "usage: tanstack_host [--addr HOST:PORT] [--token T]... [--memory] [--log-dir DIR] \
@@ -537,21 +514,12 @@ async fn main() {
         .limit("--max-body-bytes")
         .unwrap_or_else(|| (cfg.max_input_bytes + (64 << 10)).max(2 << 20));
     let slow_consumer = cfg.stream.slow_consumer;
-    let svc = Service::new(Host::new(cfg, log), Arc::new(Instant::now));
+    let svc = Service::new(Host::new(cfg, log), Instant::now);
 
-    let agent = ToolLoopAgent::new("acme/assistant")
-        .with_tool(ToolDefinition::new("get_hours", "Opening hours"));
-    let tools = Tools::new().with("get_hours", |c| {
-        let mut out = serde_json::Map::new();
-        out.insert("weekdays".into(), "8am to 6pm".into());
-        ToolResult::ok(&c.id, out)
-    });
-    tokio::spawn(run_turns(
-        svc.clone(),
-        Arc::new(agent),
-        Arc::new(DemoModel(demo_model())),
-        tools,
-    ));
+    // The FAQ agent and the host share one tool registry; its refund is gated.
+    let tools = faq_tools(Arc::default());
+    let agent = faq_agent(&tools);
+    tokio::spawn(run_turns(svc.clone(), agent, DemoModel(faq_model()), tools));
     let ticker = svc.clone();
     tokio::spawn(async move {
         let mut every = tokio::time::interval(Duration::from_millis(100));

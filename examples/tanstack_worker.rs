@@ -23,13 +23,13 @@
 //! `invalid_frame`; the log and the thread's state are the host's bounded ones.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use harness_core::Tools;
 use harness_core::agent::ToolLoopAgent;
 use harness_core::model::ScriptedModel;
-use harness_tanstack::driver::{Service, Tools, run_turns};
+use harness_tanstack::driver::{Service, run_turns};
 use harness_tanstack::host::{Host, HostConfig, Transport};
 use harness_tanstack::log::MemoryLog;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Stdin};
@@ -41,16 +41,18 @@ const MAX_LINE_BYTES: usize = 16 << 20;
 async fn main() {
     let svc = Service::new(
         Host::new(HostConfig::default(), MemoryLog::default()),
-        Arc::new(Instant::now),
+        Instant::now,
     );
     tokio::spawn(run_turns(
         svc.clone(),
-        Arc::new(ToolLoopAgent::new("acme/assistant")),
-        Arc::new(ScriptedModel::echo()),
+        ToolLoopAgent::new("acme/assistant"),
+        ScriptedModel::echo(),
         Tools::new(),
     ));
     let conn = svc.connect(Transport::Stdio, None, "stdio");
-    let mut out = conn.stream();
+    let Ok(mut out) = conn.stream() else {
+        return; // a new connection's first stream
+    };
     let mut stdout = tokio::io::stdout();
     let mut lines = Lines::new(tokio::io::stdin());
     let mut stdin_open = true;

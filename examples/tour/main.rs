@@ -35,7 +35,7 @@ const CHAPTERS: &[(&str, &str, ChapterFn)] = &[
     ),
     (
         "tanstack",
-        "harness-tanstack: a TanStack thread over SSE, a reconnect and a gap",
+        "harness-tanstack: a TanStack thread over SSE, a reconnect, a gap and an approval",
         tanstack::run,
     ),
     (

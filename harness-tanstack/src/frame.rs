@@ -330,9 +330,20 @@ impl Input {
 
     /// Why the input has a bad shape, if it does: the `message` of `prompt`, `steer`,
     /// `followUp`, `append` and `agentMessage` is text, a message object or its parts, never
-    /// `null`, a number or a boolean. (`POST control` answers `400`, the socket
-    /// `invalid_frame`.)
+    /// `null`, a number or a boolean; each entry of a `resolve` is a `ResumeEntry`. (`POST
+    /// control` answers `400`, the socket `invalid_frame`.)
     pub fn shape_error(&self) -> Option<String> {
+        // Each answer of a `resolve` is an AG-UI `ResumeEntry`: `{ interruptId, status:
+        // "resolved" | "cancelled", payload? }`.
+        if let Input::Resolve(r) = self {
+            return r.resume.iter().find_map(|e| {
+                e.parse::<crate::agui::ResumeEntry>().err().map(|err| {
+                    format!(
+                        "input.resume of resolve: each entry is {{interruptId, status: resolved | cancelled, payload?}}: {err}"
+                    )
+                })
+            });
+        }
         let m = match self {
             Input::Prompt(p) => &p.message,
             Input::Steer(p) => &p.message,

@@ -10,7 +10,10 @@
 //! - [`frame`], [`transport`]: the frames both ways, and their SSE / WebSocket / NDJSON forms.
 //! - [`host`]: the host state machine over an [`log::EventLog`] ([`log::MemoryLog`] or the
 //!   durable [`log::FileLog`]); [`client`]: the client state machine.
-//! - [`driver`]: serve any [`harness_core::Harness`] as a host (futures only).
+//! - [`driver`]: serve any [`harness_core::Harness`] as a host (futures only), with the core
+//!   `Tools` and their rules; a turn that waits for a person (an approval, a question, a
+//!   hand-off) ends with its interrupt, and a `resolve` or `answer` drives it again
+//!   ([`host::Wait`], kept durably with the thread by a [`log::FileLog`]).
 //!
 //! A host and a client, talking over a "socket" that is two function calls:
 //!

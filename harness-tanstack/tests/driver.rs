@@ -8,87 +8,22 @@
 )]
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
 use harness_core::agent::ToolLoopAgent;
-use harness_core::message::{ToolDefinition, ToolResult};
 use harness_core::model::ScriptedModel;
+use harness_core::tool::{Tool, Tools};
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start};
 use harness_tanstack::agui::Event;
-use harness_tanstack::driver::{Service, Tools, run_turns};
-use harness_tanstack::host::{Host, HostConfig};
-use harness_tanstack::log::MemoryLog;
+use harness_tanstack::driver::run_turns;
 use serde_json::Value;
 
-fn service() -> (Service<MemoryLog>, Arc<Mutex<Instant>>) {
-    let t = Arc::new(Mutex::new(Instant::now()));
-    let clock = Arc::clone(&t);
-    let svc = Service::new(
-        Host::new(HostConfig::default(), MemoryLog::default()),
-        Arc::new(move || *clock.lock().unwrap()),
-    );
-    (svc, t)
-}
-
-/// Everything the thread's stream holds right now (hello first), as frames.
-fn read_all(pool: &mut LocalPool, svc: &Service<MemoryLog>) -> Vec<Value> {
-    let mut s = svc
-        .open_sse(Some("thread-1"), Some("2"), None, None, None, "r")
-        .unwrap();
-    let mut out = Vec::new();
-    loop {
-        let mut next = Box::pin(s.next());
-        let got = pool.run_until(async { futures::poll!(&mut next) });
-        match got {
-            std::task::Poll::Ready(Some(b)) => {
-                let text = String::from_utf8(b.to_vec()).unwrap();
-                if let Some(d) = text.lines().find_map(|l| l.strip_prefix("data: ")) {
-                    out.push(serde_json::from_str(d).unwrap());
-                }
-            }
-            _ => break,
-        }
-    }
-    out
-}
-
-/// What a stream gives without waiting (a stream that would wait forever does not hang the
-/// test), as text; `<end>` marks that the stream ended.
-fn drain<S: futures::Stream<Item = bytes::Bytes> + Unpin>(
-    pool: &mut LocalPool,
-    s: &mut S,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    loop {
-        let mut next = Box::pin(s.next());
-        match pool.run_until(async { futures::poll!(&mut next) }) {
-            std::task::Poll::Ready(Some(b)) => out.push(String::from_utf8(b.to_vec()).unwrap()),
-            std::task::Poll::Ready(None) => {
-                out.push("<end>".into());
-                break;
-            }
-            std::task::Poll::Pending => break,
-        }
-    }
-    out
-}
-
-fn names(frames: &[Value]) -> Vec<String> {
-    frames[1..]
-        .iter()
-        .map(|f| {
-            f["event"]["name"]
-                .as_str()
-                .or(f["event"]["type"].as_str())
-                .unwrap()
-                .to_owned()
-        })
-        .collect()
-}
+mod support;
+use support::driver::{FnHarness, drain, harness, names, read_all, serve, service};
 
 #[test]
 fn a_tool_loop_turn_becomes_tool_call_text_and_usage_events() {
@@ -97,24 +32,12 @@ fn a_tool_loop_turn_becomes_tool_call_text_and_usage_events() {
     let model = ScriptedModel::new()
         .tool_call("get_hours", serde_json::json!({"day": "mon"}))
         .reply("Open eight to six.");
-    let agent =
-        ToolLoopAgent::new("faq").with_tool(ToolDefinition::new("get_hours", "Opening hours"));
-    let tools = Tools::new().with("get_hours", |c| {
-        ToolResult::ok(
-            &c.id,
-            serde_json::json!({"hours": "8-18"})
-                .as_object()
-                .unwrap()
-                .clone(),
-        )
-    });
+    let tools = Tools::new().with(Tool::json("get_hours", "Opening hours", |_| {
+        Ok(serde_json::json!({"hours": "8-18"}))
+    }));
+    let agent = ToolLoopAgent::new("faq").with_tools(&tools);
     pool.spawner()
-        .spawn_local(run_turns(
-            svc.clone(),
-            Arc::new(agent),
-            Arc::new(model),
-            tools,
-        ))
+        .spawn_local(run_turns(svc.clone(), agent, model, tools))
         .unwrap();
     let a = svc.control(
         None,
@@ -203,14 +126,7 @@ impl Harness for Stuck {
 fn cancel_drops_the_future_and_the_run_finishes_cancelled() {
     let (svc, clock) = service();
     let mut pool = LocalPool::new();
-    pool.spawner()
-        .spawn_local(run_turns(
-            svc.clone(),
-            Arc::new(Stuck),
-            Arc::new(ScriptedModel::echo()),
-            Tools::new(),
-        ))
-        .unwrap();
+    serve(&svc, &pool, Stuck);
     let a: Value = serde_json::from_str(
         &svc.control(
             None,
@@ -280,14 +196,7 @@ fn cancel_drops_the_future_and_the_run_finishes_cancelled() {
 fn post_run_streams_plain_agui_events_of_one_run() {
     let (svc, _) = service();
     let mut pool = LocalPool::new();
-    pool.spawner()
-        .spawn_local(run_turns(
-            svc.clone(),
-            Arc::new(ToolLoopAgent::new("echo")),
-            Arc::new(ScriptedModel::echo()),
-            Tools::new(),
-        ))
-        .unwrap();
+    serve(&svc, &pool, ToolLoopAgent::new("echo"));
     let input: harness_tanstack::agui::RunAgentInput = serde_json::from_str(r#"{"threadId":"t-run","runId":"run-1","messages":[{"id":"u1","role":"user","content":"ping"}]}"#).unwrap();
     let mut s = svc.run_agui(&input, None, "r", None).unwrap();
     let mut events = Vec::new();
@@ -391,4 +300,92 @@ fn a_frame_whose_write_never_completes_makes_a_slow_consumer() {
         "{rest:?}"
     );
     assert_eq!(s.close_code(), Some(4408));
+}
+
+/// A connection has one stream. Before, a second `Connection::stream()` after dropping the
+/// first (which disconnects) gave a stream that waited for ever with no error; now it is
+/// `StreamError::Disconnected`, and a second one while the first lives is `Taken`.
+#[test]
+fn a_second_stream_of_a_connection_is_an_error_never_a_hang() {
+    use harness_tanstack::driver::StreamError;
+    use harness_tanstack::host::Transport;
+    let (svc, _) = service();
+    let mut pool = LocalPool::new();
+    let conn = svc.connect(Transport::WebSocket, None, "up");
+    let first = conn.stream().unwrap();
+    assert_eq!(conn.stream().unwrap_err(), StreamError::Taken);
+    drop(first);
+    assert_eq!(svc.with_host(|h, _| h.stats().connections), 0);
+    assert_eq!(conn.stream().unwrap_err(), StreamError::Disconnected);
+    // A frame on the gone connection changes nothing, and no stream of it waits for ever:
+    // one polled after its connection went ends at once.
+    conn.handle_text(r#"{"type":"harness.subscribe","threadId":"thread-1","v":2}"#);
+    let other = svc.connect(Transport::WebSocket, None, "up-2");
+    let mut s = other.stream().unwrap();
+    svc.with_host(|h, _| h.disconnect(other.id()));
+    assert_eq!(drain(&mut pool, &mut s), ["<end>"]);
+}
+
+/// Calls a tool the way a model's tool call part comes (no mediation, no key), then as the
+/// rules want it; says what each call got.
+fn raw_caller() -> FnHarness {
+    harness(|start, sink| {
+        Box::pin(async move {
+            use harness_core::message::{JsonObject, ToolCall};
+            let raw = ToolCall::new("c1", "get_hours", JsonObject::new());
+            let refused = sink.tool_call(raw.clone()).await;
+            sink.output(&format!("{refused:?}|")).await?;
+            let mediated = raw.controller_mediated(&start.execution_id);
+            let ran = sink.tool_call(mediated).await?;
+            Ok(sink.output(&format!("ran:{}", !ran.is_error)).await?)
+        })
+    })
+}
+
+/// "Before anything runs, every host … applies check_call" (harness-core tool rules): an
+/// unmediated call, or one without an idempotency key, is refused with `Rejected` and
+/// nothing is shown or run; the same call, mediated with its key, runs with the core
+/// `Tools` registry.
+#[test]
+fn the_driver_applies_the_core_tool_rules() {
+    let (svc, _) = service();
+    let mut pool = LocalPool::new();
+    let runs = Arc::new(Mutex::new(0));
+    let counter = Arc::clone(&runs);
+    let tools = Tools::new().with(Tool::json("get_hours", "Opening hours", move |_| {
+        *counter.lock().unwrap() += 1;
+        Ok(serde_json::json!({"hours": "8-18"}))
+    }));
+    pool.spawner()
+        .spawn_local(run_turns(
+            svc.clone(),
+            raw_caller(),
+            ScriptedModel::echo(),
+            tools,
+        ))
+        .unwrap();
+    svc.control(
+        None,
+        br#"{"threadId":"thread-1","input":{"op":"prompt","message":"go"}}"#,
+        "r",
+        None,
+    );
+    pool.run_until_stalled();
+    let frames = read_all(&mut pool, &svc);
+    let text: String = frames
+        .iter()
+        .filter(|f| f["event"]["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|f| f["event"]["delta"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        text.starts_with("Err(Rejected(\"unmediated tool call"),
+        "{text}"
+    );
+    assert!(text.ends_with("ran:true"), "{text}");
+    assert_eq!(*runs.lock().unwrap(), 1);
+    let starts = frames
+        .iter()
+        .filter(|f| f["event"]["type"] == "TOOL_CALL_START")
+        .count();
+    assert_eq!(starts, 1, "the refused call is not shown");
 }

@@ -10,10 +10,35 @@
 //! | --- | --- |
 //! | `sink.model(req)` | the model streams: `TEXT_MESSAGE_START` / `CONTENT` / `END`, then `harness.usage` |
 //! | `sink.output(delta)` | `TEXT_MESSAGE_CONTENT` (a message opened for it) |
-//! | `sink.tool_call(call)` | `TOOL_CALL_START` / `ARGS` / `END`, the host's tool runs, `TOOL_CALL_RESULT` |
+//! | `sink.tool_call(call)` | after the core rules ([`check_call`], [`gate`]): `TOOL_CALL_START` / `ARGS` / `END`, the tool of the core [`Tools`] runs, `TOOL_CALL_RESULT` |
+//! | `sink.tool_call` of a gated call (the call or the registry gates it) | `TOOL_CALL_START` / `ARGS` / `END`, then the run ends waiting: `harness.wait.opened` kind `approval` and `RUN_FINISHED` with its interrupt (`approval_required`), no result; a `resolve` drives the turn again: the tool runs once (`approved: true`) or never (the agent gets [`ToolResult::denied`]) |
+//! | `sink.ask(question)` | the run ends waiting: `harness.question`, `harness.wait.opened` kind `question`; the `answer` input drives the turn again, and `ask` returns it |
+//! | `sink.handoff(h)` | `harness.handoff` (`by: "code"`); to a person, a wait of kind `human` the run ends with |
+//! | `sink.reasoning(delta)` | `REASONING_START` / `REASONING_MESSAGE_START` / `CONTENT` / `END` / `REASONING_END` around contiguous deltas |
+//! | `sink.state(update)` | `STATE_SNAPSHOT`, or `STATE_DELTA` (an operation that is not JSON Patch: `Rejected`, nothing sent) |
+//! | `sink.step(step)` | `STEP_STARTED` / `STEP_FINISHED` |
+//! | `sink.command(c)` | `Unsupported` (no platform commands here) |
 //! | `sink.report(result)` | `TOOL_CALL_RESULT` |
 //! | `sink.usage(u)` | `harness.usage` |
 //! | a `cancel` input | the turn's future is dropped; `RUN_FINISHED` with `outcome: {type:'cancelled'}` |
+//!
+//! **Driven again.** Every turn runs through [`Taped`], which keeps a tape of what it did.
+//! A turn that waits for a person gives the host its tape and its start (the host keeps them
+//! with the thread, durably on a [`FileLog`](crate::log::FileLog), see [`log`](crate::log));
+//! once the waits are decided the host asks for a new run (`RUN_STARTED` with
+//! `parentRunId`), and the driver runs the agent again with the same start on that tape:
+//! everything the turn did before is served from the tape and shown nowhere again, and the
+//! gated call or the question now finds its decision. A harness deterministic given its
+//! inputs and what the host answered (agentsessions' I0) goes on exactly where it stopped;
+//! the execution id (in the tools' [`ToolContext`] and the idempotency keys) stays the first
+//! run's.
+//!
+//! [`check_call`]: harness_core::tool::rules::check_call
+//! [`gate`]: harness_core::tool::rules::gate
+//! [`Tools`]: harness_core::tool::Tools
+//! [`ToolResult::denied`]: harness_core::message::ToolResult::denied
+//! [`Taped`]: harness_core::tape::Taped
+//! [`ToolContext`]: harness_core::tool::ToolContext
 //!
 //! Time: the service reads it from the clock function you give it (`Instant::now` in an
 //! application, a virtual clock in a test); nothing here sleeps. Call [`Service::tick`] at
@@ -24,35 +49,33 @@
 //! application, `tokio::spawn(run_turns(…))` and the socket's read and write loops):
 //!
 //! ```
-//! use std::sync::Arc;
 //! use std::time::Instant;
 //! use futures::StreamExt;
 //! use futures::task::LocalSpawnExt;
 //! use harness_core::agent::ToolLoopAgent;
-//! use harness_core::message::{ToolDefinition, ToolResult};
+//! use harness_core::message::ToolResult;
 //! use harness_core::model::ScriptedModel;
+//! use harness_core::tool::{Tool, Tools};
 //! use harness_tanstack::agui::Event;
 //! use harness_tanstack::client::{Client, ClientConfig, ClientEvent};
-//! use harness_tanstack::driver::{Service, Tools, run_turns};
+//! use harness_tanstack::driver::{Service, run_turns};
 //! use harness_tanstack::frame::Input;
 //! use harness_tanstack::host::{Host, HostConfig, Transport};
 //! use harness_tanstack::log::MemoryLog;
 //! use serde_json::json;
 //!
-//! let agent = ToolLoopAgent::new("weather")
-//!     .with_tool(ToolDefinition::new("get_weather", "Current weather in a city"));
+//! // One registry: the agent offers it to its model, the host runs it.
+//! let tools = Tools::new().with(Tool::sync("get_weather", "Current weather in a city", |call| {
+//!     ToolResult::ok_json(&call.id, json!({"celsius": 21}))
+//! }));
+//! let agent = ToolLoopAgent::new("weather").with_tools(&tools);
 //! let model = ScriptedModel::new()
 //!     .tool_call("get_weather", json!({"city": "Paris"}))
 //!     .reply("Sunny in Paris.");
-//! let tools = Tools::new()
-//!     .with("get_weather", |call| ToolResult::ok_json(&call.id, json!({"celsius": 21})));
-//! let service = Service::new(
-//!     Host::new(HostConfig::default(), MemoryLog::default()),
-//!     Arc::new(Instant::now),
-//! );
+//! let service = Service::new(Host::new(HostConfig::default(), MemoryLog::default()), Instant::now);
 //! let mut pool = futures::executor::LocalPool::new();
 //! pool.spawner()
-//!     .spawn_local(run_turns(service.clone(), Arc::new(agent), Arc::new(model), tools))
+//!     .spawn_local(run_turns(service.clone(), agent, model, tools))
 //!     .unwrap();
 //!
 //! let conn = service.connect(Transport::WebSocket, None, "upgrade-1");
@@ -64,7 +87,7 @@
 //! }
 //! let mut events = Vec::new();
 //! pool.run_until(async {
-//!     let mut to_client = conn.stream(); // host → client
+//!     let mut to_client = conn.stream().unwrap(); // host → client (one stream per connection)
 //!     while let Some(bytes) = to_client.next().await {
 //!         client.handle_frame(Instant::now(), std::str::from_utf8(&bytes).unwrap());
 //!         while let Some(ev) = client.poll_event() {
@@ -96,5 +119,5 @@
 mod service;
 mod turns;
 
-pub use service::{Clock, ConnStream, Connection, Service};
-pub use turns::{ToolFn, Tools, run_turns};
+pub use service::{Clock, ConnStream, Connection, Service, StreamError};
+pub use turns::run_turns;

@@ -2,6 +2,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -9,6 +10,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures::Stream;
 use harness_core::SinkError;
+use harness_core::clock::MonotonicClock;
 use harness_core::message::Usage;
 
 use crate::agui::{self, Event};
@@ -16,8 +18,9 @@ use crate::host::{ConnId, Host, HostEvent, Transport, TurnOutcome};
 use crate::http::HttpAnswer;
 use crate::log::EventLog;
 
-/// The clock the service reads.
-pub type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
+/// The clock a service reads, as it keeps it (pass any [`MonotonicClock`] to
+/// [`Service::new`]).
+pub type Clock = Arc<dyn MonotonicClock>;
 
 struct Inner<L: EventLog> {
     host: Host<L>,
@@ -76,8 +79,9 @@ impl<L: EventLog> std::fmt::Debug for Service<L> {
 }
 
 impl<L: EventLog + 'static> Service<L> {
-    /// A service over a host, reading time from `clock`.
-    pub fn new(host: Host<L>, clock: Clock) -> Self {
+    /// A service over a host, reading time from `clock` (`Instant::now` in an application,
+    /// a virtual clock in a test; pass an `Arc` of it to share one).
+    pub fn new(host: Host<L>, clock: impl MonotonicClock + 'static) -> Self {
         Service {
             inner: Arc::new(Mutex::new(Inner {
                 host,
@@ -86,7 +90,7 @@ impl<L: EventLog + 'static> Service<L> {
                 turn_waker: None,
                 totals: HashMap::new(),
             })),
-            clock,
+            clock: Arc::new(clock),
         }
     }
 
@@ -97,7 +101,7 @@ impl<L: EventLog + 'static> Service<L> {
     }
 
     fn now(&self) -> Instant {
-        (self.clock)()
+        self.clock.now()
     }
 
     /// Runs `f` on the host, then pumps its events.
@@ -188,6 +192,7 @@ impl<L: EventLog + 'static> Service<L> {
         Connection {
             service: self.clone(),
             id,
+            streamed: AtomicBool::new(false),
         }
     }
 
@@ -273,6 +278,22 @@ impl<L: EventLog + 'static> Service<L> {
 pub struct Connection<L: EventLog> {
     service: Service<L>,
     id: ConnId,
+    /// Whether [`stream`](Self::stream) gave the connection's stream already.
+    streamed: AtomicBool,
+}
+
+/// Why [`Connection::stream`] gave no stream: a connection has one stream, and dropping it
+/// disconnects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamError {
+    /// The connection's stream was taken and is still read: a second one would take its
+    /// bytes.
+    #[error("this connection already has its stream")]
+    Taken,
+    /// The connection's stream was dropped, and with it the connection: connect again.
+    #[error("this connection's stream was dropped, and the connection with it")]
+    Disconnected,
 }
 
 impl<L: EventLog + 'static> Connection<L> {
@@ -289,8 +310,20 @@ impl<L: EventLog + 'static> Connection<L> {
 
     /// The bytes to send, as a stream. Ends when the host closes the connection
     /// (see [`ConnStream::close_code`]).
-    pub fn stream(&self) -> ConnStream<L> {
-        self.service.stream(self.id)
+    ///
+    /// A connection has one stream: a second call is [`StreamError::Taken`] while the first
+    /// stream lives, and [`StreamError::Disconnected`] once it was dropped (dropping it
+    /// disconnects), never a stream that waits for ever.
+    pub fn stream(&self) -> Result<ConnStream<L>, StreamError> {
+        if self.streamed.swap(true, Ordering::SeqCst) {
+            let known = self.service.lock().host.has_connection(self.id);
+            return Err(if known {
+                StreamError::Taken
+            } else {
+                StreamError::Disconnected
+            });
+        }
+        Ok(self.service.stream(self.id))
     }
 }
 
@@ -346,7 +379,9 @@ impl<L: EventLog + 'static> Stream for ConnStream<L> {
                 self.unacked = b.len();
                 Poll::Ready(Some(b))
             }
-            None if g.host.close_code(id).is_some() => {
+            // Closed by the host, or no longer a connection of it (disconnected): the end,
+            // never a wait for bytes that cannot come.
+            None if g.host.close_code(id).is_some() || !g.host.has_connection(id) => {
                 drop(g);
                 self.done = true;
                 Poll::Ready(None)

@@ -1,4 +1,4 @@
-//! Running the host's turns with a harness: [`run_turns`], its [`Tools`], the sink of a turn.
+//! Running the host's turns with a harness: [`run_turns`], and the sink of a turn.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,64 +8,52 @@ use futures::future::{AbortHandle, Abortable};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use harness_core::event::{Event as CoreEvent, EventBody};
+use harness_core::interaction::{
+    Answer, Feature, Handoff, HandoffTarget, Question, StateUpdate, Step,
+};
 use harness_core::message::{ModelRequest, ModelResponse, Role, ToolCall, ToolResult, Usage};
 use harness_core::model::{Model, ModelError, ModelEvent};
+use harness_core::tape::{Tape, Taped};
+use harness_core::tool::rules::{self, Gate};
+use harness_core::tool::{ToolContext, Tools};
 use harness_core::{EventSink, Harness, SinkError, Start};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::service::Service;
 use crate::Json;
 use crate::agui::{
-    self, Content, Event, TextMessageEnd, TextMessageStart, ToolCallArgs, ToolCallEnd,
-    ToolCallResult, ToolCallStart,
+    self, Content, Event, PatchOp, ReasoningEnd, ReasoningMessageContent, ReasoningMessageEnd,
+    ReasoningMessageStart, ReasoningStart, StateDelta, StateSnapshot, StepFinished, StepStarted,
+    TextMessageEnd, TextMessageStart, ToolCallArgs, ToolCallEnd, ToolCallResult, ToolCallStart,
 };
-use crate::catalog::{HarnessEvent, UsageEvent};
-use crate::host::{HostEvent, TurnOutcome, TurnRequest};
+use crate::catalog::{self, HandoffBy, HarnessEvent, UsageEvent};
+use crate::host::{HostEvent, Interrupted, Resolution, TurnOutcome, TurnRequest, Wait, WaitFor};
 use crate::log::EventLog;
-
-/// A tool the host runs for the harness (`sink.tool_call`).
-pub type ToolFn = Arc<dyn Fn(&ToolCall) -> ToolResult + Send + Sync>;
-
-/// The tools the host runs for `sink.tool_call`, by name.
-#[derive(Clone, Default)]
-pub struct Tools(HashMap<String, ToolFn>);
-
-impl std::fmt::Debug for Tools {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.0.keys()).finish()
-    }
-}
-
-impl Tools {
-    /// No tools.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds a tool.
-    #[must_use]
-    pub fn with(
-        mut self,
-        name: impl Into<String>,
-        f: impl Fn(&ToolCall) -> ToolResult + Send + Sync + 'static,
-    ) -> Self {
-        self.0.insert(name.into(), Arc::new(f));
-        self
-    }
-}
 
 /// Runs the turns the host asks for, with `harness` (it never returns on its own: spawn it).
 ///
+/// `model` answers the harness's `sink.model`; `tools` is the one registry of harness-core
+/// the harness's `sink.tool_call` runs (the same the agent offers its model, see
+/// [`ToolLoopAgent::with_tools`](harness_core::agent::ToolLoopAgent::with_tools)). Every
+/// call goes through the rules every host applies ([`rules::check_call`], then
+/// [`rules::gate`]). Pass an `Arc` of the harness or the model to share one.
+///
 /// Run one per [`Service`]: the turns to start are a single queue with a single waiter, so
 /// a second loop on the same service would take turns from the first (or never wake).
-pub async fn run_turns<L, H>(
+pub async fn run_turns<L>(
     service: Service<L>,
-    harness: Arc<H>,
-    model: Arc<dyn Model>,
+    harness: impl Harness + 'static,
+    model: impl Model + 'static,
     tools: Tools,
 ) where
     L: EventLog + 'static,
-    H: Harness + ?Sized + 'static,
 {
+    let env = Arc::new(Env {
+        harness: Arc::new(harness),
+        model: Arc::new(model),
+        tools,
+    });
     let mut running = FuturesUnordered::new();
     let mut aborts: HashMap<String, AbortHandle> = HashMap::new();
     loop {
@@ -75,12 +63,9 @@ pub async fn run_turns<L, H>(
                     let (handle, reg) = AbortHandle::new_pair();
                     aborts.insert(t.operation_id.clone(), handle);
                     let svc = service.clone();
-                    let harness = Arc::clone(&harness);
-                    let model = Arc::clone(&model);
-                    let tools = tools.clone();
                     let thread = t.thread_id.clone();
                     let op = t.operation_id.clone();
-                    let fut = Abortable::new(run_one(svc, harness, model, tools, t), reg);
+                    let fut = Abortable::new(run_one(svc, Arc::clone(&env), t), reg);
                     running.push(async move { (thread, op, fut.await) });
                 }
                 HostEvent::CancelTurn { operation_id, .. } => {
@@ -104,13 +89,50 @@ pub async fn run_turns<L, H>(
     }
 }
 
-async fn run_one<L: EventLog + 'static, H: Harness + ?Sized>(
-    service: Service<L>,
-    harness: Arc<H>,
+/// What every turn runs with.
+struct Env {
+    harness: Arc<dyn Harness>,
     model: Arc<dyn Model>,
     tools: Tools,
-    t: TurnRequest,
-) -> TurnOutcome {
+}
+
+/// What the driver keeps of a turn that waits for a person: the host stores it as the
+/// turn's [`Interrupted::state`] and hands it back in [`Resume::state`](crate::host::Resume).
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    /// The turn's own start (its inputs and history): the same when it is driven again.
+    start: Start,
+    /// What it did so far: served again, not shown again.
+    tape: Tape,
+}
+
+/// The decisions a turn driven again finds, by tool call and by question.
+#[derive(Default)]
+struct Decisions {
+    approvals: HashMap<String, Resolution>,
+    answers: HashMap<String, Resolution>,
+}
+
+impl Decisions {
+    fn of(resolutions: &[Resolution]) -> Self {
+        let mut d = Decisions::default();
+        for r in resolutions {
+            match &r.wait.what {
+                WaitFor::Approval { tool_call_id, .. } => {
+                    d.approvals.insert(tool_call_id.clone(), r.clone());
+                }
+                WaitFor::Question { question_id, .. } => {
+                    d.answers.insert(question_id.clone(), r.clone());
+                }
+                _ => {}
+            }
+        }
+        d
+    }
+}
+
+/// The start of a new turn, from the host's request.
+fn start_of(t: &TurnRequest) -> Start {
     let history = t
         .history
         .iter()
@@ -123,26 +145,75 @@ async fn run_one<L: EventLog + 'static, H: Harness + ?Sized>(
             CoreEvent::new(t.operation_id.clone(), body)
         })
         .collect();
-    let start = Start {
+    Start {
         execution_id: t.operation_id.clone(),
         session_uid: t.thread_id.clone(),
         history,
         inputs: vec![t.message.clone()],
         ..Start::default()
+    }
+}
+
+/// Runs one turn through a [`Taped`] sink: a new turn on a new tape, a turn driven again
+/// (after a `resolve` or an `answer`) on the tape it parked with, so that what it did before
+/// is served, not shown again, and its gated call or question finds its decision.
+async fn run_one<L: EventLog + 'static>(
+    service: Service<L>,
+    env: Arc<Env>,
+    t: TurnRequest,
+) -> TurnOutcome {
+    let (start, mut tape, decisions) = match &t.resume {
+        None => (start_of(&t), Tape::new(), Decisions::default()),
+        Some(r) => match serde_json::from_str::<Saved>(&r.state) {
+            Ok(saved) => (saved.start, saved.tape, Decisions::of(&r.resolutions)),
+            Err(e) => {
+                return TurnOutcome::Failed {
+                    message: format!("the waiting turn does not read back: {e}"),
+                    code: Some("internal".into()),
+                };
+            }
+        },
     };
     let mut sink = TanStackSink {
         service,
         thread: t.thread_id.clone(),
         op: t.operation_id.clone(),
-        model,
-        tools,
+        agent: t.agent.clone(),
+        model: Arc::clone(&env.model),
+        tools: env.tools.clone(),
+        // Stable when the turn is driven again: with the call's key, what a tool dedups on.
+        context: ToolContext::new(t.thread_id.clone(), start.execution_id.clone()),
+        execution_id: start.execution_id.clone(),
+        decisions,
+        waits: Vec::new(),
         open: None,
         next_message: 0,
     };
-    let result = harness.run(start, &mut sink).await;
-    sink.close_message();
+    let result = {
+        let mut taped = Taped::new(&mut sink, &mut tape);
+        env.harness.run(start.clone(), &mut taped).await
+    };
+    sink.close_open();
+    let waits = std::mem::take(&mut sink.waits);
+    let parks = waits.iter().any(Wait::parks);
     match result {
-        Ok(()) => TurnOutcome::Completed,
+        Ok(()) if waits.is_empty() => TurnOutcome::Completed,
+        Ok(()) if !parks => TurnOutcome::Interrupted(Interrupted::completed(waits)),
+        Err(e) if e.is_parked() && waits.is_empty() => TurnOutcome::Failed {
+            message: format!("the turn parked on nothing this host opened: {e}"),
+            code: None,
+        },
+        Ok(())
+        | Err(harness_core::HarnessError::Sink(SinkError::ApprovalParked { .. }))
+        | Err(harness_core::HarnessError::Sink(SinkError::AwaitingAnswer { .. })) => {
+            match serde_json::to_string(&Saved { start, tape }) {
+                Ok(state) => TurnOutcome::Interrupted(Interrupted::parked(waits, state)),
+                Err(e) => TurnOutcome::Failed {
+                    message: format!("the turn cannot wait: {e}"),
+                    code: Some("internal".into()),
+                },
+            }
+        }
         Err(e) if e.is_cancelled() => TurnOutcome::Cancelled,
         Err(e) => TurnOutcome::Failed {
             message: e.to_string(),
@@ -151,15 +222,97 @@ async fn run_one<L: EventLog + 'static, H: Harness + ?Sized>(
     }
 }
 
-/// The [`EventSink`] of a turn on a TanStack thread.
+/// The [`EventSink`] of a turn on a TanStack thread (what each call becomes: the
+/// [module docs](super)).
 struct TanStackSink<L: EventLog> {
     service: Service<L>,
     thread: String,
     op: String,
+    /// The agent of an `agent` input (`from` of a hand-off).
+    agent: Option<String>,
     model: Arc<dyn Model>,
     tools: Tools,
-    open: Option<String>,
+    /// Where the turn's tool calls run (the thread and the turn).
+    context: ToolContext,
+    /// The turn's execution id: the first run's id, the same when it is driven again.
+    execution_id: String,
+    /// What a `resolve` or `answer` decided, when the turn is driven again.
+    decisions: Decisions,
+    /// The waits this run opened.
+    waits: Vec<Wait>,
+    /// The text message or the reasoning open, and its id.
+    open: Option<(Block, String)>,
     next_message: u64,
+}
+
+/// What streams in pieces between a start and an end: a text message, or reasoning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Block {
+    Text,
+    Reasoning,
+}
+
+impl Block {
+    fn id_part(self) -> &'static str {
+        match self {
+            Block::Text => "msg",
+            Block::Reasoning => "reasoning",
+        }
+    }
+
+    /// `TEXT_MESSAGE_START`; `REASONING_START` and `REASONING_MESSAGE_START` (one id).
+    fn starts(self, id: &str) -> Vec<Event> {
+        let message_id = id.to_owned();
+        match self {
+            Block::Text => {
+                let role = Some(agui::TextMessageRole::Assistant);
+                let start = TextMessageStart {
+                    message_id,
+                    role,
+                    ..Default::default()
+                };
+                vec![Event::TextMessageStart(start)]
+            }
+            Block::Reasoning => {
+                let phase = ReasoningStart {
+                    message_id: message_id.clone(),
+                    ..Default::default()
+                };
+                let role = agui::ReasoningRole::Reasoning;
+                let message = ReasoningMessageStart {
+                    message_id,
+                    role,
+                    ..Default::default()
+                };
+                vec![
+                    Event::ReasoningStart(phase),
+                    Event::ReasoningMessageStart(message),
+                ]
+            }
+        }
+    }
+
+    /// `TEXT_MESSAGE_END`; `REASONING_MESSAGE_END` and `REASONING_END`.
+    fn ends(self, message_id: String) -> Vec<Event> {
+        if self == Block::Text {
+            return vec![Event::TextMessageEnd(TextMessageEnd {
+                message_id,
+                ..Default::default()
+            })];
+        }
+        let message = ReasoningMessageEnd {
+            message_id: message_id.clone(),
+            ..Default::default()
+        };
+        let phase = ReasoningEnd {
+            message_id,
+            ..Default::default()
+        };
+        vec![
+            Event::ReasoningMessageEnd(message),
+            Event::ReasoningEnd(phase),
+        ]
+    }
 }
 
 impl<L: EventLog + 'static> TanStackSink<L> {
@@ -172,27 +325,47 @@ impl<L: EventLog + 'static> TanStackSink<L> {
         format!("{}-{kind}-{}", self.op, self.next_message)
     }
 
-    fn open_message(&mut self) -> Result<String, SinkError> {
-        if let Some(m) = &self.open {
-            return Ok(m.clone());
+    /// The block of `kind` open, or a new one (the other kind of block closes first).
+    fn open(&mut self, kind: Block) -> Result<String, SinkError> {
+        if let Some((k, id)) = &self.open {
+            if *k == kind {
+                return Ok(id.clone());
+            }
         }
-        let id = self.new_id("msg");
-        self.emit(Event::TextMessageStart(TextMessageStart {
-            message_id: id.clone(),
-            role: Some(agui::TextMessageRole::Assistant),
-            ..TextMessageStart::default()
-        }))?;
-        self.open = Some(id.clone());
+        self.close_open();
+        let id = self.new_id(kind.id_part());
+        for ev in kind.starts(&id) {
+            self.emit(ev)?;
+        }
+        self.open = Some((kind, id.clone()));
         Ok(id)
     }
 
-    fn close_message(&mut self) {
-        if let Some(m) = self.open.take() {
-            let _ = self.emit(Event::TextMessageEnd(TextMessageEnd {
-                message_id: m,
-                ..TextMessageEnd::default()
-            }));
+    /// Ends the text message or the reasoning open, before anything else is shown.
+    fn close_open(&mut self) {
+        if let Some((kind, id)) = self.open.take() {
+            for ev in kind.ends(id) {
+                let _ = self.emit(ev);
+            }
         }
+    }
+
+    /// `TOOL_CALL_START` / `ARGS` / `END` of a call.
+    fn show_call(&mut self, call: &ToolCall) -> Result<(), SinkError> {
+        self.emit(Event::ToolCallStart(ToolCallStart {
+            tool_call_id: call.id.clone(),
+            tool_call_name: call.tool.clone(),
+            ..ToolCallStart::default()
+        }))?;
+        self.emit(Event::ToolCallArgs(ToolCallArgs {
+            tool_call_id: call.id.clone(),
+            delta: serde_json::to_string(&call.args).unwrap_or_else(|_| "{}".into()),
+            ..ToolCallArgs::default()
+        }))?;
+        self.emit(Event::ToolCallEnd(ToolCallEnd {
+            tool_call_id: call.id.clone(),
+            ..ToolCallEnd::default()
+        }))
     }
 
     fn usage_event(&self, u: &Usage, source: Option<&str>) -> Result<(), SinkError> {
@@ -241,7 +414,7 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
         while let Some(ev) = stream.next().await {
             match ev {
                 Ok(ModelEvent::TextDelta(d)) => {
-                    let id = self.open_message()?;
+                    let id = self.open(Block::Text)?;
                     self.emit(Event::text_content(id, d))?;
                 }
                 Ok(ModelEvent::Completed(r)) => {
@@ -256,7 +429,7 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
             }
         }
         drop(stream);
-        self.close_message();
+        self.close_open();
         let r = response?;
         if r.usage != Usage::default() {
             self.usage_event(&r.usage, None)?;
@@ -265,43 +438,168 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
     }
 
     async fn output(&mut self, delta: &str) -> Result<(), SinkError> {
-        let id = self.open_message()?;
+        let id = self.open(Block::Text)?;
         self.emit(Event::text_content(id, delta))
     }
 
     async fn tool_call(&mut self, call: ToolCall) -> Result<ToolResult, SinkError> {
-        self.close_message();
-        self.emit(Event::ToolCallStart(ToolCallStart {
-            tool_call_id: call.id.clone(),
-            tool_call_name: call.tool.clone(),
-            ..ToolCallStart::default()
-        }))?;
-        self.emit(Event::ToolCallArgs(ToolCallArgs {
-            tool_call_id: call.id.clone(),
-            delta: serde_json::to_string(&call.args).unwrap_or_else(|_| "{}".into()),
-            ..ToolCallArgs::default()
-        }))?;
-        self.emit(Event::ToolCallEnd(ToolCallEnd {
-            tool_call_id: call.id.clone(),
-            ..ToolCallEnd::default()
-        }))?;
-        let mut result = match self.tools.0.get(&call.tool) {
-            Some(f) => f(&call),
-            None => ToolResult::error(&call.id, format!("unknown tool: {}", call.tool)),
+        // The rules every host applies, before anything is shown or run.
+        rules::check_call(&call)?;
+        let call = match rules::gate(call, &self.tools) {
+            Gate::Run(call) => {
+                self.close_open();
+                self.show_call(&call)?;
+                let result = self.tools.call(call, self.context.clone()).await;
+                self.result_event(&result)?;
+                return Ok(result);
+            }
+            Gate::NeedsApproval(call) => call,
         };
-        if result.id.is_empty() {
-            result.id.clone_from(&call.id);
+        // A call the registry gated is held to the gated call's rules too (its id names it).
+        rules::check_call(&call)?;
+        self.close_open();
+        if let Some(decision) = self.decisions.approvals.remove(&call.id) {
+            // Driven again after the `resolve`: the call was shown in the interrupted run;
+            // it runs now, once, or never when denied (the agent gets the denial).
+            let result = if decision.approves() {
+                self.tools.call(call, self.context.clone()).await
+            } else {
+                ToolResult::denied(&call.id, &decision.denial_reason())
+            };
+            self.result_event(&result)?;
+            return Ok(result);
         }
-        self.result_event(&result)?;
-        Ok(result)
+        // No decision yet: shown, and the run ends waiting for one (no result).
+        self.show_call(&call)?;
+        self.waits.push(Wait::approval(&call));
+        Err(SinkError::ApprovalParked {
+            tool_call_id: call.id,
+            request_seq: 0,
+        })
     }
 
     async fn report(&mut self, result: ToolResult) -> Result<(), SinkError> {
-        self.close_message();
+        self.close_open();
         self.result_event(&result)
     }
 
     async fn usage(&mut self, usage: Usage) -> Result<(), SinkError> {
         self.usage_event(&usage, None)
+    }
+
+    /// Approvals, questions, hand-offs, reasoning, state and steps: everything but platform
+    /// commands.
+    fn supports(&self, feature: Feature) -> bool {
+        feature != Feature::Commands
+    }
+
+    async fn ask(&mut self, question: Question) -> Result<Answer, SinkError> {
+        self.close_open();
+        // The tape gives the question its place in the turn (`q<pos>`), the same when the
+        // turn is driven again; the turn's execution id makes it the thread's own.
+        let id = format!("{}-{}", self.execution_id, question.id);
+        if let Some(decision) = self.decisions.answers.remove(&id) {
+            if decision.cancelled {
+                return Err(SinkError::Cancelled);
+            }
+            return Ok(Answer::new(id, decision.payload));
+        }
+        let schema = question.schema.map(Value::Object);
+        self.waits.push(Wait::question(
+            id.clone(),
+            question.message,
+            schema,
+            question.secret,
+        ));
+        Err(SinkError::AwaitingAnswer { question_id: id })
+    }
+
+    async fn handoff(&mut self, handoff: Handoff) -> Result<(), SinkError> {
+        self.close_open();
+        let (to, wait_id) = match &handoff.to {
+            HandoffTarget::Human => (
+                serde_json::json!({"human": true}),
+                Some(self.new_id("human")),
+            ),
+            HandoffTarget::Agent(name) => (Value::String(name.clone()), None),
+            _ => return Err(SinkError::Unsupported(Feature::Handoff)),
+        };
+        // `from`: "an agent name, null for the main model".
+        let from = self.agent.clone().map_or(Value::Null, Value::String);
+        self.emit(
+            HarnessEvent::Handoff(catalog::Handoff {
+                from: Json::from_value(&from),
+                to: Json::from_value(&to),
+                note: handoff.note.clone(),
+                run_id: self.op.clone(),
+                by: HandoffBy::Code,
+                wait_id: wait_id.clone(),
+                ..catalog::Handoff::default()
+            })
+            .to_event(),
+        )?;
+        if let Some(id) = wait_id {
+            let message = handoff
+                .note
+                .unwrap_or_else(|| "The conversation is handed off to a person.".into());
+            self.waits.push(Wait::human(id, message));
+        }
+        Ok(())
+    }
+
+    async fn reasoning(&mut self, delta: &str) -> Result<(), SinkError> {
+        if delta.is_empty() {
+            return Ok(());
+        }
+        let id = self.open(Block::Reasoning)?;
+        self.emit(Event::ReasoningMessageContent(ReasoningMessageContent {
+            message_id: id,
+            delta: delta.to_owned(),
+            ..ReasoningMessageContent::default()
+        }))
+    }
+
+    async fn state(&mut self, update: StateUpdate) -> Result<(), SinkError> {
+        let ev = match update {
+            StateUpdate::Snapshot(v) => Event::StateSnapshot(StateSnapshot {
+                snapshot: Json::from_value(&v),
+                ..StateSnapshot::default()
+            }),
+            StateUpdate::Delta(ops) => {
+                // Each one a JSON Patch operation AG-UI takes (RFC 6902 `op`, a JSON Pointer
+                // `path` / `from`, a `value` where the op has one), or nothing is sent.
+                let delta = ops
+                    .iter()
+                    .map(|op| {
+                        Json::from_value(op).parse::<PatchOp>().map_err(|e| {
+                            SinkError::Rejected(format!("not a JSON Patch operation: {op} ({e})"))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Event::StateDelta(StateDelta {
+                    delta,
+                    ..StateDelta::default()
+                })
+            }
+            _ => return Err(SinkError::Unsupported(Feature::State)),
+        };
+        self.close_open();
+        self.emit(ev)
+    }
+
+    async fn step(&mut self, step: Step) -> Result<(), SinkError> {
+        let ev = match step {
+            Step::Started(name) => Event::StepStarted(StepStarted {
+                step_name: name,
+                ..StepStarted::default()
+            }),
+            Step::Finished(name) => Event::StepFinished(StepFinished {
+                step_name: name,
+                ..StepFinished::default()
+            }),
+            _ => return Err(SinkError::Unsupported(Feature::Steps)),
+        };
+        self.close_open();
+        self.emit(ev)
     }
 }

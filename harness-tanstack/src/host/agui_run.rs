@@ -6,6 +6,7 @@ use bytes::Bytes;
 use harness_core::message::Message as CoreMessage;
 
 use super::connection::ConnState;
+use super::wait::{Entry, Resolved};
 use super::{AccessPolicy, ConnId, Host, Transport, may_read};
 use crate::Json;
 use crate::agui;
@@ -19,6 +20,14 @@ impl<L: EventLog> Host<L> {
     /// the plain AG-UI events of that run ("with no `harness.*` frames around them") and
     /// ends after its `RUN_FINISHED` or `RUN_ERROR`. Past a limit of the host the answer is
     /// `413 {error:'too_large'}` or `429 {error:'thread_limit'}`.
+    ///
+    /// A run that ended waiting for a person ends with `RUN_FINISHED` `outcome: {type:
+    /// "interrupt", interrupts}`; `@tanstack/ai-client` answers with a new `POST run` whose
+    /// `resume` decides them (`[{interruptId, status, payload}]`, `parentRunId` the
+    /// interrupted run): the turn is driven again as this run, as by a `resolve` input. A
+    /// `resume` that names no open wait, or leaves one of the turn's open, is
+    /// `409 {error:'not_waiting'}`; a run with no `resume` while a turn waits is
+    /// `409 {error:'conflict'}`.
     pub fn run_agui(
         &mut self,
         now: Instant,
@@ -40,7 +49,14 @@ impl<L: EventLog> Host<L> {
         // Past a limit of the host: plain AG-UI has no receipt, so the HTTP status says it
         // (the spec gives `POST run` no statuses of its own): `413` for a message over
         // `max_input_bytes`, `429` past the threads a user or the host may have.
-        if text.len() > self.cfg.max_input_bytes {
+        let resume_bytes: usize = input
+            .resume
+            .iter()
+            .flatten()
+            .filter_map(|e| serde_json::to_string(e).ok())
+            .map(|j| j.len())
+            .sum();
+        if text.len() > self.cfg.max_input_bytes || resume_bytes > self.cfg.max_input_bytes {
             return Err(HttpAnswer::error(413, "too_large", request_id));
         }
         if self.ensure(&key, Some(wire)) {
@@ -52,7 +68,13 @@ impl<L: EventLog> Host<L> {
                 if t.is_busy() {
                     return Err(HttpAnswer::error(409, "conflict", request_id));
                 }
+                let resumes = input.resume.as_ref().is_some_and(|r| !r.is_empty());
+                if t.blocks_inputs() && !resumes {
+                    return Err(HttpAnswer::error(409, "conflict", request_id));
+                }
             }
+        } else if input.resume.as_ref().is_some_and(|r| !r.is_empty()) {
+            return Err(HttpAnswer::error(409, "not_waiting", request_id));
         } else {
             if self.at_thread_limit(user) {
                 return Err(HttpAnswer::error(429, "thread_limit", request_id));
@@ -87,6 +109,38 @@ impl<L: EventLog> Host<L> {
             },
         );
         self.watch(&key, id);
+        if let Some(resume) = input.resume.as_ref().filter(|r| !r.is_empty()) {
+            // Only a resume that drives the parked turn again has a run to stream.
+            let drives = self.threads.get(&key).is_some_and(|t| {
+                t.parked.as_ref().is_some_and(|p| {
+                    p.blocks()
+                        && p.open.len() == resume.len()
+                        && p.open
+                            .iter()
+                            .all(|w| resume.iter().any(|e| e.interrupt_id == w.wait_id))
+                })
+            });
+            let resolved = if drives {
+                self.resolve_waits(
+                    now,
+                    &key,
+                    &input_id,
+                    "resolve",
+                    Entry::resolve(resume),
+                    Some(op),
+                )
+                .map_err(|_| HttpAnswer::error(500, "internal", request_id))?
+            } else {
+                Resolved::NotWaiting
+            };
+            return match resolved {
+                Resolved::Driven(_) => Ok(id),
+                _ => {
+                    self.disconnect(id);
+                    Err(HttpAnswer::error(409, "not_waiting", request_id))
+                }
+            };
+        }
         let tp = crate::http::traceparent(traceparent);
         let accepted = HarnessEvent::InputAccepted(catalog::InputAccepted {
             input_id: input_id.clone(),
@@ -95,6 +149,9 @@ impl<L: EventLog> Host<L> {
             ..catalog::InputAccepted::default()
         });
         self.log_harness(now, &key, "session", accepted)
+            .map_err(|_| HttpAnswer::error(500, "internal", request_id))?;
+        // A new turn: a hand-off to a person that waits ends.
+        self.drop_waits(now, &key)
             .map_err(|_| HttpAnswer::error(500, "internal", request_id))?;
         self.begin_run(
             now,
@@ -105,6 +162,7 @@ impl<L: EventLog> Host<L> {
             None,
             CoreMessage::user(text),
             tp,
+            None,
         )
         .map_err(|_| HttpAnswer::error(500, "internal", request_id))?;
         Ok(id)

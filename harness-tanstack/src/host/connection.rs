@@ -252,6 +252,11 @@ impl<L: EventLog> Host<L> {
         self.woken.remove(&id);
     }
 
+    /// Whether `id` is a connection of the host (until [`disconnect`](Self::disconnect)).
+    pub fn has_connection(&self, id: ConnId) -> bool {
+        self.conns.contains_key(&id)
+    }
+
     /// The WebSocket close code of a connection the host closed (after
     /// [`HostEvent::Close`](super::HostEvent::Close)), until [`disconnect`](Self::disconnect).
     pub fn close_code(&self, id: ConnId) -> Option<u16> {

@@ -5,6 +5,7 @@ use std::time::Instant;
 use harness_core::message::{Message as CoreMessage, Role};
 
 use super::thread::Thread;
+use super::wait::{Entry, receipt_of};
 use super::{AccessPolicy, Host, HostEvent, Refusal, may_read};
 use crate::Json;
 use crate::catalog::{self, Delivery, HarnessEvent, InputOutcome};
@@ -176,7 +177,7 @@ impl<L: EventLog> Host<L> {
                 }
                 // An input to an empty queue always fits.
                 let full = self.threads.get(key).is_some_and(|t| {
-                    t.is_busy()
+                    t.blocks_inputs()
                         && (t.waiting().len() >= self.cfg.max_waiting_inputs.max(1)
                             || (!t.waiting().is_empty()
                                 && t.waiting_bytes + bytes > self.cfg.max_waiting_bytes))
@@ -204,7 +205,9 @@ impl<L: EventLog> Host<L> {
                 } else {
                     Delivery::Queue
                 };
-                let busy = self.threads.get(key).is_some_and(Thread::is_busy);
+                // Behind a running turn, the inputs before it, or a turn that waits for a
+                // person.
+                let busy = self.threads.get(key).is_some_and(Thread::blocks_inputs);
                 if busy {
                     if let Some(t) = self.threads.get_mut(key) {
                         t.push_waiting(Waiting {
@@ -277,6 +280,14 @@ impl<L: EventLog> Host<L> {
                         operation_id: Some(c.operation_id),
                         ..Receipt::default()
                     }
+                } else if self.cancel_parked(now, key, &c.operation_id)? {
+                    // The run waits for a person: its waits settle `cancelled`.
+                    Receipt {
+                        input_id,
+                        status: ReceiptStatus::Accepted,
+                        operation_id: Some(c.operation_id),
+                        ..Receipt::default()
+                    }
                 } else {
                     rejected(&input_id, "not_running")
                 }
@@ -291,16 +302,7 @@ impl<L: EventLog> Host<L> {
                         if let Some(t) = self.threads.get_mut(key) {
                             t.take_waiting(i);
                         }
-                        self.log_harness(
-                            now,
-                            key,
-                            "session",
-                            HarnessEvent::InputSettled(catalog::InputSettled {
-                                input_id: input_id.clone(),
-                                outcome: InputOutcome::Aborted,
-                                ..catalog::InputSettled::default()
-                            }),
-                        )?;
+                        self.settle_input(now, key, &input_id, InputOutcome::Aborted)?;
                         Receipt {
                             input_id,
                             status: ReceiptStatus::Accepted,
@@ -334,7 +336,11 @@ impl<L: EventLog> Host<L> {
                 let idle = self
                     .threads
                     .get(key)
-                    .map(|t| t.running.is_none() && !t.waiting().is_empty())
+                    .map(|t| {
+                        t.running.is_none()
+                            && !t.waiting().is_empty()
+                            && !t.parked.as_ref().is_some_and(|p| p.blocks())
+                    })
                     .unwrap_or(false);
                 if idle {
                     let op = self.start_next(now, key)?;
@@ -368,7 +374,26 @@ impl<L: EventLog> Host<L> {
                     ..Receipt::default()
                 }
             }
-            Input::Answer(_) | Input::Resolve(_) => rejected(&input_id, "not_waiting"),
+            // "Answer it with the answer input"; `resolve` answers interrupts. A decision
+            // for no open wait changes nothing: `not_waiting`.
+            Input::Answer(a) => {
+                let entry = Entry::answer(&a.question_id, a.value.as_ref());
+                let r = self.resolve_waits(now, key, &input_id, "answer", vec![entry], None)?;
+                receipt_of(input_id, r)
+            }
+            Input::Resolve(r) => {
+                let entries: Vec<crate::agui::ResumeEntry> =
+                    r.resume.iter().filter_map(|j| j.parse().ok()).collect();
+                let r = self.resolve_waits(
+                    now,
+                    key,
+                    &input_id,
+                    "resolve",
+                    Entry::resolve(&entries),
+                    None,
+                )?;
+                receipt_of(input_id, r)
+            }
             _ => rejected(&input_id, "not_exposed"),
         };
         self.finish_input(now, key, receipt, idempotent)
@@ -411,6 +436,22 @@ impl<L: EventLog> Host<L> {
         self.emit(now, thread, op, h.to_event())
             .map(|_| ())
             .map_err(|e| Refusal::Internal(e.to_string()))
+    }
+
+    /// `harness.input.settled` of an input that ran no turn.
+    pub(super) fn settle_input(
+        &mut self,
+        now: Instant,
+        key: &str,
+        input_id: &str,
+        outcome: InputOutcome,
+    ) -> Result<(), Refusal> {
+        let settled = HarnessEvent::InputSettled(catalog::InputSettled {
+            input_id: input_id.to_owned(),
+            outcome,
+            ..catalog::InputSettled::default()
+        });
+        self.log_harness(now, key, "session", settled)
     }
 
     /// A host-made input id (`in-N`) that no input of the thread has had: past the highest
@@ -486,8 +527,9 @@ fn reason_for_missing(input: &Input) -> &'static str {
     }
 }
 
-/// The bytes an input carries: the JSON of its message (or of an `agent` input's `input`),
-/// what [`max_input_bytes`](super::HostConfig::max_input_bytes) bounds.
+/// The bytes an input carries: the JSON of its message (or of an `agent` input's `input`, an
+/// `answer`'s `value`, a `resolve`'s `resume`), what
+/// [`max_input_bytes`](super::HostConfig::max_input_bytes) bounds.
 pub(super) fn input_bytes(input: &Input) -> usize {
     match input {
         Input::Prompt(p) => p.message.get().len(),
@@ -496,6 +538,9 @@ pub(super) fn input_bytes(input: &Input) -> usize {
         Input::Append(p) => p.message.get().len(),
         Input::AgentMessage(p) => p.message.get().len(),
         Input::Agent(a) => a.input.as_ref().map_or(0, |j| j.get().len()),
+        // A decision is kept with the thread until the turn runs again: its answer counts.
+        Input::Answer(a) => a.value.as_ref().map_or(0, |j| j.get().len()),
+        Input::Resolve(r) => r.resume.iter().map(|j| j.get().len()).sum(),
         _ => 0,
     }
 }

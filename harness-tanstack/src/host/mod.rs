@@ -42,6 +42,9 @@ mod subscribe;
 mod thread;
 mod transmit;
 mod turn;
+mod wait;
+
+pub use wait::{Interrupted, Resolution, Resume, Wait, WaitFor};
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
@@ -140,6 +143,12 @@ pub struct HostConfig {
     /// from memory as past [`max_resident_threads`](Self::max_resident_threads).
     /// Default 256 MiB.
     pub max_resident_bytes: usize,
+    /// Bytes of the waits record a thread keeps while a turn waits for a person (its open
+    /// waits, and what the driver needs to drive the turn again: its inputs, its history
+    /// and what it did so far). It is stored with the thread in the log
+    /// ([`EventLog::set_waits`]), never sent to a client; a turn whose record would be
+    /// larger cannot wait, and fails with `RUN_ERROR` code `too_large`. Default 4 MiB.
+    pub max_parked_bytes: usize,
 }
 
 impl Default for HostConfig {
@@ -164,6 +173,7 @@ impl Default for HostConfig {
             max_receipt_bytes: 1 << 20,
             max_resident_threads: 1_024,
             max_resident_bytes: 256 << 20,
+            max_parked_bytes: 4 << 20,
         }
     }
 }
@@ -228,6 +238,11 @@ pub struct TurnRequest {
     pub history: Vec<CoreMessage>,
     /// The `traceparent` of the input, when valid.
     pub traceparent: Option<String>,
+    /// When set, this run drives again a turn that waited for a person (its
+    /// `RUN_STARTED` has `parentRunId` [`Resume::parent_run_id`]), with the decisions of the
+    /// `resolve` or `answer` input ([`input_id`](Self::input_id)); `message` and `history`
+    /// are then empty: the turn's own are in [`Resume::state`], as the driver kept them.
+    pub resume: Option<Box<Resume>>,
 }
 
 /// Something the application must act on.
@@ -259,7 +274,7 @@ pub enum HostEvent {
 }
 
 /// How a turn ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum TurnOutcome {
     /// It completed.
     Completed,
@@ -272,6 +287,11 @@ pub enum TurnOutcome {
     },
     /// It was cancelled.
     Cancelled,
+    /// It waits for a person (an approval, an answer, a hand-off to a person): the run ends
+    /// with `RUN_FINISHED` `outcome: {type: "interrupt", interrupts}` after a
+    /// `harness.wait.opened` for each wait, and a parked turn is driven again as a new run
+    /// once its waits are decided (see [`Interrupted`]).
+    Interrupted(Interrupted),
 }
 
 /// Why a host call failed.

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::input::Waiting;
 use super::turn::Running;
+use super::wait::{self, LogWaits, Parked};
 use super::{ConnId, Host, HostConfig, may_read};
 use crate::agui::{self, Content, Event, RunError};
 use crate::catalog::{self, HarnessEvent, InputOutcome};
@@ -174,6 +175,10 @@ pub(super) struct Thread {
     /// so they never collide with a run or an input the thread no longer remembers.
     pub(super) max_op: u64,
     pub(super) max_input: u64,
+    /// The open waits of the thread and the turn they park (its waits record, as the log
+    /// keeps it), and the bytes of that record.
+    pub(super) parked: Option<Parked>,
+    parked_bytes: usize,
     caps: Caps,
 }
 
@@ -194,6 +199,8 @@ impl Thread {
             open_calls: HashMap::new(),
             max_op: 0,
             max_input: 0,
+            parked: None,
+            parked_bytes: 0,
             caps,
         }
     }
@@ -203,6 +210,19 @@ impl Thread {
         self.running.is_some() || !self.waiting.is_empty()
     }
 
+    /// Whether a new message input waits for its turn: a turn runs, inputs wait, or a turn
+    /// is parked on a wait for a person. (A parked thread with nothing else going on may
+    /// leave memory: its waits record is in the log.)
+    pub(super) fn blocks_inputs(&self) -> bool {
+        self.is_busy() || self.parked.as_ref().is_some_and(Parked::blocks)
+    }
+
+    /// Keeps the waits record (or none), whose JSON is `bytes` long.
+    pub(super) fn set_parked(&mut self, parked: Option<Parked>, bytes: usize) {
+        self.parked_bytes = if parked.is_some() { bytes } else { 0 };
+        self.parked = parked;
+    }
+
     /// The bytes its state holds (an estimate).
     pub(super) fn bytes(&self) -> usize {
         self.transcript.bytes
@@ -210,6 +230,7 @@ impl Thread {
             + self.receipts.bytes
             + self.parents.bytes
             + self.waiting_bytes
+            + self.parked_bytes
             + self.pending.values().map(String::len).sum::<usize>()
             + self.streaming.values().map(String::len).sum::<usize>()
     }
@@ -331,6 +352,7 @@ pub(super) fn restore<L: EventLog>(
     // Inputs accepted and neither applied nor settled: they waited behind a turn.
     let mut unapplied: Vec<String> = Vec::new();
     let mut queued: HashSet<String> = HashSet::new();
+    let mut waits = LogWaits::default();
     let (first, head) = (log.first_seq(key), log.head_seq(key));
     for seq in first..=head {
         let Ok(Some(rec)) = log.get(key, seq) else {
@@ -351,6 +373,9 @@ pub(super) fn restore<L: EventLog>(
                 open.retain(|(op, _)| *op != *rec.operation_id)
             }
             Event::Custom(c) => match HarnessEvent::from_custom(&c.name, &c.value) {
+                Ok(h @ (HarnessEvent::WaitOpened(_) | HarnessEvent::WaitSettled(_))) => {
+                    waits.observe(&h);
+                }
                 Ok(HarnessEvent::InputAccepted(a)) => {
                     // Accepted again (sent again after it never ran): what it was
                     // the first time no longer counts.
@@ -396,6 +421,7 @@ pub(super) fn restore<L: EventLog>(
         }
         t.observe(&ev);
     }
+    let unfinished: Vec<String> = open.iter().map(|(op, _)| op.clone()).collect();
     let mut closing: Vec<(String, Event)> = Vec::new();
     for (op, input_id) in open {
         closing.extend(
@@ -415,6 +441,10 @@ pub(super) fn restore<L: EventLog>(
             ..catalog::InputSettled::default()
         });
         closing.push(("session".to_owned(), ev.to_event()));
+    }
+    // The waits record, as the log says it stands (see `wait`).
+    for ev in wait::restore_waits(log, key, waits, &unfinished, &mut t) {
+        closing.push(("session".to_owned(), ev));
     }
     for (op, ev) in closing {
         if log.append_as(key, &t.thread_id, &op, &ev).is_ok() {
@@ -564,11 +594,13 @@ impl Thread {
             Event::Custom(c) if c.name == "harness.input.accepted" => {
                 if let Ok(a) = c.value.parse::<catalog::InputAccepted>() {
                     self.max_input = self.max_input.max(id_number(&a.input_id, "in-"));
-                    let text = a.message.and_then(|m| m.as_string()).unwrap_or_default();
-                    if a.op == "append" {
-                        self.user_message(&a.input_id, text);
-                    } else {
-                        self.pending.insert(a.input_id, text);
+                    // An input with no message (a `resolve`, an `answer`) adds none.
+                    match a.message.map(|m| m.as_string().unwrap_or_default()) {
+                        Some(text) if a.op == "append" => self.user_message(&a.input_id, text),
+                        Some(text) => {
+                            self.pending.insert(a.input_id, text);
+                        }
+                        None => {}
                     }
                 }
             }

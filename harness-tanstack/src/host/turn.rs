@@ -7,7 +7,8 @@ use harness_core::message::Message as CoreMessage;
 
 use super::input::input_message;
 use super::thread::{Caps, Thread};
-use super::{HOST_EVENTS, Host, HostError, HostEvent, Refusal, TurnOutcome, TurnRequest};
+use super::wait::interrupt_outcome;
+use super::{HOST_EVENTS, Host, HostError, HostEvent, Refusal, Resume, TurnOutcome, TurnRequest};
 use crate::Json;
 use crate::agui::{
     self, Custom, Event, RunError, RunFinished, RunFinishedOutcome, RunStarted, TextMessageEnd,
@@ -22,6 +23,8 @@ pub(super) struct Running {
     pub(super) operation_id: String,
     pub(super) input_id: String,
     pub(super) kind: OperationKind,
+    /// The agent of an `agent` input.
+    agent: Option<String>,
     /// The text message the run has open (a cancel closes it).
     open_message: Option<String>,
 }
@@ -59,6 +62,9 @@ impl<L: EventLog> Host<L> {
             Input::Agent(a) => (OperationKind::Agent, Some(a.agent.clone())),
             _ => (OperationKind::Chat, None),
         };
+        // A new turn: a hand-off to a person that waits ends (the agent has the
+        // conversation back). A parked turn never gets here: inputs wait behind it.
+        self.drop_waits(now, thread_id)?;
         self.begin_run(
             now,
             thread_id,
@@ -68,6 +74,7 @@ impl<L: EventLog> Host<L> {
             agent,
             input_message(input),
             traceparent,
+            None,
         )?;
         Ok(op)
     }
@@ -83,6 +90,7 @@ impl<L: EventLog> Host<L> {
         agent: Option<String>,
         message: CoreMessage,
         traceparent: Option<String>,
+        resume: Option<Box<Resume>>,
     ) -> Result<(), Refusal> {
         let (history, wire) = match self.threads.get_mut(thread_id) {
             Some(t) => {
@@ -90,9 +98,16 @@ impl<L: EventLog> Host<L> {
                     operation_id: op.to_owned(),
                     input_id: input_id.to_owned(),
                     kind: kind.clone(),
+                    agent: agent.clone(),
                     open_message: None,
                 });
-                (t.history(), t.thread_id.clone())
+                // A turn driven again has its own history in its state.
+                let history = if resume.is_some() {
+                    Vec::new()
+                } else {
+                    t.history()
+                };
+                (history, t.thread_id.clone())
             }
             None => return Err(Refusal::Internal("no thread".into())),
         };
@@ -101,6 +116,7 @@ impl<L: EventLog> Host<L> {
             thread_id: wire,
             run_id: op.to_owned(),
             protocol_version: Some(agui::PROTOCOL_VERSION.to_owned()),
+            parent_run_id: resume.as_ref().map(|r| r.parent_run_id.clone()),
             ..RunStarted::default()
         });
         self.emit(now, thread_id, op, started)
@@ -135,6 +151,7 @@ impl<L: EventLog> Host<L> {
             message,
             history,
             traceparent,
+            resume,
         }));
         Ok(())
     }
@@ -145,6 +162,10 @@ impl<L: EventLog> Host<L> {
         thread_id: &str,
     ) -> Result<Option<String>, Refusal> {
         let next = self.threads.get_mut(thread_id).and_then(|t| {
+            // Nothing runs while a turn waits for a person: its decision drives it again.
+            if t.parked.as_ref().is_some_and(|p| p.blocks()) {
+                return None;
+            }
             // A steering input goes first.
             let i = t
                 .waiting()
@@ -205,6 +226,14 @@ impl<L: EventLog> Host<L> {
     /// `outcome: {type:'cancelled'}` when cancelled) or `RUN_ERROR`, then
     /// `harness.operation.finished` and `harness.input.settled`, and starts the next waiting
     /// input.
+    ///
+    /// A turn that waits for a person ([`TurnOutcome::Interrupted`]) first has its waits
+    /// record kept with the thread ([`EventLog::set_waits`]), then its `harness.question`s
+    /// and a `harness.wait.opened` per wait, and its `RUN_FINISHED` carries `outcome:
+    /// {type: "interrupt", interrupts}`; a parked turn lets no waiting input start (they
+    /// wait for the decision, see [`Interrupted`](super::Interrupted)). One whose record
+    /// is over [`max_parked_bytes`](super::HostConfig::max_parked_bytes), or that the log
+    /// cannot keep, fails instead (`RUN_ERROR` code `too_large` or `internal`).
     pub fn finish_turn(
         &mut self,
         now: Instant,
@@ -241,8 +270,28 @@ impl<L: EventLog> Host<L> {
                 }),
             )?;
         }
+        // A turn that waits for a person: its waits are kept and opened, and it ends with
+        // their interrupts (or, when it cannot wait, it fails).
+        let mut interrupts = None;
+        let outcome = match outcome {
+            TurnOutcome::Interrupted(i) => {
+                let kind = running.kind.clone();
+                let agent = running.agent.clone();
+                match self.park(now, thread_id, operation_id, kind, agent, i) {
+                    Ok(list) => {
+                        interrupts = Some(list);
+                        TurnOutcome::Completed
+                    }
+                    Err((message, code)) => TurnOutcome::Failed {
+                        message,
+                        code: Some(code.to_owned()),
+                    },
+                }
+            }
+            other => other,
+        };
         let (status, settled, error) = match &outcome {
-            TurnOutcome::Completed => (
+            TurnOutcome::Completed | TurnOutcome::Interrupted(_) => (
                 catalog::OperationStatus::Completed,
                 InputOutcome::Completed,
                 None,
@@ -274,11 +323,14 @@ impl<L: EventLog> Host<L> {
                 outcome: Some(RunFinishedOutcome::cancelled()),
                 ..RunFinished::default()
             }),
-            TurnOutcome::Completed => Event::RunFinished(RunFinished {
-                thread_id: wire,
-                run_id: operation_id.to_owned(),
-                ..RunFinished::default()
-            }),
+            TurnOutcome::Completed | TurnOutcome::Interrupted(_) => {
+                Event::RunFinished(RunFinished {
+                    thread_id: wire,
+                    run_id: operation_id.to_owned(),
+                    outcome: interrupts.map(interrupt_outcome),
+                    ..RunFinished::default()
+                })
+            }
         };
         self.emit(now, thread_id, operation_id, end)?;
         let fin = HarnessEvent::OperationFinished(catalog::OperationFinished {

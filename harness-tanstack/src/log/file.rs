@@ -170,7 +170,9 @@ impl FileThread {
 ///
 /// A truncated file starts with a marker line `{"truncatedBefore":N}`. The owner of a thread
 /// (see [`EventLog::set_owner`]) is kept beside it, in a file of the same name ending in
-/// `.harness-owner`.
+/// `.harness-owner`, and its waits record (see [`EventLog::set_waits`] and the
+/// [module docs](super)) in one ending in `.harness-waits`, replaced whole (a temporary file
+/// renamed over it) and removed when no wait is open.
 ///
 /// Any thread key can be stored. The files of a key of up to 120 bytes are named by its
 /// hex form (`<hex>.harness-log`, as earlier versions named every file). A longer key does
@@ -185,6 +187,8 @@ pub struct FileLog {
     cfg: FileLogConfig,
     threads: HashMap<String, FileThread>,
     owners: HashMap<String, String>,
+    /// Threads with a waits record (its file is read only when asked for).
+    waits: std::collections::HashSet<String>,
     /// Threads whose file is open.
     open: Lru,
     /// Threads whose read index is in memory.
@@ -201,6 +205,10 @@ pub struct FileLog {
 
 const SUFFIX: &str = ".harness-log";
 const OWNER_SUFFIX: &str = ".harness-owner";
+const WAITS_SUFFIX: &str = ".harness-waits";
+/// The largest waits record read back (the host writes much smaller ones, see
+/// `HostConfig::max_parked_bytes`): a larger file is not read whole into memory.
+const MAX_WAITS_FILE: u64 = 64 << 20;
 const ID_SUFFIX: &str = ".harness-id";
 const DIGEST_PREFIX: &str = "sha256-";
 /// The longest thread key (in bytes) whose files are named by its hex form: the hex and the
@@ -240,6 +248,7 @@ impl FileLog {
             cfg,
             threads: HashMap::new(),
             owners: HashMap::new(),
+            waits: std::collections::HashSet::new(),
             open: Lru::default(),
             indexed: Lru::default(),
             cached: Lru::default(),
@@ -284,6 +293,8 @@ impl FileLog {
             if let Some(key) = name.strip_suffix(OWNER_SUFFIX).and_then(thread_key) {
                 let owner = fs::read_to_string(path)?;
                 log.owners.insert(key, owner);
+            } else if let Some(key) = name.strip_suffix(WAITS_SUFFIX).and_then(thread_key) {
+                log.waits.insert(key);
             } else if let Some(key) = name.strip_suffix(SUFFIX).and_then(thread_key) {
                 let t = log.probe(path, &key)?;
                 log.threads.insert(key, t);
@@ -307,15 +318,7 @@ impl FileLog {
                     )));
                 }
             } else {
-                let tmp = id_path.with_extension("id-tmp");
-                {
-                    let mut f = File::create(&tmp)?;
-                    f.write_all(key.as_bytes())?;
-                    if self.cfg.sync {
-                        f.sync_all()?;
-                    }
-                }
-                fs::rename(&tmp, &id_path)?;
+                replace_file(&id_path, "id-tmp", key.as_bytes(), self.cfg.sync)?;
             }
         }
         Ok(self.dir.join(format!("{stem}{suffix}")))
@@ -547,6 +550,20 @@ fn last_byte_before(file: &mut File, before: u64, byte: u8) -> io::Result<Option
         end = start;
     }
     Ok(None)
+}
+
+/// Writes a small file whole: to a temporary file beside it (its extension `tmp_ext`),
+/// renamed over it, so that a crash leaves the old content or the new one.
+fn replace_file(path: &Path, tmp_ext: &str, bytes: &[u8], sync: bool) -> io::Result<()> {
+    let tmp = path.with_extension(tmp_ext);
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        if sync {
+            f.sync_all()?;
+        }
+    }
+    fs::rename(&tmp, path)
 }
 
 /// Up to `n` bytes of a file from `offset`.
@@ -817,21 +834,51 @@ impl EventLog for FileLog {
 
     fn set_owner(&mut self, thread_id: &str, owner: &str) -> Result<(), LogError> {
         let path = self.named_path(thread_id, OWNER_SUFFIX)?;
-        let tmp = path.with_extension("owner-tmp");
-        {
-            let mut f = File::create(&tmp)?;
-            f.write_all(owner.as_bytes())?;
-            if self.cfg.sync {
-                f.sync_all()?;
-            }
-        }
-        fs::rename(&tmp, &path)?;
+        replace_file(&path, "owner-tmp", owner.as_bytes(), self.cfg.sync)?;
         self.owners.insert(thread_id.to_owned(), owner.to_owned());
         Ok(())
     }
 
     fn owner(&self, thread_id: &str) -> Option<String> {
         self.owners.get(thread_id).cloned()
+    }
+
+    fn set_waits(&mut self, thread_id: &str, record: Option<&str>) -> Result<(), LogError> {
+        let Some(record) = record else {
+            if self.waits.remove(thread_id) {
+                let path = self.named_path(thread_id, WAITS_SUFFIX)?;
+                match fs::remove_file(&path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
+                    _ => {}
+                }
+            }
+            return Ok(());
+        };
+        let path = self.named_path(thread_id, WAITS_SUFFIX)?;
+        replace_file(&path, "waits-tmp", record.as_bytes(), self.cfg.sync)?;
+        self.waits.insert(thread_id.to_owned());
+        Ok(())
+    }
+
+    fn waits(&mut self, thread_id: &str) -> Result<Option<String>, LogError> {
+        if !self.waits.contains(thread_id) {
+            return Ok(None);
+        }
+        let path = self.named_path(thread_id, WAITS_SUFFIX)?;
+        let mut bytes = Vec::new();
+        match File::open(&path) {
+            Ok(f) => f.take(MAX_WAITS_FILE + 1).read_to_end(&mut bytes)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        if bytes.len() as u64 > MAX_WAITS_FILE {
+            return Err(LogError::Corrupt(format!(
+                "the waits record of a thread is larger than {MAX_WAITS_FILE} bytes"
+            )));
+        }
+        String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| LogError::Corrupt("a waits record is not UTF-8".into()))
     }
 }
 

@@ -32,10 +32,17 @@ impl MemThread {
 /// the thread that holds the most go first. A client behind evicted records gets
 /// `harness.gap` with reason `evicted`. A thread whose records all went keeps its cursors
 /// (the next record takes the next number). Cursors do not survive a restart.
+///
+/// The waits records of its threads ([`EventLog::set_waits`]) are kept apart from the
+/// records, never evicted, within [`with_max_waits_bytes`](Self::with_max_waits_bytes) all
+/// together: past it a new record is refused (the turn that would wait fails).
 #[derive(Debug)]
 pub struct MemoryLog {
     threads: HashMap<String, MemThread>,
     owners: HashMap<String, String>,
+    waits: HashMap<String, String>,
+    waits_bytes: usize,
+    max_waits_bytes: usize,
     max_events: usize,
     max_bytes: usize,
     max_total_bytes: usize,
@@ -56,6 +63,9 @@ impl MemoryLog {
         MemoryLog {
             threads: HashMap::new(),
             owners: HashMap::new(),
+            waits: HashMap::new(),
+            waits_bytes: 0,
+            max_waits_bytes: 64 << 20,
             max_events: max_events.max(1),
             max_bytes: max_bytes.max(1),
             max_total_bytes: 256 << 20,
@@ -68,6 +78,13 @@ impl MemoryLog {
     #[must_use]
     pub fn with_max_total_bytes(mut self, max_total_bytes: usize) -> Self {
         self.max_total_bytes = max_total_bytes.max(1);
+        self
+    }
+
+    /// The bytes the waits records of all threads may hold together (default 64 MiB).
+    #[must_use]
+    pub fn with_max_waits_bytes(mut self, max_waits_bytes: usize) -> Self {
+        self.max_waits_bytes = max_waits_bytes;
         self
     }
 
@@ -171,5 +188,31 @@ impl EventLog for MemoryLog {
 
     fn owner(&self, thread_id: &str) -> Option<String> {
         self.owners.get(thread_id).cloned()
+    }
+
+    fn set_waits(&mut self, thread_id: &str, record: Option<&str>) -> Result<(), LogError> {
+        let old = self.waits.get(thread_id).map_or(0, String::len);
+        match record {
+            None => {
+                self.waits.remove(thread_id);
+                self.waits_bytes -= old;
+            }
+            Some(r) => {
+                let total = self.waits_bytes - old + r.len();
+                if total > self.max_waits_bytes {
+                    return Err(LogError::Io(format!(
+                        "the memory log keeps at most {} bytes of waits",
+                        self.max_waits_bytes
+                    )));
+                }
+                self.waits.insert(thread_id.to_owned(), r.to_owned());
+                self.waits_bytes = total;
+            }
+        }
+        Ok(())
+    }
+
+    fn waits(&mut self, thread_id: &str) -> Result<Option<String>, LogError> {
+        Ok(self.waits.get(thread_id).cloned())
     }
 }

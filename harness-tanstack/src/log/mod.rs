@@ -13,6 +13,24 @@
 //! string. Store the last one, and do not parse it.").
 //!
 //! The file log does file I/O (it is the storage), and nothing else: no clock, no thread.
+//!
+//! **Waits for a person are kept beside the log, not in it.** A turn that waits for an
+//! approval, an answer or a person leaves the host a *waits record* for its thread: its open
+//! waits and what the driver needs to drive the turn again (its inputs and history, and the
+//! tape of what it did so far, see [`harness_core::tape`]). A client must never see it (the
+//! tape holds model completions, tool results and answers, a secret one included), and it is
+//! replaced as waits settle, so it is not an event: it is one record per thread, kept by
+//! [`EventLog::set_waits`] and read back by [`EventLog::waits`] — beside the owner, in a
+//! file of the thread's name ending `.harness-waits` in a [`FileLog`] (written whole to a
+//! temporary file and renamed over the old one, so a crash leaves the old record or the new
+//! one; removed when no wait is open), in memory in a [`MemoryLog`] (within its own byte
+//! budget). Nothing of it takes a sequence number, so cursors stay gapless and every reader
+//! of the log is unchanged; the events a client sees of a wait (`harness.wait.opened`,
+//! `harness.question`, `harness.wait.settled`, the interrupts of `RUN_FINISHED`) are
+//! ordinary records. The host bounds a record in bytes
+//! ([`max_parked_bytes`](crate::host::HostConfig::max_parked_bytes)); the file log reads
+//! none larger than 64 MiB, and opens the file of a record only to read or write it (no
+//! file stays open, so the pool of open files and its bound are unchanged).
 
 mod file;
 mod memory;
@@ -226,6 +244,24 @@ pub trait EventLog: Send {
         let _ = thread_id;
         None
     }
+
+    /// Keeps the waits record of a thread (see the [module docs](self)): replaces the one
+    /// kept before, or, with `None`, drops it. It is never sent to a client and takes no
+    /// sequence number. The default keeps nothing and fails for a record, so a turn on a log
+    /// that cannot keep one fails instead of waiting for a decision it would lose.
+    fn set_waits(&mut self, thread_id: &str, record: Option<&str>) -> Result<(), LogError> {
+        let _ = thread_id;
+        match record {
+            None => Ok(()),
+            Some(_) => Err(LogError::Io("this event log keeps no waits".into())),
+        }
+    }
+
+    /// The waits record [`set_waits`](Self::set_waits) kept, if any.
+    fn waits(&mut self, thread_id: &str) -> Result<Option<String>, LogError> {
+        let _ = thread_id;
+        Ok(None)
+    }
 }
 
 impl<L: EventLog + ?Sized> EventLog for Box<L> {
@@ -264,5 +300,11 @@ impl<L: EventLog + ?Sized> EventLog for Box<L> {
     }
     fn owner(&self, thread_id: &str) -> Option<String> {
         (**self).owner(thread_id)
+    }
+    fn set_waits(&mut self, thread_id: &str, record: Option<&str>) -> Result<(), LogError> {
+        (**self).set_waits(thread_id, record)
+    }
+    fn waits(&mut self, thread_id: &str) -> Result<Option<String>, LogError> {
+        (**self).waits(thread_id)
     }
 }

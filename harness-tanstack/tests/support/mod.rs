@@ -2,6 +2,8 @@
 //! setup the host tests share.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod driver;
+
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 

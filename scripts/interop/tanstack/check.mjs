@@ -2,9 +2,13 @@
 //  1. every AG-UI event of a scripted session validates against @ag-ui/core's zod schemas;
 //  2. a Node client reads our SSE and our WebSocket, reconnects with Last-Event-ID / `from`,
 //     and gets every event exactly once;
-//  3. the real @ag-ui/client HttpAgent runs a turn against POST run and gets the reply.
+//  3. the real @ag-ui/client HttpAgent runs a turn against POST run and gets the reply;
+//  4. the FAQ agent of the example: a gated refund waits for its approval (the interrupt
+//     @tanstack/ai-client resolves), runs exactly once when a `resolve` approves it and
+//     never when one denies it; a question is answered with `answer`; a hand-off is shown;
+//     reasoning, state and steps come around a look-up. Every event of it validates too.
 // Exits non-zero on any mismatch. Usage: node check.mjs BASE_URL EVENTS_OUT_FILE
-import { writeFileSync } from 'node:fs'
+import { appendFileSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import { EventSchema } from '@ag-ui/core/schemas'
 import { HttpAgent } from '@ag-ui/client'
@@ -102,7 +106,7 @@ let r = await control(t1, { op: 'prompt', message: 'Hello', inputId: 'in-a' })
 if (r.status !== 200 || r.body.status !== 'accepted') fail(`prompt receipt ${JSON.stringify(r)}`)
 const again = await control(t1, { op: 'prompt', message: 'Hello', inputId: 'in-a' })
 if (JSON.stringify(again.body) !== JSON.stringify(r.body)) fail('same inputId did not repeat the receipt')
-await control(t1, { op: 'followUp', message: 'What are your opening hours?' })
+await control(t1, { op: 'followUp', message: 'What are your hours on Saturday?' })
 await waitIdle(t1)
 // A turn that takes long: an input queues behind it, then a cancel ends it.
 const slow = await control(t1, { op: 'prompt', message: 'wait for me' })
@@ -127,7 +131,7 @@ for (const f of events) {
   else valid++
   types.add(f.event.type === 'CUSTOM' ? f.event.name : f.event.type)
 }
-for (const t of ['RUN_STARTED', 'TEXT_MESSAGE_START', 'TEXT_MESSAGE_CONTENT', 'TEXT_MESSAGE_END', 'TOOL_CALL_START', 'TOOL_CALL_ARGS', 'TOOL_CALL_END', 'TOOL_CALL_RESULT', 'RUN_FINISHED', 'harness.usage', 'harness.operation.started', 'harness.operation.finished', 'harness.input.accepted', 'harness.input.queued', 'harness.input.settled', 'harness.input.rejected']) {
+for (const t of ['RUN_STARTED', 'TEXT_MESSAGE_START', 'TEXT_MESSAGE_CONTENT', 'TEXT_MESSAGE_END', 'TOOL_CALL_START', 'TOOL_CALL_ARGS', 'TOOL_CALL_END', 'TOOL_CALL_RESULT', 'RUN_FINISHED', 'harness.usage', 'harness.operation.started', 'harness.operation.finished', 'harness.input.accepted', 'harness.input.queued', 'harness.input.settled', 'harness.input.rejected', 'STEP_STARTED', 'STEP_FINISHED', 'REASONING_START', 'REASONING_MESSAGE_START', 'REASONING_MESSAGE_CONTENT', 'REASONING_MESSAGE_END', 'REASONING_END', 'STATE_SNAPSHOT', 'STATE_DELTA']) {
   if (!types.has(t)) fail(`the session has no ${t}`)
 }
 ok(`${valid}/${events.length} events of the scripted session validate against @ag-ui/core EventSchema`)
@@ -136,7 +140,7 @@ const cancelledRun = events.find((f) => f.event.type === 'RUN_FINISHED' && f.eve
 if (!cancelledRun || cancelledRun.operationId !== slow.body.operationId) fail('no RUN_FINISHED with outcome cancelled for the cancelled turn')
 else ok(`the cancelled turn ended with RUN_FINISHED outcome {type:'cancelled'}, valid for zod`)
 const text = events.filter((f) => f.event.type === 'TEXT_MESSAGE_CONTENT').map((f) => f.event.delta).join('')
-if (!text.includes('You said: Hello') || !text.includes('We are open 8am to 6pm on weekdays.')) fail(`text was ${JSON.stringify(text)}`)
+if (!text.includes('You said: Hello') || !text.includes("On Saturday we're open 9am to 1pm.")) fail(`text was ${JSON.stringify(text)}`)
 
 // ---- 2a. SSE: disconnect, reconnect with Last-Event-ID, every event exactly once ----------
 const cursors = events.map((f) => f.cursor)
@@ -281,6 +285,125 @@ const reply = agent.messages.filter((m) => m.role === 'assistant').map((m) => m.
 if (reply !== 'Hi! You said: Hello from HttpAgent') fail(`HttpAgent reply ${JSON.stringify(reply)} (events ${seenTypes})`)
 else ok(`@ag-ui/client HttpAgent ran a turn over POST run: ${JSON.stringify(reply)} (${result.newMessages.length} new message)`)
 if (seenTypes[0] !== 'RUN_STARTED' || seenTypes.at(-1) !== 'RUN_FINISHED') fail(`HttpAgent events ${seenTypes}`)
+// The client's own checks of the event order (its verifier) pass over a turn with a step,
+// reasoning, state and a tool call.
+{
+  const hours = new HttpAgent({
+    url: `${api}/run`,
+    threadId: 'interop-agui-hours',
+    initialMessages: [{ id: 'u-1', role: 'user', content: 'What are your hours on Saturday?' }],
+  })
+  const types = []
+  await hours.runAgent({ runId: 'run-agui-2' }, { onEvent: ({ event }) => { types.push(event.type) } })
+  const said = hours.messages.filter((m) => m.role === 'assistant').map((m) => m.content ?? '').join('')
+  const want = ['STEP_STARTED', 'REASONING_START', 'REASONING_MESSAGE_CONTENT', 'REASONING_END', 'STATE_SNAPSHOT', 'TOOL_CALL_RESULT', 'STATE_DELTA', 'STEP_FINISHED']
+  if (said !== "On Saturday we're open 9am to 1pm." || want.some((t) => !types.includes(t))) fail(`HttpAgent hours: ${JSON.stringify(said)} (events ${types})`)
+  else ok(`@ag-ui/client HttpAgent ran a turn with a step, reasoning, state and a tool call: ${JSON.stringify(said)}`)
+}
+
+// ---- 4. the FAQ agent: an approval, a denial, a question, a hand-off -----------------------
+const faqEvents = []
+async function settled(threadId) {
+  await waitIdle(threadId)
+  const evs = (await readThread(threadId, { quietMs: 400 })).filter((f) => f.type === 'harness.event')
+  for (const f of evs) {
+    const res = EventSchema.safeParse(f.event)
+    if (!res.success) fail(`zod rejects ${JSON.stringify(f.event)}: ${res.error.message}`)
+  }
+  return evs
+}
+const named = (evs, name) => evs.filter((f) => f.event.type === name || f.event.name === name)
+const saidIn = (evs) => named(evs, 'TEXT_MESSAGE_CONTENT').map((f) => f.event.delta).join('')
+
+// 4a. "Please refund order 42": TOOL_CALL_*, harness.wait.opened kind approval, the run ends
+// with the interrupt; no tool result. A resolve that approves: one result, "refunded order 42".
+{
+  const t = 'faq-approve'
+  await control(t, { op: 'prompt', message: 'Please refund order 42' })
+  let evs = await settled(t)
+  const opened = named(evs, 'harness.wait.opened')
+  const fin = named(evs, 'RUN_FINISHED')[0]?.event
+  const call = named(evs, 'TOOL_CALL_START')[0]?.event
+  const waitId = opened[0]?.event.value.waitId
+  const expected = {
+    id: waitId, reason: 'approval_required', message: 'Approve refund?', toolCallId: call?.toolCallId,
+    metadata: { kind: 'approval', toolName: 'refund', input: { order_id: 42 } },
+  }
+  if (opened.length !== 1 || opened[0].event.value.kind !== 'approval') fail(`refund: wait.opened ${JSON.stringify(opened)}`)
+  else if (JSON.stringify(fin?.outcome) !== JSON.stringify({ type: 'interrupt', interrupts: [expected] })) fail(`refund: RUN_FINISHED ${JSON.stringify(fin)}`)
+  else if (named(evs, 'TOOL_CALL_RESULT').length) fail('refund: a tool result before the approval')
+  else ok(`refund: harness.wait.opened kind approval, RUN_FINISHED with the interrupt ${JSON.stringify(expected)}, no tool result`)
+  const r = await control(t, { op: 'resolve', resume: [{ interruptId: waitId, status: 'resolved', payload: { approved: true } }] })
+  if (r.body.status !== 'accepted' || !r.body.operationId) fail(`resolve receipt ${JSON.stringify(r.body)}`)
+  evs = await settled(t)
+  const results = named(evs, 'TOOL_CALL_RESULT')
+  const again = named(evs, 'RUN_STARTED').find((f) => f.event.runId === r.body.operationId)?.event
+  if (results.length !== 1 || !results[0].event.content.includes('refunded order 42')) fail(`approved refund: results ${JSON.stringify(results)}`)
+  else if (again?.parentRunId !== fin?.runId) fail(`approved refund: RUN_STARTED ${JSON.stringify(again)}`)
+  else ok(`approved: the turn ran again (parentRunId ${again.parentRunId}) and exactly one TOOL_CALL_RESULT: ${results[0].event.content}; said ${JSON.stringify(saidIn(evs))}`)
+  const twice = await control(t, { op: 'resolve', resume: [{ interruptId: waitId, status: 'resolved', payload: { approved: true } }] })
+  if (twice.body.status !== 'rejected' || twice.body.reason !== 'not_waiting') fail(`a second resolve: ${JSON.stringify(twice.body)}`)
+  else ok('a second resolve of the same wait: rejected not_waiting')
+  faqEvents.push(...evs)
+}
+
+// 4b. The same refund denied: the tool's code never runs, no result of it appears.
+{
+  const t = 'faq-deny'
+  await control(t, { op: 'prompt', message: 'Please refund order 42' })
+  let evs = await settled(t)
+  const waitId = named(evs, 'harness.wait.opened')[0]?.event.value.waitId
+  await control(t, { op: 'resolve', resume: [{ interruptId: waitId, status: 'resolved', payload: { approved: false } }] })
+  evs = await settled(t)
+  if (evs.some((f) => JSON.stringify(f.event).includes('refunded order'))) fail('denied refund: a result of the tool appeared')
+  else if (!saidIn(evs).includes('approval denied')) fail(`denied refund: said ${JSON.stringify(saidIn(evs))}`)
+  else ok(`denied: the refund never ran; said ${JSON.stringify(saidIn(evs))}`)
+  faqEvents.push(...evs)
+}
+
+// 4c. "What are your hours?" asks "Which day?"; the answer continues the turn.
+{
+  const t = 'faq-question'
+  await control(t, { op: 'prompt', message: 'What are your hours?' })
+  let evs = await settled(t)
+  const q = named(evs, 'harness.question')[0]?.event.value
+  if (q?.message !== 'Which day?' || named(evs, 'harness.wait.opened')[0]?.event.value.kind !== 'question') fail(`question: ${JSON.stringify(q)}`)
+  const r = await control(t, { op: 'answer', questionId: q?.questionId, value: 'Saturday' })
+  if (r.body.status !== 'accepted') fail(`answer receipt ${JSON.stringify(r.body)}`)
+  evs = await settled(t)
+  const answered = named(evs, 'harness.question.answered')[0]?.event.value
+  if (answered?.questionId !== q?.questionId || !saidIn(evs).includes("On Saturday we're open 9am to 1pm.")) fail(`answered: ${JSON.stringify(answered)}, said ${JSON.stringify(saidIn(evs))}`)
+  else ok(`question ${JSON.stringify(q)} answered "Saturday": said ${JSON.stringify(saidIn(evs))}`)
+  faqEvents.push(...evs)
+}
+
+// 4d. "What are your hours on Saturday?" answers at once through get_hours.
+{
+  const t = 'faq-saturday'
+  await control(t, { op: 'prompt', message: 'What are your hours on Saturday?' })
+  const evs = await settled(t)
+  if (named(evs, 'harness.question').length || named(evs, 'TOOL_CALL_START')[0]?.event.toolCallName !== 'get_hours') fail('named day: asked, or no get_hours')
+  else ok(`named day: get_hours at once, said ${JSON.stringify(saidIn(evs))}`)
+  faqEvents.push(...evs)
+}
+
+// 4e. A person: harness.handoff by code, with a wait of kind human.
+{
+  const t = 'faq-person'
+  await control(t, { op: 'prompt', message: "I'd like a person, please" })
+  const evs = await settled(t)
+  const h = named(evs, 'harness.handoff')[0]?.event.value
+  const w = named(evs, 'harness.wait.opened')[0]?.event.value
+  if (JSON.stringify(h?.to) !== '{"human":true}' || h?.by !== 'code' || w?.kind !== 'human' || w?.waitId !== h?.waitId) fail(`hand-off: ${JSON.stringify(h)} ${JSON.stringify(w)}`)
+  else ok(`hand-off: ${JSON.stringify(h)}`)
+  faqEvents.push(...evs)
+}
+const faqTypes = new Set(faqEvents.map((f) => (f.event.type === 'CUSTOM' ? f.event.name : f.event.type)))
+for (const t of ['harness.wait.opened', 'harness.wait.settled', 'harness.question', 'harness.question.answered', 'harness.handoff', 'REASONING_START', 'STATE_SNAPSHOT', 'STATE_DELTA', 'STEP_STARTED', 'STEP_FINISHED']) {
+  if (!faqTypes.has(t)) fail(`the FAQ session has no ${t}`)
+}
+ok(`${faqEvents.length} events of the FAQ session validate against @ag-ui/core EventSchema`)
+appendFileSync(out, faqEvents.map((f) => JSON.stringify(f.event)).join('\n') + '\n')
 
 if (failures) { console.error(`${failures} failure(s)`); process.exit(1) }
 console.log('node checks: all passed')

@@ -3,7 +3,9 @@
 # the Python ag-ui-protocol models and @ag-ui/core zod schemas validate every event of a
 # scripted session; a Node client reads our SSE and WebSocket and resumes exactly once;
 # the @ag-ui/client HttpAgent runs a turn against POST run; readers that stop reading are
-# slow consumers and lose nothing. Exits non-zero on any mismatch.
+# slow consumers and lose nothing; the example's FAQ agent waits for an approval, a question
+# and a person, and runs its gated refund once when approved, never when denied. Exits
+# non-zero on any mismatch.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
