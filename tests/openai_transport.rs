@@ -420,41 +420,43 @@ async fn stream_failures_are_typed() {
     }
 }
 
+/// The error of one call to a server that answers with `reply`, on a model configured by
+/// `configure`, and how long it took.
+async fn timed_error(
+    reply: Reply,
+    configure: impl FnOnce(OpenAiConfig) -> OpenAiConfig,
+) -> (ModelError, Duration) {
+    let server = serve(reply).await;
+    let model = configure(OpenAiConfig::new("m").base_url(&server.base_url))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let err = last_error(&run(&model, &request()).await);
+    (err, start.elapsed())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeouts() {
     // Idle: one piece, then silence.
-    let mut reply = Reply::sse(fixture!("openai_text.sse"));
-    reply.piece = 400;
-    reply.end = End::Stall(Duration::from_secs(10));
-    reply.body.truncate(800);
-    let server = serve(reply).await;
-    let model = OpenAiConfig::new("m")
-        .base_url(&server.base_url)
-        .idle_timeout(Duration::from_millis(300))
-        .build()
-        .unwrap();
-    let start = Instant::now();
-    let err = last_error(&run(&model, &request()).await);
+    let mut stalls = Reply::sse(fixture!("openai_text.sse"));
+    stalls.piece = 400;
+    stalls.end = End::Stall(Duration::from_secs(10));
+    stalls.body.truncate(800);
+    let (err, took) = timed_error(stalls, |c| c.idle_timeout(Duration::from_millis(300))).await;
     assert_eq!(err, ModelError::Incomplete);
-    assert!(start.elapsed() < Duration::from_secs(5));
+    assert!(took < Duration::from_secs(5), "{took:?}");
 
     // First byte: the server reads the request and says nothing.
-    let mut reply = Reply::sse(fixture!("openai_text.sse"));
-    reply.delay = Duration::from_secs(10);
-    let server = serve(reply).await;
-    let model = OpenAiConfig::new("m")
-        .base_url(&server.base_url)
-        .first_byte_timeout(Duration::from_millis(300))
-        .build()
-        .unwrap();
-    let start = Instant::now();
-    let err = last_error(&run(&model, &request()).await);
+    let mut silent = Reply::sse(fixture!("openai_text.sse"));
+    silent.delay = Duration::from_secs(10);
+    let (err, took) =
+        timed_error(silent, |c| c.first_byte_timeout(Duration::from_millis(300))).await;
     assert!(
         matches!(&err, ModelError::Unavailable(m) if m.contains("no answer")),
         "{err:?}"
     );
     assert!(err.is_retryable());
-    assert!(start.elapsed() < Duration::from_secs(5));
+    assert!(took < Duration::from_secs(5), "{took:?}");
 
     // Nobody listening: refused at once.
     let port = {
@@ -530,22 +532,19 @@ fn configuration_is_checked() {
     assert!(bad("example.com/v1"));
     assert!(bad("http://"));
     assert!(bad("http://example.com/v1?x=1"));
-    let m = OpenAiConfig::new("m")
-        .base_url("http://localhost:8000/v1/")
-        .build()
-        .unwrap();
-    assert_eq!(
-        m.endpoint().to_string(),
-        "http://localhost:8000/v1/chat/completions"
-    );
-    let m = OpenAiConfig::new("m")
-        .base_url("https://example.com/openai/v1/chat/completions")
-        .build()
-        .unwrap();
-    assert_eq!(
-        m.endpoint().to_string(),
-        "https://example.com/openai/v1/chat/completions"
-    );
+    for (base, endpoint) in [
+        (
+            "http://localhost:8000/v1/",
+            "http://localhost:8000/v1/chat/completions",
+        ),
+        (
+            "https://example.com/openai/v1/chat/completions",
+            "https://example.com/openai/v1/chat/completions",
+        ),
+    ] {
+        let m = OpenAiConfig::new("m").base_url(base).build().unwrap();
+        assert_eq!(m.endpoint().to_string(), endpoint);
+    }
     assert!(matches!(
         OpenAiConfig::new("m").header("bad header", "x").build(),
         Err(OpenAiConfigError::InvalidHeader { .. })

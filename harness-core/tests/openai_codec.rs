@@ -126,6 +126,12 @@ fn decode(body: &[u8]) -> Outcome {
     decode_chunks([body])
 }
 
+/// The usage counts and the finish reason a decoded stream ended with.
+fn ending(out: &Outcome) -> ((u64, u64), Option<FinishReason>) {
+    let u = &out.response().usage;
+    ((u.input_tokens, u.output_tokens), out.finish_reason.clone())
+}
+
 fn call(id: &str, tool: &str, args: serde_json::Value) -> ToolCall {
     let serde_json::Value::Object(args) = args else {
         panic!("args must be an object")
@@ -163,8 +169,7 @@ fn openai_text_stream() {
         )]
     );
     assert_eq!(r.usage.model, "gpt-4.1-mini-2025-04-14");
-    assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (27, 12));
-    assert_eq!(out.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(ending(&out), ((27, 12), Some(FinishReason::Stop)));
     // The events are the deltas, then exactly one completed response, last.
     assert_eq!(out.events.len(), 13);
 }
@@ -190,8 +195,7 @@ fn openai_parallel_tool_calls_assembled_by_index() {
             )),
         ]
     );
-    assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (82, 51));
-    assert_eq!(out.finish_reason, Some(FinishReason::ToolCalls));
+    assert_eq!(ending(&out), ((82, 51), Some(FinishReason::ToolCalls)));
 }
 
 #[test]
@@ -310,8 +314,7 @@ fn vllm_reasoning_then_a_tool_call() {
             json!({"city": "Paris", "unit": "c"})
         ))
     );
-    assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (241, 57));
-    assert_eq!(out.finish_reason, Some(FinishReason::ToolCalls));
+    assert_eq!(ending(&out), ((241, 57), Some(FinishReason::ToolCalls)));
 }
 
 #[test]
