@@ -367,6 +367,7 @@ fn server_variants_in_single_chunks() {
         "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"r\",\"reasoning\":\"r\"}}]}\n\n",
         "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":{\"a\":1}}},{\"function\":{\"name\":\"g\",\"arguments\":null}}]}}]}\n\n",
         ": keep-alive comment\n\n",
+        "data: \n\n",
         "data: {\"choices\":null,\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2,\"completion_tokens_details\":{\"reasoning_tokens\":1}}}\n\n",
         "data: {\"model\":\"m\"}\n\n",
         "data: [DONE]\n\n",

@@ -204,8 +204,8 @@ enum State {
 /// fragments concatenated, parsed as a JSON object at `[DONE]`; a call without `index` is
 /// keyed by its position), `finish_reason`, `usage` (in any chunk; a usage-only chunk has
 /// `choices: []` or `null`), `model`, `id`, and an `error` object (OpenAI, Ollama, vLLM;
-/// also vLLM's top-level `"object": "error"`). Unknown fields are ignored. Any chunking of
-/// the same bytes gives the same events.
+/// also vLLM's top-level `"object": "error"`). Unknown fields, comments and empty `data:`
+/// lines are ignored. Any chunking of the same bytes gives the same events.
 ///
 /// The completed usage counts `prompt_tokens` as input, `completion_tokens` as output and
 /// `completion_tokens_details.reasoning_tokens` as reasoning; its model is the chunks'
@@ -367,6 +367,9 @@ impl ChatStreamDecoder {
 
     fn handle(&mut self, ev: &SseEvent) -> Result<(), ChatStreamError> {
         let data = ev.data();
+        if data.trim_ascii().is_empty() {
+            return Ok(()); // an empty `data:` some proxies send to keep the line open
+        }
         if data.trim_ascii() == "[DONE]" {
             let resp = self.complete()?;
             self.state = State::Done;

@@ -254,13 +254,17 @@ impl Drop for OwnRuntime {
     }
 }
 
+/// What a call needs; a call's task holds it (and not the runtime, which only the model
+/// holds, so that it is never dropped from one of its own threads).
 struct Inner {
     cfg: OpenAiConfig,
     endpoint: Uri,
     headers: HeaderMap,
     client: HttpsClient,
-    own_runtime: OnceLock<Result<OwnRuntime, String>>,
 }
+
+/// The runtime a model starts on its first call when none was configured.
+type LazyRuntime = OnceLock<Result<OwnRuntime, String>>;
 
 /// A [`Model`] that streams from an OpenAI-compatible Chat Completions endpoint: OpenAI,
 /// vLLM, Ollama, llama.cpp, DeepSeek, OpenRouter, LM Studio… over `https://` (rustls, Mozilla's
@@ -269,8 +273,8 @@ struct Inner {
 /// Each call POSTs [`request_body`] to `{base_url}/chat/completions` and streams the
 /// [`ChatStreamDecoder`]'s events as they arrive; connections are pooled between calls. The
 /// call runs as a task on a tokio runtime (the one given in [`OpenAiConfig::runtime`], or one
-/// the model starts on its first call), so the stream can be read from any executor; dropping
-/// the stream cancels the call.
+/// the model starts on its first call and stops when its last clone is dropped), so the
+/// stream can be read from any executor; dropping the stream cancels the call.
 ///
 /// Errors: an HTTP error answer is [`http_error`]'s mapping (401/403 →
 /// [`ModelError::Rejected`]; 429 with its `Retry-After`, and 5xx → [`ModelError::Retryable`]); a
@@ -293,6 +297,7 @@ struct Inner {
 #[derive(Clone)]
 pub struct OpenAiModel {
     inner: Arc<Inner>,
+    own_runtime: Arc<LazyRuntime>,
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -353,8 +358,8 @@ impl OpenAiModel {
                 endpoint,
                 headers,
                 client,
-                own_runtime: OnceLock::new(),
             }),
+            own_runtime: Arc::new(OnceLock::new()),
         })
     }
 
@@ -390,6 +395,29 @@ impl OpenAiModel {
     pub fn endpoint(&self) -> &Uri {
         &self.inner.endpoint
     }
+
+    /// The runtime to run a call on.
+    fn handle(&self) -> Result<Handle, ModelError> {
+        if let Some(h) = &self.inner.cfg.runtime {
+            return Ok(h.clone());
+        }
+        let rt = self.own_runtime.get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("harness-openai")
+                .enable_all()
+                .build()
+                .map(|rt| OwnRuntime(Some(rt)))
+                .map_err(|e| e.to_string())
+        });
+        match rt {
+            Ok(OwnRuntime(Some(rt))) => Ok(rt.handle().clone()),
+            Ok(OwnRuntime(None)) => Err(ModelError::Unavailable("runtime shut down".into())),
+            Err(e) => Err(ModelError::Unavailable(format!(
+                "cannot start a runtime: {e}"
+            ))),
+        }
+    }
 }
 
 /// `{base}/chat/completions` (a base that already ends so is taken as it is).
@@ -419,29 +447,6 @@ fn endpoint(base: &str) -> Result<Uri, OpenAiConfigError> {
 }
 
 impl Inner {
-    /// The runtime to run a call on.
-    fn handle(&self) -> Result<Handle, ModelError> {
-        if let Some(h) = &self.cfg.runtime {
-            return Ok(h.clone());
-        }
-        let rt = self.own_runtime.get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name("harness-openai")
-                .enable_all()
-                .build()
-                .map(|rt| OwnRuntime(Some(rt)))
-                .map_err(|e| e.to_string())
-        });
-        match rt {
-            Ok(OwnRuntime(Some(rt))) => Ok(rt.handle().clone()),
-            Ok(OwnRuntime(None)) => Err(ModelError::Unavailable("runtime shut down".into())),
-            Err(e) => Err(ModelError::Unavailable(format!(
-                "cannot start a runtime: {e}"
-            ))),
-        }
-    }
-
     fn request(&self, body: Vec<u8>) -> Result<Request<Full<Bytes>>, ModelError> {
         let mut req = Request::post(self.endpoint.clone())
             .body(Full::new(Bytes::from(body)))
@@ -597,7 +602,7 @@ impl Model for OpenAiModel {
             inner.cfg.model.as_str()
         };
         let body = request_body(req, model);
-        let handle = match inner.handle() {
+        let handle = match self.handle() {
             Ok(h) => h,
             Err(e) => return futures::stream::iter([Err(e)]).boxed(),
         };
