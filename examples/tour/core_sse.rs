@@ -45,10 +45,13 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
         wire.len()
     );
 
-    // One agent, no protocol: the RecordingSink plays the host.
-    let model = ScriptedModel::new()
-        .tool_call("get_hours", serde_json::json!({}))
-        .reply("We're open eight to six on weekdays.");
+    // One agent, no protocol: the RecordingSink plays the host. The model is scripted unless
+    // `--model openai:MODEL` names a real one.
+    let model = crate::model_arg::from_spec(crate::model_spec(), || {
+        ScriptedModel::new()
+            .tool_call("get_hours", serde_json::json!({}))
+            .reply("We're open eight to six on weekdays.")
+    })?;
     let tools = Tools::new().with(Tool::json("get_hours", "Opening hours", |_| {
         Ok(serde_json::json!({"weekdays": "8am to 6pm"}))
     }));

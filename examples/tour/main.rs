@@ -3,10 +3,18 @@
 //! ```text
 //! cargo run --example tour            # every chapter
 //! cargo run --example tour -- sse     # one chapter by name
+//! cargo run --example tour -- --model openai:gpt-4.1-mini sse   # the agent on a real model
 //! ```
 //!
 //! No network beyond loopback, no API key: models are the built-in deterministic
-//! `ScriptedModel`, and servers listen on 127.0.0.1 with a port the OS picks.
+//! `ScriptedModel`, and servers listen on 127.0.0.1 with a port the OS picks. With
+//! `--model openai:MODEL`, the `sse` chapter's agent runs on an OpenAI-compatible server
+//! instead (`OPENAI_API_KEY`, `OPENAI_BASE_URL`; see the README's "A real model").
+
+use std::sync::OnceLock;
+
+#[path = "../common/model_arg.rs"]
+mod model_arg;
 
 mod core_sse;
 mod jambonz;
@@ -45,8 +53,25 @@ const CHAPTERS: &[(&str, &str, ChapterFn)] = &[
     ),
 ];
 
+/// The `--model` spec given, if any.
+static MODEL_SPEC: OnceLock<Option<String>> = OnceLock::new();
+
+/// The `--model` spec given, if any (`None`: the scripted model).
+fn model_spec() -> Option<&'static str> {
+    MODEL_SPEC.get().and_then(|s| s.as_deref())
+}
+
 fn main() {
-    let wanted: Vec<String> = std::env::args().skip(1).collect();
+    let mut wanted: Vec<String> = std::env::args().skip(1).collect();
+    match model_arg::take_spec(&mut wanted) {
+        Ok(spec) => {
+            let _ = MODEL_SPEC.set(spec);
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    }
     let mut failed = false;
     for (name, title, run) in CHAPTERS {
         if !wanted.is_empty() && !wanted.iter().any(|w| w == name) {

@@ -10,7 +10,9 @@
 //!   agentsessions; [`message`] is the model they share, [`event`] the journal events a
 //!   harness sees as history.
 //! - [`model`]: the provider trait drivers call, and [`ScriptedModel`](model::ScriptedModel),
-//!   a deterministic model for tests and demos.
+//!   a deterministic model for tests and demos; [`openai`]: a real one, the OpenAI Chat
+//!   Completions wire format (OpenAI, vLLM, Ollama, llama.cpp…), its codec sans-IO and its
+//!   HTTP transport behind the `openai` feature.
 //! - [`tool`]: a [`Tool`] is its definition and its code; [`Tools`] is the one registry
 //!   every host takes, and [`tool::rules`] the tool-call rules every host enforces
 //!   (mediation, idempotency keys, approval gating).
@@ -65,6 +67,7 @@ pub mod interaction;
 pub mod message;
 pub mod model;
 pub mod ndjson;
+pub mod openai;
 mod proto_json;
 pub mod run_loop;
 pub mod sse;

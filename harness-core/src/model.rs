@@ -2,10 +2,14 @@
 //! does not mediate model calls itself, and a deterministic scripted model for tests and
 //! demos (no network, no key).
 //!
-//! A [`Model`] streams: zero or more [`ModelEvent::TextDelta`]s, then exactly one
-//! [`ModelEvent::Completed`] with the whole response. Drivers turn the deltas into what their
-//! protocol streams (jambonz `reply:chunk`s, AG-UI `TEXT_MESSAGE_CONTENT`), with back-pressure,
-//! since the stream is pulled.
+//! A [`Model`] streams: zero or more [`ModelEvent::TextDelta`]s (and, from reasoning models,
+//! [`ModelEvent::ReasoningDelta`]s), then exactly one [`ModelEvent::Completed`] with the whole
+//! response. Drivers turn the deltas into what their protocol streams (jambonz `reply:chunk`s,
+//! AG-UI `TEXT_MESSAGE_CONTENT`), with back-pressure, since the stream is pulled.
+//!
+//! A real provider: [`openai`](crate::openai), the OpenAI Chat Completions wire format that
+//! OpenAI, vLLM, Ollama, llama.cpp and many others serve (its HTTP transport behind the
+//! `openai` feature).
 //!
 //! ```
 //! use futures::StreamExt;
@@ -49,6 +53,11 @@ use crate::message::{
 pub enum ModelEvent {
     /// More assistant text.
     TextDelta(String),
+    /// More of the model's visible reasoning (`reasoning_content` as vLLM, llama.cpp and
+    /// DeepSeek stream it, `reasoning` as Ollama and newer vLLM do). Not part of the answer: a
+    /// driver with no place for it ignores it, and the completed response carries the whole
+    /// of it as a [`Part::Reasoning`].
+    ReasoningDelta(String),
     /// The whole response; the last item of the stream.
     Completed(ModelResponse),
 }
@@ -67,6 +76,27 @@ pub enum ModelError {
     /// The stream ended without a completed response.
     #[error("model stream ended without a completed response")]
     Incomplete,
+    /// The provider refused the request (an HTTP 4xx such as 400, 401, 403 or 404): the
+    /// request, the credentials or the model name must change before it can succeed.
+    #[error("model provider refused the request (HTTP {status}): {message}")]
+    Rejected {
+        /// The HTTP status.
+        status: u16,
+        /// The provider's message.
+        message: String,
+    },
+    /// The provider is rate limiting or failing (HTTP 408, 409, 429, 5xx): the same request
+    /// may succeed later, after `retry_after_ms` when the provider said so.
+    #[error("model provider busy or failing (HTTP {status}): {message}")]
+    Retryable {
+        /// The HTTP status.
+        status: u16,
+        /// The provider's message.
+        message: String,
+        /// How long the provider asked to wait (`Retry-After`), in milliseconds.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_ms: Option<u64>,
+    },
     /// A scripted model was called more times than its script has steps.
     #[error("scripted model: no step left for call {call}")]
     ScriptExhausted {
@@ -75,13 +105,45 @@ pub enum ModelError {
     },
 }
 
+impl ModelError {
+    /// Whether sending the same request again may succeed: a provider that was busy, failing
+    /// or out of reach, or a stream cut short. A refused request, a provider's answer that is
+    /// an error, and an exhausted script are not.
+    ///
+    /// ```
+    /// use harness_core::model::ModelError;
+    ///
+    /// let busy = ModelError::Retryable { status: 429, message: "slow down".into(), retry_after_ms: Some(2000) };
+    /// assert!(busy.is_retryable());
+    /// assert_eq!(busy.retry_after(), Some(std::time::Duration::from_secs(2)));
+    /// assert!(!ModelError::Rejected { status: 401, message: "bad key".into() }.is_retryable());
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ModelError::Retryable { .. } | ModelError::Unavailable(_) | ModelError::Incomplete
+        )
+    }
+
+    /// How long the provider asked to wait before a retry, when it said.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            ModelError::Retryable {
+                retry_after_ms: Some(ms),
+                ..
+            } => Some(std::time::Duration::from_millis(*ms)),
+            _ => None,
+        }
+    }
+}
+
 /// A stream of model events.
 pub type ModelStream<'a> = BoxStream<'a, Result<ModelEvent, ModelError>>;
 
 /// A model provider.
 #[async_trait]
 pub trait Model: Send + Sync {
-    /// Starts a completion of `req`: text deltas, then the completed response.
+    /// Starts a completion of `req`: text (and reasoning) deltas, then the completed response.
     fn stream<'a>(&'a self, req: &'a ModelRequest) -> ModelStream<'a>;
 
     /// Runs a completion to the end, handing each text delta to `on_delta`.
@@ -94,6 +156,7 @@ pub trait Model: Send + Sync {
         while let Some(ev) = s.next().await {
             match ev? {
                 ModelEvent::TextDelta(d) => on_delta(&d),
+                ModelEvent::ReasoningDelta(_) => {}
                 ModelEvent::Completed(resp) => return Ok(resp),
             }
         }

@@ -489,6 +489,7 @@ impl EventSink for Live {
                         response = Ok(r);
                         break;
                     }
+                    Ok(_) => {} // reasoning: not what the agent says
                     Err(e) => {
                         response = Err(e);
                         break;
