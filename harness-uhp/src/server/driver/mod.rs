@@ -1,0 +1,254 @@
+//! Serving any [`Harness`] over UHP: the driver around the sans-IO [`Server`], `futures`
+//! only (no runtime; the application spawns [`Host::run`] on its own and gives it a `sleep`).
+//!
+//! [`Host`] owns the machine behind a mutex and does what its events ask:
+//! - [`ServerEvent::StartTurn`]: runs the turn — the registered harness's `run` with a
+//!   [`EventSink`](harness_core::EventSink) of this host — concurrently with every other turn, inside
+//!   [`Host::run`];
+//! - [`ServerEvent::StopTurn`]: drops that turn's future (cancellation really stops the
+//!   agent; a sink call after it answers [`SinkError::Cancelled`](harness_core::SinkError::Cancelled));
+//! - [`ServerEvent::Wake`]: wakes the HTTP body or the waiting request it names;
+//! - [`ServerEvent::Persist`]: hands the record to the [`Store`], in order.
+//!
+//! What the agent does, in UHP's words:
+//!
+//! | the agent | the task |
+//! | --- | --- |
+//! | `sink.model(req)` | the host's [`Model`], with the task's model id; each delta a `response.output_text.delta`; its usage the response's `usage`; one step of `max_step` |
+//! | `sink.output(delta)` | `response.output_text.delta` |
+//! | `sink.reasoning(delta)` | a `reasoning` item, `response.reasoning_summary_text.delta` |
+//! | `sink.tool_call(call)` | [`rules::check_call`](harness_core::tool::rules::check_call), a `function_call` item, then [`rules::gate`](harness_core::tool::rules::gate): a gated tool runs only if the host's [`ApprovalPolicy`] approves (UHP has no approval channel; deny by default) and a tool the configured harness disables is refused; the result a `function_call_output` item |
+//! | `sink.report(result)` | a `function_call_output` item |
+//! | `sink.usage(u)` | the response's `usage`, unless the host's model calls already counted it |
+//! | `ask`, `handoff`, `command`, `state`, `step` | [`SinkError::Unsupported`](harness_core::SinkError::Unsupported): UHP has no way to carry them |
+//!
+//! [`FileTools`] gives the host's tools a session's folder: `write_file` makes an artifact of
+//! the task's container (cited on its final message, listed, downloadable), `read_file`
+//! reads it back, and the harness's skills under `skills/<name>/…`.
+//!
+//! | module | what |
+//! | --- | --- |
+//! | `builder` | [`HostBuilder`]: a [`Host`] with its harnesses, model, tools and store |
+//! | `run` | [`Host::run`]: the turns, the store writer, the timers |
+//! | `turn` | one task's turn: the harness's `run` with a sink that reports to the machine |
+//! | `body` | what a request gets back: a whole body, an [`EventStream`], or a wait for the task |
+//! | `files` | [`FileTools`]: the session's folder, the task's artifacts (files.md §2) |
+
+mod body;
+mod builder;
+mod files;
+mod run;
+mod turn;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
+
+use futures::channel::mpsc;
+use futures::future::AbortHandle;
+use harness_core::Harness;
+use harness_core::clock::MonotonicClock;
+use harness_core::model::Model;
+use harness_core::tool::Tools;
+use harness_core::tool::rules::ApprovalPolicy;
+
+use self::body::WaitFor;
+pub use self::body::{Body, EventStream};
+pub use self::builder::HostBuilder;
+pub use self::files::FileTools;
+use super::store::{Record, Store};
+use super::{
+    Now, Principal, Reply, Request, Server, ServerEvent, StreamId, TurnEnd, TurnStart, WaitId, Wake,
+};
+
+/// Who is calling, as the transport (or the application's auth hook) decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// The server checks the `Authorization: Bearer` token against its keys.
+    Bearer,
+    /// The application authenticated the caller as this principal.
+    Principal(Principal),
+    /// The application found no acceptable credential: answered 401.
+    Anonymous,
+}
+
+type WallMs = Arc<dyn Fn() -> i64 + Send + Sync>;
+type Receivers = (
+    mpsc::UnboundedReceiver<TurnStart>,
+    mpsc::UnboundedReceiver<Vec<Record>>,
+);
+
+struct State {
+    server: Server,
+    stream_wakers: HashMap<StreamId, Waker>,
+    wait_wakers: HashMap<WaitId, Waker>,
+    aborts: HashMap<String, AbortHandle>,
+    stopped: HashSet<String>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    harnesses: HashMap<String, Arc<dyn Harness>>,
+    model: Arc<dyn Model>,
+    tools: Tools,
+    policy: ApprovalPolicy,
+    clock: Arc<dyn MonotonicClock>,
+    wall_ms: WallMs,
+    store: Arc<dyn Store>,
+    turn_tx: mpsc::UnboundedSender<TurnStart>,
+    store_tx: mpsc::UnboundedSender<Vec<Record>>,
+    receivers: Mutex<Option<Receivers>>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere must not take the server down with it: the state is still usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn now(&self) -> Now {
+        Now::new(self.clock.now(), (self.wall_ms)())
+    }
+
+    /// Runs `f` on the machine, then does what its events ask.
+    fn call<R>(&self, f: impl FnOnce(&mut Server, Now) -> R) -> R {
+        let now = self.now();
+        let mut st = self.lock();
+        let r = f(&mut st.server, now);
+        self.dispatch(&mut st);
+        r
+    }
+
+    fn dispatch(&self, st: &mut State) {
+        let mut records = Vec::new();
+        while let Some(ev) = st.server.poll_event() {
+            match ev {
+                ServerEvent::Wake(Wake::Stream(id)) => {
+                    if let Some(w) = st.stream_wakers.remove(&id) {
+                        w.wake();
+                    }
+                }
+                ServerEvent::Wake(Wake::Wait(id)) => {
+                    if let Some(w) = st.wait_wakers.remove(&id) {
+                        w.wake();
+                    }
+                }
+                ServerEvent::StartTurn(t) => {
+                    let rid = t.response_id.clone();
+                    if self.turn_tx.unbounded_send(*t).is_err() {
+                        // No runner: the task cannot run; it fails rather than hangs.
+                        st.server.turn_end(self.now(), &rid, TurnEnd::HarnessFailed);
+                    }
+                }
+                ServerEvent::StopTurn { response_id } => match st.aborts.remove(&response_id) {
+                    Some(h) => h.abort(),
+                    None => {
+                        st.stopped.insert(response_id);
+                    }
+                },
+                ServerEvent::Persist(r) => records.push(*r),
+            }
+        }
+        if !records.is_empty() {
+            let _ = self.store_tx.unbounded_send(records); // ok: no runner, nothing to keep
+        }
+    }
+}
+
+/// A UHP server serving registered [`Harness`]es: the machine, its turns, its store. Cheap
+/// to clone.
+///
+/// ```
+/// use std::time::{Instant, SystemTime, UNIX_EPOCH};
+/// use harness_core::agent::ToolLoopAgent;
+/// use harness_core::model::ScriptedModel;
+/// use harness_uhp::server::driver::{Body, Caller, Host};
+///
+/// let wall = || SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+/// futures::executor::block_on(async {
+///     let host = Host::builder(ScriptedModel::new().reply("We open at eight."))
+///         .harness("faq", "FAQ", ToolLoopAgent::new("faq"))
+///         .models(["scripted"])
+///         .api_key("k", "alice")
+///         .build(Instant::now, wall)
+///         .await
+///         .unwrap();
+///     let runner = host.run(|_d| futures::future::pending::<()>());
+///     let req = http::Request::post("/v1/responses")
+///         .header("authorization", "Bearer k")
+///         .body(br#"{"input":"When do you open?"}"#.to_vec())
+///         .unwrap();
+///     let answer = host.handle(Caller::Bearer, req);
+///     // The turn runs inside `run`; the non-streaming answer comes when it is done.
+///     let resp = futures::future::select(Box::pin(answer), Box::pin(runner)).await;
+///     let futures::future::Either::Left((resp, _)) = resp else { unreachable!() };
+///     let Body::Full(bytes) = resp.into_body() else { unreachable!() };
+///     let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+///     assert_eq!(v["status"], "completed");
+///     assert_eq!(v["output"][0]["content"][0]["text"], "We open at eight.");
+/// });
+/// ```
+#[derive(Clone)]
+pub struct Host {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field(
+                "harnesses",
+                &self.shared.harnesses.keys().collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// Answers one HTTP request. A non-streaming task's answer comes when the task ends;
+    /// dropping this future (the client went away) leaves the task running.
+    pub async fn handle(
+        &self,
+        caller: Caller,
+        req: http::Request<Vec<u8>>,
+    ) -> http::Response<Body> {
+        let (parts, body) = req.into_parts();
+        let target = parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
+        let reply = self.shared.call(|s, now| {
+            let r = Request::new(parts.method.as_str(), &target, &parts.headers, &body);
+            match caller {
+                Caller::Bearer => s.handle_request(now, &r),
+                Caller::Principal(p) => s.handle_request_as(now, Some(p), &r),
+                Caller::Anonymous => s.handle_request_as(now, None, &r),
+            }
+        });
+        match reply {
+            Reply::Full(r) => r.map(Body::Full),
+            Reply::Stream(head, id) => {
+                head.map(|()| Body::Stream(EventStream::new(Arc::clone(&self.shared), id)))
+            }
+            Reply::Wait(id) => WaitFor::new(Arc::clone(&self.shared), id)
+                .await
+                .map(Body::Full),
+        }
+    }
+
+    /// The `413` for a body the transport stopped reading at
+    /// [`ServerConfig::max_request_bytes`](super::ServerConfig::max_request_bytes).
+    pub fn body_too_large(&self) -> http::Response<Vec<u8>> {
+        self.shared.lock().server.body_too_large()
+    }
+
+    /// The largest body a transport should read.
+    pub fn max_request_bytes(&self) -> usize {
+        self.shared.lock().server.config().max_request_bytes()
+    }
+
+    /// Runs `f` on the machine (admin: keys, snapshots, counts), then does what it asks.
+    pub fn with_server<R>(&self, f: impl FnOnce(&mut Server, Now) -> R) -> R {
+        self.shared.call(f)
+    }
+}
