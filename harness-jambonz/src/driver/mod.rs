@@ -117,7 +117,9 @@ pub struct ServeConfig {
     pub route: Option<String>,
     /// Frames waiting to be sent before `sink.output` waits (back-pressure).
     pub max_pending_frames: usize,
-    /// The most history entries kept per call.
+    /// The most history entries kept per call: past it the oldest half goes at once (see
+    /// [`History`](crate::history::History)). Each turn gets the entries before it as a
+    /// shared view, not a copy.
     pub max_history: usize,
     /// The most turns whose agent runs at once (default 4). A turn started past it drops the
     /// future of the turn running longest (the caller has moved on); nothing more is sent
@@ -344,7 +346,9 @@ where
     let mut over = false;
 
     loop {
-        // 1. Send what is queued, in order.
+        // 1. Send what is queued, in order: every frame fed, then one flush (frames queued
+        //    together, a reply's chunks, go out in one write).
+        let mut fed = false;
         loop {
             let next = lock(&shared).call.poll_transmit();
             let Some(t) = next else { break };
@@ -352,14 +356,15 @@ where
                 Transmit::Close { code, reason } => Some((*code, reason.clone())),
                 Transmit::Text(_) => None,
             };
-            outgoing
-                .send(t)
-                .await
-                .map_err(|e| ServeError::Transport(e.to_string()))?;
+            outgoing.feed(t).await.map_err(transport)?;
+            fed = true;
             if let Some(c) = close {
                 report.closed = Some(c);
                 over = true;
             }
+        }
+        if fed {
+            outgoing.flush().await.map_err(transport)?;
         }
         for w in std::mem::take(&mut lock(&shared).space) {
             w.wake();
@@ -509,14 +514,16 @@ where
                 if let Transmit::Close { code, reason } = &t {
                     report.closed = Some((*code, reason.clone()));
                 }
-                outgoing
-                    .send(t)
-                    .await
-                    .map_err(|e| ServeError::Transport(e.to_string()))?;
+                outgoing.feed(t).await.map_err(transport)?;
             }
+            outgoing.flush().await.map_err(transport)?;
             return Ok(report);
         }
     }
+}
+
+fn transport(e: impl fmt::Display) -> ServeError {
+    ServeError::Transport(e.to_string())
 }
 
 fn push_error(report: &mut CallReport, e: FrameError) {

@@ -479,7 +479,7 @@ pub(super) fn run_turn(
             execution_id: format!("{call_sid}:{turn_id}"),
             session_uid: call_sid.clone(),
             config: serde_json::to_vec(&t.input).unwrap_or_default(),
-            history: s.history.journal(&call_sid).into(),
+            history: s.history.journal(&call_sid),
             inputs: vec![Message::user(text.clone())],
             ..Default::default()
         };
