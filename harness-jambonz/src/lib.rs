@@ -81,6 +81,8 @@
 
 pub use harness_core;
 
+#[cfg(feature = "tokio")]
+pub mod client;
 pub mod command;
 pub mod driver;
 pub mod early_start;
@@ -89,6 +91,8 @@ pub mod frame;
 pub mod harness_side;
 pub mod history;
 pub mod reply;
+#[cfg(feature = "tokio")]
+pub mod server;
 pub mod session;
 pub mod simulator;
 pub mod testing;
@@ -97,6 +101,8 @@ pub mod turn;
 pub mod turn_record;
 pub mod upgrade;
 mod wire;
+#[cfg(feature = "tokio")]
+mod ws;
 
 pub use frame::{HarnessMessage, JambonzMessage};
 pub use harness_side::{HarnessCall, Transmit};
