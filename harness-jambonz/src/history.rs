@@ -139,6 +139,10 @@ impl History {
     }
 
     fn push(&mut self, e: Entry) {
+        if self.tail.capacity() == 0 {
+            // A turn adds two: the caller's words and the reply.
+            self.tail.reserve_exact(2);
+        }
         self.tail.push(e);
         let len = self.len();
         if len > self.max_entries {

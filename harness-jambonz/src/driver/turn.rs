@@ -235,7 +235,7 @@ impl TurnSink {
                 if self.check().is_err() {
                     return TurnOutcome::Cancelled;
                 }
-                if let Some(text) = self.env.error_reply.clone() {
+                if let Some(text) = self.env.config.error_reply.clone() {
                     // Best effort: the turn may be closing.
                     let _ = self.speak(&text);
                 }
@@ -350,7 +350,7 @@ impl EventSink for TurnSink {
             Gate::Run(call) => (call, Gated::No),
             // No approval channel on a call: the policy decides, and a gated call never
             // runs silently (the turn record says it was approved).
-            Gate::NeedsApproval(call) => match self.env.policy.decide(&call) {
+            Gate::NeedsApproval(call) => match self.env.config.approval_policy.decide(&call) {
                 Ok(()) => (call, Gated::Approved),
                 Err(reason) => return Ok(self.denied(&call, &reason)),
             },
@@ -393,7 +393,7 @@ impl EventSink for TurnSink {
     fn supports(&self, feature: Feature) -> bool {
         match feature {
             Feature::Commands => true,
-            Feature::Handoff => self.env.handoff.is_some(),
+            Feature::Handoff => self.env.config.handoff.is_some(),
             _ => false,
         }
     }
@@ -419,6 +419,7 @@ impl EventSink for TurnSink {
         self.check()?;
         let command = self
             .env
+            .config
             .handoff
             .as_ref()
             .and_then(|h| h.command_for(&handoff))
@@ -493,7 +494,7 @@ pub(super) fn run_turn(
             turn_id,
             reply: None,
             record: TurnRecord {
-                route: env.route.clone(),
+                route: env.config.route.clone(),
                 ..Default::default()
             },
             last_model_usage: None,

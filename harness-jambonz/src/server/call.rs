@@ -1,15 +1,20 @@
 //! One connection: the handshake (TLS, the upgrade check, the call cap) within its deadline,
 //! then the driver over the WebSocket, with the `session:start` deadline and the shutdown.
+//!
+//! Memory per idle call is what a call holds while it waits for its next frame: the task
+//! (kept small: the handshake and the driver are boxed, so that the task is not sized for
+//! the largest phase of a call), the driver's state, the socket and its buffers.
 
+use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use futures::stream::{SplitStream, Stream};
-use futures::{SinkExt, StreamExt};
-use tokio::io::{AsyncRead, AsyncWrite};
+use futures::stream::{SplitSink, SplitStream, Stream};
+use futures::{Sink, SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Sleep;
@@ -38,68 +43,85 @@ pub(super) async fn connection(
     shared: Arc<Shared>,
     mut stage: watch::Receiver<u8>,
 ) {
-    let outcome = handle(tcp, handshake, &shared, &mut stage).await;
+    let outcome = match Box::pin(upgrade(tcp, handshake, &shared, &mut stage)).await {
+        Ok(((sink, stream), slot)) => {
+            let mut incoming = Frames {
+                stream,
+                session_deadline: Some(Box::pin(tokio::time::sleep(
+                    shared.config.session_start_timeout,
+                ))),
+                close: None,
+            };
+            let mut outgoing =
+                sink.with(|t: Transmit| futures::future::ready(Ok::<_, WsError>(to_ws(t))));
+            let outcome = call(&mut incoming, &mut outgoing, &shared, &mut stage).await;
+            drop(slot);
+            outcome
+        }
+        Err(e) => Err(e),
+    };
     shared.stats.count(&outcome);
     if let Some(f) = &shared.on_call_end {
         f(&CallEnd { peer, outcome });
     }
 }
 
-async fn handle(
+/// The connection, plain or TLS, with the batch of frames written and not yet flushed.
+///
+/// tungstenite writes each frame through at once (its own write buffer is off: it keeps
+/// its capacity for the life of the call); the frames are gathered here, up to
+/// [`ServerConfig::write_buffer_bytes`](super::ServerConfig::write_buffer_bytes), and go
+/// out in one write when the driver flushes, after which the batch is freed: an idle call
+/// holds no write buffer.
+struct Conn {
+    io: Io,
+    out: Vec<u8>,
+    /// How much of `out` is written.
+    written: usize,
+    limit: usize,
+}
+
+enum Io {
+    Plain(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+/// The socket of a call, split for the driver.
+type Socket = (
+    SplitSink<WebSocketStream<Conn>, WsMessage>,
+    SplitStream<WebSocketStream<Conn>>,
+);
+
+/// The handshake, within its deadline: TLS (when the server has it), then the upgrade.
+async fn upgrade(
     tcp: TcpStream,
     handshake: Slot,
     shared: &Shared,
     stage: &mut watch::Receiver<u8>,
-) -> Result<CallReport, CallError> {
+) -> Result<(Socket, Slot), CallError> {
     let _ = tcp.set_nodelay(true);
     let deadline = tokio::time::Instant::now() + shared.config.handshake_timeout;
     #[cfg(feature = "tls")]
-    if let Some(tls) = &shared.tls {
-        let accept = tls.acceptor().accept(tcp);
-        let stream = in_handshake(deadline, stage, accept)
-            .await?
-            .map_err(|e| CallError::Handshake(format!("TLS: {e}")))?;
-        return call(stream, handshake, deadline, shared, stage).await;
-    }
-    call(tcp, handshake, deadline, shared, stage).await
-}
-
-/// Runs a step of the handshake until the deadline or the shutdown.
-async fn in_handshake<T>(
-    deadline: tokio::time::Instant,
-    stage: &mut watch::Receiver<u8>,
-    step: impl Future<Output = T>,
-) -> Result<T, CallError> {
-    tokio::select! {
-        r = step => Ok(r),
-        () = tokio::time::sleep_until(deadline) => Err(CallError::HandshakeTimeout),
-        () = reached(stage, DRAINING) => Err(CallError::ShutDown),
-    }
-}
-
-/// Completes when the server's stage is `at` or later (never, if the server is gone: its
-/// tasks are then aborted).
-async fn reached(stage: &mut watch::Receiver<u8>, at: u8) {
-    loop {
-        if *stage.borrow_and_update() >= at {
-            return;
+    let conn = match &shared.tls {
+        Some(tls) => {
+            let accept = tls.acceptor().accept(tcp);
+            let stream = in_handshake(deadline, stage, accept)
+                .await?
+                .map_err(|e| CallError::Handshake(format!("TLS: {e}")))?;
+            Io::Tls(Box::new(stream))
         }
-        if stage.changed().await.is_err() {
-            return std::future::pending().await;
-        }
-    }
-}
+        None => Io::Plain(tcp),
+    };
+    #[cfg(not(feature = "tls"))]
+    let conn = Io::Plain(tcp);
+    let conn = Conn {
+        io: conn,
+        out: Vec::new(),
+        written: 0,
+        limit: shared.config.write_buffer_bytes.max(1),
+    };
 
-async fn call<S>(
-    stream: S,
-    handshake: Slot,
-    deadline: tokio::time::Instant,
-    shared: &Shared,
-    stage: &mut watch::Receiver<u8>,
-) -> Result<CallReport, CallError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send,
-{
     let config = &shared.config;
     let mut refused: Option<(u16, &'static str)> = None;
     let mut call_slot: Option<Slot> = None;
@@ -135,11 +157,11 @@ where
     };
     let ws_config = WebSocketConfig::default()
         .read_buffer_size(config.read_buffer_bytes.max(1))
-        // Always below `max_write_buffer_size` (unbounded), as tungstenite requires.
-        .write_buffer_size(config.write_buffer_bytes.min(usize::MAX / 2))
+        // Each frame written through to `Conn`, which gathers them.
+        .write_buffer_size(0)
         .max_message_size(Some(config.max_message_bytes))
         .max_frame_size(Some(config.max_message_bytes));
-    let upgrade = tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config));
+    let upgrade = tokio_tungstenite::accept_hdr_async_with_config(conn, check, Some(ws_config));
     let ws = match in_handshake(deadline, stage, upgrade).await? {
         Ok(ws) => ws,
         Err(e) => {
@@ -152,7 +174,7 @@ where
             });
         }
     };
-    let Some(_call_slot) = call_slot else {
+    let Some(call_slot) = call_slot else {
         // Unreachable: an upgrade completes only through the check, which took a slot.
         return Err(CallError::Handshake("upgrade without a check".into()));
     };
@@ -161,26 +183,61 @@ where
         .stats
         .calls
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok((ws.split(), call_slot))
+}
 
-    let (sink, stream) = ws.split();
-    let mut incoming = Frames {
-        stream,
-        session_deadline: Some(Box::pin(tokio::time::sleep(config.session_start_timeout))),
-        close: None,
-    };
-    let mut outgoing = sink.with(|t: Transmit| futures::future::ready(Ok::<_, WsError>(to_ws(t))));
+/// Runs a step of the handshake until the deadline or the shutdown.
+async fn in_handshake<T>(
+    deadline: tokio::time::Instant,
+    stage: &mut watch::Receiver<u8>,
+    step: impl Future<Output = T>,
+) -> Result<T, CallError> {
+    tokio::select! {
+        r = step => Ok(r),
+        () = tokio::time::sleep_until(deadline) => Err(CallError::HandshakeTimeout),
+        () = reached(stage, DRAINING) => Err(CallError::ShutDown),
+    }
+}
+
+/// Completes when the server's stage is `at` or later (never, if the server is gone: its
+/// tasks are then aborted).
+async fn reached(stage: &mut watch::Receiver<u8>, at: u8) {
+    loop {
+        if *stage.borrow_and_update() >= at {
+            return;
+        }
+        if stage.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// The call, once upgraded: the driver until the call ends (or the shutdown ends it), then
+/// the close.
+async fn call<O>(
+    incoming: &mut Frames,
+    outgoing: &mut O,
+    shared: &Shared,
+    stage: &mut watch::Receiver<u8>,
+) -> Result<CallReport, CallError>
+where
+    O: Sink<Transmit, Error = WsError> + Unpin,
+{
+    let config = &shared.config;
     let served = {
-        let serve = serve(
+        // Boxed: the driver's state is most of a call's memory, allocated at its size.
+        let serve = Box::pin(serve(
             Arc::clone(&shared.harness),
             Arc::clone(&shared.model),
             shared.tools.clone(),
             Instant::now,
-            &mut incoming,
-            &mut outgoing,
+            &mut *incoming,
+            &mut *outgoing,
             config.serve.clone(),
-        );
+        ));
         tokio::select! {
-            r = serve => Some(r),
+            // The report boxed: it is kept across the close below.
+            r = serve => Some(r.map(Box::new)),
             () = reached(stage, ENDING) => None,
         }
     };
@@ -220,7 +277,7 @@ where
         let _ = outgoing.close().await;
     })
     .await;
-    outcome
+    outcome.map(|r| *r)
 }
 
 /// Why the adapter ended the call itself (the close it sends).
@@ -233,14 +290,14 @@ enum Ending {
 }
 
 /// The socket's messages as the driver's frames, with the `session:start` deadline.
-struct Frames<S> {
-    stream: SplitStream<WebSocketStream<S>>,
+struct Frames {
+    stream: SplitStream<WebSocketStream<Conn>>,
     /// Armed until a `session:start` arrives (then dropped: an idle call keeps no timer).
     session_deadline: Option<Pin<Box<Sleep>>>,
     close: Option<Ending>,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Stream for Frames<S> {
+impl Stream for Frames {
     type Item = Incoming;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Incoming>> {
@@ -289,6 +346,87 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Stream for Frames<S> {
                     reason: e.to_string(),
                 },
             }));
+        }
+    }
+}
+
+impl Io {
+    fn pin(&mut self) -> Pin<&mut (dyn AsyncReadWrite + Send)> {
+        match self {
+            Io::Plain(s) => Pin::new(s),
+            #[cfg(feature = "tls")]
+            Io::Tls(s) => Pin::new(s.as_mut()),
+        }
+    }
+}
+
+/// What a connection is.
+trait AsyncReadWrite: AsyncRead + AsyncWrite + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncReadWrite for T {}
+
+impl Conn {
+    /// Writes the batch out; frees it once all is written.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.written < self.out.len() {
+            let rest = &self.out[self.written..];
+            match self.io.pin().poll_write(cx, rest) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => self.written += n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.out = Vec::new();
+        self.written = 0;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.get_mut().io.pin().poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.out.len() + buf.len() > this.limit && !this.out.is_empty() {
+            // The batch is full: out with it first (back-pressure when the peer is slow).
+            match this.poll_drain(cx) {
+                Poll::Ready(Ok(())) => {}
+                other => return other.map(|r| r.map(|()| 0)),
+            }
+        }
+        if this.out.is_empty() && buf.len() >= this.limit {
+            return this.io.pin().poll_write(cx, buf);
+        }
+        this.out.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        match this.poll_drain(cx) {
+            Poll::Ready(Ok(())) => this.io.pin().poll_flush(cx),
+            other => other,
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        match this.poll_drain(cx) {
+            Poll::Ready(Ok(())) => this.io.pin().poll_shutdown(cx),
+            other => other,
         }
     }
 }

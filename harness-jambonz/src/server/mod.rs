@@ -4,6 +4,7 @@
 //!
 //! ```no_run
 //! use harness_core::agent::ToolLoopAgent;
+//! use harness_core::message::Message;
 //! use harness_core::model::ScriptedModel;
 //! use harness_core::Tools;
 //! use harness_jambonz::server::{Server, ServerConfig};
@@ -11,7 +12,7 @@
 //! # async fn run() -> std::io::Result<()> {
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //! let agent = ToolLoopAgent::new("acme").with_system_prompt("You answer calls for Acme.");
-//! let model = ScriptedModel::new().otherwise(|_| Ok("Thanks for calling Acme.".into()));
+//! let model = ScriptedModel::new().otherwise(|_| Ok(Message::assistant("Thanks for calling Acme.")));
 //! let config = ServerConfig::default().with_secret("s3cret"); // Bearer secret, else 401
 //! let stop = async { /* tokio::signal::ctrl_c().await */ };
 //! let report = Server::new(config).serve(listener, agent, model, Tools::new(), stop).await;
@@ -95,12 +96,14 @@ pub struct ServerConfig {
     /// The largest WebSocket message (and frame) read, in bytes; a larger one closes the
     /// socket with 1009 (default 1 MiB, the driver's own limit).
     pub max_message_bytes: usize,
-    /// The read buffer of each socket, allocated for the life of the call (default 1 KiB:
-    /// jambonz's frames are small, and a larger message is read in as many reads as it
-    /// takes). Memory per idle call is mostly this buffer.
+    /// The read buffer of each socket, allocated for the life of the call (default 256
+    /// bytes: jambonz's frames are small; a larger message is read in as many reads as it
+    /// takes, and the buffer grows to the largest message read).
     pub read_buffer_bytes: usize,
-    /// Frames written are gathered up to this many bytes before a write (they are written
-    /// anyway when the driver flushes, after each batch; default 16 KiB).
+    /// Frames written are gathered up to this many bytes before a write; the driver
+    /// flushes after each batch of frames (a reply's chunks queued together go out in one
+    /// write), and the buffer is freed once written: an idle call holds none (default
+    /// 16 KiB).
     pub write_buffer_bytes: usize,
     /// How long the accept loop pauses when accepting fails for want of descriptors or
     /// memory (default 100 ms).
@@ -120,7 +123,7 @@ impl Default for ServerConfig {
             max_calls: 10_000,
             max_handshakes: 1_024,
             max_message_bytes: 1024 * 1024,
-            read_buffer_bytes: 1024,
+            read_buffer_bytes: 256,
             write_buffer_bytes: 16 * 1024,
             accept_pause: Duration::from_millis(100),
             shutdown_grace: Duration::from_secs(10),
