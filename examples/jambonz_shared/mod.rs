@@ -7,10 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use harness_core::agent::ToolLoopAgent;
-use harness_core::message::{Message, Part, Role, ToolCall, ToolDefinition};
+use harness_core::event::EventBody;
+use harness_core::message::{Message, ModelRequest, Part, Role, ToolCall, ToolDefinition};
 use harness_core::model::ScriptedModel;
-use harness_core::{Tool, Tools};
+use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start, Tool, Tools};
 use harness_jambonz::simulator::{Script, SimConfig, Simulator};
 
 /// The harness's own tools: `refund(order_id)`, gated (`requires_approval`): a person must
@@ -45,8 +47,12 @@ pub fn faq_agent() -> ToolLoopAgent {
 }
 
 /// The FAQ agent, its model and its own tools, as `jambonz_server` serves them.
-pub fn faq() -> (ToolLoopAgent, ScriptedModel, Tools) {
-    (faq_agent(), faq_model(), faq_tools(Arc::default()))
+pub fn faq() -> (Arc<dyn Harness>, ScriptedModel, Tools) {
+    (
+        Arc::new(faq_agent()),
+        faq_model(),
+        faq_tools(Arc::default()),
+    )
 }
 
 /// What the model says when the refund was denied: the words come from seeing the
@@ -130,11 +136,33 @@ pub fn whole_call_simulator(now: Instant) -> Simulator {
 }
 
 /// The spec's "A minimal harness without the SDK", in Rust: a system prompt, the call's
-/// history and the caller's words to the model, the completion streamed word by word.
-/// Its model answers as `scripts/interop/jambonz/minimal_harness.mjs`'s does (the load
-/// test runs both).
-pub fn minimal() -> (ToolLoopAgent, ScriptedModel, Tools) {
-    let agent = ToolLoopAgent::new("acme-minimal").with_system_prompt("You answer calls for Acme.");
+/// history and the caller's words to the model, its completion spoken as it streams (the
+/// driver keeps the history as the caller heard it). Its model answers as
+/// `scripts/interop/jambonz/minimal_harness.mjs`'s does (the load test runs both).
+pub struct Minimal;
+
+#[async_trait]
+impl Harness for Minimal {
+    async fn describe(&self) -> Result<Descriptor, HarnessError> {
+        Ok(Descriptor::new("acme-minimal", "1"))
+    }
+
+    async fn run(&self, start: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
+        let mut messages = Vec::with_capacity(start.history.len() + 2);
+        messages.push(Message::system("You answer calls for Acme."));
+        for e in start.history.iter() {
+            if let EventBody::Input(m) | EventBody::Output(m) = &e.body {
+                messages.push(m.clone());
+            }
+        }
+        messages.extend(start.inputs);
+        sink.model(ModelRequest::new(messages)).await?;
+        Ok(())
+    }
+}
+
+/// [`Minimal`], its scripted model, and no tools of its own.
+pub fn minimal() -> (Arc<dyn Harness>, ScriptedModel, Tools) {
     let model = ScriptedModel::new().with_id("scripted").otherwise(|req| {
         let said = req.last_user_text().unwrap_or_default().to_lowercase();
         Ok(Message::assistant(if said == "(call connected)" {
@@ -145,5 +173,5 @@ pub fn minimal() -> (ToolLoopAgent, ScriptedModel, Tools) {
             "Goodbye."
         }))
     });
-    (agent, model, Tools::new())
+    (Arc::new(Minimal), model, Tools::new())
 }

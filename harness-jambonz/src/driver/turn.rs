@@ -119,15 +119,14 @@ impl TurnSink {
         }
         let mut s = lock(&self.shared);
         let reply = match &self.reply {
-            Some(r) => r.clone(),
+            Some(r) => r,
             None => {
                 let r = s.call.start_reply(Some(self.turn_id)).map_err(sink_error)?;
-                self.reply = Some(r.clone());
-                r
+                self.reply.insert(r)
             }
         };
-        s.call.push_chunk(&reply, delta).map_err(sink_error)?;
-        s.history.assistant_delta(&reply, Some(self.turn_id), delta);
+        s.call.push_chunk(reply, delta).map_err(sink_error)?;
+        s.history.assistant_delta(reply, Some(self.turn_id), delta);
         Ok(())
     }
 

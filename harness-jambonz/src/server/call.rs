@@ -79,6 +79,9 @@ struct Conn {
     /// How much of `out` is written.
     written: usize,
     limit: usize,
+    /// The size of the last batch: the next one is allocated at it (one allocation a
+    /// batch, not one for every doubling).
+    last_batch: usize,
 }
 
 enum Io {
@@ -120,6 +123,7 @@ async fn upgrade(
         out: Vec::new(),
         written: 0,
         limit: shared.config.write_buffer_bytes.max(1),
+        last_batch: 0,
     };
 
     let config = &shared.config;
@@ -377,6 +381,7 @@ impl Conn {
                 Poll::Pending => return Poll::Pending,
             }
         }
+        self.last_batch = self.out.len();
         self.out = Vec::new();
         self.written = 0;
         Poll::Ready(Ok(()))
@@ -409,6 +414,10 @@ impl AsyncWrite for Conn {
         }
         if this.out.is_empty() && buf.len() >= this.limit {
             return this.io.pin().poll_write(cx, buf);
+        }
+        if this.out.capacity() == 0 {
+            let hint = this.last_batch.clamp(512, this.limit.max(512));
+            this.out.reserve_exact(hint.max(buf.len()));
         }
         this.out.extend_from_slice(buf);
         Poll::Ready(Ok(buf.len()))
