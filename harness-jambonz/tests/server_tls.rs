@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::server::{Running, short_call};
+use common::server::{Running, assert_short_call_passed, short_call};
 use harness_jambonz::client::{Caller, ClientError};
 use harness_jambonz::server::tls::{TlsConfig, TlsError, rustls};
 use harness_jambonz::server::{Server, ServerConfig};
@@ -49,11 +49,7 @@ async fn a_whole_call_over_wss() {
         .call_over(tls, &url, short_call())
         .await
         .unwrap();
-    assert!(t.problems().is_empty(), "{:?}", t.problems());
-    assert_eq!(
-        t.heard(),
-        ["Thanks for calling Acme.", "We're open eight to six."]
-    );
+    assert_short_call_passed(&t);
 
     // Plain ws:// to a wss:// server: the TLS handshake fails, no call.
     let plain = Caller::new()

@@ -11,7 +11,7 @@ use harness_core::agent::ToolLoopAgent;
 use harness_core::message::Message;
 use harness_core::model::ScriptedModel;
 use harness_jambonz::server::{Server, ServerConfig, ServerReport};
-use harness_jambonz::simulator::{Script, SimConfig, Simulator};
+use harness_jambonz::simulator::{Script, SimConfig, Simulator, Transcript};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -93,6 +93,16 @@ impl Running {
 pub fn short_call() -> Simulator {
     let script = Script::new().greeting().say("When are you open");
     Simulator::new(Instant::now(), SimConfig::default(), script)
+}
+
+/// Checks a [`short_call`] played against [`agent`]: it passes, and the caller heard both
+/// replies.
+pub fn assert_short_call_passed(t: &Transcript) {
+    assert!(t.problems().is_empty(), "{:?}", t.problems());
+    assert_eq!(
+        t.heard(),
+        ["Thanks for calling Acme.", "We're open eight to six."]
+    );
 }
 
 pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
