@@ -186,8 +186,8 @@ impl History {
             .iter()
             .rev()
             .find(|(r, _)| r == reply_id)?;
-        usize::try_from(seq - self.base)
-            .ok()
+        seq.checked_sub(self.base)
+            .and_then(|i| usize::try_from(i).ok())
             .filter(|i| *i < self.shared.len())
     }
 
