@@ -118,7 +118,7 @@ pub struct ServeConfig {
     /// Frames waiting to be sent before `sink.output` waits (back-pressure).
     pub max_pending_frames: usize,
     /// The most history entries kept per call: past it the oldest half goes at once (see
-    /// [`History`](crate::history::History)). Each turn gets the entries before it as a
+    /// [`History`]). Each turn gets the entries before it as a
     /// shared view, not a copy.
     pub max_history: usize,
     /// The most turns whose agent runs at once (default 4). A turn started past it drops the
