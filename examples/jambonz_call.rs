@@ -9,67 +9,61 @@
 //! cargo run --example jambonz_call -- --url ws://127.0.0.1:8080 [--secret S] [--quiet] [--connect-timeout MS]
 //! ```
 //!
-//! As jambonz does, it dials `ws://` only to a private address. `wss://` passes that check
-//! but needs a TLS feature of `tokio-tungstenite`, which this workspace does not enable.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! As jambonz does, it dials `ws://` only to a private address. For `wss://`, open the TLS
+//! stream yourself and use `harness_jambonz::client::Caller::call_over`.
 
 #[path = "jambonz_shared/mod.rs"]
 mod jambonz_shared;
 
 use std::time::{Duration, Instant};
 
+use harness_jambonz::client::Caller;
+
+const USAGE: &str = "usage: jambonz_call [--url ws://127.0.0.1:8080] [--secret S] [--quiet] \
+                     [--connect-timeout MS (default 10000)]";
+
 #[tokio::main]
 async fn main() {
-    const USAGE: &str = "usage: jambonz_call [--url ws://127.0.0.1:8080] [--secret S] [--quiet] \
-                         [--connect-timeout MS (default 10000)]";
-    let usage_error = |what: String| -> ! {
-        eprintln!("{what}; {USAGE}");
-        std::process::exit(2)
-    };
-    let mut url = "ws://127.0.0.1:8080".to_owned();
-    let mut secret = None;
-    let mut verbose = true;
-    let mut connect_timeout = jambonz_shared::CONNECT_TIMEOUT;
+    let (mut url, mut caller, mut verbose) =
+        ("ws://127.0.0.1:8080".to_owned(), Caller::new(), true);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
+        let mut value = || args.next().unwrap_or_default();
         match a.as_str() {
-            "--url" => {
-                url = args
-                    .next()
-                    .unwrap_or_else(|| usage_error("--url needs a URL".into()))
-            }
-            "--secret" => match args.next() {
-                // "Authorization: Bearer " with nothing after it matches no secret.
-                Some(s) if !s.is_empty() => secret = Some(s),
-                _ => usage_error("--secret needs a non-empty secret".into()),
+            "--url" => url = value(),
+            // "Authorization: Bearer " with nothing after it matches no secret.
+            "--secret" => match value() {
+                s if s.is_empty() => {
+                    exit(2, &format!("--secret needs a non-empty secret; {USAGE}"))
+                }
+                s => caller = caller.with_secret(s),
             },
             "--quiet" => verbose = false,
-            "--connect-timeout" => match args.next().and_then(|s| s.parse::<u64>().ok()) {
-                Some(ms) if ms > 0 => connect_timeout = Duration::from_millis(ms),
-                _ => usage_error("--connect-timeout needs a number of milliseconds".into()),
+            "--connect-timeout" => match value().parse::<u64>() {
+                Ok(ms) if ms > 0 => caller = caller.with_connect_timeout(Duration::from_millis(ms)),
+                _ => exit(2, &format!("--connect-timeout needs milliseconds; {USAGE}")),
             },
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return;
-            }
-            other => usage_error(format!("unknown argument {other}")),
+            "-h" | "--help" => return println!("{USAGE}"),
+            other => exit(2, &format!("unknown argument {other}; {USAGE}")),
         }
+    }
+    if verbose {
+        caller = caller.on_frame(|f| println!("{f:.150}"));
     }
     let sim = jambonz_shared::whole_call_simulator(Instant::now());
-    let call =
-        jambonz_shared::play_call_with(&url, secret.as_deref(), sim, verbose, connect_timeout);
-    match call.await {
-        Err(e) => {
-            eprintln!("call failed: {e}");
-            std::process::exit(1);
-        }
-        Ok(t) => {
-            println!("\nwhat the caller heard:\n{t}");
-            if let Err(problems) = jambonz_shared::check(&t) {
-                eprintln!("FAILED:\n{problems}");
-                std::process::exit(1);
-            }
-            println!("ok");
-        }
+    let transcript = caller
+        .call(&url, sim)
+        .await
+        .unwrap_or_else(|e| exit(1, &format!("call failed: {e}")));
+    println!("\nwhat the caller heard:\n{transcript}");
+    let problems = transcript.problems();
+    if !problems.is_empty() {
+        exit(1, &format!("FAILED:\n{}", problems.join("\n")));
     }
+    println!("ok");
+}
+
+fn exit(code: i32, what: &str) -> ! {
+    eprintln!("{what}");
+    std::process::exit(code)
 }

@@ -1,59 +1,75 @@
 //! A jambonz harness over a real WebSocket: the demo FAQ agent (the built-in deterministic
 //! model, a `get_hours` tool that jambonz runs, its own gated `refund` tool that the driver's
-//! policy denies on the phone, a `hangup` command on goodbye) served with the upgrade check.
+//! policy denies on the phone, a `hangup` command on goodbye) served by
+//! `harness_jambonz::server::Server`, with the upgrade check. `--agent minimal` serves the
+//! spec's minimal harness instead (what `scripts/load/jambonz_vs_node.py` loads). Ctrl-C
+//! stops it gracefully.
 //!
 //! ```text
-//! cargo run --example jambonz_server -- --addr 127.0.0.1:8080 [--secret S]
+//! cargo run --example jambonz_server -- --addr 127.0.0.1:8080 [--secret S] [--agent faq|minimal] [--quiet]
 //! cargo run --example jambonz_call -- --url ws://127.0.0.1:8080 [--secret S]
 //! ```
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "jambonz_shared/mod.rs"]
 mod jambonz_shared;
 
+use harness_jambonz::server::{Server, ServerConfig};
+
+const USAGE: &str =
+    "usage: jambonz_server [--addr 127.0.0.1:8080] [--secret S] [--agent faq|minimal] [--quiet]";
+
 #[tokio::main]
 async fn main() {
-    const USAGE: &str = "usage: jambonz_server [--addr 127.0.0.1:8080] [--secret S]";
-    let usage_error = |what: String| -> ! {
-        eprintln!("{what}; {USAGE}");
-        std::process::exit(2)
-    };
-    let mut addr = "127.0.0.1:8080".to_owned();
-    let mut secret = None;
+    let (mut addr, mut config) = ("127.0.0.1:8080".to_owned(), ServerConfig::default());
+    let (mut minimal, mut quiet) = (false, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
+        let mut value = || args.next().unwrap_or_default();
         match a.as_str() {
-            "--addr" => {
-                addr = args
-                    .next()
-                    .unwrap_or_else(|| usage_error("--addr needs an address".into()))
-            }
-            "--secret" => match args.next() {
-                // An empty secret would refuse every upgrade: say so instead.
-                Some(s) if !s.is_empty() => secret = Some(s),
-                _ => usage_error("--secret needs a non-empty secret".into()),
+            "--addr" => addr = value(),
+            // An empty secret would refuse every upgrade: say so instead.
+            "--secret" => match value() {
+                s if s.is_empty() => {
+                    exit(2, &format!("--secret needs a non-empty secret; {USAGE}"))
+                }
+                s => config = config.with_secret(s),
             },
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return;
-            }
-            other => usage_error(format!("unknown argument {other}")),
+            "--agent" => match value().as_str() {
+                "faq" => minimal = false,
+                "minimal" => minimal = true,
+                _ => exit(2, &format!("--agent is faq or minimal; {USAGE}")),
+            },
+            "--quiet" => quiet = true,
+            "-h" | "--help" => return println!("{USAGE}"),
+            other => exit(2, &format!("unknown argument {other}; {USAGE}")),
         }
     }
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
-        .unwrap_or_else(|e| {
-            eprintln!("cannot listen on {addr}: {e}");
-            std::process::exit(1);
-        });
-    println!(
-        "jambonz harness on ws://{} (subprotocol harness.jambonz.org{})",
-        listener.local_addr().map(|a| a.to_string()).unwrap_or(addr),
-        if secret.is_some() {
-            ", Bearer secret required"
-        } else {
-            ""
-        }
-    );
-    jambonz_shared::run_server(listener, secret, true).await;
+        .unwrap_or_else(|e| exit(1, &format!("cannot listen on {addr}: {e}")));
+    let local = listener.local_addr().map_or(addr, |a| a.to_string());
+    let auth = config
+        .secret
+        .as_ref()
+        .map_or("", |_| ", Bearer secret required");
+    println!("jambonz harness on ws://{local} (subprotocol harness.jambonz.org{auth})");
+
+    let mut server = Server::new(config);
+    if !quiet {
+        server = server.on_call_end(|end| println!("{end}"));
+    }
+    let stop = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let (agent, model, tools) = match minimal {
+        true => jambonz_shared::minimal(),
+        false => jambonz_shared::faq(),
+    };
+    let report = server.serve(listener, agent, model, tools, stop).await;
+    println!("stopped: {report:?}");
+}
+
+fn exit(code: i32, what: &str) -> ! {
+    eprintln!("{what}");
+    std::process::exit(code)
 }

@@ -9,10 +9,12 @@
 //! | harness side | [`harness_side::HarnessCall`] (one call: frames in, events out, actions in, frames out, the spec's rules enforced), [`history`] (what the caller heard), [`early_start`], [`upgrade`] (the Bearer-secret / subprotocol check) |
 //! | jambonz side | [`simulator::Simulator`]: a scripted call with jambonz's floor, barge-in, tool and deadline rules, on explicit time |
 //! | driver | [`driver::serve`]: any [`harness_core::Harness`] served over a `Stream`/`Sink` of frames, runtime-agnostic, with the harness's own tools run locally, the platform's sent as `tool:call`, gated calls decided by a policy, `sink.command` as `command`; [`testing::simulate_call`]: driver + simulator on a virtual clock |
+//! | runtime (feature `tokio`; `tls` for `wss://`) | `server::Server`: an agent served on a TCP listener, one task per call, with the upgrade check, deadlines, limits and a graceful shutdown; `client::Caller`: the simulator calling a harness URL over a real socket |
 //!
-//! Nothing here opens a socket, spawns a task, sleeps or reads the clock: `now` comes in,
-//! frames go out through `poll_transmit`, and the app owns the WebSocket. The examples
-//! `jambonz_server` and `jambonz_call` of the workspace put it on a real one.
+//! In the default build nothing here opens a socket, spawns a task, sleeps or reads the
+//! clock: `now` comes in, frames go out through `poll_transmit`, and the app owns the
+//! WebSocket. The optional `tokio` feature is the runtime half that puts it on a real one
+//! (the examples `jambonz_server` and `jambonz_call` of the workspace use it).
 //!
 //! ## Test an agent as a phone call, without jambonz
 //!
@@ -81,6 +83,8 @@
 
 pub use harness_core;
 
+#[cfg(feature = "tokio")]
+pub mod client;
 pub mod command;
 pub mod driver;
 pub mod early_start;
@@ -89,6 +93,8 @@ pub mod frame;
 pub mod harness_side;
 pub mod history;
 pub mod reply;
+#[cfg(feature = "tokio")]
+pub mod server;
 pub mod session;
 pub mod simulator;
 pub mod testing;
@@ -96,6 +102,8 @@ pub mod tool;
 pub mod turn;
 pub mod turn_record;
 pub mod upgrade;
+#[cfg(feature = "tokio")]
+mod ws;
 
 pub use frame::{HarnessMessage, JambonzMessage};
 pub use harness_side::{HarnessCall, Transmit};

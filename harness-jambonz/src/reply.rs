@@ -100,3 +100,109 @@ wire_struct! {
         val turn_record: Option<TurnRecord> = "turn_record",
     }
 }
+
+/// A `reply:chunk` of text (`chunk: {choices: [{delta: {content}}]}`), written directly:
+/// the same bytes as the [`HarnessMessage`](crate::HarnessMessage) of a [`ReplyChunk`] with
+/// [`Chunk::text`], in one allocation of exactly the frame's size (the hot path of a reply:
+/// no chunk built and dropped, and a frame that becomes a WebSocket message without a copy).
+pub(crate) fn encode_text_chunk(
+    reply_id: &str,
+    turn_id: Option<TurnId>,
+    text: &str,
+    interrupt: bool,
+) -> String {
+    const HEAD: &str = r#"{"type":"reply:chunk","reply_id":"#;
+    const TURN: &str = r#","turn_id":"#;
+    const CHUNK: &str = r#","chunk":{"choices":[{"delta":{"content":"#;
+    const CHUNK_END: &str = "}}]}";
+    const INTERRUPT: &str = r#","interrupt":true"#;
+    let mut turn_digits = [0u8; 20];
+    let turn = turn_id.map(|t| {
+        let mut n = t;
+        let mut i = turn_digits.len();
+        loop {
+            i -= 1;
+            turn_digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break i;
+            }
+        }
+    });
+    let len = HEAD.len()
+        + escaped_len(reply_id)
+        + turn.map_or(0, |i| TURN.len() + turn_digits.len() - i)
+        + CHUNK.len()
+        + escaped_len(text)
+        + CHUNK_END.len()
+        + if interrupt { INTERRUPT.len() } else { 0 }
+        + 1;
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(HEAD.as_bytes());
+    // ok to ignore: writing a JSON string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, reply_id);
+    if let Some(i) = turn {
+        out.extend_from_slice(TURN.as_bytes());
+        out.extend_from_slice(&turn_digits[i..]);
+    }
+    out.extend_from_slice(CHUNK.as_bytes());
+    let _ = serde_json::to_writer(&mut out, text);
+    out.extend_from_slice(CHUNK_END.as_bytes());
+    if interrupt {
+        out.extend_from_slice(INTERRUPT.as_bytes());
+    }
+    out.push(b'}');
+    // serde_json writes valid UTF-8, and so do the constants.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The length of `s` as a JSON string, quotes included, as serde_json escapes it.
+fn escaped_len(s: &str) -> usize {
+    2 + s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::frame::HarnessMessage;
+
+    /// The direct encoding is the codec's, byte for byte, at exactly its length.
+    #[test]
+    fn a_text_chunk_is_encoded_as_the_codec_does() {
+        let texts = [
+            "",
+            "We're open ",
+            "quote \" back\\slash",
+            "tab\tnew\nline\r\u{8}\u{c}\u{1}\u{1f}\u{7f}",
+            "é ü 日本 🎉",
+            "</script>",
+        ];
+        for text in texts {
+            for turn_id in [None, Some(0), Some(7), Some(1234567890123), Some(u64::MAX)] {
+                for interrupt in [false, true] {
+                    let reply_id = "r\"1";
+                    let codec = HarnessMessage::ReplyChunk(ReplyChunk {
+                        reply_id: reply_id.to_owned(),
+                        turn_id,
+                        chunk: Chunk::text(text),
+                        interrupt: interrupt.then_some(true),
+                        extra: Default::default(),
+                    })
+                    .encode();
+                    let direct = encode_text_chunk(reply_id, turn_id, text, interrupt);
+                    assert_eq!(direct, codec);
+                    assert_eq!(direct.len(), direct.capacity(), "{direct}");
+                }
+            }
+        }
+    }
+}

@@ -30,6 +30,7 @@
 //! assert!(call.transcript.violations.is_empty());
 //! ```
 
+use std::fmt;
 use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -75,6 +76,33 @@ pub struct SimulatedCall {
     pub frames: Vec<Frame>,
     /// The simulator, for further inspection.
     pub simulator: Simulator,
+}
+
+impl fmt::Display for Frame {
+    /// One line: the time, the direction and the frame. A precision cuts the frame's text
+    /// to that many characters (`{:.150}`), with `…` after it.
+    ///
+    /// ```
+    /// use harness_jambonz::harness_side::Transmit;
+    /// use harness_jambonz::testing::{Direction, Frame};
+    ///
+    /// let f = Frame { at_ms: 42, direction: Direction::ToJambonz, frame: Transmit::Text(r#"{"type":"reply:done"}"#.into()) };
+    /// assert_eq!(format!("{f:.10}"), r#"    42 ms  harness → jambonz  {"type":"r…"#);
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dir = match self.direction {
+            Direction::ToHarness => "jambonz → harness",
+            Direction::ToJambonz => "harness → jambonz",
+        };
+        write!(f, "{:>6} ms  {dir}  ", self.at_ms)?;
+        match &self.frame {
+            Transmit::Text(t) => match f.precision().and_then(|p| t.char_indices().nth(p)) {
+                Some((end, _)) => write!(f, "{}…", &t[..end]),
+                None => f.write_str(t),
+            },
+            Transmit::Close { code, reason } => write!(f, "close ({code} {reason})"),
+        }
+    }
 }
 
 impl SimulatedCall {

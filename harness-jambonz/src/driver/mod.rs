@@ -117,7 +117,9 @@ pub struct ServeConfig {
     pub route: Option<String>,
     /// Frames waiting to be sent before `sink.output` waits (back-pressure).
     pub max_pending_frames: usize,
-    /// The most history entries kept per call.
+    /// The most history entries kept per call: past it the oldest half goes at once (see
+    /// [`History`]). Each turn gets the entries before it as a
+    /// shared view, not a copy.
     pub max_history: usize,
     /// The most turns whose agent runs at once (default 4). A turn started past it drops the
     /// future of the turn running longest (the caller has moved on); nothing more is sent
@@ -241,10 +243,8 @@ struct Env {
     model: Arc<dyn Model>,
     tools: Tools,
     clock: Arc<dyn MonotonicClock>,
-    policy: ApprovalPolicy,
-    handoff: Option<HandoffCommand>,
-    route: Option<String>,
-    error_reply: Option<String>,
+    /// The config, kept here once (not also in the serve loop's state: memory per call).
+    config: ServeConfig,
 }
 
 fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
@@ -302,20 +302,22 @@ type TurnFuture = Abortable<BoxFuture<'static, (TurnId, TurnOutcome)>>;
 /// assert!(matches!(&sent[0], Transmit::Text(t) if t.contains(r#""content":"Thanks ""#)));
 /// # Ok::<(), harness_jambonz::driver::ServeError>(())
 /// ```
-pub async fn serve<I, O>(
+pub fn serve<I, O>(
     harness: impl Harness + 'static,
     model: impl Model + 'static,
     tools: Tools,
     clock: impl MonotonicClock + 'static,
     incoming: I,
-    mut outgoing: O,
+    outgoing: O,
     config: ServeConfig,
-) -> Result<CallReport, ServeError>
+) -> impl Future<Output = Result<CallReport, ServeError>>
 where
     I: Stream<Item = Incoming> + Unpin,
     O: Sink<Transmit> + Unpin,
     O::Error: fmt::Display,
 {
+    // Set up here, not in the future: an async fn keeps its arguments for its whole life,
+    // and the future is what every call holds while it waits (memory per idle call).
     let shared = Arc::new(Mutex::new(Shared {
         call: HarnessCall::with_config(config.harness.clone()),
         history: History::with_max_entries(config.max_history),
@@ -329,13 +331,27 @@ where
         model: Arc::new(model),
         tools,
         clock: Arc::new(clock),
-        policy: config.approval_policy.clone(),
-        handoff: config.handoff.clone(),
-        route: config.route.clone(),
-        error_reply: config.error_reply.clone(),
+        config,
     });
+    run(shared, env, incoming, outgoing)
+}
+
+/// The serve loop of [`serve`].
+async fn run<I, O>(
+    shared: Arc<Mutex<Shared>>,
+    env: Arc<Env>,
+    incoming: I,
+    mut outgoing: O,
+) -> Result<CallReport, ServeError>
+where
+    I: Stream<Item = Incoming> + Unpin,
+    O: Sink<Transmit> + Unpin,
+    O::Error: fmt::Display,
+{
+    let config = &env.config;
     let mut incoming = incoming.fuse();
-    let mut turns: FuturesUnordered<TurnFuture> = FuturesUnordered::new();
+    // Made for the first turn, dropped when no turn runs (memory per idle call).
+    let mut turns: Option<FuturesUnordered<TurnFuture>> = None;
     // Running turns: the order they started in (to drop the longest running first) and
     // the handle that drops their future.
     let mut aborts: HashMap<TurnId, (u64, AbortHandle)> = HashMap::new();
@@ -344,7 +360,9 @@ where
     let mut over = false;
 
     loop {
-        // 1. Send what is queued, in order.
+        // 1. Send what is queued, in order: every frame fed, then one flush (frames queued
+        //    together, a reply's chunks, go out in one write).
+        let mut fed = false;
         loop {
             let next = lock(&shared).call.poll_transmit();
             let Some(t) = next else { break };
@@ -352,14 +370,15 @@ where
                 Transmit::Close { code, reason } => Some((*code, reason.clone())),
                 Transmit::Text(_) => None,
             };
-            outgoing
-                .send(t)
-                .await
-                .map_err(|e| ServeError::Transport(e.to_string()))?;
+            outgoing.feed(t).await.map_err(transport)?;
+            fed = true;
             if let Some(c) = close {
                 report.closed = Some(c);
                 over = true;
             }
+        }
+        if fed {
+            outgoing.flush().await.map_err(transport)?;
         }
         for w in std::mem::take(&mut lock(&shared).space) {
             w.wake();
@@ -374,8 +393,8 @@ where
 
         // 2. Wait for a frame, a turn to finish, or frames to send.
         let next = futures::future::poll_fn(|cx| {
-            if !turns.is_empty() {
-                if let Poll::Ready(Some(r)) = turns.poll_next_unpin(cx) {
+            if let Some(t) = &mut turns {
+                if let Poll::Ready(Some(r)) = t.poll_next_unpin(cx) {
                     return Poll::Ready(Next::Turn(r));
                 }
             }
@@ -389,6 +408,9 @@ where
         })
         .await;
 
+        if turns.as_ref().is_some_and(FuturesUnordered::is_empty) {
+            turns = None;
+        }
         match next {
             Next::Flush => {}
             Next::Turn(Ok((turn_id, outcome))) => {
@@ -458,7 +480,9 @@ where
                             turns_started += 1;
                             aborts.insert(turn_id, (turns_started, handle));
                             let fut = run_turn(env.clone(), shared.clone(), t, turn_id);
-                            turns.push(Abortable::new(fut, reg));
+                            turns
+                                .get_or_insert_with(FuturesUnordered::new)
+                                .push(Abortable::new(fut, reg));
                         }
                         HarnessEvent::TurnCancelled(c) => {
                             if let Some(id) = c.turn_id {
@@ -509,14 +533,16 @@ where
                 if let Transmit::Close { code, reason } = &t {
                     report.closed = Some((*code, reason.clone()));
                 }
-                outgoing
-                    .send(t)
-                    .await
-                    .map_err(|e| ServeError::Transport(e.to_string()))?;
+                outgoing.feed(t).await.map_err(transport)?;
             }
+            outgoing.flush().await.map_err(transport)?;
             return Ok(report);
         }
     }
+}
+
+fn transport(e: impl fmt::Display) -> ServeError {
+    ServeError::Transport(e.to_string())
 }
 
 fn push_error(report: &mut CallReport, e: FrameError) {

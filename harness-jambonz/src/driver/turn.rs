@@ -119,15 +119,14 @@ impl TurnSink {
         }
         let mut s = lock(&self.shared);
         let reply = match &self.reply {
-            Some(r) => r.clone(),
+            Some(r) => r,
             None => {
                 let r = s.call.start_reply(Some(self.turn_id)).map_err(sink_error)?;
-                self.reply = Some(r.clone());
-                r
+                self.reply.insert(r)
             }
         };
-        s.call.push_chunk(&reply, delta).map_err(sink_error)?;
-        s.history.assistant_delta(&reply, Some(self.turn_id), delta);
+        s.call.push_chunk(reply, delta).map_err(sink_error)?;
+        s.history.assistant_delta(reply, Some(self.turn_id), delta);
         Ok(())
     }
 
@@ -235,7 +234,7 @@ impl TurnSink {
                 if self.check().is_err() {
                     return TurnOutcome::Cancelled;
                 }
-                if let Some(text) = self.env.error_reply.clone() {
+                if let Some(text) = self.env.config.error_reply.clone() {
                     // Best effort: the turn may be closing.
                     let _ = self.speak(&text);
                 }
@@ -350,7 +349,7 @@ impl EventSink for TurnSink {
             Gate::Run(call) => (call, Gated::No),
             // No approval channel on a call: the policy decides, and a gated call never
             // runs silently (the turn record says it was approved).
-            Gate::NeedsApproval(call) => match self.env.policy.decide(&call) {
+            Gate::NeedsApproval(call) => match self.env.config.approval_policy.decide(&call) {
                 Ok(()) => (call, Gated::Approved),
                 Err(reason) => return Ok(self.denied(&call, &reason)),
             },
@@ -393,7 +392,7 @@ impl EventSink for TurnSink {
     fn supports(&self, feature: Feature) -> bool {
         match feature {
             Feature::Commands => true,
-            Feature::Handoff => self.env.handoff.is_some(),
+            Feature::Handoff => self.env.config.handoff.is_some(),
             _ => false,
         }
     }
@@ -419,6 +418,7 @@ impl EventSink for TurnSink {
         self.check()?;
         let command = self
             .env
+            .config
             .handoff
             .as_ref()
             .and_then(|h| h.command_for(&handoff))
@@ -479,7 +479,7 @@ pub(super) fn run_turn(
             execution_id: format!("{call_sid}:{turn_id}"),
             session_uid: call_sid.clone(),
             config: serde_json::to_vec(&t.input).unwrap_or_default(),
-            history: s.history.journal(&call_sid).into(),
+            history: s.history.journal(&call_sid),
             inputs: vec![Message::user(text.clone())],
             ..Default::default()
         };
@@ -493,7 +493,7 @@ pub(super) fn run_turn(
             turn_id,
             reply: None,
             record: TurnRecord {
-                route: env.route.clone(),
+                route: env.config.route.clone(),
                 ..Default::default()
             },
             last_model_usage: None,

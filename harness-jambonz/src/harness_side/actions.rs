@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use super::{ActionError, HarnessCall, OpenReply, Outgoing, Transmit, TurnState};
 use crate::command::Command;
 use crate::frame::HarnessMessage;
-use crate::reply::{Chunk, ReplyChunk, ReplyDone};
+use crate::reply::{Chunk, ReplyChunk, ReplyDone, encode_text_chunk};
 use crate::tool::ToolCallMessage;
 use crate::turn::TurnId;
 use crate::turn_record::TurnRecord;
@@ -76,7 +76,11 @@ impl HarnessCall {
 
     /// Sends text on a reply as one `reply:chunk`.
     pub fn push_chunk(&mut self, reply_id: &str, text: &str) -> Result<(), ActionError> {
-        self.push_raw_chunk(reply_id, Chunk::text(text), false)
+        let (turn_id, interrupt) = self.count_chunk(reply_id, false)?;
+        // The hot path: the frame written directly, the same bytes as the chunk's encoding.
+        let frame = encode_text_chunk(reply_id, turn_id, text, interrupt.is_some());
+        self.push_frame(turn_id, frame);
+        Ok(())
     }
 
     /// Sends a chunk of any shape (an OpenAI `chat.completion.chunk` as the model sent it).
@@ -87,6 +91,24 @@ impl HarnessCall {
         chunk: Chunk,
         interrupt: bool,
     ) -> Result<(), ActionError> {
+        let (turn_id, interrupt) = self.count_chunk(reply_id, interrupt)?;
+        let msg = HarnessMessage::ReplyChunk(ReplyChunk {
+            reply_id: reply_id.to_owned(),
+            turn_id,
+            chunk,
+            interrupt,
+            extra: Map::new(),
+        });
+        self.push_transmit(turn_id, &msg);
+        Ok(())
+    }
+
+    /// Counts a chunk of an open reply: its turn, and its `interrupt` (on a first chunk only).
+    fn count_chunk(
+        &mut self,
+        reply_id: &str,
+        interrupt: bool,
+    ) -> Result<(Option<TurnId>, Option<bool>), ActionError> {
         let turn_id = self.reply_turn(reply_id)?;
         let reply = self
             .replies
@@ -97,15 +119,7 @@ impl HarnessCall {
         }
         let interrupt = (reply.chunks == 0 && (reply.interrupt || interrupt)).then_some(true);
         reply.chunks = reply.chunks.saturating_add(1);
-        let msg = HarnessMessage::ReplyChunk(ReplyChunk {
-            reply_id: reply_id.to_owned(),
-            turn_id,
-            chunk,
-            interrupt,
-            extra: Map::new(),
-        });
-        self.push_transmit(turn_id, &msg);
-        Ok(())
+        Ok((turn_id, interrupt))
     }
 
     /// Number of chunks sent on an open reply.
@@ -201,11 +215,15 @@ impl HarnessCall {
     }
 
     fn push_transmit(&mut self, turn_id: Option<TurnId>, msg: &HarnessMessage) {
+        self.push_frame(turn_id, msg.encode());
+    }
+
+    fn push_frame(&mut self, turn_id: Option<TurnId>, frame: String) {
         self.transmits.push_back(Outgoing {
             turn_id,
             tool_call: None,
             command: None,
-            frame: Transmit::Text(msg.encode()),
+            frame: Transmit::Text(frame),
         });
     }
 }

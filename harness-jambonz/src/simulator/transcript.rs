@@ -166,6 +166,47 @@ impl Transcript {
     pub fn violations_of(&self, kind: ViolationKind) -> Vec<&Violation> {
         self.violations.iter().filter(|v| v.kind == kind).collect()
     }
+
+    /// Why the call does not pass, one line each (empty: it passes). A call passes when it
+    /// ended, the harness did not close the socket mid-call, nothing broke a rule, every
+    /// turn was answered (completed, barged in on, or open when the call ended) and the
+    /// caller heard something.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.ended.is_none() {
+            problems.push("the call did not end".to_owned());
+        }
+        if let Some((code, reason)) = &self.closed_by_harness {
+            problems.push(format!(
+                "the harness closed the socket mid-call ({code} {reason})"
+            ));
+        }
+        for v in &self.violations {
+            problems.push(format!("violation {:?}: {}", v.kind, v.detail));
+        }
+        if self.violations_dropped > 0 {
+            problems.push(format!("and {} more violations", self.violations_dropped));
+        }
+        for t in &self.turns {
+            let answered = [
+                completion::COMPLETED,
+                completion::BARGE_IN,
+                completion::CALL_ENDED,
+            ];
+            if !answered.contains(&t.completion_reason.as_str()) {
+                problems.push(format!(
+                    "turn {} {} {}",
+                    t.turn_id,
+                    t.completion_reason,
+                    t.harness_error.as_deref().unwrap_or_default()
+                ));
+            }
+        }
+        if self.heard().iter().all(|h| h.is_empty()) {
+            problems.push("the caller heard nothing".to_owned());
+        }
+        problems
+    }
 }
 
 impl fmt::Display for Transcript {

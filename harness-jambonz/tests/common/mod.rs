@@ -6,6 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
 
 pub mod driver;
+#[cfg(feature = "tokio")]
+pub mod server;
 
 use std::time::{Duration, Instant};
 

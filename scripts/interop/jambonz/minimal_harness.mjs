@@ -1,6 +1,9 @@
 // The spec's "A minimal harness without the SDK", as written there, with a scripted model
-// in place of OpenAI (streams OpenAI chat.completion.chunk objects word by word).
+// in place of OpenAI (streams OpenAI chat.completion.chunk objects word by word, a word every
+// CHUNK_DELAY_MS, default 15; scripts/load/jambonz_vs_node.py sets 0).
 import { WebSocketServer } from 'ws';
+
+const delay = Number(process.env.CHUNK_DELAY_MS ?? 15);
 
 const model = {
   chat: {
@@ -13,7 +16,7 @@ const model = {
         const words = text.match(/\S+\s*/g);
         return (async function* () {
           for (const [i, w] of words.entries()) {
-            await new Promise((r) => setTimeout(r, 15));
+            if (delay > 0) await new Promise((r) => setTimeout(r, delay));
             yield { id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'scripted',
               choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content: w } : { content: w }, logprobs: null, finish_reason: null }] };
           }

@@ -1,0 +1,441 @@
+//! One connection: the handshake (TLS, the upgrade check, the call cap) within its deadline,
+//! then the driver over the WebSocket, with the `session:start` deadline and the shutdown.
+//!
+//! Memory per idle call is what a call holds while it waits for its next frame: the task
+//! (kept small: the handshake and the driver are boxed, so that the task is not sized for
+//! the largest phase of a call), the driver's state, the socket and its buffers.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures::stream::{SplitSink, SplitStream, Stream};
+use futures::{Sink, SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Sleep;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Error as WsError;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use super::{CallEnd, CallError, DRAINING, ENDING, Shared, Slot};
+use crate::driver::{CallReport, Incoming, serve};
+use crate::frame::peek_type;
+use crate::harness_side::Transmit;
+use crate::upgrade::check_upgrade;
+use crate::ws::to_ws;
+
+/// How long the server waits to send a close frame (the peer may not be reading).
+pub(super) const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Serves one accepted connection and says how it ended.
+pub(super) async fn connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    handshake: Slot,
+    shared: Arc<Shared>,
+    mut stage: watch::Receiver<u8>,
+) {
+    let outcome = match Box::pin(upgrade(tcp, handshake, &shared, &mut stage)).await {
+        Ok(((sink, stream), slot)) => {
+            let mut incoming = Frames {
+                stream,
+                session_deadline: Some(Box::pin(tokio::time::sleep(
+                    shared.config.session_start_timeout,
+                ))),
+                close: None,
+            };
+            let mut outgoing =
+                sink.with(|t: Transmit| futures::future::ready(Ok::<_, WsError>(to_ws(t))));
+            let outcome = call(&mut incoming, &mut outgoing, &shared, &mut stage).await;
+            drop(slot);
+            outcome
+        }
+        Err(e) => Err(e),
+    };
+    shared.stats.count(&outcome);
+    if let Some(f) = &shared.on_call_end {
+        f(&CallEnd { peer, outcome });
+    }
+}
+
+/// The connection, plain or TLS, with the batch of frames written and not yet flushed.
+///
+/// tungstenite writes each frame through at once (its own write buffer is off: it keeps
+/// its capacity for the life of the call); the frames are gathered here, up to
+/// [`ServerConfig::write_buffer_bytes`](super::ServerConfig::write_buffer_bytes), and go
+/// out in one write when the driver flushes, after which the batch is freed: an idle call
+/// holds no write buffer.
+struct Conn {
+    io: Io,
+    out: Vec<u8>,
+    /// How much of `out` is written.
+    written: usize,
+    limit: usize,
+    /// The size of the last batch: the next one is allocated at it (one allocation a
+    /// batch, not one for every doubling).
+    last_batch: usize,
+}
+
+enum Io {
+    Plain(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+/// The socket of a call, split for the driver.
+type Socket = (
+    SplitSink<WebSocketStream<Conn>, WsMessage>,
+    SplitStream<WebSocketStream<Conn>>,
+);
+
+/// The handshake, within its deadline: TLS (when the server has it), then the upgrade.
+async fn upgrade(
+    tcp: TcpStream,
+    handshake: Slot,
+    shared: &Shared,
+    stage: &mut watch::Receiver<u8>,
+) -> Result<(Socket, Slot), CallError> {
+    let _ = tcp.set_nodelay(true);
+    let deadline = tokio::time::Instant::now() + shared.config.handshake_timeout;
+    #[cfg(feature = "tls")]
+    let conn = match &shared.tls {
+        Some(tls) => {
+            let accept = tls.acceptor().accept(tcp);
+            let stream = in_handshake(deadline, stage, accept)
+                .await?
+                .map_err(|e| CallError::Handshake(format!("TLS: {e}")))?;
+            Io::Tls(Box::new(stream))
+        }
+        None => Io::Plain(tcp),
+    };
+    #[cfg(not(feature = "tls"))]
+    let conn = Io::Plain(tcp);
+    let conn = Conn {
+        io: conn,
+        out: Vec::new(),
+        written: 0,
+        limit: shared.config.write_buffer_bytes.max(1),
+        last_batch: 0,
+    };
+
+    let config = &shared.config;
+    let mut refused: Option<(u16, &'static str)> = None;
+    let mut call_slot: Option<Slot> = None;
+    // The callback's type is tungstenite's (its error is a whole HTTP response).
+    #[allow(clippy::result_large_err)]
+    let check = |req: &Request, mut resp: Response| -> Result<Response, ErrorResponse> {
+        let headers = req
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_bytes()));
+        let refusal = match check_upgrade(headers, config.secret.as_deref()) {
+            Ok(accept) => match Slot::take(&shared.stats, |s| &s.active_calls, config.max_calls) {
+                Some(slot) => {
+                    call_slot = Some(slot);
+                    resp.headers_mut().insert(
+                        "sec-websocket-protocol",
+                        HeaderValue::from_static(accept.subprotocol),
+                    );
+                    return Ok(resp);
+                }
+                None => (503, "too many calls in progress"),
+            },
+            Err(r) => (r.status, r.reason),
+        };
+        refused = Some(refusal);
+        let mut e = ErrorResponse::new(Some(refusal.1.to_owned()));
+        *e.status_mut() = StatusCode::from_u16(refusal.0).unwrap_or(StatusCode::BAD_REQUEST);
+        if refusal.0 == 503 {
+            e.headers_mut()
+                .insert("retry-after", HeaderValue::from_static("1"));
+        }
+        Err(e)
+    };
+    let ws_config = WebSocketConfig::default()
+        .read_buffer_size(config.read_buffer_bytes.max(1))
+        // Each frame written through to `Conn`, which gathers them.
+        .write_buffer_size(0)
+        .max_message_size(Some(config.max_message_bytes))
+        .max_frame_size(Some(config.max_message_bytes));
+    let upgrade = tokio_tungstenite::accept_hdr_async_with_config(conn, check, Some(ws_config));
+    let ws = match in_handshake(deadline, stage, upgrade).await? {
+        Ok(ws) => ws,
+        Err(e) => {
+            return Err(match refused {
+                Some((status, reason)) => CallError::Refused {
+                    status,
+                    reason: reason.to_owned(),
+                },
+                None => CallError::Handshake(e.to_string()),
+            });
+        }
+    };
+    let Some(call_slot) = call_slot else {
+        // Unreachable: an upgrade completes only through the check, which took a slot.
+        return Err(CallError::Handshake("upgrade without a check".into()));
+    };
+    drop(handshake);
+    shared
+        .stats
+        .calls
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok((ws.split(), call_slot))
+}
+
+/// Runs a step of the handshake until the deadline or the shutdown.
+async fn in_handshake<T>(
+    deadline: tokio::time::Instant,
+    stage: &mut watch::Receiver<u8>,
+    step: impl Future<Output = T>,
+) -> Result<T, CallError> {
+    tokio::select! {
+        r = step => Ok(r),
+        () = tokio::time::sleep_until(deadline) => Err(CallError::HandshakeTimeout),
+        () = reached(stage, DRAINING) => Err(CallError::ShutDown),
+    }
+}
+
+/// Completes when the server's stage is `at` or later (never, if the server is gone: its
+/// tasks are then aborted).
+async fn reached(stage: &mut watch::Receiver<u8>, at: u8) {
+    loop {
+        if *stage.borrow_and_update() >= at {
+            return;
+        }
+        if stage.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// The call, once upgraded: the driver until the call ends (or the shutdown ends it), then
+/// the close.
+async fn call<O>(
+    incoming: &mut Frames,
+    outgoing: &mut O,
+    shared: &Shared,
+    stage: &mut watch::Receiver<u8>,
+) -> Result<CallReport, CallError>
+where
+    O: Sink<Transmit, Error = WsError> + Unpin,
+{
+    let config = &shared.config;
+    let served = {
+        // Boxed: the driver's state is most of a call's memory, allocated at its size.
+        let serve = Box::pin(serve(
+            Arc::clone(&shared.harness),
+            Arc::clone(&shared.model),
+            shared.tools.clone(),
+            Instant::now,
+            &mut *incoming,
+            &mut *outgoing,
+            config.serve.clone(),
+        ));
+        tokio::select! {
+            // The report boxed: it is kept across the close below.
+            r = serve => Some(r.map(Box::new)),
+            () = reached(stage, ENDING) => None,
+        }
+    };
+    let (close, outcome) = match served {
+        // 1001: going away.
+        None => (
+            Some((1001, "the server is shutting down")),
+            Err(CallError::ShutDown),
+        ),
+        Some(r) => match (incoming.close, r) {
+            // 1008: policy violation.
+            (Some(Ending::NoSessionStart), _) => (
+                Some((1008, "no session:start in time")),
+                Err(CallError::NoSessionStart),
+            ),
+            // 1009: message too big.
+            (Some(Ending::TooBig), r) => {
+                (Some((1009, "message too big")), r.map_err(CallError::from))
+            }
+            // `session:end`, or the peer went away without a close: 1000. (A close the
+            // driver sent, or the peer's, is already answered.)
+            (None, Ok(report)) if report.closed.is_none() => {
+                (Some((1000, "call ended")), Ok(report))
+            }
+            (None, r) => (None, r.map_err(CallError::from)),
+        },
+    };
+    // Best effort: the peer may be gone, or not reading.
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, async {
+        if let Some((code, reason)) = close {
+            let close = Transmit::Close {
+                code,
+                reason: reason.to_owned(),
+            };
+            let _ = outgoing.send(close).await;
+        }
+        let _ = outgoing.close().await;
+    })
+    .await;
+    outcome.map(|r| *r)
+}
+
+/// Why the adapter ended the call itself (the close it sends).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    /// `session:start` did not come in time: 1008.
+    NoSessionStart,
+    /// A message over the limit: 1009.
+    TooBig,
+}
+
+/// The socket's messages as the driver's frames, with the `session:start` deadline.
+struct Frames {
+    stream: SplitStream<WebSocketStream<Conn>>,
+    /// Armed until a `session:start` arrives (then dropped: an idle call keeps no timer).
+    session_deadline: Option<Pin<Box<Sleep>>>,
+    close: Option<Ending>,
+}
+
+impl Stream for Frames {
+    type Item = Incoming;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Incoming>> {
+        let this = &mut *self;
+        if this.close.is_some() {
+            return Poll::Ready(None);
+        }
+        if let Some(d) = &mut this.session_deadline {
+            if d.as_mut().poll(cx).is_ready() {
+                this.session_deadline = None;
+                this.close = Some(Ending::NoSessionStart);
+                return Poll::Ready(None);
+            }
+        }
+        loop {
+            let msg = match this.stream.poll_next_unpin(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Ready(Some(m)) => m,
+            };
+            return Poll::Ready(Some(match msg {
+                Ok(WsMessage::Text(t)) => {
+                    if this.session_deadline.is_some()
+                        && peek_type(t.as_str()).is_ok_and(|k| k == "session:start")
+                    {
+                        this.session_deadline = None;
+                    }
+                    Incoming::Text(t.as_str().to_owned())
+                }
+                Ok(WsMessage::Binary(_)) => Incoming::Binary,
+                Ok(WsMessage::Close(f)) => Incoming::Close {
+                    code: f.as_ref().map(|f| u16::from(f.code)),
+                    reason: f.map(|f| f.reason.as_str().to_owned()).unwrap_or_default(),
+                },
+                // Pings are answered by tungstenite; pongs and raw frames mean nothing here.
+                Ok(_) => continue,
+                Err(WsError::Capacity(e)) => {
+                    this.close = Some(Ending::TooBig);
+                    Incoming::Close {
+                        code: None,
+                        reason: e.to_string(),
+                    }
+                }
+                Err(e) => Incoming::Close {
+                    code: None,
+                    reason: e.to_string(),
+                },
+            }));
+        }
+    }
+}
+
+impl Io {
+    fn pin(&mut self) -> Pin<&mut (dyn AsyncReadWrite + Send)> {
+        match self {
+            Io::Plain(s) => Pin::new(s),
+            #[cfg(feature = "tls")]
+            Io::Tls(s) => Pin::new(s.as_mut()),
+        }
+    }
+}
+
+/// What a connection is.
+trait AsyncReadWrite: AsyncRead + AsyncWrite + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncReadWrite for T {}
+
+impl Conn {
+    /// Writes the batch out; frees it once all is written.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.written < self.out.len() {
+            let rest = &self.out[self.written..];
+            match self.io.pin().poll_write(cx, rest) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => self.written += n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.last_batch = self.out.len();
+        self.out = Vec::new();
+        self.written = 0;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.get_mut().io.pin().poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.out.len() + buf.len() > this.limit && !this.out.is_empty() {
+            // The batch is full: out with it first (back-pressure when the peer is slow).
+            match this.poll_drain(cx) {
+                Poll::Ready(Ok(())) => {}
+                other => return other.map(|r| r.map(|()| 0)),
+            }
+        }
+        if this.out.is_empty() && buf.len() >= this.limit {
+            return this.io.pin().poll_write(cx, buf);
+        }
+        if this.out.capacity() == 0 {
+            let hint = this.last_batch.clamp(512, this.limit.max(512));
+            this.out.reserve_exact(hint.max(buf.len()));
+        }
+        this.out.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        match this.poll_drain(cx) {
+            Poll::Ready(Ok(())) => this.io.pin().poll_flush(cx),
+            other => other,
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        match this.poll_drain(cx) {
+            Poll::Ready(Ok(())) => this.io.pin().poll_shutdown(cx),
+            other => other,
+        }
+    }
+}
