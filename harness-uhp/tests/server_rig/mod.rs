@@ -9,7 +9,7 @@ use harness_uhp::server::{
     Base, Now, Principal, Reply, Request, Server, ServerConfig, ServerEvent, StreamId, StreamPoll,
     TurnEnd, TurnStart, Wake,
 };
-use harness_uhp::{Event, StreamDecoder};
+use harness_uhp::{StreamDecoder, StreamEvent};
 use http::HeaderMap;
 use serde_json::{Value, json};
 
@@ -253,7 +253,7 @@ impl Rig {
 }
 
 /// The events of an SSE body, decoded by harness-uhp's own client decoder.
-pub fn decode(body: &[u8]) -> Vec<Event> {
+pub fn decode(body: &[u8]) -> Vec<StreamEvent> {
     let mut dec = StreamDecoder::new();
     dec.push(body);
     let mut out = Vec::new();
@@ -265,5 +265,5 @@ pub fn decode(body: &[u8]) -> Vec<Event> {
 
 /// The events as JSON values.
 pub fn values(body: &[u8]) -> Vec<Value> {
-    decode(body).iter().map(Event::to_value).collect()
+    decode(body).iter().map(StreamEvent::to_value).collect()
 }

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::events::{annotate, close_open};
 use super::response::{answer_waiters, conclude};
 use super::{Outcome, Task};
-use crate::response::Usage;
+use crate::response::ResponseUsage;
 use crate::server::auth::Principal;
 use crate::server::error::ApiError;
 use crate::server::session::Turn;
@@ -79,7 +79,7 @@ impl Server {
         usage: &harness_core::message::Usage,
     ) -> Result<(), TurnGone> {
         let t = self.running_task(rid)?;
-        let u = t.response.usage.get_or_insert_with(Usage::default);
+        let u = t.response.usage.get_or_insert_with(ResponseUsage::default);
         let add = |a: &mut Option<u64>, b: u64| *a = Some(a.unwrap_or(0).saturating_add(b));
         add(&mut u.input_tokens, usage.input_tokens);
         add(
