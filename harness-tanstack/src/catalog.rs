@@ -25,7 +25,7 @@ use harness_core::Cursor;
 use harness_core::{wire_enum, wire_struct};
 
 use crate::Json;
-use crate::agui::{Custom, Event};
+use crate::agui::{AguiEvent, Custom};
 
 wire_enum! {
     /// `harness.operation.started` `kind`.
@@ -655,8 +655,8 @@ catalog! {
 
 impl HarnessEvent {
     /// The `CUSTOM` event that carries it.
-    pub fn to_event(&self) -> Event {
-        Event::Custom(Custom {
+    pub fn to_event(&self) -> AguiEvent {
+        AguiEvent::Custom(Custom {
             name: self.name().to_owned(),
             value: self.value(),
             ..Custom::default()
@@ -665,9 +665,9 @@ impl HarnessEvent {
 
     /// Reads a `harness.*` event from an AG-UI event: `None` when it is not a `CUSTOM`
     /// event, `Some(Err)` when a catalog name carries a value that does not fit.
-    pub fn from_event(ev: &Event) -> Option<Result<HarnessEvent, serde_json::Error>> {
+    pub fn from_event(ev: &AguiEvent) -> Option<Result<HarnessEvent, serde_json::Error>> {
         match ev {
-            Event::Custom(c) => Some(HarnessEvent::from_custom(&c.name, &c.value)),
+            AguiEvent::Custom(c) => Some(HarnessEvent::from_custom(&c.name, &c.value)),
             _ => None,
         }
     }

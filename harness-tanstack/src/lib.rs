@@ -19,7 +19,7 @@
 //!
 //! ```
 //! use std::time::Instant;
-//! use harness_tanstack::agui::Event;
+//! use harness_tanstack::agui::AguiEvent;
 //! use harness_tanstack::client::{Client, ClientConfig, ClientEvent};
 //! use harness_tanstack::frame::Input;
 //! use harness_tanstack::host::{Host, HostConfig, HostEvent, Transport, TurnOutcome};
@@ -47,7 +47,7 @@
 //!     }
 //! }
 //! let turn = turn.unwrap();
-//! host.emit(now, "thread-1", &turn.operation_id, Event::text_content("m-1", "Hi")).unwrap();
+//! host.emit(now, "thread-1", &turn.operation_id, AguiEvent::text_content("m-1", "Hi")).unwrap();
 //! host.finish_turn(now, "thread-1", &turn.operation_id, TurnOutcome::Completed).unwrap();
 //! while let Some(b) = host.poll_transmit(now, conn) { to_client.push(b) }
 //!
@@ -56,7 +56,7 @@
 //! }
 //! let text: String = std::iter::from_fn(|| client.poll_event())
 //!     .filter_map(|e| match e {
-//!         ClientEvent::Event(d) => match d.event { Event::TextMessageContent(c) => Some(c.delta), _ => None },
+//!         ClientEvent::Event(d) => match d.event { AguiEvent::TextMessageContent(c) => Some(c.delta), _ => None },
 //!         _ => None,
 //!     })
 //!     .collect();

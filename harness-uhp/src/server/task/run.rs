@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use harness_core::event::{Event as HistoryEvent, EventBody};
+use harness_core::event::{Event, EventBody};
 use harness_core::message::Message;
 use serde_json::json;
 
@@ -169,13 +169,10 @@ impl Server {
             });
             let h = Arc::make_mut(&mut s.history);
             for m in inputs {
-                h.push(HistoryEvent::new(rid, EventBody::Input(m)));
+                h.push(Event::new(rid, EventBody::Input(m)));
             }
             if !text.is_empty() {
-                h.push(HistoryEvent::new(
-                    rid,
-                    EventBody::Output(Message::assistant(text)),
-                ));
+                h.push(Event::new(rid, EventBody::Output(Message::assistant(text))));
             }
         }
         if self.cfg.persist {
