@@ -233,7 +233,7 @@ wire_struct! {
 wire_struct! {
     /// `harness.handoff`: `{ from, to, note?, runId, by, waitId? }`. `from` and `to` are an
     /// agent name, `null` for the main model, or `{ human: true }`.
-    pub struct Handoff {
+    pub struct HandoffEvent {
         /// From whom.
         req from: Json = "from",
         /// To whom.
@@ -361,7 +361,7 @@ wire_struct! {
 
 wire_struct! {
     /// `harness.question`: `{ questionId, message, schema?, secret?, url? }`.
-    pub struct Question {
+    pub struct QuestionEvent {
         /// The question (answer it with the `answer` input).
         req question_id: String = "questionId",
         /// For people.
@@ -600,7 +600,7 @@ catalog! {
     /// `harness.turn.retry`
     TurnRetry(TurnRetry) = "harness.turn.retry",
     /// `harness.handoff`
-    Handoff(Handoff) = "harness.handoff",
+    Handoff(HandoffEvent) = "harness.handoff",
     /// `harness.usage`
     Usage(UsageEvent) = "harness.usage",
     /// `harness.input.accepted`
@@ -620,7 +620,7 @@ catalog! {
     /// `harness.wait.settled`
     WaitSettled(WaitSettled) = "harness.wait.settled",
     /// `harness.question`
-    Question(Question) = "harness.question",
+    Question(QuestionEvent) = "harness.question",
     /// `harness.question.answered`
     QuestionAnswered(QuestionAnswered) = "harness.question.answered",
     /// `harness.auth_required`

@@ -25,7 +25,7 @@
 //! | [`client`] | request builders and the sans-IO [`TaskClient`] that recovers a dropped stream |
 //! | [`protocol`], [`error`] | versions, headers, capabilities and the discovery check, endpoints, id prefixes, error codes |
 //! | [`builder`] | [`StreamBuilder`](builder::StreamBuilder): a server's event stream, for tests and examples |
-//! | [`server`] | the server: [`Server`](server::Server) (sans-IO), [`Host`](server::driver::Host) (serves a `Harness`), `server::axum` (feature) |
+//! | [`server`] | the server: [`Server`](server::Server) (sans-IO), [`Service`](server::driver::Service) (serves a `Harness`), `server::axum` (feature) |
 //!
 //! ## Decode a stream
 //!

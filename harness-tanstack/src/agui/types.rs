@@ -665,8 +665,8 @@ wire_union! {
 }
 
 wire_struct! {
-    /// A tool offered to the agent.
-    pub struct Tool {
+    /// A tool offered to the agent (AG-UI `Tool`).
+    pub struct AguiTool {
         /// Its name.
         req name: String = "name",
         /// What it does.
@@ -718,7 +718,7 @@ wire_struct! {
         /// The conversation.
         req messages: Vec<AguiMessage> = "messages",
         /// Tools the client offers.
-        opt tools: Vec<Tool> = "tools",
+        opt tools: Vec<AguiTool> = "tools",
         /// Context.
         opt context: Vec<Context> = "context",
         /// Anything else the client forwards.

@@ -527,14 +527,14 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
         // `from`: "an agent name, null for the main model".
         let from = self.agent.clone().map_or(Value::Null, Value::String);
         self.emit(
-            HarnessEvent::Handoff(catalog::Handoff {
+            HarnessEvent::Handoff(catalog::HandoffEvent {
                 from: Json::from_value(&from),
                 to: Json::from_value(&to),
                 note: handoff.note.clone(),
                 run_id: self.op.clone(),
                 by: HandoffBy::Code,
                 wait_id: wait_id.clone(),
-                ..catalog::Handoff::default()
+                ..catalog::HandoffEvent::default()
             })
             .to_event(),
         )?;

@@ -414,12 +414,12 @@ impl<L: EventLog> Host<L> {
                 secret,
             } = &w.what
             {
-                let q = HarnessEvent::Question(catalog::Question {
+                let q = HarnessEvent::Question(catalog::QuestionEvent {
                     question_id: question_id.clone(),
                     message: w.message.clone(),
                     schema: schema.as_ref().map(Json::from_value),
                     secret: secret.then_some(true),
-                    ..catalog::Question::default()
+                    ..catalog::QuestionEvent::default()
                 });
                 self.emit(now, key, op, q.to_event())
                     .map_err(|e| (e.to_string(), "internal"))?;
