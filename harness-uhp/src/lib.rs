@@ -25,7 +25,12 @@
 //! | [`client`] | request builders and the sans-IO [`TaskClient`] that recovers a dropped stream |
 //! | [`protocol`], [`error`] | versions, headers, capabilities and the discovery check, endpoints, id prefixes, error codes |
 //! | [`builder`] | [`StreamBuilder`](builder::StreamBuilder): a server's event stream, for tests and examples |
-//! | [`server`] | the server: [`Server`](server::Server) (sans-IO), [`Service`](server::driver::Service) (serves a `Harness`), `server::axum` (feature) |
+//! | [`server`] | the server: [`Server`](server::Server) (sans-IO), [`Service`](server::Service) (serves a `Harness`), `server::axum` (feature) |
+//!
+//! The client half's main types are at the root ([`TaskClient`], [`TaskClientConfig`],
+//! [`StreamDecoder`], [`StreamEvent`], [`TaskAccumulator`], [`Response`], …); the server's are
+//! at [`server`] ([`Server`](server::Server), [`ServerConfig`](server::ServerConfig),
+//! [`Service`](server::Service), …).
 //!
 //! ## Decode a stream
 //!
@@ -107,7 +112,10 @@ pub mod server;
 pub use accumulator::{
     ProtocolFinding, SequenceSummary, TaskAccumulator, TaskSummary, TerminalSource,
 };
-pub use client::{CreateRequest, TaskClient, TaskClientConfig, TaskEvent};
+pub use client::{
+    ClientRequest, CreateRequest, RequestError, RequestId, RequestKind, TaskClient,
+    TaskClientConfig, TaskError, TaskEvent,
+};
 pub use decoder::{Finding, StreamDecoder};
 pub use error::{ErrorEnvelope, ErrorObject};
 pub use event::{EventType, StreamEvent, StreamEventKind};

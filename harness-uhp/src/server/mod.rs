@@ -105,6 +105,7 @@ use serde_json::Value;
 
 pub use auth::{ApiKeys, Principal};
 pub use config::ServerConfig;
+pub use driver::{Service, ServiceBuilder};
 pub use error::ApiError;
 pub use harness::{Base, HarnessObject};
 pub use route::Route;
