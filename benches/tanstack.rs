@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use harness_core::sse::SseDecoder;
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::frame::HostFrame;
 use harness_tanstack::host::{Host, HostConfig};
 use harness_tanstack::log::{LogRecord, MemoryLog};
@@ -57,7 +57,7 @@ fn stream() -> Vec<u8> {
             "thread-1",
             (i + 1) as u64,
             "op-17",
-            &Event::text_content("op-17-msg-1", delta),
+            &AguiEvent::text_content("op-17-msg-1", delta),
         );
         out.extend_from_slice(&rec.sse());
     }
@@ -128,7 +128,7 @@ fn ours(wire: &[u8]) -> usize {
         dec.push(c);
         while let Some(f) = dec.poll_frame().unwrap() {
             if let HostFrame::Event(e) = f {
-                if let Event::TextMessageContent(c) = e.event {
+                if let AguiEvent::TextMessageContent(c) = e.event {
                     n += c.delta.len();
                 }
             }
@@ -218,7 +218,7 @@ fn fanout(c: &mut Criterion) {
         for &c in &conns {
             while host.poll_transmit(now, c).is_some() {}
         }
-        let ev = Event::text_content("op-1-msg-1", "Hello, wörld ☃ ");
+        let ev = AguiEvent::text_content("op-1-msg-1", "Hello, wörld ☃ ");
         g.bench_with_input(
             BenchmarkId::new("host_emit_shared_bytes", subs),
             &subs,

@@ -395,7 +395,7 @@ mod server {
     use criterion::{Criterion, Throughput};
     use harness_core::agent::ToolLoopAgent;
     use harness_core::model::ScriptedModel;
-    use harness_uhp::server::driver::{Body, Caller, Host};
+    use harness_uhp::server::driver::{Body, Caller, Service};
     use harness_uhp::server::{
         Base, Now, Principal, Reply, Request, Server, ServerConfig, ServerEvent, StreamPoll,
     };
@@ -481,9 +481,9 @@ mod server {
     }
 
     /// A host on the scripted model (the tour's FAQ agent shape), on a current-thread runtime.
-    fn host(rt: &tokio::runtime::Runtime) -> Host {
+    fn host(rt: &tokio::runtime::Runtime) -> Service {
         rt.block_on(async {
-            let host = Host::builder(ScriptedModel::echo())
+            let host = Service::builder(ScriptedModel::echo())
                 .harness("faq", "FAQ", ToolLoopAgent::new("faq"))
                 .models(["scripted"])
                 .api_key("k", "p")
@@ -496,7 +496,7 @@ mod server {
         })
     }
 
-    async fn one_task(host: &Host) {
+    async fn one_task(host: &Service) {
         let req = http::Request::post("/v1/responses")
             .header("authorization", "Bearer k")
             .body(br#"{"input":"When do you open?"}"#.to_vec())
@@ -505,7 +505,7 @@ mod server {
         assert_eq!(resp.status(), 200);
     }
 
-    fn tasks(rt: &tokio::runtime::Runtime, host: &Host, n: usize) {
+    fn tasks(rt: &tokio::runtime::Runtime, host: &Service, n: usize) {
         rt.block_on(async {
             for _ in 0..n {
                 one_task(host).await;
@@ -568,7 +568,7 @@ mod server {
             .unwrap();
         let before = rss_bytes()?;
         let held = rt.block_on(async {
-            let host = Host::builder(ScriptedModel::new())
+            let host = Service::builder(ScriptedModel::new())
                 .harness("idle", "Idle", Idle)
                 .models(["scripted"])
                 .api_key("k", "p")

@@ -24,8 +24,8 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use bytes::Bytes;
 use harness_uhp::builder::StreamBuilder;
-use harness_uhp::client::{ClientConfig, CreateRequest, RequestKind, TaskClient, TaskEvent};
-use harness_uhp::{EventKind, ResponseStatus};
+use harness_uhp::client::{CreateRequest, RequestKind, TaskClient, TaskClientConfig, TaskEvent};
+use harness_uhp::{ResponseStatus, StreamEventKind};
 
 #[path = "uhp_shared/mod.rs"]
 mod uhp_shared;
@@ -145,8 +145,10 @@ fn show(task: &mut TaskClient) {
     while let Some(ev) = task.poll_event() {
         match ev {
             TaskEvent::Event(e) => match e.kind() {
-                EventKind::OutputTextDelta { delta, .. } => print!("{delta}"),
-                EventKind::Created(r) => println!("  <- response.created {} ({})", r.id, r.status),
+                StreamEventKind::OutputTextDelta { delta, .. } => print!("{delta}"),
+                StreamEventKind::Created(r) => {
+                    println!("  <- response.created {} ({})", r.id, r.status)
+                }
                 _ => {}
             },
             TaskEvent::StreamLost { response_id } => {
@@ -178,7 +180,7 @@ pub async fn demo() -> Result<(), Box<dyn std::error::Error>> {
     tokio::spawn(async move { axum::serve(listener, app).await });
     println!("  UHP server on http://{addr} (drops every stream after 12 events)");
 
-    let mut cfg = ClientConfig::new(format!("http://{addr}"));
+    let mut cfg = TaskClientConfig::new(format!("http://{addr}"));
     cfg.poll_interval = Duration::from_millis(50);
     let mut task = TaskClient::new(
         cfg,

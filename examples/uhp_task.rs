@@ -13,7 +13,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use harness_uhp::client::{ClientConfig, CreateRequest, TaskClient, TaskEvent, requests};
+use harness_uhp::client::{CreateRequest, TaskClient, TaskClientConfig, TaskEvent, requests};
 use harness_uhp::{Response, TaskAccumulator, idempotency_key};
 use serde_json::Value;
 
@@ -54,7 +54,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .next()
         .ok_or("--url names no address")?;
 
-    let mut cfg = ClientConfig::new(url);
+    let mut cfg = TaskClientConfig::new(url);
     if let Some(k) = key.or_else(|| std::env::var("UHP_API_KEY").ok()) {
         cfg = cfg.with_token(k);
     }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::driver::{Service, run_turns};
 use harness_tanstack::host::HostConfig;
 use harness_tanstack::log::{EventLog, FileLog, MemoryLog};
@@ -52,7 +52,7 @@ fn events<L: EventLog + 'static>(
 ) -> Vec<Value> {
     let frames = read_thread(pool, svc, thread);
     for f in frames.iter().filter(|f| f["type"] == "harness.event") {
-        Event::from_json_strict(&f["event"].to_string())
+        AguiEvent::from_json_strict(&f["event"].to_string())
             .unwrap_or_else(|e| panic!("not AG-UI: {} ({e})", f["event"]));
     }
     frames

@@ -110,7 +110,7 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
                 g.from, g.reason, g.resume_at
             ),
             ClientEvent::Event(e) => {
-                if let harness_tanstack::agui::Event::TextMessageContent(c) = &e.event {
+                if let harness_tanstack::agui::AguiEvent::TextMessageContent(c) = &e.event {
                     text.push_str(&c.delta);
                 }
             }

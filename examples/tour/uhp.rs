@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use harness_uhp::builder::StreamBuilder;
-use harness_uhp::client::{ClientConfig, CreateRequest, RequestKind, TaskClient};
+use harness_uhp::client::{CreateRequest, RequestKind, TaskClient, TaskClientConfig};
 use harness_uhp::retry::{Decision, Failure, RetryAfter, RetryPolicy, retry_class};
 use harness_uhp::{ErrorObject, StreamDecoder, TaskAccumulator};
 
@@ -114,7 +114,7 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
     // 3. A dropped stream: the client fetches the stored response, it does not re-run.
     println!();
     let mut client = TaskClient::new(
-        ClientConfig::new("http://127.0.0.1:9"),
+        TaskClientConfig::new("http://127.0.0.1:9"),
         CreateRequest::new("hi"),
     );
     client.start(now);

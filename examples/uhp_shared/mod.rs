@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use harness_uhp::client::Transmit;
+use harness_uhp::client::ClientRequest;
 use harness_uhp::{TaskAccumulator, TaskClient, TaskSummary};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
@@ -86,7 +86,7 @@ pub fn print_task(task: &TaskAccumulator, events: Option<Vec<Value>>, name: &str
 pub async fn perform(
     addr: SocketAddr,
     task: &mut TaskClient,
-    t: Transmit,
+    t: ClientRequest,
     show: &mut dyn FnMut(&mut TaskClient),
 ) {
     let fail = |task: &mut TaskClient| task.handle_transport_error(Instant::now(), t.id);

@@ -4,7 +4,7 @@
 #![no_main]
 
 use harness_core::sse::SseConfig;
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::frame::{ClientFrame, HostFrame};
 use harness_tanstack::transport::{NdjsonFrameDecoder, SseFrameDecoder};
 use libfuzzer_sys::fuzz_target;
@@ -43,8 +43,8 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(f) = ClientFrame::from_json(&text) {
         assert_eq!(ClientFrame::from_json(&f.to_json()).ok(), Some(f));
     }
-    if let Ok(e) = Event::from_json(&text) {
-        assert_eq!(Event::from_json(&e.to_json()).ok(), Some(e));
+    if let Ok(e) = AguiEvent::from_json(&text) {
+        assert_eq!(AguiEvent::from_json(&e.to_json()).ok(), Some(e));
     }
     let mut nd = NdjsonFrameDecoder::new();
     nd.push(body);

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::host::{Host, HostConfig, HostEvent, Transport, TurnOutcome};
 use harness_tanstack::log::MemoryLog;
 use libfuzzer_sys::fuzz_target;
@@ -40,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
                         now,
                         "thread-1",
                         &op,
-                        Event::text_content("m", text.to_string()),
+                        AguiEvent::text_content("m", text.to_string()),
                     );
                     let _ = host.finish_turn(now, "thread-1", &op, TurnOutcome::Completed);
                 }

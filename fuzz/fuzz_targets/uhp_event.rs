@@ -1,14 +1,14 @@
-//! harness-uhp: arbitrary data payloads through `Event::parse` never panic, and every
+//! harness-uhp: arbitrary data payloads through `StreamEvent::parse` never panic, and every
 //! accessor and the typed view work on whatever decodes.
 #![no_main]
 
-use harness_uhp::{Event, TaskAccumulator};
+use harness_uhp::{StreamEvent, TaskAccumulator};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data).into_owned();
     let mut task = TaskAccumulator::new();
-    match Event::parse(text) {
+    match StreamEvent::parse(text) {
         Ok(ev) => {
             let _ = (
                 ev.kind(),

@@ -25,7 +25,7 @@ use harness_core::Cursor;
 use harness_core::{wire_enum, wire_struct};
 
 use crate::Json;
-use crate::agui::{Custom, Event};
+use crate::agui::{AguiEvent, Custom};
 
 wire_enum! {
     /// `harness.operation.started` `kind`.
@@ -233,7 +233,7 @@ wire_struct! {
 wire_struct! {
     /// `harness.handoff`: `{ from, to, note?, runId, by, waitId? }`. `from` and `to` are an
     /// agent name, `null` for the main model, or `{ human: true }`.
-    pub struct Handoff {
+    pub struct HandoffEvent {
         /// From whom.
         req from: Json = "from",
         /// To whom.
@@ -361,7 +361,7 @@ wire_struct! {
 
 wire_struct! {
     /// `harness.question`: `{ questionId, message, schema?, secret?, url? }`.
-    pub struct Question {
+    pub struct QuestionEvent {
         /// The question (answer it with the `answer` input).
         req question_id: String = "questionId",
         /// For people.
@@ -600,7 +600,7 @@ catalog! {
     /// `harness.turn.retry`
     TurnRetry(TurnRetry) = "harness.turn.retry",
     /// `harness.handoff`
-    Handoff(Handoff) = "harness.handoff",
+    Handoff(HandoffEvent) = "harness.handoff",
     /// `harness.usage`
     Usage(UsageEvent) = "harness.usage",
     /// `harness.input.accepted`
@@ -620,7 +620,7 @@ catalog! {
     /// `harness.wait.settled`
     WaitSettled(WaitSettled) = "harness.wait.settled",
     /// `harness.question`
-    Question(Question) = "harness.question",
+    Question(QuestionEvent) = "harness.question",
     /// `harness.question.answered`
     QuestionAnswered(QuestionAnswered) = "harness.question.answered",
     /// `harness.auth_required`
@@ -655,8 +655,8 @@ catalog! {
 
 impl HarnessEvent {
     /// The `CUSTOM` event that carries it.
-    pub fn to_event(&self) -> Event {
-        Event::Custom(Custom {
+    pub fn to_event(&self) -> AguiEvent {
+        AguiEvent::Custom(Custom {
             name: self.name().to_owned(),
             value: self.value(),
             ..Custom::default()
@@ -665,9 +665,9 @@ impl HarnessEvent {
 
     /// Reads a `harness.*` event from an AG-UI event: `None` when it is not a `CUSTOM`
     /// event, `Some(Err)` when a catalog name carries a value that does not fit.
-    pub fn from_event(ev: &Event) -> Option<Result<HarnessEvent, serde_json::Error>> {
+    pub fn from_event(ev: &AguiEvent) -> Option<Result<HarnessEvent, serde_json::Error>> {
         match ev {
-            Event::Custom(c) => Some(HarnessEvent::from_custom(&c.name, &c.value)),
+            AguiEvent::Custom(c) => Some(HarnessEvent::from_custom(&c.name, &c.value)),
             _ => None,
         }
     }

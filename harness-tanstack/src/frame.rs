@@ -21,7 +21,7 @@ use harness_core::Cursor;
 use harness_core::{wire_enum, wire_open_union, wire_struct, wire_union};
 
 use crate::Json;
-use crate::agui::Event;
+use crate::agui::AguiEvent;
 use crate::catalog::Delivery;
 
 /// The protocol version this crate speaks: `2`.
@@ -474,7 +474,7 @@ wire_struct! {
         /// The run that made it (the AG-UI `runId`).
         req operation_id: String = "operationId",
         /// The AG-UI event.
-        req_in event: Event = "event",
+        req_in event: AguiEvent = "event",
     }
 }
 
@@ -572,7 +572,7 @@ impl HostFrame {
             cursor: Cursor::default(),
             thread_id: String::new(),
             operation_id: String::new(),
-            event: Event::Unknown(crate::agui::UnknownEvent::default()),
+            event: AguiEvent::Unknown(crate::agui::UnknownEvent::default()),
             extra: crate::Extra::new(),
         })
     }

@@ -15,15 +15,17 @@
 //!   hand-off) ends with its interrupt, and a `resolve` or `answer` drives it again
 //!   ([`host::Wait`], kept durably with the thread by a [`log::FileLog`]).
 //!
+//! The types named first are at the root too: [`Host`], [`HostConfig`], [`Client`],
+//! [`ClientConfig`], [`Service`], [`AguiEvent`], [`HarnessEvent`], [`MemoryLog`], …
+//!
 //! A host and a client, talking over a "socket" that is two function calls:
 //!
 //! ```
 //! use std::time::Instant;
-//! use harness_tanstack::agui::Event;
-//! use harness_tanstack::client::{Client, ClientConfig, ClientEvent};
-//! use harness_tanstack::frame::Input;
-//! use harness_tanstack::host::{Host, HostConfig, HostEvent, Transport, TurnOutcome};
-//! use harness_tanstack::log::MemoryLog;
+//! use harness_tanstack::{
+//!     AguiEvent, Client, ClientConfig, ClientEvent, Host, HostConfig, HostEvent, Input, MemoryLog,
+//!     Transport, TurnOutcome,
+//! };
 //!
 //! let now = Instant::now();
 //! let mut host = Host::new(HostConfig::default(), MemoryLog::default());
@@ -47,7 +49,7 @@
 //!     }
 //! }
 //! let turn = turn.unwrap();
-//! host.emit(now, "thread-1", &turn.operation_id, Event::text_content("m-1", "Hi")).unwrap();
+//! host.emit(now, "thread-1", &turn.operation_id, AguiEvent::text_content("m-1", "Hi")).unwrap();
 //! host.finish_turn(now, "thread-1", &turn.operation_id, TurnOutcome::Completed).unwrap();
 //! while let Some(b) = host.poll_transmit(now, conn) { to_client.push(b) }
 //!
@@ -56,7 +58,7 @@
 //! }
 //! let text: String = std::iter::from_fn(|| client.poll_event())
 //!     .filter_map(|e| match e {
-//!         ClientEvent::Event(d) => match d.event { Event::TextMessageContent(c) => Some(c.delta), _ => None },
+//!         ClientEvent::Event(d) => match d.event { AguiEvent::TextMessageContent(c) => Some(c.delta), _ => None },
 //!         _ => None,
 //!     })
 //!     .collect();
@@ -77,6 +79,16 @@ pub mod log;
 mod lru;
 pub mod transport;
 mod wire;
+
+// The types a user names first, at the root; everything else stays in its module.
+pub use agui::{AguiEvent, AguiMessage};
+pub use catalog::HarnessEvent;
+pub use client::{Client, ClientConfig, ClientEvent, DeliveredEvent};
+pub use driver::{Service, run_turns};
+pub use frame::{ClientFrame, FrameError, HostFrame, Input};
+pub use host::{Host, HostConfig, HostError, HostEvent, Transport, TurnOutcome, TurnRequest};
+pub use log::{EventLog, FileLog, MemoryLog};
+pub use transport::SseFrameDecoder;
 
 pub use harness_core;
 pub use harness_core::wire::{Extra, Json, UnknownObject};

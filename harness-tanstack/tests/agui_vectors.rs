@@ -9,7 +9,7 @@
     clippy::field_reassign_with_default
 )]
 
-use harness_tanstack::agui::{EVENT_TYPES, Event, RunAgentInput};
+use harness_tanstack::agui::{AguiEvent, EVENT_TYPES, RunAgentInput};
 use serde_json::Value;
 
 fn vectors() -> Vec<Value> {
@@ -35,7 +35,7 @@ fn every_vector_gets_the_typescript_verdict() {
             .unwrap_or(v["valid"].as_bool().unwrap());
         let input = input_of(&v);
         let ok = match v["schema"].as_str().unwrap() {
-            "Event" => Event::from_json_strict(&input)
+            "Event" => AguiEvent::from_json_strict(&input)
                 .map(|_| ())
                 .map_err(|e| e.to_string()),
             "RunAgentInput" => serde_json::from_str::<RunAgentInput>(&input)
@@ -60,7 +60,7 @@ fn every_valid_vector_reencodes_to_the_library_json_and_sse_bytes() {
         let json = v["json"].to_string();
         match v["schema"].as_str().unwrap() {
             "Event" => {
-                let ev = Event::from_json_strict(&json).unwrap();
+                let ev = AguiEvent::from_json_strict(&json).unwrap();
                 let back: Value = serde_json::from_str(&ev.to_json()).unwrap();
                 assert_eq!(back, v["json"], "{name}");
                 if let Some(sse) = v["sse"].as_str() {
@@ -70,7 +70,7 @@ fn every_valid_vector_reencodes_to_the_library_json_and_sse_bytes() {
                         .unwrap()
                         .strip_suffix("\n\n")
                         .unwrap();
-                    let ev = Event::from_json_strict(data).unwrap();
+                    let ev = AguiEvent::from_json_strict(data).unwrap();
                     assert_eq!(ev.to_sse(), sse, "{name}");
                     sse_checked += 1;
                 }
@@ -89,35 +89,38 @@ fn every_valid_vector_reencodes_to_the_library_json_and_sse_bytes() {
 fn typescript_stricter_cases_are_rejected_for_the_stated_reason() {
     // "REASONING_MESSAGE_START without role: TS rejects" (research/ag-ui-events.md)
     assert!(
-        Event::from_json_strict(r#"{"type":"REASONING_MESSAGE_START","messageId":"r1"}"#).is_err()
+        AguiEvent::from_json_strict(r#"{"type":"REASONING_MESSAGE_START","messageId":"r1"}"#)
+            .is_err()
     );
     // "optional string field: null ... TS rejects"
     assert!(
-        Event::from_json(r#"{"type":"TEXT_MESSAGE_START","messageId":"m1","name":null}"#).is_err()
+        AguiEvent::from_json(r#"{"type":"TEXT_MESSAGE_START","messageId":"m1","name":null}"#)
+            .is_err()
     );
     // "rawEvent: null ... zod rejects"; "metadata: null ... rejects"
-    assert!(Event::from_json(r#"{"type":"RUN_ERROR","message":"m","rawEvent":null}"#).is_err());
-    assert!(Event::from_json(r#"{"type":"RUN_ERROR","message":"m","metadata":null}"#).is_err());
+    assert!(AguiEvent::from_json(r#"{"type":"RUN_ERROR","message":"m","rawEvent":null}"#).is_err());
+    assert!(AguiEvent::from_json(r#"{"type":"RUN_ERROR","message":"m","metadata":null}"#).is_err());
     // "timestamp 1718000000000.0: accepts (JS has no int/float distinction)"
-    let ev = Event::from_json(r#"{"type":"RUN_ERROR","message":"m","timestamp":1718000000000.0}"#)
-        .unwrap();
+    let ev =
+        AguiEvent::from_json(r#"{"type":"RUN_ERROR","message":"m","timestamp":1718000000000.0}"#)
+            .unwrap();
     assert_eq!(
         ev.to_json(),
         r#"{"type":"RUN_ERROR","timestamp":1718000000000,"message":"m"}"#
     );
     // "snake_case keys (message_id): rejects (field missing)"
-    assert!(Event::from_json(r#"{"type":"TEXT_MESSAGE_END","message_id":"m1"}"#).is_err());
+    assert!(AguiEvent::from_json(r#"{"type":"TEXT_MESSAGE_END","message_id":"m1"}"#).is_err());
 }
 
 #[test]
 fn unknown_type_and_unknown_keys_are_kept_and_written_back() {
     let text = r#"{"type":"FOO_BAR","x":1,"nested":{"b":2,"a":[null]}}"#;
-    let ev = Event::from_json(text).unwrap();
+    let ev = AguiEvent::from_json(text).unwrap();
     assert!(!ev.is_known());
     assert_eq!(ev.event_type(), "FOO_BAR");
     assert_eq!(ev.to_json(), text);
     // Keys before `type` are held and applied once the type is known.
-    let ev = Event::from_json(
+    let ev = AguiEvent::from_json(
         r#"{"delta":"d","zzz":true,"type":"TEXT_MESSAGE_CONTENT","messageId":"m"}"#,
     )
     .unwrap();
@@ -141,7 +144,7 @@ fn there_are_31_event_types_and_each_has_a_valid_vector() {
                 "STATE_DELTA" => r#"{"type":"STATE_DELTA","delta":[{"op":"add","path":"/a","value":null},{"op":"remove","path":""},{"op":"replace","path":"/a~1b","value":1},{"op":"move","from":"/a","path":"/b"},{"op":"copy","from":"/b","path":"/c"},{"op":"test","path":"/c","value":[1]}]}"#.to_string(),
                 other => format!(r#"{{"type":"{other}","messageId":"m"}}"#),
             };
-            let ev = Event::from_json_strict(&min).unwrap_or_else(|e| panic!("{t}: {e}"));
+            let ev = AguiEvent::from_json_strict(&min).unwrap_or_else(|e| panic!("{t}: {e}"));
             assert_eq!(ev.to_json(), min);
         }
     }

@@ -267,13 +267,13 @@ fn every_answer_of_post_control_says_what_to_do() {
 /// waiting for its answer must stop on either, not only on `RUN_FINISHED`.
 #[test]
 fn a_run_ends_on_run_finished_or_run_error_only() {
-    use harness_tanstack::agui::Event;
+    use harness_tanstack::agui::AguiEvent;
     use harness_tanstack::client::DeliveredEvent;
     let ev = |json: &str| DeliveredEvent {
         cursor: Cursor::new("1"),
         operation_id: "op-1".into(),
         parent_run_id: None,
-        event: serde_json::from_str::<Event>(json).unwrap(),
+        event: serde_json::from_str::<AguiEvent>(json).unwrap(),
     };
     assert!(ev(r#"{"type":"RUN_FINISHED","threadId":"t","runId":"op-1"}"#).ends_run());
     assert!(ev(r#"{"type":"RUN_FINISHED","threadId":"t","runId":"op-1","outcome":{"type":"cancelled"}}"#).ends_run());

@@ -8,7 +8,7 @@
 )]
 
 use harness_core::Cursor;
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::frame::*;
 use harness_tanstack::transport::*;
 use proptest::prelude::*;
@@ -21,11 +21,12 @@ fn text() -> impl Strategy<Value = String> {
     ]
 }
 
-fn event() -> impl Strategy<Value = Event> {
+fn event() -> impl Strategy<Value = AguiEvent> {
     prop_oneof![
-        (text(), text()).prop_map(|(m, d)| Event::text_content(m, d)),
-        (text(), text()).prop_map(|(n, v)| Event::custom(n, harness_tanstack::Json::string(&v))),
-        text().prop_map(|s| Event::from_json(&format!(
+        (text(), text()).prop_map(|(m, d)| AguiEvent::text_content(m, d)),
+        (text(), text())
+            .prop_map(|(n, v)| AguiEvent::custom(n, harness_tanstack::Json::string(&v))),
+        text().prop_map(|s| AguiEvent::from_json(&format!(
             r#"{{"type":"RUN_STARTED","threadId":{},"runId":"r","parentRunId":"p"}}"#,
             serde_json::to_string(&s).unwrap()
         ))
@@ -121,7 +122,7 @@ proptest! {
         let text = String::from_utf8_lossy(&bytes);
         let _ = HostFrame::from_json(&text);
         let _ = ClientFrame::from_json(&text);
-        let _ = Event::from_json(&text);
+        let _ = AguiEvent::from_json(&text);
         let mut nd = NdjsonFrameDecoder::new();
         nd.push(&bytes);
         nd.finish();
@@ -135,9 +136,9 @@ proptest! {
         let mut s = format!(r#"{{"type":"{ty}""#);
         for (k, v) in &keys { s.push_str(&format!(r#","{k}":{v}"#)); }
         s.push('}');
-        if let Ok(ev) = Event::from_json(&s) {
+        if let Ok(ev) = AguiEvent::from_json(&s) {
             // whatever decodes re-encodes to something that decodes to the same value
-            prop_assert_eq!(Event::from_json(&ev.to_json()).unwrap(), ev);
+            prop_assert_eq!(AguiEvent::from_json(&ev.to_json()).unwrap(), ev);
         }
         let _ = HostFrame::from_json(&s);
         let _ = ClientFrame::from_json(&s);

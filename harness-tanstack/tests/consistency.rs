@@ -11,7 +11,7 @@ mod support;
 
 use std::time::Duration;
 
-use harness_tanstack::agui::{Event, TextMessageStart};
+use harness_tanstack::agui::{AguiEvent, TextMessageStart};
 use harness_tanstack::frame::close;
 use harness_tanstack::host::{ConnId, Host, HostConfig, Transport, TurnOutcome};
 use harness_tanstack::http::StreamOptions;
@@ -82,7 +82,7 @@ fn prompt_and_five_deltas<L: harness_tanstack::log::EventLog>(n: &mut Net<L>) ->
                 n.now,
                 "thread-1",
                 &op,
-                Event::text_content("m", format!("a{i}")),
+                AguiEvent::text_content("m", format!("a{i}")),
             )
             .unwrap();
     }
@@ -107,7 +107,7 @@ fn many_subscribers_one_slow_the_others_get_every_event_once_and_the_slow_one_lo
                 n.now,
                 "thread-1",
                 &op,
-                Event::text_content("m", format!("b{i}")),
+                AguiEvent::text_content("m", format!("b{i}")),
             )
             .unwrap();
         n.pump();
@@ -160,7 +160,7 @@ fn eviction_while_a_subscriber_is_part_way_through_is_one_gap_then_the_rest_once
                 n.now,
                 "thread-1",
                 &op,
-                Event::text_content("m", format!("x{i}")),
+                AguiEvent::text_content("m", format!("x{i}")),
             )
             .unwrap();
         n.pump();
@@ -224,7 +224,7 @@ fn a_socket_snapshot_sits_in_the_stream_at_its_cursor() {
         .handle_frame(n.now, c, r#"{"type":"harness.snapshot"}"#);
     n.pump();
     n.host
-        .emit(n.now, "thread-1", &op, Event::text_content("m", "late"))
+        .emit(n.now, "thread-1", &op, AguiEvent::text_content("m", "late"))
         .unwrap();
     n.pump();
     let frames: Vec<Value> = n.take(c).iter().map(|t| json(t)).collect();
@@ -279,8 +279,8 @@ fn a_socket_snapshot_sits_in_the_stream_at_its_cursor() {
     );
 }
 
-fn ev(s: &str) -> Event {
-    Event::from_json(s).unwrap()
+fn ev(s: &str) -> AguiEvent {
+    AguiEvent::from_json(s).unwrap()
 }
 
 /// The run tree through a restart of a durable host. "The AG-UI `RUN_STARTED` event of a
@@ -325,14 +325,19 @@ fn the_run_tree_and_a_cancelled_outcome_survive_a_durable_restart_and_cut_off_ru
             now,
             "thread-1",
             &lead,
-            Event::TextMessageStart(TextMessageStart {
+            AguiEvent::TextMessageStart(TextMessageStart {
                 message_id: "m1".into(),
                 ..Default::default()
             }),
         )
         .unwrap();
-        h.emit(now, "thread-1", &lead, Event::text_content("m1", "half"))
-            .unwrap();
+        h.emit(
+            now,
+            "thread-1",
+            &lead,
+            AguiEvent::text_content("m1", "half"),
+        )
+        .unwrap();
         h.finish_turn(now, "thread-1", &lead, TurnOutcome::Cancelled)
             .unwrap();
         n.pump();

@@ -18,7 +18,7 @@ use harness_core::agent::ToolLoopAgent;
 use harness_core::model::ScriptedModel;
 use harness_core::tool::{Tool, Tools};
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start};
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::driver::run_turns;
 use serde_json::Value;
 
@@ -74,9 +74,9 @@ fn a_tool_loop_turn_becomes_tool_call_text_and_usage_events() {
     // Every event is valid AG-UI 1.0 and the text streams the model's reply.
     let text: String = frames[1..]
         .iter()
-        .map(|f| Event::from_json_strict(&f["event"].to_string()).unwrap())
+        .map(|f| AguiEvent::from_json_strict(&f["event"].to_string()).unwrap())
         .filter_map(|e| match e {
-            Event::TextMessageContent(c) => Some(c.delta),
+            AguiEvent::TextMessageContent(c) => Some(c.delta),
             _ => None,
         })
         .collect();
@@ -210,17 +210,17 @@ fn post_run_streams_plain_agui_events_of_one_run() {
                 .strip_suffix("\n\n")
                 .unwrap()
                 .to_owned();
-            events.push(Event::from_json_strict(&d).unwrap());
+            events.push(AguiEvent::from_json_strict(&d).unwrap());
         }
     });
     assert!(
-        matches!(&events[0], Event::RunStarted(r) if r.run_id == "run-1" && r.thread_id == "t-run")
+        matches!(&events[0], AguiEvent::RunStarted(r) if r.run_id == "run-1" && r.thread_id == "t-run")
     );
-    assert!(matches!(events.last().unwrap(), Event::RunFinished(_)));
+    assert!(matches!(events.last().unwrap(), AguiEvent::RunFinished(_)));
     let text: String = events
         .iter()
         .filter_map(|e| match e {
-            Event::TextMessageContent(c) => Some(c.delta.clone()),
+            AguiEvent::TextMessageContent(c) => Some(c.delta.clone()),
             _ => None,
         })
         .collect();
@@ -253,7 +253,7 @@ fn a_stream_that_is_not_read_is_closed_4408_and_forgotten() {
                 now,
                 "thread-1",
                 "op-1",
-                Event::text_content("m", format!("{i}")),
+                AguiEvent::text_content("m", format!("{i}")),
             )
             .unwrap();
         }

@@ -9,7 +9,7 @@
 
 use harness_core::Cursor;
 use harness_tanstack::Json;
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::catalog::{self, HarnessEvent};
 use harness_tanstack::frame::*;
 use harness_tanstack::transport::*;
@@ -257,7 +257,7 @@ fn every_catalog_name_round_trips_and_unknown_names_are_kept() {
         assert!(!matches!(h, HarnessEvent::Unknown { .. }), "{name}");
         assert_eq!(h.name(), *name);
         let ev = h.to_event();
-        let Event::Custom(c) = &ev else { panic!() };
+        let AguiEvent::Custom(c) = &ev else { panic!() };
         assert_eq!(c.value.get(), *value, "{name}");
     }
     // "Ignore a name that you do not know. A later version can add names."
@@ -303,7 +303,7 @@ fn frames_read_in_place_read_like_values() {
         let mut c = harness_tanstack::agui::TextMessageContent::default();
         c.message_id = id.into();
         c.delta = delta.into();
-        Event::TextMessageContent(c)
+        AguiEvent::TextMessageContent(c)
     };
     let twice = r#"{"type":"harness.event","cursor":"1","threadId":"t","operationId":"o","event":{"type":"TEXT_MESSAGE_CONTENT","messageId":"a","delta":"x","subagentRunId":"s","zz":1},"event":{"type":"TEXT_MESSAGE_CONTENT","messageId":"b","delta":"y"}}"#;
     let HostFrame::Event(f) = HostFrame::from_json(twice).unwrap() else {
@@ -316,7 +316,7 @@ fn frames_read_in_place_read_like_values() {
     };
     assert_eq!((f.cursor.as_str(), f.event), ("1", tmc("m", "x")));
     // `CUSTOM` is the default event, and `value` is required all the same.
-    assert!(Event::from_json(r#"{"type":"CUSTOM","name":"x"}"#).is_err());
+    assert!(AguiEvent::from_json(r#"{"type":"CUSTOM","name":"x"}"#).is_err());
     assert!(
         HostFrame::from_json(
             r#"{"type":"harness.event","cursor":"1","threadId":"t","operationId":"o"}"#

@@ -6,7 +6,7 @@
 
 mod support;
 
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::host::Host;
 use harness_tanstack::log::{EventLog, FileLog, MemoryLog};
 use serde_json::Value;
@@ -153,7 +153,7 @@ fn a_thread_made_before_ids_were_per_user_stays_its_owners() {
         log.append(
             "thread-1",
             "op-1",
-            &Event::text_content("m-1", "from before"),
+            &AguiEvent::text_content("m-1", "from before"),
         )
         .unwrap();
     }

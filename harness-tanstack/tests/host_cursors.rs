@@ -5,7 +5,7 @@
 
 mod support;
 
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::catalog::GapReason;
 use harness_tanstack::host::{Host, HostConfig};
 use harness_tanstack::log::{EventLog, FileLog, MemoryLog};
@@ -325,7 +325,12 @@ fn a_record_that_no_longer_reads_is_a_gap_not_a_stream_that_never_passes_it() {
         ));
         for i in 1..=3 {
             n.host
-                .emit(n.now, "t", "op", Event::text_content("m", format!("{i}")))
+                .emit(
+                    n.now,
+                    "t",
+                    "op",
+                    AguiEvent::text_content("m", format!("{i}")),
+                )
                 .unwrap();
         }
     }
@@ -351,7 +356,7 @@ fn a_record_that_no_longer_reads_is_a_gap_not_a_stream_that_never_passes_it() {
     ));
     let after = n
         .host
-        .emit(n.now, "t", "op", Event::text_content("m", "after"))
+        .emit(n.now, "t", "op", AguiEvent::text_content("m", "after"))
         .unwrap();
     assert_eq!(after.as_str(), "5");
     for from in [None, Some("1")] {

@@ -6,7 +6,7 @@
 
 mod support;
 
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::host::{AccessPolicy, Host, HostConfig};
 use harness_tanstack::log::{EventLog, FileLog};
 use support::{Net, PROMPT, data_frames, json, reply};
@@ -29,7 +29,7 @@ fn a_run_the_host_was_running_when_it_stopped_is_closed_as_interrupted() {
                 n.now,
                 "thread-1",
                 &op,
-                Event::text_content("m", "half an ans"),
+                AguiEvent::text_content("m", "half an ans"),
             )
             .unwrap();
         // The process dies here: no RUN_FINISHED.

@@ -5,7 +5,7 @@
 
 mod support;
 
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::host::{Host, TurnOutcome};
 use harness_tanstack::log::MemoryLog;
 use support::{Net, PROMPT, data_frames, json, net, sse_cfg};
@@ -21,7 +21,7 @@ fn cancel_drops_the_turn_and_run_finished_carries_outcome_cancelled() {
             n.now,
             "thread-1",
             &t.operation_id,
-            Event::TextMessageStart(harness_tanstack::agui::TextMessageStart {
+            AguiEvent::TextMessageStart(harness_tanstack::agui::TextMessageStart {
                 message_id: "m1".into(),
                 ..Default::default()
             }),
@@ -92,7 +92,12 @@ fn a_post_run_reader_behind_evicted_events_gets_run_error_and_the_end() {
     let op = n.turns.remove(0).operation_id;
     for i in 0..10 {
         n.host
-            .emit(n.now, "t", &op, Event::text_content("m", format!("{i}")))
+            .emit(
+                n.now,
+                "t",
+                &op,
+                AguiEvent::text_content("m", format!("{i}")),
+            )
             .unwrap();
     }
     n.host

@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::frame::close;
 use harness_tanstack::host::{Host, HostConfig, Transport};
 use harness_tanstack::http::{StreamConfig, StreamOptions};
@@ -43,7 +43,7 @@ fn slow_consumer_is_closed_4408_and_loses_no_events() {
                 n.now,
                 "thread-1",
                 &op,
-                Event::text_content("m", format!("chunk {i}")),
+                AguiEvent::text_content("m", format!("chunk {i}")),
             )
             .unwrap();
     }

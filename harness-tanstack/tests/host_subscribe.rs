@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::frame::close;
 use harness_tanstack::host::{AccessPolicy, Host, HostConfig, Transport};
 use harness_tanstack::log::{EventLog, MemoryLog};
@@ -231,7 +231,7 @@ fn fan_out_shares_one_rendering() {
     n.pump();
     let op = n.turns[0].operation_id.clone();
     n.host
-        .emit(n.now, "thread-1", &op, Event::text_content("m", "x"))
+        .emit(n.now, "thread-1", &op, AguiEvent::text_content("m", "x"))
         .unwrap();
     n.pump();
     let last: Vec<bytes::Bytes> = conns

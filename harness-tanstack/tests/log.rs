@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::catalog::GapReason;
 use harness_tanstack::log::{EventLog, FileLog, FileLogConfig, LogRecord, MemoryLog};
 
@@ -30,7 +30,7 @@ fn keeps_almost_nothing() -> FileLogConfig {
 
 #[test]
 fn a_record_is_one_buffer_with_its_three_wire_forms() {
-    let r = LogRecord::render("thread-1", 4, "op-1", &Event::text_content("m-1", "Hi"));
+    let r = LogRecord::render("thread-1", 4, "op-1", &AguiEvent::text_content("m-1", "Hi"));
     let json = r#"{"type":"harness.event","cursor":"4","threadId":"thread-1","operationId":"op-1","event":{"type":"TEXT_MESSAGE_CONTENT","messageId":"m-1","delta":"Hi"}}"#;
     assert_eq!(&r.sse()[..], format!("id: 4\ndata: {json}\n\n").as_bytes());
     assert_eq!(&r.json()[..], json.as_bytes());
@@ -39,14 +39,14 @@ fn a_record_is_one_buffer_with_its_three_wire_forms() {
         &r.event_json()[..],
         br#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m-1","delta":"Hi"}"#
     );
-    assert_eq!(r.event().unwrap(), Event::text_content("m-1", "Hi"));
+    assert_eq!(r.event().unwrap(), AguiEvent::text_content("m-1", "Hi"));
 }
 
 #[test]
 fn memory_log_evicts_the_oldest_by_count_and_by_bytes() {
     let mut log = MemoryLog::new(3, 1 << 20);
     for i in 0..5 {
-        log.append("t", "op", &Event::text_content("m", format!("{i}")))
+        log.append("t", "op", &AguiEvent::text_content("m", format!("{i}")))
             .unwrap();
     }
     assert_eq!((log.first_seq("t"), log.head_seq("t")), (3, 5));
@@ -56,7 +56,7 @@ fn memory_log_evicts_the_oldest_by_count_and_by_bytes() {
     let mut small = MemoryLog::new(1000, 300);
     for _ in 0..10 {
         small
-            .append("t", "op", &Event::text_content("m", "x".repeat(50)))
+            .append("t", "op", &AguiEvent::text_content("m", "x".repeat(50)))
             .unwrap();
     }
     assert!(small.first_seq("t") > 1);
@@ -70,7 +70,7 @@ fn file_log_survives_reopen_a_torn_write_and_odd_thread_ids() {
     {
         let mut log = FileLog::open(&d).unwrap();
         for i in 0..3 {
-            log.append(odd, "op-1", &Event::text_content("m", format!("{i}")))
+            log.append(odd, "op-1", &AguiEvent::text_content("m", format!("{i}")))
                 .unwrap();
         }
     }
@@ -91,7 +91,7 @@ fn file_log_survives_reopen_a_torn_write_and_odd_thread_ids() {
     assert_eq!(log.threads(), vec![odd.to_string()]);
     assert_eq!(log.head_seq(odd), 3);
     let rec = log
-        .append(odd, "op-2", &Event::text_content("m", "after"))
+        .append(odd, "op-2", &AguiEvent::text_content("m", "after"))
         .unwrap();
     assert_eq!(rec.seq, 4);
     drop(log);
@@ -127,7 +127,7 @@ fn file_log_stores_thread_ids_of_any_length() {
         for id in &ids {
             log.set_owner(id, &format!("owner-{}", id.len())).unwrap();
             let rec = log
-                .append(id, "op-1", &Event::text_content("m", id.clone()))
+                .append(id, "op-1", &AguiEvent::text_content("m", id.clone()))
                 .unwrap();
             assert_eq!(rec.seq, 1);
         }
@@ -146,9 +146,12 @@ fn file_log_stores_thread_ids_of_any_length() {
         assert_eq!(log.owner(id), Some(format!("owner-{}", id.len())));
         assert_eq!(log.head_seq(id), 1);
         let rec = log.get(id, 1).unwrap().unwrap();
-        assert_eq!(rec.event().unwrap(), Event::text_content("m", id.clone()));
+        assert_eq!(
+            rec.event().unwrap(),
+            AguiEvent::text_content("m", id.clone())
+        );
         let next = log
-            .append(id, "op-2", &Event::text_content("m", "more"))
+            .append(id, "op-2", &AguiEvent::text_content("m", "more"))
             .unwrap();
         assert_eq!(next.seq, 2);
         log.truncate(id, 1).unwrap();
@@ -179,7 +182,7 @@ fn file_log_reads_the_file_names_of_earlier_versions() {
     let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
     let ids = ["c".repeat(121), "thread-1".to_string()];
     for id in &ids {
-        let rec = LogRecord::render(id, 1, "op-1", &Event::text_content("m", "old"));
+        let rec = LogRecord::render(id, 1, "op-1", &AguiEvent::text_content("m", "old"));
         std::fs::write(d.join(format!("{}.harness-log", hex(id))), rec.ndjson()).unwrap();
     }
     std::fs::write(d.join(format!("{}.harness-owner", hex("thread-1"))), "ann").unwrap();
@@ -193,7 +196,7 @@ fn file_log_reads_the_file_names_of_earlier_versions() {
     for id in &ids {
         assert_eq!(log.get(id, 1).unwrap().unwrap().seq, 1);
         assert_eq!(
-            log.append(id, "op-2", &Event::text_content("m", "new"))
+            log.append(id, "op-2", &AguiEvent::text_content("m", "new"))
                 .unwrap()
                 .seq,
             2
@@ -217,17 +220,17 @@ fn file_log_reads_the_file_names_of_earlier_versions() {
 fn two_file_logs_on_one_folder_never_write_one_cursor_twice() {
     let d = dir("two-writers");
     let mut a = FileLog::open(&d).unwrap();
-    a.append("t", "op", &Event::text_content("m", "a1"))
+    a.append("t", "op", &AguiEvent::text_content("m", "a1"))
         .unwrap();
     let mut b = FileLog::open(&d).unwrap();
     assert_eq!(
-        a.append("t", "op", &Event::text_content("m", "a2"))
+        a.append("t", "op", &AguiEvent::text_content("m", "a2"))
             .unwrap()
             .seq,
         2
     );
     assert!(
-        b.append("t", "op", &Event::text_content("m", "b2"))
+        b.append("t", "op", &AguiEvent::text_content("m", "b2"))
             .is_err(),
         "b wrote over a's records"
     );
@@ -260,7 +263,7 @@ fn file_log_reads_every_record_back_through_a_bounded_cache_and_index() {
                 .append(
                     &format!("t{t}"),
                     "op",
-                    &Event::text_content("m", text(t, i)),
+                    &AguiEvent::text_content("m", text(t, i)),
                 )
                 .unwrap();
             assert_eq!(rec.seq, i as u64);
@@ -276,7 +279,7 @@ fn file_log_reads_every_record_back_through_a_bounded_cache_and_index() {
         for t in 0..2 {
             let r = log.get(&format!("t{t}"), i as u64).unwrap().unwrap();
             assert_eq!(r.seq, i as u64);
-            assert_eq!(r.event().unwrap(), Event::text_content("m", text(t, i)));
+            assert_eq!(r.event().unwrap(), AguiEvent::text_content("m", text(t, i)));
         }
     }
     assert!(log.get("t0", 401).unwrap().is_none());
@@ -287,7 +290,7 @@ fn file_log_reads_every_record_back_through_a_bounded_cache_and_index() {
         let r = log.get("t0", i).unwrap().unwrap();
         assert_eq!(
             r.event().unwrap(),
-            Event::text_content("m", text(0, i as usize))
+            AguiEvent::text_content("m", text(0, i as usize))
         );
     }
     drop(log);
@@ -298,11 +301,11 @@ fn file_log_reads_every_record_back_through_a_bounded_cache_and_index() {
         let r = log.get("t1", i).unwrap().unwrap();
         assert_eq!(
             r.event().unwrap(),
-            Event::text_content("m", text(1, i as usize))
+            AguiEvent::text_content("m", text(1, i as usize))
         );
     }
     assert_eq!(
-        log.append("t0", "op", &Event::text_content("m", "x"))
+        log.append("t0", "op", &AguiEvent::text_content("m", "x"))
             .unwrap()
             .seq,
         401
@@ -317,21 +320,21 @@ fn file_log_reads_every_record_back_through_a_bounded_cache_and_index() {
 fn the_second_writer_check_holds_for_a_file_the_pool_closed() {
     let (d, cfg) = (dir("pool-writers"), keeps_almost_nothing());
     let mut a = FileLog::open_with(&d, cfg).unwrap();
-    a.append("t1", "op", &Event::text_content("m", "a1"))
+    a.append("t1", "op", &AguiEvent::text_content("m", "a1"))
         .unwrap();
     let mut b = FileLog::open_with(&d, cfg).unwrap();
     assert_eq!(
-        b.append("t1", "op", &Event::text_content("m", "b2"))
+        b.append("t1", "op", &AguiEvent::text_content("m", "b2"))
             .unwrap()
             .seq,
         2
     );
     // a's file of t1 leaves the pool, and comes back for the next append.
-    a.append("t2", "op", &Event::text_content("m", "a"))
+    a.append("t2", "op", &AguiEvent::text_content("m", "a"))
         .unwrap();
     assert_eq!(a.open_files(), 1);
     assert!(
-        a.append("t1", "op", &Event::text_content("m", "a2"))
+        a.append("t1", "op", &AguiEvent::text_content("m", "a2"))
             .is_err()
     );
     drop((a, b));
@@ -339,7 +342,7 @@ fn the_second_writer_check_holds_for_a_file_the_pool_closed() {
     assert_eq!(log.head_seq("t1"), 2);
     assert_eq!(
         log.get("t1", 2).unwrap().unwrap().event().unwrap(),
-        Event::text_content("m", "b2")
+        AguiEvent::text_content("m", "b2")
     );
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -350,13 +353,13 @@ fn the_second_writer_check_holds_for_a_file_the_pool_closed() {
 #[test]
 fn memory_log_is_bounded_in_all_and_the_largest_thread_pays() {
     let mut log = MemoryLog::new(1_000_000, 1 << 30).with_max_total_bytes(200_000);
-    log.append("small", "op", &Event::text_content("m", "keep me"))
+    log.append("small", "op", &AguiEvent::text_content("m", "keep me"))
         .unwrap();
     for i in 0..100 {
         log.append(
             "big",
             "op",
-            &Event::text_content("m", format!("{i}{}", "b".repeat(10_000))),
+            &AguiEvent::text_content("m", format!("{i}{}", "b".repeat(10_000))),
         )
         .unwrap();
     }
@@ -370,7 +373,7 @@ fn memory_log_is_bounded_in_all_and_the_largest_thread_pays() {
         log.append(
             &format!("t{i}"),
             "op",
-            &Event::text_content("m", "c".repeat(5_000)),
+            &AguiEvent::text_content("m", "c".repeat(5_000)),
         )
         .unwrap();
         assert!(log.get(&format!("t{i}"), 1).unwrap().is_some());

@@ -4,7 +4,7 @@
 //! process, which other tests running beside it would change.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::log::{EventLog, FileLog};
 
 #[cfg(target_os = "linux")]
@@ -26,7 +26,7 @@ fn a_file_log_keeps_few_files_open_however_many_threads_it_has() {
             let t = format!("t-{i}");
             log.set_owner(&t, "ann").unwrap();
             for j in 0..3 {
-                log.append(&t, "op", &Event::text_content("m", format!("{i}.{j}")))
+                log.append(&t, "op", &AguiEvent::text_content("m", format!("{i}.{j}")))
                     .unwrap();
             }
         }
@@ -36,7 +36,7 @@ fn a_file_log_keeps_few_files_open_however_many_threads_it_has() {
             let r = log.get(&format!("t-{i}"), 2).unwrap().unwrap();
             assert_eq!(
                 r.event().unwrap(),
-                Event::text_content("m", format!("{i}.1"))
+                AguiEvent::text_content("m", format!("{i}.1"))
             );
         }
         assert!(open_fds() <= before + bound, "{} open", open_fds() - before);
@@ -50,7 +50,7 @@ fn a_file_log_keeps_few_files_open_however_many_threads_it_has() {
         assert_eq!((log.first_seq(&t), log.head_seq(&t)), (1, 3));
         assert_eq!(log.owner(&t).as_deref(), Some("ann"));
         let r = log
-            .append(&t, "op", &Event::text_content("m", "more"))
+            .append(&t, "op", &AguiEvent::text_content("m", "more"))
             .unwrap();
         assert_eq!(r.seq, 4);
         assert_eq!(log.get(&t, 1).unwrap().unwrap().seq, 1);

@@ -14,7 +14,7 @@ mod support;
 use std::time::Duration;
 
 use harness_core::Cursor;
-use harness_tanstack::agui::{Event, RunStarted};
+use harness_tanstack::agui::{AguiEvent, RunStarted};
 use harness_tanstack::client::{Action, Client, ClientConfig, ClientEvent};
 use harness_tanstack::frame::{ErrorCode, Input, ReceiptStatus, close};
 use harness_tanstack::host::{ConnId, Host, HostConfig, Transport, TurnOutcome};
@@ -28,7 +28,7 @@ struct Pair {
     net: Net<MemoryLog>,
     client: Client,
     conn: Option<ConnId>,
-    delivered: Vec<(String, Event)>,
+    delivered: Vec<(String, AguiEvent)>,
     gaps: Vec<(Cursor, Cursor)>,
     closes: Vec<Action>,
     receipts: Vec<(String, String, ReceiptStatus, Option<String>)>,
@@ -112,7 +112,7 @@ impl Pair {
         }
     }
 
-    fn emit(&mut self, op: &str, ev: Event) {
+    fn emit(&mut self, op: &str, ev: AguiEvent) {
         let now = self.net.now;
         self.net.host.emit(now, "thread-1", op, ev).unwrap();
         self.flush();
@@ -144,13 +144,13 @@ fn disconnect_mid_turn_then_reconnect_from_the_cursor_gets_every_event_once() {
     p.client.send_input(Input::prompt("Hello"));
     p.flush();
     let op = p.net.turns[0].operation_id.clone();
-    p.emit(&op, Event::text_content("m", "one "));
+    p.emit(&op, AguiEvent::text_content("m", "one "));
     // "A disconnect does not stop a running turn."
     p.disconnect();
-    p.emit(&op, Event::text_content("m", "two "));
-    p.emit(&op, Event::text_content("m", "three"));
+    p.emit(&op, AguiEvent::text_content("m", "two "));
+    p.emit(&op, AguiEvent::text_content("m", "three"));
     p.connect(); // subscribes with from = last cursor
-    p.emit(&op, Event::text_content("m", "four"));
+    p.emit(&op, AguiEvent::text_content("m", "four"));
     assert_eq!(delivered_cursors(&p), p.log_cursors());
     assert!(p.gaps.is_empty());
 }
@@ -164,7 +164,7 @@ fn eviction_gap_is_an_explicit_instruction_and_the_client_continues_from_resume_
     let op = p.net.turns[0].operation_id.clone();
     p.disconnect();
     for i in 0..10 {
-        p.emit(&op, Event::text_content("m", format!("{i}")));
+        p.emit(&op, AguiEvent::text_content("m", format!("{i}")));
     }
     p.connect();
     assert_eq!(p.gaps.len(), 1);
@@ -219,7 +219,7 @@ fn slow_consumer_resubscribes_and_loses_nothing() {
     let op = p.net.turns[0].operation_id.clone();
     p.net.stalled.push(p.conn.unwrap());
     for i in 0..15 {
-        p.emit(&op, Event::text_content("m", format!("part {i}")));
+        p.emit(&op, AguiEvent::text_content("m", format!("part {i}")));
     }
     p.advance(Duration::from_secs(31));
     // "4408 | The client read too slowly. | Subscribe again from the last cursor."
@@ -329,7 +329,7 @@ fn events_are_grouped_into_the_run_tree() {
     let mut p = Pair::new(MemoryLog::default(), HostConfig::default());
     p.connect();
     let run = |id: &str, parent: Option<&str>| {
-        Event::RunStarted(RunStarted {
+        AguiEvent::RunStarted(RunStarted {
             thread_id: "thread-1".into(),
             run_id: id.into(),
             parent_run_id: parent.map(str::to_owned),
@@ -339,7 +339,7 @@ fn events_are_grouped_into_the_run_tree() {
     p.emit("op-lead", run("op-lead", None));
     p.emit("op-a", run("op-a", Some("op-lead")));
     p.emit("op-b", run("op-b", Some("op-lead")));
-    p.emit("op-a", Event::text_content("m", "from a"));
+    p.emit("op-a", AguiEvent::text_content("m", "from a"));
     // "To rebuild the tree, keep the parentRunId of the RUN_STARTED of each operationId."
     let tree = p.client.run_tree();
     assert_eq!(tree["op-lead"], None);
@@ -369,7 +369,7 @@ fn the_gap_on_sse_tells_the_app_to_reload_over_http() {
                 net.now,
                 "thread-1",
                 &op,
-                Event::text_content("m", format!("{i}")),
+                AguiEvent::text_content("m", format!("{i}")),
             )
             .unwrap();
     }
@@ -434,7 +434,7 @@ proptest! {
         let mut n = 0;
         for s in steps {
             match s {
-                Step::Emit(k) => for _ in 0..k { n += 1; p.emit("op-1", Event::text_content("m", format!("{n}"))); },
+                Step::Emit(k) => for _ in 0..k { n += 1; p.emit("op-1", AguiEvent::text_content("m", format!("{n}"))); },
                 Step::Disconnect => p.disconnect(),
                 Step::Connect => if p.conn.is_none() { p.connect() },
                 Step::Stall => if let Some(c) = p.conn { p.net.stalled.push(c) },
@@ -503,7 +503,7 @@ fn after_a_gap_events_with_cursors_seen_before_it_are_delivered() {
     let mut p = Pair::new(MemoryLog::default(), HostConfig::default());
     p.connect();
     for i in 0..6 {
-        p.emit("op-1", Event::text_content("m", format!("old {i}")));
+        p.emit("op-1", AguiEvent::text_content("m", format!("old {i}")));
     }
     assert_eq!(delivered_cursors(&p), ["1", "2", "3", "4", "5", "6"]);
     p.disconnect();
@@ -517,7 +517,7 @@ fn after_a_gap_events_with_cursors_seen_before_it_are_delivered() {
                 now,
                 "thread-1",
                 "op-9",
-                Event::text_content("m", format!("new {i}")),
+                AguiEvent::text_content("m", format!("new {i}")),
             )
             .unwrap();
     }
@@ -529,7 +529,7 @@ fn after_a_gap_events_with_cursors_seen_before_it_are_delivered() {
         .delivered
         .iter()
         .map(|(c, e)| match e {
-            Event::TextMessageContent(t) => (c.clone(), t.delta.clone()),
+            AguiEvent::TextMessageContent(t) => (c.clone(), t.delta.clone()),
             other => panic!("{other:?}"),
         })
         .collect();

@@ -15,7 +15,7 @@ use harness_core::interaction::{Command, Feature, Handoff, Question, StateUpdate
 use harness_core::message::{Message, ModelRequest, Part, Role, ToolCall, ToolResult};
 use harness_core::model::ScriptedModel;
 use harness_core::tool::{Tool, Tools};
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::driver::{Service, run_turns};
 use harness_tanstack::host::HostConfig;
 use harness_tanstack::log::{EventLog, FileLog, MemoryLog};
@@ -133,7 +133,7 @@ fn approve_refund<L: EventLog + 'static>(svc: &Service<L>, pool: &mut LocalPool)
 /// Every event valid AG-UI 1.0, read strictly.
 fn all_valid(frames: &[Value]) {
     for f in frames.iter().filter(|f| f["type"] == "harness.event") {
-        Event::from_json_strict(&f["event"].to_string())
+        AguiEvent::from_json_strict(&f["event"].to_string())
             .unwrap_or_else(|e| panic!("not AG-UI: {} ({e})", f["event"]));
     }
 }

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use crate::error::ErrorObject;
 use crate::response::{
-    Annotation, ContentPart, FunctionCall, Message, OutputItem, OutputText, Reasoning, Response,
-    ResponseStatus, SummaryText,
+    Annotation, FunctionCallItem, OutputContent, OutputItem, OutputMessage, OutputText, Reasoning,
+    Response, ResponseStatus, SummaryText,
 };
 
 /// Builds one task's event stream.
@@ -136,7 +136,7 @@ impl StreamBuilder {
             "output_index": oi, "summary_index": 0, "part": {"type": "summary_text", "text": text}}));
         let item = OutputItem::Reasoning(Reasoning {
             id: Some(id),
-            summary: vec![ContentPart::SummaryText(SummaryText {
+            summary: vec![OutputContent::SummaryText(SummaryText {
                 text,
                 extra: Default::default(),
             })],
@@ -167,7 +167,7 @@ impl StreamBuilder {
             json!({"type": "response.function_call_arguments.done", "item_id": id,
             "output_index": oi, "arguments": arguments}),
         );
-        let item = OutputItem::FunctionCall(FunctionCall {
+        let item = OutputItem::FunctionCall(FunctionCallItem {
             id: Some(id),
             call_id: call_id.into(),
             name: name.into(),
@@ -197,13 +197,15 @@ impl StreamBuilder {
             json!({"type": "response.content_part.added", "item_id": id, "output_index": oi,
             "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
         );
-        self.response.output.push(OutputItem::Message(Message {
-            id: Some(id),
-            status: Some("in_progress".into()),
-            role: Some("assistant".into()),
-            content: vec![ContentPart::OutputText(OutputText::default())],
-            extra: Default::default(),
-        }));
+        self.response
+            .output
+            .push(OutputItem::Message(OutputMessage {
+                id: Some(id),
+                status: Some("in_progress".into()),
+                role: Some("assistant".into()),
+                content: vec![OutputContent::OutputText(OutputText::default())],
+                extra: Default::default(),
+            }));
         self
     }
 
@@ -214,7 +216,7 @@ impl StreamBuilder {
             return self;
         };
         let id = m.id.clone().unwrap_or_default();
-        if let Some(ContentPart::OutputText(t)) = m.content.first_mut() {
+        if let Some(OutputContent::OutputText(t)) = m.content.first_mut() {
             t.text.push_str(delta);
         }
         self.push(
@@ -234,7 +236,7 @@ impl StreamBuilder {
         self.items += 1;
         let id = m.id.clone().unwrap_or_default();
         let mut text = String::new();
-        if let Some(ContentPart::OutputText(t)) = m.content.first_mut() {
+        if let Some(OutputContent::OutputText(t)) = m.content.first_mut() {
             t.annotations = annotations.to_vec();
             text = t.text.clone();
         }

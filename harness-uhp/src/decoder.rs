@@ -1,14 +1,14 @@
-//! The stream decoder: bytes of a `text/event-stream` body in, typed [`Event`]s out.
+//! The stream decoder: bytes of a `text/event-stream` body in, typed [`StreamEvent`]s out.
 //!
 //! Framing is harness-core's WHATWG [`SseDecoder`] (CRLF, CR and LF line ends, a BOM, UTF-8
 //! split across reads, an unterminated final event not dispatched); this layer turns each
-//! message's data into an [`Event`], or into a [`Finding`] for that one message, after which
+//! message's data into a [`StreamEvent`], or into a [`Finding`] for that one message, after which
 //! the stream goes on. It is driven like every codec here: `push`, drain `poll_event`,
 //! `finish` at the end ([`harness_core::run_loop`]).
 
 use harness_core::sse::{SseConfig, SseDecoder};
 
-use crate::event::Event;
+use crate::event::StreamEvent;
 
 /// What [`StreamDecoder::poll_event`] reports about a message that is not an event (it lives
 /// in its own module: the event codec reports it too).
@@ -17,13 +17,13 @@ pub use crate::finding::Finding;
 /// A sans-IO decoder of a UHP event stream.
 ///
 /// ```
-/// use harness_uhp::{EventKind, StreamDecoder};
+/// use harness_uhp::{StreamEventKind, StreamDecoder};
 ///
 /// let mut dec = StreamDecoder::new();
 /// dec.push(b"data: {\"type\":\"response.output_text.delta\",\"sequence_number\":4,\"delta\":\"Hi\"}\r\n\r\n");
 /// dec.push(b"data: [DONE]\n\n");
 /// let ev = dec.poll_event()?.expect("one event");
-/// assert!(matches!(ev.kind(), EventKind::OutputTextDelta { delta: "Hi", .. }));
+/// assert!(matches!(ev.kind(), StreamEventKind::OutputTextDelta { delta: "Hi", .. }));
 /// assert_eq!(ev.sequence_number(), Some(4));
 /// assert!(dec.poll_event().is_err()); // the sentinel is a finding, and the stream goes on
 /// assert_eq!(dec.poll_event()?, None);
@@ -56,10 +56,10 @@ impl StreamDecoder {
 
     /// The next event. `Ok(None)`: more bytes are needed. `Err`: a finding about one
     /// message; keep polling.
-    pub fn poll_event(&mut self) -> Result<Option<Event>, Finding> {
+    pub fn poll_event(&mut self) -> Result<Option<StreamEvent>, Finding> {
         match self.sse.poll_event()? {
             None => Ok(None),
-            Some(ev) => Event::parse(ev.into_data()).map(Some),
+            Some(ev) => StreamEvent::parse(ev.into_data()).map(Some),
         }
     }
 

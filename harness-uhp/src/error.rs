@@ -132,9 +132,10 @@ pub fn error_type_statuses(error_type: &str) -> Option<&'static [u16]> {
         .map(|(_, s)| *s)
 }
 
-/// One error code of the protocol.
+/// One error code of the protocol, as its table defines it ([`ERROR_CODES`]): the code, its
+/// HTTP status and the version that introduced it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ErrorCode {
+pub struct ErrorCodeEntry {
     /// The code.
     pub code: &'static str,
     /// The HTTP status it is reported under (200 = in a failed response).
@@ -143,8 +144,8 @@ pub struct ErrorCode {
     pub since: &'static str,
 }
 
-const fn code(code: &'static str, status: u16, since: &'static str) -> ErrorCode {
-    ErrorCode {
+const fn code(code: &'static str, status: u16, since: &'static str) -> ErrorCodeEntry {
+    ErrorCodeEntry {
         code,
         status,
         since,
@@ -153,7 +154,7 @@ const fn code(code: &'static str, status: u16, since: &'static str) -> ErrorCode
 
 /// Every error code the protocol defines, with its status and the version that added it.
 /// Vendor codes must carry a vendor prefix (`acme_…`) and are never in this table.
-pub const ERROR_CODES: &[ErrorCode] = &[
+pub const ERROR_CODES: &[ErrorCodeEntry] = &[
     code("unsupported_protocol_version", 400, "2026-08-11"),
     code("invalid_input", 400, "2026-08-11"),
     code("harness_not_found", 404, "2026-08-11"),
@@ -192,6 +193,6 @@ pub const ERROR_CODES: &[ErrorCode] = &[
 ];
 
 /// The protocol's entry for a code, if it defines one.
-pub fn error_code(code: &str) -> Option<&'static ErrorCode> {
+pub fn error_code(code: &str) -> Option<&'static ErrorCodeEntry> {
     ERROR_CODES.iter().find(|c| c.code == code)
 }

@@ -16,8 +16,8 @@
 //!
 //! | module | what |
 //! | --- | --- |
-//! | [`decoder`] | [`StreamDecoder`]: bytes in (any chunking), typed [`Event`]s or [`Finding`]s out |
-//! | [`event`] | [`Event`] (the schema's flat event, zero-copy strings) and its typed view [`EventKind`] |
+//! | [`decoder`] | [`StreamDecoder`]: bytes in (any chunking), typed [`StreamEvent`]s or [`Finding`]s out |
+//! | [`event`] | [`StreamEvent`] (the schema's flat event, zero-copy strings) and its typed view [`StreamEventKind`] |
 //! | [`accumulator`] | [`TaskAccumulator`]: status, text, reasoning, tool calls, annotations, error, findings |
 //! | [`sequence`] | [`SequenceCheck`]: missing, duplicate and out-of-order numbers, in linear time, resumable |
 //! | [`response`] | the response object and its output items; unknown types kept |
@@ -25,12 +25,17 @@
 //! | [`client`] | request builders and the sans-IO [`TaskClient`] that recovers a dropped stream |
 //! | [`protocol`], [`error`] | versions, headers, capabilities and the discovery check, endpoints, id prefixes, error codes |
 //! | [`builder`] | [`StreamBuilder`](builder::StreamBuilder): a server's event stream, for tests and examples |
-//! | [`server`] | the server: [`Server`](server::Server) (sans-IO), [`Host`](server::driver::Host) (serves a `Harness`), `server::axum` (feature) |
+//! | [`server`] | the server: [`Server`](server::Server) (sans-IO), [`Service`](server::Service) (serves a `Harness`), `server::axum` (feature) |
+//!
+//! The client half's main types are at the root ([`TaskClient`], [`TaskClientConfig`],
+//! [`StreamDecoder`], [`StreamEvent`], [`TaskAccumulator`], [`Response`], …); the server's are
+//! at [`server`] ([`Server`](server::Server), [`ServerConfig`](server::ServerConfig),
+//! [`Service`](server::Service), …).
 //!
 //! ## Decode a stream
 //!
 //! ```
-//! use harness_uhp::{EventKind, ResponseStatus, StreamDecoder, TaskAccumulator};
+//! use harness_uhp::{StreamEventKind, ResponseStatus, StreamDecoder, TaskAccumulator};
 //!
 //! // Body bytes from any HTTP client, in whatever chunks it hands them over (CRLF here).
 //! let body = concat!(
@@ -50,7 +55,7 @@
 //!     loop {
 //!         match dec.poll_event() {
 //!             Ok(Some(ev)) => {
-//!                 if let EventKind::OutputTextDelta { delta, .. } = ev.kind() {
+//!                 if let StreamEventKind::OutputTextDelta { delta, .. } = ev.kind() {
 //!                     shown.push_str(delta);         // render as it arrives
 //!                 }
 //!                 task.add(&ev);
@@ -107,13 +112,17 @@ pub mod server;
 pub use accumulator::{
     ProtocolFinding, SequenceSummary, TaskAccumulator, TaskSummary, TerminalSource,
 };
-pub use client::{ClientConfig, CreateRequest, TaskClient, TaskEvent};
+pub use client::{
+    ClientRequest, CreateRequest, RequestError, RequestId, RequestKind, TaskClient,
+    TaskClientConfig, TaskError, TaskEvent,
+};
 pub use decoder::{Finding, StreamDecoder};
 pub use error::{ErrorEnvelope, ErrorObject};
-pub use event::{Event, EventKind, EventType};
+pub use event::{EventType, StreamEvent, StreamEventKind};
 pub use response::{
-    Annotation, ContainerFileCitation, ContentPart, FunctionCall, FunctionCallOutput, Message,
-    OutputItem, OutputText, Reasoning, Response, ResponseStatus, SummaryText, Usage,
+    Annotation, ContainerFileCitation, FunctionCallItem, FunctionCallOutput, OutputContent,
+    OutputItem, OutputMessage, OutputText, Reasoning, Response, ResponseStatus, ResponseUsage,
+    SummaryText,
 };
 pub use retry::{IdempotencyKey, RetryPolicy, idempotency_key, is_retryable};
 pub use sequence::{Arrival, SequenceCheck, SequenceReport};

@@ -1,10 +1,10 @@
 //! The response object: a task's status and output, as streamed in lifecycle events and as
 //! stored on the server (`GET /v1/responses/{id}`, the source of truth).
 //!
-//! Shapes follow the 2026-08-11 JSON schema (`Response`, `OutputItem`, `ContentPart`,
-//! `Annotation`, `Usage`). Unknown item, part and annotation types decode to an `Other`
-//! variant carrying their fields; unknown fields of known shapes are kept in `extra`, so a
-//! value serializes back to what was received.
+//! Shapes follow the 2026-08-11 JSON schema (`Response`, `OutputItem`, `ContentPart` as
+//! [`OutputContent`], `Annotation`, `Usage` as [`ResponseUsage`]). Unknown item, part and
+//! annotation types decode to an `Other` variant carrying their fields; unknown fields of
+//! known shapes are kept in `extra`, so a value serializes back to what was received.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -121,7 +121,7 @@ pub struct Response {
     pub store: Option<bool>,
     /// Token usage; `null` when the server cannot account for it (never a fabricated 0).
     #[serde(default)]
-    pub usage: Option<Usage>,
+    pub usage: Option<ResponseUsage>,
     /// Server metadata (`session_id`, `requested_model`, `model_fallback`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
@@ -243,7 +243,7 @@ impl Response {
         for item in &self.output {
             if let OutputItem::Message(m) = item {
                 for part in &m.content {
-                    if let ContentPart::OutputText(t) = part {
+                    if let OutputContent::OutputText(t) = part {
                         out.push_str(&t.text);
                     }
                 }
@@ -258,7 +258,7 @@ impl Response {
         for item in &self.output {
             if let OutputItem::Reasoning(r) = item {
                 for part in &r.summary {
-                    if let ContentPart::SummaryText(t) = part {
+                    if let OutputContent::SummaryText(t) = part {
                         out.push_str(&t.text);
                     }
                 }
@@ -268,7 +268,7 @@ impl Response {
     }
 
     /// The tools the agent invoked: every `function_call` item, in order.
-    pub fn function_calls(&self) -> impl Iterator<Item = &FunctionCall> {
+    pub fn function_calls(&self) -> impl Iterator<Item = &FunctionCallItem> {
         self.output.iter().filter_map(|i| match i {
             OutputItem::FunctionCall(c) => Some(c),
             _ => None,
@@ -285,7 +285,7 @@ impl Response {
             })
             .flatten()
             .filter_map(|p| match p {
-                ContentPart::OutputText(t) => Some(t.annotations.iter()),
+                OutputContent::OutputText(t) => Some(t.annotations.iter()),
                 _ => None,
             })
             .flatten()
@@ -302,11 +302,11 @@ impl Response {
 #[derive(Clone, Debug, PartialEq)]
 pub enum OutputItem {
     /// `message`: assistant text in `output_text` parts.
-    Message(Message),
+    Message(OutputMessage),
     /// `reasoning`: a reasoning summary.
     Reasoning(Reasoning),
     /// `function_call`: a tool the agent invoked.
-    FunctionCall(FunctionCall),
+    FunctionCall(FunctionCallItem),
     /// `function_call_output`: what the tool returned.
     FunctionCallOutput(FunctionCallOutput),
     /// An item type this crate does not know, with all its fields except `type`.
@@ -369,9 +369,9 @@ impl<'de> Tagged<'de> for OutputItem {
     const EXPECTING: &'static str = "an output item object";
     fn from_rest<D: serde::Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
         Ok(match tag {
-            "message" => OutputItem::Message(Message::deserialize(rest)?),
+            "message" => OutputItem::Message(OutputMessage::deserialize(rest)?),
             "reasoning" => OutputItem::Reasoning(Reasoning::deserialize(rest)?),
-            "function_call" => OutputItem::FunctionCall(FunctionCall::deserialize(rest)?),
+            "function_call" => OutputItem::FunctionCall(FunctionCallItem::deserialize(rest)?),
             "function_call_output" => {
                 OutputItem::FunctionCallOutput(FunctionCallOutput::deserialize(rest)?)
             }
@@ -398,7 +398,7 @@ impl Serialize for OutputItem {
 
 /// A `message` item.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Message {
+pub struct OutputMessage {
     /// `msg_…`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -410,7 +410,7 @@ pub struct Message {
     pub role: Option<String>,
     /// The parts, in order.
     #[serde(default, deserialize_with = "nullable")]
-    pub content: Vec<ContentPart>,
+    pub content: Vec<OutputContent>,
     /// Fields this version does not define.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -426,7 +426,7 @@ pub struct Reasoning {
     /// entry to carry `type`; one without it is read as a `summary_text` (and written back
     /// with that type).
     #[serde(default, deserialize_with = "summary_parts")]
-    pub summary: Vec<ContentPart>,
+    pub summary: Vec<OutputContent>,
     /// The item's status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
@@ -435,29 +435,29 @@ pub struct Reasoning {
     pub extra: Map<String, Value>,
 }
 
-/// A reasoning summary entry: a [`ContentPart`], or a `summary_text` when it has no `type`.
-struct SummaryPart(ContentPart);
+/// A reasoning summary entry: an [`OutputContent`], or a `summary_text` when it has no `type`.
+struct SummaryPart(OutputContent);
 
 impl<'de> Tagged<'de> for SummaryPart {
     const EXPECTING: &'static str = "a summary part object";
     fn from_rest<D: serde::Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
-        ContentPart::from_rest(tag, rest).map(SummaryPart)
+        OutputContent::from_rest(tag, rest).map(SummaryPart)
     }
     fn untagged(fields: Map<String, Value>) -> Result<Self, serde_json::Error> {
         SummaryText::deserialize(Value::Object(fields))
-            .map(|t| SummaryPart(ContentPart::SummaryText(t)))
+            .map(|t| SummaryPart(OutputContent::SummaryText(t)))
     }
 }
 tagged_deserialize!(SummaryPart);
 
-fn summary_parts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ContentPart>, D::Error> {
+fn summary_parts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<OutputContent>, D::Error> {
     let parts = Option::<Vec<SummaryPart>>::deserialize(d)?.unwrap_or_default();
     Ok(parts.into_iter().map(|p| p.0).collect())
 }
 
 /// A `function_call` item: a tool the agent invoked.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct FunctionCall {
+pub struct FunctionCallItem {
     /// `fc_…`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -500,7 +500,7 @@ pub struct FunctionCallOutput {
 
 /// A content part (schema `ContentPart`) or a reasoning summary part.
 #[derive(Clone, Debug, PartialEq)]
-pub enum ContentPart {
+pub enum OutputContent {
     /// `output_text`: assistant text with its annotations.
     OutputText(OutputText),
     /// `summary_text`: one part of a reasoning summary.
@@ -514,38 +514,38 @@ pub enum ContentPart {
     },
 }
 
-impl ContentPart {
+impl OutputContent {
     /// The part's text, for the text-bearing types.
     pub fn text(&self) -> Option<&str> {
         match self {
-            ContentPart::OutputText(t) => Some(&t.text),
-            ContentPart::SummaryText(t) => Some(&t.text),
-            ContentPart::Other { .. } => None,
+            OutputContent::OutputText(t) => Some(&t.text),
+            OutputContent::SummaryText(t) => Some(&t.text),
+            OutputContent::Other { .. } => None,
         }
     }
 }
 
-impl<'de> Tagged<'de> for ContentPart {
+impl<'de> Tagged<'de> for OutputContent {
     const EXPECTING: &'static str = "a content part object";
     fn from_rest<D: serde::Deserializer<'de>>(tag: &str, rest: D) -> Result<Self, D::Error> {
         Ok(match tag {
-            "output_text" => ContentPart::OutputText(OutputText::deserialize(rest)?),
-            "summary_text" => ContentPart::SummaryText(SummaryText::deserialize(rest)?),
-            other => ContentPart::Other {
+            "output_text" => OutputContent::OutputText(OutputText::deserialize(rest)?),
+            "summary_text" => OutputContent::SummaryText(SummaryText::deserialize(rest)?),
+            other => OutputContent::Other {
                 part_type: other.to_owned(),
                 fields: Map::deserialize(rest)?,
             },
         })
     }
 }
-tagged_deserialize!(ContentPart);
+tagged_deserialize!(OutputContent);
 
-impl Serialize for ContentPart {
+impl Serialize for OutputContent {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            ContentPart::OutputText(t) => serialize_tagged(s, "output_text", t),
-            ContentPart::SummaryText(t) => serialize_tagged(s, "summary_text", t),
-            ContentPart::Other { part_type, fields } => serialize_tagged(s, part_type, fields),
+            OutputContent::OutputText(t) => serialize_tagged(s, "output_text", t),
+            OutputContent::SummaryText(t) => serialize_tagged(s, "summary_text", t),
+            OutputContent::Other { part_type, fields } => serialize_tagged(s, part_type, fields),
         }
     }
 }
@@ -657,7 +657,7 @@ pub struct ContainerFileCitation {
 
 /// Token usage (schema `Usage`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Usage {
+pub struct ResponseUsage {
     /// Input tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,

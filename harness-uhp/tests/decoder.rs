@@ -9,7 +9,7 @@ use std::path::Path;
 
 use common::{run, run_chunked};
 use harness_core::sse::SseError;
-use harness_uhp::{EventKind, EventType, Finding, StreamDecoder};
+use harness_uhp::{EventType, Finding, StreamDecoder, StreamEventKind};
 use serde_json::Value;
 
 fn framing_dir() -> std::path::PathBuf {
@@ -139,7 +139,7 @@ fn bad_payloads_are_findings_and_the_stream_goes_on() {
     // (the stored response is the source of truth).
     assert_eq!(
         r.events[0].kind(),
-        EventKind::MissingField {
+        StreamEventKind::MissingField {
             event_type: "response.completed",
             field: "response"
         }
@@ -166,7 +166,7 @@ fn unknown_event_types_are_kept_with_their_raw_json() {
     assert_eq!(ev.event_type(), EventType::Unknown);
     assert_eq!(
         ev.kind(),
-        EventKind::Unknown {
+        StreamEventKind::Unknown {
             event_type: "response.future_thing"
         }
     );
@@ -183,7 +183,7 @@ fn unknown_fields_and_item_types_are_kept() {
     let ev = &r.events[0];
     assert_eq!(ev.raw_json(), raw);
     match ev.kind() {
-        EventKind::OutputItemDone {
+        StreamEventKind::OutputItemDone {
             output_index: Some(2),
             item,
         } => {
@@ -329,7 +329,7 @@ fn null_where_the_schema_says_string() {
     ));
     assert_eq!(
         r.events[0].kind(),
-        EventKind::Error {
+        StreamEventKind::Error {
             code: Some("x"),
             message: Some("m"),
             param: None

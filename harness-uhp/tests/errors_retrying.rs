@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::{answer_json, client, created_with_id, events, headers, json_head, sse_head};
-use harness_uhp::client::{ClientConfig, CreateRequest, TaskClient, TaskError, TaskEvent};
+use harness_uhp::client::{CreateRequest, TaskClient, TaskClientConfig, TaskError, TaskEvent};
 use harness_uhp::retry::{GiveUpReason, RetryPolicy};
 use serde_json::json;
 
@@ -118,7 +118,7 @@ fn quota_exhausted_gives_up() {
 #[test]
 fn a_successful_read_resets_the_failure_budget() {
     let now = Instant::now();
-    let mut cfg = ClientConfig::new("http://h");
+    let mut cfg = TaskClientConfig::new("http://h");
     cfg.poll_interval = Duration::from_secs(1);
     let mut c = TaskClient::with_policy(
         cfg,

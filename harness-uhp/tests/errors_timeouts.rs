@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::{answer_json, client, created_with_id, events, json_head, server, sse_head};
 use harness_uhp::accumulator::ProtocolFinding;
 use harness_uhp::client::{
-    ClientConfig, CreateRequest, RequestKind, TaskClient, TaskError, TaskEvent,
+    CreateRequest, RequestKind, TaskClient, TaskClientConfig, TaskError, TaskEvent,
 };
 use harness_uhp::response::ResponseStatus;
 use harness_uhp::retry::{GiveUpReason, RetryPolicy};
@@ -121,7 +121,7 @@ fn a_request_never_answered_times_out() {
 #[test]
 fn polling_a_running_task_stops_at_the_deadline() {
     let now = Instant::now();
-    let mut cfg = ClientConfig::new("http://h");
+    let mut cfg = TaskClientConfig::new("http://h");
     cfg.poll_interval = Duration::from_secs(1);
     let policy = RetryPolicy::new()
         .with_seed(3)
@@ -174,7 +174,7 @@ fn polling_a_running_task_stops_at_the_deadline() {
 #[test]
 fn a_stored_response_with_a_status_it_does_not_know_is_polled_until_terminal() {
     let now = Instant::now();
-    let mut cfg = ClientConfig::new("http://h");
+    let mut cfg = TaskClientConfig::new("http://h");
     cfg.poll_interval = Duration::from_secs(1);
     let mut c = TaskClient::new(cfg, CreateRequest::new("x"));
     c.start(now);

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use common::{run, run_chunked, sse};
 use harness_uhp::builder::StreamBuilder;
-use harness_uhp::{Event, StreamDecoder, TaskAccumulator};
+use harness_uhp::{StreamDecoder, StreamEvent, TaskAccumulator};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -169,7 +169,7 @@ proptest! {
     #[test]
     fn encode_decode_round_trip((events, _) in task_stream()) {
         let r = run(&sse(&events));
-        let back: Vec<Value> = r.events.iter().map(Event::to_value).collect();
+        let back: Vec<Value> = r.events.iter().map(StreamEvent::to_value).collect();
         prop_assert_eq!(back, events);
         prop_assert!(r.findings.is_empty());
     }

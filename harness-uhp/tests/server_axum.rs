@@ -12,7 +12,7 @@ use harness_core::model::ScriptedModel;
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start};
 use harness_uhp::server::Principal;
 use harness_uhp::server::axum::{FileStore, RouterConfig, ServeConfig, router, serve};
-use harness_uhp::server::driver::{Caller, Host};
+use harness_uhp::server::driver::{Caller, Service};
 use harness_uhp::server::{Record, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
@@ -33,8 +33,8 @@ impl Harness for Stepper {
     }
 }
 
-async fn start(go: Arc<Notify>, store: Option<FileStore>) -> (String, Host) {
-    let mut b = Host::builder(ScriptedModel::new())
+async fn start(go: Arc<Notify>, store: Option<FileStore>) -> (String, Service) {
+    let mut b = Service::builder(ScriptedModel::new())
         .harness("stepper", "Stepper", Stepper(go))
         .models(["scripted"])
         .api_key("k", "alice")

@@ -59,7 +59,7 @@ fn first_event_must_be_created() {
     ));
     // Not after a resume: the stream starts wherever the server resumed.
     let mut task = TaskAccumulator::resumed_after(9);
-    let ev = harness_uhp::Event::parse(delta(10, "x").to_string()).unwrap();
+    let ev = harness_uhp::StreamEvent::parse(delta(10, "x").to_string()).unwrap();
     task.add(&ev);
     assert!(task.findings().is_empty());
     assert!(task.sequence().ok);

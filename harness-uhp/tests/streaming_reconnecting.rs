@@ -246,6 +246,6 @@ fn a_resumed_stream_keeps_its_resume_point_for_the_next_resume() {
     );
     assert_eq!(TaskAccumulator::new().last_sequence_number(), None);
     let mut task = TaskAccumulator::resumed_after(41);
-    task.add(&harness_uhp::Event::parse(delta(42, "x").to_string()).unwrap());
+    task.add(&harness_uhp::StreamEvent::parse(delta(42, "x").to_string()).unwrap());
     assert_eq!(task.last_sequence_number(), Some(42));
 }

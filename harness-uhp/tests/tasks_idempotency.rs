@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{client, created_with_id, events, json_head, server, sse_head};
 use harness_uhp::ResponseStatus;
-use harness_uhp::client::{RequestKind, TaskEvent, Transmit};
+use harness_uhp::client::{ClientRequest, RequestKind, TaskEvent};
 
 /// Dropped before `response.created`: the id is unknown, so the create is sent again — with
 /// the same key, so the server returns the first request's task instead of running another.
@@ -140,12 +140,12 @@ mod driven_by_anything {
 
             let mut now = Instant::now();
             let mut c = client();
-            let mut sent: Vec<Transmit> = Vec::new();
+            let mut sent: Vec<ClientRequest> = Vec::new();
             let mut key: Option<String> = None;
             let mut id_known = false;
             let mut cursors = std::collections::HashMap::new();
             for op in ops {
-                let pick = |r: usize, sent: &[Transmit]| (!sent.is_empty()).then(|| sent[r % sent.len()].id);
+                let pick = |r: usize, sent: &[ClientRequest]| (!sent.is_empty()).then(|| sent[r % sent.len()].id);
                 match op {
                     Op::Start => c.start(now),
                     Op::Cancel => c.cancel(now),

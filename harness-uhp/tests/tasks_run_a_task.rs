@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use common::{answer_json, client, created_with_id, events, headers, json_head, server, sse_head};
 use harness_uhp::client::{
-    ClientConfig, CreateRequest, RequestKind, TaskClient, TaskError, TaskEvent, requests,
+    CreateRequest, RequestKind, TaskClient, TaskClientConfig, TaskError, TaskEvent, requests,
 };
 use harness_uhp::retry::idempotency_key;
 use serde_json::{Value, json};
@@ -43,7 +43,7 @@ fn the_create_request() {
 
 #[test]
 fn request_builders() {
-    let cfg = ClientConfig::new("http://h");
+    let cfg = TaskClientConfig::new("http://h");
     let key = idempotency_key();
     let r = requests::continue_session(&cfg, "resp_9", "more", &key).unwrap();
     let body: Value = serde_json::from_slice(r.body()).unwrap();
@@ -67,7 +67,7 @@ fn request_builders() {
     );
     let r = requests::discovery(&cfg).unwrap();
     assert_eq!(r.uri().path(), "/v1/uhp");
-    assert!(requests::retrieve(&ClientConfig::new("not a url\n"), "x").is_err());
+    assert!(requests::retrieve(&TaskClientConfig::new("not a url\n"), "x").is_err());
 }
 
 /// Ids are opaque strings chosen by the server; in a path they are one segment (RFC 3986
@@ -76,7 +76,7 @@ fn request_builders() {
 /// `/v1/sessions/{id}/cancel`, which cancels a whole session.
 #[test]
 fn ids_are_escaped_as_one_path_segment() {
-    let cfg = ClientConfig::new("http://h");
+    let cfg = TaskClientConfig::new("http://h");
     let hostile = "resp_1/../../sessions/hsess1";
     let r = requests::cancel(&cfg, hostile).unwrap();
     assert_eq!(
@@ -173,7 +173,7 @@ fn a_json_answer_to_create() {
 #[test]
 fn body_limit() {
     let now = Instant::now();
-    let mut cfg = ClientConfig::new("http://h");
+    let mut cfg = TaskClientConfig::new("http://h");
     cfg.max_body_bytes = 100;
     let mut c = TaskClient::new(cfg, CreateRequest::new("x"));
     c.start(now);

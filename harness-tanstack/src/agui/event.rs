@@ -1,4 +1,4 @@
-//! The 31 AG-UI 1.0 events, and [`Event`], their union keyed on `type`.
+//! The 31 AG-UI 1.0 events, and [`AguiEvent`], their union keyed on `type`.
 
 use std::fmt;
 
@@ -166,7 +166,7 @@ event_struct!(
     /// Replaces the transcript.
     MessagesSnapshot = "MESSAGES_SNAPSHOT" {
         /// The messages.
-        req messages: Vec<Message> = "messages",
+        req messages: Vec<AguiMessage> = "messages",
     }
 );
 event_struct!(
@@ -402,17 +402,17 @@ pub struct UnknownEvent {
 
 macro_rules! events {
     ($( $(#[$m:meta])* $var:ident = $lit:literal ),* $(,)?) => {
-        /// An AG-UI 1.0 event, keyed on `type`. An unknown `type` is kept as
-        /// [`Event::Unknown`] (see [`Event::from_json_strict`] for the schema's verdict).
+        /// An AG-UI 1.0 event (AG-UI `Event`), keyed on `type`. An unknown `type` is kept as
+        /// [`AguiEvent::Unknown`] (see [`AguiEvent::from_json_strict`] for the schema's verdict).
         ///
         /// Decoding reads `type` when it comes (first, from every encoder we know) and parses
         /// the rest straight into the variant: one pass, no intermediate tree.
         ///
         /// ```
-        /// use harness_tanstack::agui::Event;
-        /// let ev: Event = serde_json::from_str(
+        /// use harness_tanstack::agui::AguiEvent;
+        /// let ev: AguiEvent = serde_json::from_str(
         ///     r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"m-1","delta":"Hi","x":1}"#)?;
-        /// let Event::TextMessageContent(c) = &ev else { panic!() };
+        /// let AguiEvent::TextMessageContent(c) = &ev else { panic!() };
         /// assert_eq!(c.delta, "Hi");
         /// // Unknown keys are kept and written back, after the declared ones.
         /// assert_eq!(serde_json::to_string(&ev)?,
@@ -422,7 +422,7 @@ macro_rules! events {
         #[derive(Clone, Debug, PartialEq)]
         #[non_exhaustive]
         #[allow(clippy::large_enum_variant)]
-        pub enum Event {
+        pub enum AguiEvent {
             $( $(#[$m])* $var($var), )*
             /// A `type` this version does not know.
             Unknown(UnknownEvent),
@@ -431,27 +431,27 @@ macro_rules! events {
         /// Every AG-UI 1.0 event type, in the schema's order.
         pub const EVENT_TYPES: &[&str] = &[$($lit),*];
 
-        impl Event {
+        impl AguiEvent {
             /// The `type`.
             pub fn event_type(&self) -> &str {
                 match self {
-                    $( Event::$var(_) => $lit, )*
-                    Event::Unknown(u) => &u.event_type,
+                    $( AguiEvent::$var(_) => $lit, )*
+                    AguiEvent::Unknown(u) => &u.event_type,
                 }
             }
         }
 
-        $( impl From<$var> for Event {
+        $( impl From<$var> for AguiEvent {
             fn from(v: $var) -> Self {
-                Event::$var(v)
+                AguiEvent::$var(v)
             }
         } )*
 
-        impl Serialize for Event {
+        impl Serialize for AguiEvent {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 match self {
-                    $( Event::$var(v) => serialize_object(v, s), )*
-                    Event::Unknown(u) => {
+                    $( AguiEvent::$var(v) => serialize_object(v, s), )*
+                    AguiEvent::Unknown(u) => {
                         let mut m = s.serialize_map(None)?;
                         m.serialize_entry("type", &u.event_type)?;
                         u.fields.serialize_entries(&mut m)?;
@@ -462,7 +462,7 @@ macro_rules! events {
         }
 
         /// Reads an event into its place.
-        struct EventInto<'a>(&'a mut Event);
+        struct EventInto<'a>(&'a mut AguiEvent);
 
         impl<'de> Visitor<'de> for EventInto<'_> {
             type Value = ();
@@ -474,9 +474,9 @@ macro_rules! events {
                 match &*tag.0 {
                     $( $lit => fill_variant(
                         self.0,
-                        Event::$var,
+                        AguiEvent::$var,
                         |e| match e {
-                            Event::$var(v) => Some(v),
+                            AguiEvent::$var(v) => Some(v),
                             _ => None,
                         },
                         $lit,
@@ -485,7 +485,7 @@ macro_rules! events {
                     ), )*
                     other => {
                         let u = UnknownObject::read_rest(other, pending, map)?;
-                        *self.0 = Event::Unknown(UnknownEvent { event_type: u.tag, fields: u.fields });
+                        *self.0 = AguiEvent::Unknown(UnknownEvent { event_type: u.tag, fields: u.fields });
                         Ok(())
                     }
                 }
@@ -559,52 +559,55 @@ events! {
     SubagentError = "SUBAGENT_ERROR",
 }
 
-impl Event {
+impl AguiEvent {
     /// `subagentRunId`, where the event has one.
     pub fn subagent_run_id(&self) -> Option<&str> {
         match self {
-            Event::TextMessageStart(e) => e.subagent_run_id.as_deref(),
-            Event::TextMessageContent(e) => e.subagent_run_id.as_deref(),
-            Event::TextMessageEnd(e) => e.subagent_run_id.as_deref(),
-            Event::TextMessageChunk(e) => e.subagent_run_id.as_deref(),
-            Event::ToolCallStart(e) => e.subagent_run_id.as_deref(),
-            Event::ToolCallArgs(e) => e.subagent_run_id.as_deref(),
-            Event::ToolCallEnd(e) => e.subagent_run_id.as_deref(),
-            Event::ToolCallChunk(e) => e.subagent_run_id.as_deref(),
-            Event::ToolCallResult(e) => e.subagent_run_id.as_deref(),
-            Event::StateSnapshot(e) => e.subagent_run_id.as_deref(),
-            Event::StateDelta(e) => e.subagent_run_id.as_deref(),
-            Event::ActivitySnapshot(e) => e.subagent_run_id.as_deref(),
-            Event::ActivityDelta(e) => e.subagent_run_id.as_deref(),
-            Event::Raw(e) => e.subagent_run_id.as_deref(),
-            Event::Custom(e) => e.subagent_run_id.as_deref(),
-            Event::StepStarted(e) => e.subagent_run_id.as_deref(),
-            Event::StepFinished(e) => e.subagent_run_id.as_deref(),
-            Event::ReasoningStart(e) => e.subagent_run_id.as_deref(),
-            Event::ReasoningMessageStart(e) => e.subagent_run_id.as_deref(),
-            Event::ReasoningMessageContent(e) => e.subagent_run_id.as_deref(),
-            Event::ReasoningMessageEnd(e) => e.subagent_run_id.as_deref(),
-            Event::ReasoningMessageChunk(e) => e.subagent_run_id.as_deref(),
-            Event::ReasoningEnd(e) => e.subagent_run_id.as_deref(),
-            Event::ReasoningEncryptedValue(e) => e.subagent_run_id.as_deref(),
-            Event::SubagentStarted(e) => Some(&e.subagent_run_id),
-            Event::SubagentFinished(e) => Some(&e.subagent_run_id),
-            Event::SubagentError(e) => Some(&e.subagent_run_id),
+            AguiEvent::TextMessageStart(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::TextMessageContent(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::TextMessageEnd(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::TextMessageChunk(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::ToolCallStart(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::ToolCallArgs(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::ToolCallEnd(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::ToolCallChunk(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::ToolCallResult(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::StateSnapshot(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::StateDelta(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::ActivitySnapshot(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::ActivityDelta(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::Raw(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::Custom(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::StepStarted(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::StepFinished(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::ReasoningStart(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::ReasoningMessageStart(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::ReasoningMessageContent(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::ReasoningMessageEnd(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::ReasoningMessageChunk(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::ReasoningEnd(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::ReasoningEncryptedValue(e) => e.subagent_run_id.as_deref(),
+            AguiEvent::SubagentStarted(e) => Some(&e.subagent_run_id),
+            AguiEvent::SubagentFinished(e) => Some(&e.subagent_run_id),
+            AguiEvent::SubagentError(e) => Some(&e.subagent_run_id),
             _ => None,
         }
     }
 }
 
-impl DeserializeInto for Event {
-    fn deserialize_into<'de, D: Deserializer<'de>>(d: D, out: &mut Event) -> Result<(), D::Error> {
+impl DeserializeInto for AguiEvent {
+    fn deserialize_into<'de, D: Deserializer<'de>>(
+        d: D,
+        out: &mut AguiEvent,
+    ) -> Result<(), D::Error> {
         d.deserialize_map(EventInto(out))
     }
 }
 
-impl<'de> Deserialize<'de> for Event {
+impl<'de> Deserialize<'de> for AguiEvent {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut out = Event::default();
-        Event::deserialize_into(d, &mut out)?;
+        let mut out = AguiEvent::default();
+        AguiEvent::deserialize_into(d, &mut out)?;
         Ok(out)
     }
 }
@@ -621,18 +624,18 @@ pub enum EventError {
     UnknownType(String),
 }
 
-impl Event {
+impl AguiEvent {
     /// Parses an event the way a consumer must: an unknown `type` is kept
-    /// ([`Event::Unknown`]), anything else that breaks the schema is an error.
-    pub fn from_json(text: &str) -> Result<Event, EventError> {
+    /// ([`AguiEvent::Unknown`]), anything else that breaks the schema is an error.
+    pub fn from_json(text: &str) -> Result<AguiEvent, EventError> {
         serde_json::from_str(text).map_err(|e| EventError::Invalid(e.to_string()))
     }
 
     /// Parses and validates an event against the AG-UI 1.0 schema exactly: an unknown `type`
     /// is an error too (the reference libraries' verdict).
-    pub fn from_json_strict(text: &str) -> Result<Event, EventError> {
-        match Event::from_json(text)? {
-            Event::Unknown(u) => Err(EventError::UnknownType(u.event_type)),
+    pub fn from_json_strict(text: &str) -> Result<AguiEvent, EventError> {
+        match AguiEvent::from_json(text)? {
+            AguiEvent::Unknown(u) => Err(EventError::UnknownType(u.event_type)),
             ev => Ok(ev),
         }
     }
@@ -650,12 +653,12 @@ impl Event {
 
     /// Whether the `type` is one of the 31 AG-UI 1.0 types.
     pub fn is_known(&self) -> bool {
-        !matches!(self, Event::Unknown(_))
+        !matches!(self, AguiEvent::Unknown(_))
     }
 
     /// A `CUSTOM` event.
-    pub fn custom(name: impl Into<String>, value: Json) -> Event {
-        Event::Custom(Custom {
+    pub fn custom(name: impl Into<String>, value: Json) -> AguiEvent {
+        AguiEvent::Custom(Custom {
             name: name.into(),
             value,
             ..Custom::default()
@@ -663,8 +666,8 @@ impl Event {
     }
 
     /// A `TEXT_MESSAGE_CONTENT` event.
-    pub fn text_content(message_id: impl Into<String>, delta: impl Into<String>) -> Event {
-        Event::TextMessageContent(TextMessageContent {
+    pub fn text_content(message_id: impl Into<String>, delta: impl Into<String>) -> AguiEvent {
+        AguiEvent::TextMessageContent(TextMessageContent {
             message_id: message_id.into(),
             delta: delta.into(),
             ..TextMessageContent::default()
@@ -672,9 +675,9 @@ impl Event {
     }
 }
 
-impl Default for Event {
+impl Default for AguiEvent {
     /// An empty `CUSTOM` event (a placeholder for struct-update syntax).
     fn default() -> Self {
-        Event::Custom(Custom::default())
+        AguiEvent::Custom(Custom::default())
     }
 }

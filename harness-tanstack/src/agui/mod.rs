@@ -1,4 +1,4 @@
-//! AG-UI 1.0 as typed Rust: the 31 events ([`Event`]) and the types they carry.
+//! AG-UI 1.0 as typed Rust: the 31 events ([`AguiEvent`]) and the types they carry.
 //!
 //! Wire names, required and optional fields and key order are `@ag-ui/core@1.0.0`'s zod
 //! schemas (where the Python library is laxer, TypeScript wins): optional fields reject

@@ -118,8 +118,8 @@ impl Default for PartSource {
 }
 
 wire_struct! {
-    /// A text part.
-    pub struct TextPart [tag "type" = "text" @ 0] {
+    /// A text part (AG-UI `TextPart`).
+    pub struct AguiTextPart [tag "type" = "text" @ 0] {
         /// An id.
         opt id: String = "id",
         /// The text.
@@ -133,7 +133,7 @@ wire_union! {
     /// One part of a message body.
     pub enum ContentPart ["type"] {
         /// `text`
-        Text(TextPart) = "text",
+        Text(AguiTextPart) = "text",
         /// `image`
         Image(ImagePart) = "image",
         /// `audio`
@@ -180,9 +180,9 @@ media_part!(
 impl ContentPart {
     /// A text part.
     pub fn text(text: impl Into<String>) -> Self {
-        ContentPart::Text(TextPart {
+        ContentPart::Text(AguiTextPart {
             text: text.into(),
-            ..TextPart::default()
+            ..AguiTextPart::default()
         })
     }
 }
@@ -276,8 +276,8 @@ wire_struct! {
 }
 
 wire_struct! {
-    /// A call an assistant message made (`type` is always `function`).
-    pub struct ToolCall [tag "type" = "function" @ 1] {
+    /// A call an assistant message made (AG-UI `ToolCall`; `type` is always `function`).
+    pub struct AguiToolCall [tag "type" = "function" @ 1] {
         /// The call id.
         req id: String = "id",
         /// The function and its arguments.
@@ -339,7 +339,7 @@ wire_struct! {
         /// The text.
         opt content: String = "content",
         /// The tool calls.
-        opt tool_calls: Vec<ToolCall> = "toolCalls",
+        opt tool_calls: Vec<AguiToolCall> = "toolCalls",
     }
 }
 
@@ -412,8 +412,8 @@ wire_struct! {
 }
 
 wire_union! {
-    /// A message, keyed on its `role`.
-    pub enum Message ["role"] {
+    /// A message (AG-UI `Message`), keyed on its `role`.
+    pub enum AguiMessage ["role"] {
         /// `developer`
         Developer(DeveloperMessage) = "developer",
         /// `system`
@@ -431,10 +431,10 @@ wire_union! {
     }
 }
 
-impl Message {
+impl AguiMessage {
     /// A user message with text.
     pub fn user(id: impl Into<String>, text: impl Into<String>) -> Self {
-        Message::User(UserMessage {
+        AguiMessage::User(UserMessage {
             id: id.into(),
             content: Content::Text(text.into()),
             ..UserMessage::default()
@@ -443,7 +443,7 @@ impl Message {
 
     /// An assistant message with text.
     pub fn assistant(id: impl Into<String>, text: impl Into<String>) -> Self {
-        Message::Assistant(AssistantMessage {
+        AguiMessage::Assistant(AssistantMessage {
             id: id.into(),
             content: Some(text.into()),
             ..AssistantMessage::default()
@@ -453,26 +453,26 @@ impl Message {
     /// The message id.
     pub fn id(&self) -> &str {
         match self {
-            Message::Developer(m) => &m.id,
-            Message::System(m) => &m.id,
-            Message::Assistant(m) => &m.id,
-            Message::User(m) => &m.id,
-            Message::Tool(m) => &m.id,
-            Message::Activity(m) => &m.id,
-            Message::Reasoning(m) => &m.id,
+            AguiMessage::Developer(m) => &m.id,
+            AguiMessage::System(m) => &m.id,
+            AguiMessage::Assistant(m) => &m.id,
+            AguiMessage::User(m) => &m.id,
+            AguiMessage::Tool(m) => &m.id,
+            AguiMessage::Activity(m) => &m.id,
+            AguiMessage::Reasoning(m) => &m.id,
         }
     }
 
     /// The text of the message (empty for an activity).
     pub fn text(&self) -> String {
         match self {
-            Message::Developer(m) => m.content.clone(),
-            Message::System(m) => m.content.clone(),
-            Message::Assistant(m) => m.content.clone().unwrap_or_default(),
-            Message::User(m) => m.content.text(),
-            Message::Tool(m) => m.content.text(),
-            Message::Activity(_) => String::new(),
-            Message::Reasoning(m) => m.content.clone(),
+            AguiMessage::Developer(m) => m.content.clone(),
+            AguiMessage::System(m) => m.content.clone(),
+            AguiMessage::Assistant(m) => m.content.clone().unwrap_or_default(),
+            AguiMessage::User(m) => m.content.text(),
+            AguiMessage::Tool(m) => m.content.text(),
+            AguiMessage::Activity(_) => String::new(),
+            AguiMessage::Reasoning(m) => m.content.clone(),
         }
     }
 }
@@ -665,8 +665,8 @@ wire_union! {
 }
 
 wire_struct! {
-    /// A tool offered to the agent.
-    pub struct Tool {
+    /// A tool offered to the agent (AG-UI `Tool`).
+    pub struct AguiTool {
         /// Its name.
         req name: String = "name",
         /// What it does.
@@ -716,9 +716,9 @@ wire_struct! {
         /// Agent state (`null` reads as absent).
         opt_null state: Json = "state",
         /// The conversation.
-        req messages: Vec<Message> = "messages",
+        req messages: Vec<AguiMessage> = "messages",
         /// Tools the client offers.
-        opt tools: Vec<Tool> = "tools",
+        opt tools: Vec<AguiTool> = "tools",
         /// Context.
         opt context: Vec<Context> = "context",
         /// Anything else the client forwards.
@@ -732,7 +732,7 @@ impl RunAgentInput {
     /// The text of the last user message.
     pub fn last_user_text(&self) -> Option<String> {
         self.messages.iter().rev().find_map(|m| match m {
-            Message::User(u) => Some(u.content.text()),
+            AguiMessage::User(u) => Some(u.content.text()),
             _ => None,
         })
     }

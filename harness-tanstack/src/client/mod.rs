@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use harness_core::Cursor;
 
-use crate::agui::Event;
+use crate::agui::AguiEvent;
 use crate::catalog::GapReason;
 use crate::frame::{
     self, ClientFrame, ErrorCode, FrameError, Input, InputFrame, ReceiptStatus, SnapshotRequest,
@@ -141,7 +141,7 @@ pub struct DeliveredEvent {
     /// The parent of that run in the run tree (`parentRunId` of its `RUN_STARTED`), when known.
     pub parent_run_id: Option<String>,
     /// The AG-UI event.
-    pub event: Event,
+    pub event: AguiEvent,
 }
 
 impl DeliveredEvent {
@@ -150,7 +150,10 @@ impl DeliveredEvent {
     /// end of a turn: what an app waiting for its answer stops on.
     #[must_use]
     pub fn ends_run(&self) -> bool {
-        matches!(self.event, Event::RunFinished(_) | Event::RunError(_))
+        matches!(
+            self.event,
+            AguiEvent::RunFinished(_) | AguiEvent::RunError(_)
+        )
     }
 }
 

@@ -5,7 +5,7 @@ use std::time::Instant;
 use harness_core::Cursor;
 
 use super::{Action, Client, ClientEvent, DeliveredEvent, InputAnswer, Resync};
-use crate::agui::Event;
+use crate::agui::AguiEvent;
 use crate::catalog::{Gap, HarnessEvent};
 use crate::frame::{ErrorCode, FrameError, HostFrame};
 
@@ -120,14 +120,14 @@ impl Client {
                     return;
                 }
                 match &ev.event {
-                    Event::RunStarted(r) => {
+                    AguiEvent::RunStarted(r) => {
                         self.runs
                             .started(&r.run_id, r.parent_run_id.clone(), self.cfg.max_runs);
                     }
-                    Event::RunFinished(r) => self.runs.ended(&r.run_id),
+                    AguiEvent::RunFinished(r) => self.runs.ended(&r.run_id),
                     // RUN_ERROR names no run: it is the run that made it ("`operationId` is
                     // the run that made the event. It is also the AG-UI `runId`.").
-                    Event::RunError(_) => self.runs.ended(&ev.operation_id),
+                    AguiEvent::RunError(_) => self.runs.ended(&ev.operation_id),
                     _ => {}
                 }
                 // An ended run stays in the tree (until newer runs push it out), so its

@@ -56,7 +56,7 @@
 //! use harness_core::message::ToolResult;
 //! use harness_core::model::ScriptedModel;
 //! use harness_core::tool::{Tool, Tools};
-//! use harness_tanstack::agui::Event;
+//! use harness_tanstack::agui::AguiEvent;
 //! use harness_tanstack::client::{Client, ClientConfig, ClientEvent};
 //! use harness_tanstack::driver::{Service, run_turns};
 //! use harness_tanstack::frame::Input;
@@ -104,12 +104,12 @@
 //! let text: String = events
 //!     .iter()
 //!     .filter_map(|e| match e {
-//!         Event::TextMessageContent(c) => Some(c.delta.as_str()),
+//!         AguiEvent::TextMessageContent(c) => Some(c.delta.as_str()),
 //!         _ => None,
 //!     })
 //!     .collect();
 //! assert_eq!(text, "Sunny in Paris.");
-//! assert!(events.iter().any(|e| matches!(e, Event::ToolCallResult(_))));
+//! assert!(events.iter().any(|e| matches!(e, AguiEvent::ToolCallResult(_))));
 //! ```
 //!
 //! [`Harness`]: harness_core::Harness

@@ -13,7 +13,7 @@ use harness_core::SinkError;
 use harness_core::clock::MonotonicClock;
 use harness_core::message::Usage;
 
-use crate::agui::{self, Event};
+use crate::agui::{self, AguiEvent};
 use crate::host::{ConnId, Host, HostEvent, Transport, TurnOutcome};
 use crate::http::HttpAnswer;
 use crate::log::EventLog;
@@ -235,7 +235,7 @@ impl<L: EventLog + 'static> Service<L> {
         }
     }
 
-    pub(super) fn emit(&self, thread: &str, op: &str, ev: Event) -> Result<(), SinkError> {
+    pub(super) fn emit(&self, thread: &str, op: &str, ev: AguiEvent) -> Result<(), SinkError> {
         let now = self.now();
         let mut g = self.lock();
         let r = g.host.emit(now, thread, op, ev);

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use futures::future::{AbortHandle, Abortable};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use harness_core::event::{Event as CoreEvent, EventBody};
+use harness_core::event::{Event, EventBody};
 use harness_core::interaction::{
     Answer, Feature, Handoff, HandoffTarget, Question, StateUpdate, Step,
 };
@@ -23,7 +23,7 @@ use serde_json::Value;
 use super::service::Service;
 use crate::Json;
 use crate::agui::{
-    self, Content, Event, PatchOp, ReasoningEnd, ReasoningMessageContent, ReasoningMessageEnd,
+    self, AguiEvent, Content, PatchOp, ReasoningEnd, ReasoningMessageContent, ReasoningMessageEnd,
     ReasoningMessageStart, ReasoningStart, StateDelta, StateSnapshot, StepFinished, StepStarted,
     TextMessageEnd, TextMessageStart, ToolCallArgs, ToolCallEnd, ToolCallResult, ToolCallStart,
 };
@@ -142,7 +142,7 @@ fn start_of(t: &TurnRequest) -> Start {
             } else {
                 EventBody::Input(m.clone())
             };
-            CoreEvent::new(t.operation_id.clone(), body)
+            Event::new(t.operation_id.clone(), body)
         })
         .collect();
     Start {
@@ -261,7 +261,7 @@ impl Block {
     }
 
     /// `TEXT_MESSAGE_START`; `REASONING_START` and `REASONING_MESSAGE_START` (one id).
-    fn starts(self, id: &str) -> Vec<Event> {
+    fn starts(self, id: &str) -> Vec<AguiEvent> {
         let message_id = id.to_owned();
         match self {
             Block::Text => {
@@ -271,7 +271,7 @@ impl Block {
                     role,
                     ..Default::default()
                 };
-                vec![Event::TextMessageStart(start)]
+                vec![AguiEvent::TextMessageStart(start)]
             }
             Block::Reasoning => {
                 let phase = ReasoningStart {
@@ -285,17 +285,17 @@ impl Block {
                     ..Default::default()
                 };
                 vec![
-                    Event::ReasoningStart(phase),
-                    Event::ReasoningMessageStart(message),
+                    AguiEvent::ReasoningStart(phase),
+                    AguiEvent::ReasoningMessageStart(message),
                 ]
             }
         }
     }
 
     /// `TEXT_MESSAGE_END`; `REASONING_MESSAGE_END` and `REASONING_END`.
-    fn ends(self, message_id: String) -> Vec<Event> {
+    fn ends(self, message_id: String) -> Vec<AguiEvent> {
         if self == Block::Text {
-            return vec![Event::TextMessageEnd(TextMessageEnd {
+            return vec![AguiEvent::TextMessageEnd(TextMessageEnd {
                 message_id,
                 ..Default::default()
             })];
@@ -309,14 +309,14 @@ impl Block {
             ..Default::default()
         };
         vec![
-            Event::ReasoningMessageEnd(message),
-            Event::ReasoningEnd(phase),
+            AguiEvent::ReasoningMessageEnd(message),
+            AguiEvent::ReasoningEnd(phase),
         ]
     }
 }
 
 impl<L: EventLog + 'static> TanStackSink<L> {
-    fn emit(&self, ev: Event) -> Result<(), SinkError> {
+    fn emit(&self, ev: AguiEvent) -> Result<(), SinkError> {
         self.service.emit(&self.thread, &self.op, ev)
     }
 
@@ -352,17 +352,17 @@ impl<L: EventLog + 'static> TanStackSink<L> {
 
     /// `TOOL_CALL_START` / `ARGS` / `END` of a call.
     fn show_call(&mut self, call: &ToolCall) -> Result<(), SinkError> {
-        self.emit(Event::ToolCallStart(ToolCallStart {
+        self.emit(AguiEvent::ToolCallStart(ToolCallStart {
             tool_call_id: call.id.clone(),
             tool_call_name: call.tool.clone(),
             ..ToolCallStart::default()
         }))?;
-        self.emit(Event::ToolCallArgs(ToolCallArgs {
+        self.emit(AguiEvent::ToolCallArgs(ToolCallArgs {
             tool_call_id: call.id.clone(),
             delta: serde_json::to_string(&call.args).unwrap_or_else(|_| "{}".into()),
             ..ToolCallArgs::default()
         }))?;
-        self.emit(Event::ToolCallEnd(ToolCallEnd {
+        self.emit(AguiEvent::ToolCallEnd(ToolCallEnd {
             tool_call_id: call.id.clone(),
             ..ToolCallEnd::default()
         }))
@@ -395,7 +395,7 @@ impl<L: EventLog + 'static> TanStackSink<L> {
             serde_json::to_string(&r.output).unwrap_or_default()
         };
         let id = self.new_id("tool");
-        self.emit(Event::ToolCallResult(ToolCallResult {
+        self.emit(AguiEvent::ToolCallResult(ToolCallResult {
             message_id: id,
             tool_call_id: r.id.clone(),
             content: Content::Text(content),
@@ -415,7 +415,7 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
             match ev {
                 Ok(ModelEvent::TextDelta(d)) => {
                     let id = self.open(Block::Text)?;
-                    self.emit(Event::text_content(id, d))?;
+                    self.emit(AguiEvent::text_content(id, d))?;
                 }
                 Ok(ModelEvent::Completed(r)) => {
                     response = Ok(r);
@@ -439,7 +439,7 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
 
     async fn output(&mut self, delta: &str) -> Result<(), SinkError> {
         let id = self.open(Block::Text)?;
-        self.emit(Event::text_content(id, delta))
+        self.emit(AguiEvent::text_content(id, delta))
     }
 
     async fn tool_call(&mut self, call: ToolCall) -> Result<ToolResult, SinkError> {
@@ -527,14 +527,14 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
         // `from`: "an agent name, null for the main model".
         let from = self.agent.clone().map_or(Value::Null, Value::String);
         self.emit(
-            HarnessEvent::Handoff(catalog::Handoff {
+            HarnessEvent::Handoff(catalog::HandoffEvent {
                 from: Json::from_value(&from),
                 to: Json::from_value(&to),
                 note: handoff.note.clone(),
                 run_id: self.op.clone(),
                 by: HandoffBy::Code,
                 wait_id: wait_id.clone(),
-                ..catalog::Handoff::default()
+                ..catalog::HandoffEvent::default()
             })
             .to_event(),
         )?;
@@ -552,16 +552,18 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
             return Ok(());
         }
         let id = self.open(Block::Reasoning)?;
-        self.emit(Event::ReasoningMessageContent(ReasoningMessageContent {
-            message_id: id,
-            delta: delta.to_owned(),
-            ..ReasoningMessageContent::default()
-        }))
+        self.emit(AguiEvent::ReasoningMessageContent(
+            ReasoningMessageContent {
+                message_id: id,
+                delta: delta.to_owned(),
+                ..ReasoningMessageContent::default()
+            },
+        ))
     }
 
     async fn state(&mut self, update: StateUpdate) -> Result<(), SinkError> {
         let ev = match update {
-            StateUpdate::Snapshot(v) => Event::StateSnapshot(StateSnapshot {
+            StateUpdate::Snapshot(v) => AguiEvent::StateSnapshot(StateSnapshot {
                 snapshot: Json::from_value(&v),
                 ..StateSnapshot::default()
             }),
@@ -576,7 +578,7 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
                         })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                Event::StateDelta(StateDelta {
+                AguiEvent::StateDelta(StateDelta {
                     delta,
                     ..StateDelta::default()
                 })
@@ -589,11 +591,11 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
 
     async fn step(&mut self, step: Step) -> Result<(), SinkError> {
         let ev = match step {
-            Step::Started(name) => Event::StepStarted(StepStarted {
+            Step::Started(name) => AguiEvent::StepStarted(StepStarted {
                 step_name: name,
                 ..StepStarted::default()
             }),
-            Step::Finished(name) => Event::StepFinished(StepFinished {
+            Step::Finished(name) => AguiEvent::StepFinished(StepFinished {
                 step_name: name,
                 ..StepFinished::default()
             }),

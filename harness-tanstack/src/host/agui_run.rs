@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use bytes::Bytes;
-use harness_core::message::Message as CoreMessage;
+use harness_core::message::Message;
 
 use super::connection::ConnState;
 use super::wait::{Entry, Resolved};
@@ -160,7 +160,7 @@ impl<L: EventLog> Host<L> {
             &input_id,
             OperationKind::Chat,
             None,
-            CoreMessage::user(text),
+            Message::user(text),
             tp,
             None,
         )

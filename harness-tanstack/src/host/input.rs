@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use harness_core::message::{Message as CoreMessage, Role};
+use harness_core::message::{Message, Role};
 
 use super::thread::Thread;
 use super::wait::{Entry, receipt_of};
@@ -545,7 +545,7 @@ pub(super) fn input_bytes(input: &Input) -> usize {
     }
 }
 
-pub(super) fn input_message(input: &Input) -> CoreMessage {
+pub(super) fn input_message(input: &Input) -> Message {
     let text = input.message_text().unwrap_or_else(|| match input {
         Input::Agent(a) => a
             .input
@@ -557,9 +557,9 @@ pub(super) fn input_message(input: &Input) -> CoreMessage {
             .unwrap_or_default(),
         _ => String::new(),
     });
-    CoreMessage::with_text(Role::User, text)
+    Message::with_text(Role::User, text)
 }
 
-pub(super) fn message_json(m: &CoreMessage) -> Json {
+pub(super) fn message_json(m: &Message) -> Json {
     Json::string(&m.text())
 }

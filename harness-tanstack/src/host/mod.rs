@@ -25,7 +25,7 @@
 //!     .find(|e| matches!(e, HostEvent::StartTurn(_))) else { panic!() };
 //!
 //! // The driver streams the turn's events; the host logs them and fans them out.
-//! host.emit(now, "thread-1", &turn.operation_id, harness_tanstack::agui::Event::text_content("m-1", "Hi")).unwrap();
+//! host.emit(now, "thread-1", &turn.operation_id, harness_tanstack::agui::AguiEvent::text_content("m-1", "Hi")).unwrap();
 //!
 //! // GET events: hello, then every event of the thread from the first one.
 //! let conn = host.open_sse(now, Some("thread-1"), Some("2"), None, None, None, "req-2").unwrap();
@@ -49,7 +49,7 @@ pub use wait::{Interrupted, Resolution, Resume, Wait, WaitFor};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
-use harness_core::message::Message as CoreMessage;
+use harness_core::message::Message;
 
 use crate::catalog::OperationKind;
 use crate::frame;
@@ -233,9 +233,9 @@ pub struct TurnRequest {
     /// The agent of an `agent` input.
     pub agent: Option<String>,
     /// The new user message.
-    pub message: CoreMessage,
+    pub message: Message,
     /// The conversation before it.
-    pub history: Vec<CoreMessage>,
+    pub history: Vec<Message>,
     /// The `traceparent` of the input, when valid.
     pub traceparent: Option<String>,
     /// When set, this run drives again a turn that waited for a person (its

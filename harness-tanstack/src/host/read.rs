@@ -59,7 +59,7 @@ impl<L: EventLog> Host<L> {
     }
 
     /// The transcript of the thread stored under `key` (see [`thread_key`](Self::thread_key)).
-    pub fn messages(&mut self, key: &str) -> Vec<agui::Message> {
+    pub fn messages(&mut self, key: &str) -> Vec<agui::AguiMessage> {
         self.ensure(key, None);
         self.threads
             .get(key)

@@ -31,7 +31,7 @@ fn scoped_key(user: &str, thread_id: &str) -> String {
 
 impl<L: EventLog> Host<L> {
     /// The key under which the host keeps the thread `thread_id` of `user` (see the
-    /// [module docs](self)): the id itself, or under
+    /// [module docs](super)): the id itself, or under
     /// [`MembersOnly`](AccessPolicy::MembersOnly) a key of the user's own. The methods that
     /// take a thread without a user ([`emit`](Self::emit), [`finish_turn`](Self::finish_turn),
     /// [`messages`](Self::messages), [`has_thread`](Self::has_thread), the log's) take this

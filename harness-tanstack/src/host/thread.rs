@@ -4,14 +4,14 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use harness_core::message::Message as CoreMessage;
+use harness_core::message::Message;
 use serde::Serialize;
 
 use super::input::Waiting;
 use super::turn::Running;
 use super::wait::{self, LogWaits, Parked};
 use super::{ConnId, Host, HostConfig, may_read};
-use crate::agui::{self, Content, Event, RunError};
+use crate::agui::{self, AguiEvent, Content, RunError};
 use crate::catalog::{self, HarnessEvent, InputOutcome};
 use crate::frame::{ErrorCode, Receipt, ReceiptStatus, close};
 use crate::log::{EventLog, LogError};
@@ -159,8 +159,8 @@ pub(super) struct Thread {
     pub(super) waiting_bytes: usize,
     /// Receipts of idempotent inputs, by `inputId`.
     receipts: Window<Receipt>,
-    transcript: Messages<agui::Message>,
-    history: Messages<CoreMessage>,
+    transcript: Messages<agui::AguiMessage>,
+    history: Messages<Message>,
     /// The user message of each accepted input, until it is applied.
     pending: HashMap<String, String>,
     /// The text of assistant messages being streamed, by message id.
@@ -264,12 +264,12 @@ impl Thread {
     }
 
     /// The saved messages (`GET transcript`), oldest first.
-    pub(super) fn transcript(&self) -> Vec<agui::Message> {
+    pub(super) fn transcript(&self) -> Vec<agui::AguiMessage> {
         self.transcript.iter().cloned().collect()
     }
 
     /// The conversation a turn gets, oldest first.
-    pub(super) fn history(&self) -> Vec<CoreMessage> {
+    pub(super) fn history(&self) -> Vec<Message> {
         self.history.iter().cloned().collect()
     }
 
@@ -368,11 +368,11 @@ pub(super) fn restore<L: EventLog>(
         t.max_op = t.max_op.max(id_number(&rec.operation_id, "op-"));
         let Ok(ev) = rec.event() else { continue };
         match &ev {
-            Event::RunStarted(r) => open.push((r.run_id.clone(), None)),
-            Event::RunFinished(_) | Event::RunError(_) => {
+            AguiEvent::RunStarted(r) => open.push((r.run_id.clone(), None)),
+            AguiEvent::RunFinished(_) | AguiEvent::RunError(_) => {
                 open.retain(|(op, _)| *op != *rec.operation_id)
             }
-            Event::Custom(c) => match HarnessEvent::from_custom(&c.name, &c.value) {
+            AguiEvent::Custom(c) => match HarnessEvent::from_custom(&c.name, &c.value) {
                 Ok(h @ (HarnessEvent::WaitOpened(_) | HarnessEvent::WaitSettled(_))) => {
                     waits.observe(&h);
                 }
@@ -422,7 +422,7 @@ pub(super) fn restore<L: EventLog>(
         t.observe(&ev);
     }
     let unfinished: Vec<String> = open.iter().map(|(op, _)| op.clone()).collect();
-    let mut closing: Vec<(String, Event)> = Vec::new();
+    let mut closing: Vec<(String, AguiEvent)> = Vec::new();
     for (op, input_id) in open {
         closing.extend(
             interrupted(&op, input_id)
@@ -478,10 +478,10 @@ impl Thread {
 
     /// Keeps the transcript, the history and the run tree up to date with an event of the
     /// thread.
-    pub(super) fn observe(&mut self, ev: &Event) {
+    pub(super) fn observe(&mut self, ev: &AguiEvent) {
         let caps = self.caps;
         match ev {
-            Event::RunStarted(r) => {
+            AguiEvent::RunStarted(r) => {
                 self.max_op = self.max_op.max(id_number(&r.run_id, "op-"));
                 self.parents.insert(
                     r.run_id.clone(),
@@ -490,10 +490,10 @@ impl Thread {
                     caps.receipt_bytes,
                 );
             }
-            Event::TextMessageStart(s) => {
+            AguiEvent::TextMessageStart(s) => {
                 self.streaming.insert(s.message_id.clone(), String::new());
             }
-            Event::TextMessageContent(c) => {
+            AguiEvent::TextMessageContent(c) => {
                 if let Some(t) = self.streaming.get_mut(&c.message_id) {
                     // A message longer than the transcript keeps is kept cut.
                     if t.len() + c.delta.len() <= caps.transcript_bytes {
@@ -501,17 +501,17 @@ impl Thread {
                     }
                 }
             }
-            Event::TextMessageEnd(e) => {
+            AguiEvent::TextMessageEnd(e) => {
                 if let Some(text) = self.streaming.remove(&e.message_id) {
                     self.history
-                        .push(CoreMessage::assistant(text.clone()), caps.history_bytes);
+                        .push(Message::assistant(text.clone()), caps.history_bytes);
                     self.transcript.push(
-                        agui::Message::assistant(e.message_id.clone(), text),
+                        agui::AguiMessage::assistant(e.message_id.clone(), text),
                         caps.transcript_bytes,
                     );
                 }
             }
-            Event::ToolCallStart(s) => {
+            AguiEvent::ToolCallStart(s) => {
                 // As AG-UI's client applies it: the call goes on the assistant message
                 // `parentMessageId` when there is one, else on a new assistant message with
                 // the id `parentMessageId` (or `toolCallId`, with no parent or when that id
@@ -519,14 +519,14 @@ impl Thread {
                 if self.open_calls.contains_key(&s.tool_call_id) {
                     return;
                 }
-                let call = agui::ToolCall {
+                let call = agui::AguiToolCall {
                     id: s.tool_call_id.clone(),
                     function: agui::FunctionCall {
                         name: s.tool_call_name.clone(),
                         arguments: String::new(),
                         ..agui::FunctionCall::default()
                     },
-                    ..agui::ToolCall::default()
+                    ..agui::AguiToolCall::default()
                 };
                 let size = json_len(&call);
                 let parent = s.parent_message_id.as_deref();
@@ -535,7 +535,7 @@ impl Thread {
                     Some(i + self.transcript.dropped)
                 });
                 let onto = found.and_then(|at| match self.transcript.get_mut(at) {
-                    Some(agui::Message::Assistant(m)) => {
+                    Some(agui::AguiMessage::Assistant(m)) => {
                         let calls = m.tool_calls.get_or_insert_with(Vec::new);
                         calls.push(call.clone());
                         Some((at, calls.len() - 1))
@@ -553,7 +553,7 @@ impl Thread {
                             _ => &s.tool_call_id,
                         };
                         self.transcript.push(
-                            agui::Message::Assistant(agui::AssistantMessage {
+                            agui::AguiMessage::Assistant(agui::AssistantMessage {
                                 id: id.to_owned(),
                                 tool_calls: Some(vec![call]),
                                 ..agui::AssistantMessage::default()
@@ -566,9 +566,9 @@ impl Thread {
                 };
                 self.open_calls.insert(s.tool_call_id.clone(), place);
             }
-            Event::ToolCallArgs(a) => {
+            AguiEvent::ToolCallArgs(a) => {
                 if let Some(&(at, j)) = self.open_calls.get(&a.tool_call_id) {
-                    if let Some(agui::Message::Assistant(m)) = self.transcript.get_mut(at) {
+                    if let Some(agui::AguiMessage::Assistant(m)) = self.transcript.get_mut(at) {
                         if let Some(c) = m.tool_calls.as_mut().and_then(|c| c.get_mut(j)) {
                             c.function.arguments.push_str(&a.delta);
                             self.transcript
@@ -577,12 +577,12 @@ impl Thread {
                     }
                 }
             }
-            Event::ToolCallEnd(e) => {
+            AguiEvent::ToolCallEnd(e) => {
                 self.open_calls.remove(&e.tool_call_id);
             }
-            Event::ToolCallResult(r) => {
+            AguiEvent::ToolCallResult(r) => {
                 self.transcript.push(
-                    agui::Message::Tool(agui::ToolMessage {
+                    agui::AguiMessage::Tool(agui::ToolMessage {
                         id: r.message_id.clone(),
                         content: r.content.clone(),
                         tool_call_id: r.tool_call_id.clone(),
@@ -591,7 +591,7 @@ impl Thread {
                     caps.transcript_bytes,
                 );
             }
-            Event::Custom(c) if c.name == "harness.input.accepted" => {
+            AguiEvent::Custom(c) if c.name == "harness.input.accepted" => {
                 if let Ok(a) = c.value.parse::<catalog::InputAccepted>() {
                     self.max_input = self.max_input.max(id_number(&a.input_id, "in-"));
                     // An input with no message (a `resolve`, an `answer`) adds none.
@@ -604,14 +604,14 @@ impl Thread {
                     }
                 }
             }
-            Event::Custom(c) if c.name == "harness.input.applied" => {
+            AguiEvent::Custom(c) if c.name == "harness.input.applied" => {
                 if let Ok(a) = c.value.parse::<catalog::InputApplied>() {
                     if let Some(text) = self.pending.remove(&a.input_id) {
                         self.user_message(&a.input_id, text);
                     }
                 }
             }
-            Event::Custom(c) if c.name == "harness.input.settled" => {
+            AguiEvent::Custom(c) if c.name == "harness.input.settled" => {
                 if let Ok(a) = c.value.parse::<catalog::InputSettled>() {
                     self.pending.remove(&a.input_id);
                 }
@@ -623,9 +623,9 @@ impl Thread {
     fn user_message(&mut self, input_id: &str, text: String) {
         let caps = self.caps;
         self.history
-            .push(CoreMessage::user(text.clone()), caps.history_bytes);
+            .push(Message::user(text.clone()), caps.history_bytes);
         self.transcript.push(
-            agui::Message::User(agui::UserMessage {
+            agui::AguiMessage::User(agui::UserMessage {
                 id: format!("{input_id}-msg"),
                 content: Content::Text(text),
                 ..agui::UserMessage::default()
@@ -638,9 +638,9 @@ impl Thread {
 /// What closes a run the host was running when it stopped: `RUN_ERROR` with code
 /// `interrupted`, `harness.operation.finished` with status `interrupted`, and
 /// `harness.input.settled` with outcome `interrupted`.
-fn interrupted(op: &str, input_id: Option<String>) -> Vec<Event> {
+fn interrupted(op: &str, input_id: Option<String>) -> Vec<AguiEvent> {
     let mut v = vec![
-        Event::RunError(RunError {
+        AguiEvent::RunError(RunError {
             message: "The host stopped during this run.".into(),
             code: Some("interrupted".into()),
             ..RunError::default()

@@ -10,7 +10,7 @@ use super::connection::{ConnState, limit, render};
 use super::read::snapshot_of;
 use super::{ConnId, HOST_EVENTS, Host, HostEvent, Transport};
 use crate::Json;
-use crate::agui::{Event, RunError};
+use crate::agui::{AguiEvent, RunError};
 use crate::catalog::{self, HarnessEvent};
 use crate::frame::{ErrorCode, HostFrame, SnapshotFrame, close};
 use crate::log::{EventLog, LogError, LogRecord};
@@ -155,7 +155,7 @@ impl<L: EventLog> Host<L> {
                     }
                 }
                 if let Some(code) = lost {
-                    let ev = Event::RunError(RunError {
+                    let ev = AguiEvent::RunError(RunError {
                         message: "The host no longer has the events of this run.".into(),
                         code: Some(code),
                         ..RunError::default()

@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use harness_core::Cursor;
-use harness_core::message::Message as CoreMessage;
+use harness_core::message::Message;
 
 use super::input::input_message;
 use super::thread::{Caps, Thread};
@@ -11,7 +11,7 @@ use super::wait::interrupt_outcome;
 use super::{HOST_EVENTS, Host, HostError, HostEvent, Refusal, Resume, TurnOutcome, TurnRequest};
 use crate::Json;
 use crate::agui::{
-    self, Custom, Event, RunError, RunFinished, RunFinishedOutcome, RunStarted, TextMessageEnd,
+    self, AguiEvent, Custom, RunError, RunFinished, RunFinishedOutcome, RunStarted, TextMessageEnd,
 };
 use crate::catalog::{self, Delivery, HarnessEvent, InputOutcome, OperationKind};
 use crate::frame::Input;
@@ -88,7 +88,7 @@ impl<L: EventLog> Host<L> {
         input_id: &str,
         kind: OperationKind,
         agent: Option<String>,
-        message: CoreMessage,
+        message: Message,
         traceparent: Option<String>,
         resume: Option<Box<Resume>>,
     ) -> Result<(), Refusal> {
@@ -112,7 +112,7 @@ impl<L: EventLog> Host<L> {
             None => return Err(Refusal::Internal("no thread".into())),
         };
         self.host_status(thread_id, "running");
-        let started = Event::RunStarted(RunStarted {
+        let started = AguiEvent::RunStarted(RunStarted {
             thread_id: wire,
             run_id: op.to_owned(),
             protocol_version: Some(agui::PROTOCOL_VERSION.to_owned()),
@@ -190,7 +190,7 @@ impl<L: EventLog> Host<L> {
         now: Instant,
         thread_id: &str,
         operation_id: &str,
-        event: Event,
+        event: AguiEvent,
     ) -> Result<Cursor, HostError> {
         self.clock(now);
         if !self.ensure(thread_id, None) {
@@ -212,8 +212,8 @@ impl<L: EventLog> Host<L> {
                 .filter(|r| r.operation_id == operation_id)
             {
                 match &event {
-                    Event::TextMessageStart(s) => r.open_message = Some(s.message_id.clone()),
-                    Event::TextMessageEnd(_) => r.open_message = None,
+                    AguiEvent::TextMessageStart(s) => r.open_message = Some(s.message_id.clone()),
+                    AguiEvent::TextMessageEnd(_) => r.open_message = None,
                     _ => {}
                 }
             }
@@ -264,7 +264,7 @@ impl<L: EventLog> Host<L> {
                 now,
                 thread_id,
                 operation_id,
-                Event::TextMessageEnd(TextMessageEnd {
+                AguiEvent::TextMessageEnd(TextMessageEnd {
                     message_id: m.clone(),
                     ..TextMessageEnd::default()
                 }),
@@ -312,19 +312,19 @@ impl<L: EventLog> Host<L> {
             ),
         };
         let end = match &outcome {
-            TurnOutcome::Failed { message, code } => Event::RunError(RunError {
+            TurnOutcome::Failed { message, code } => AguiEvent::RunError(RunError {
                 message: message.clone(),
                 code: code.clone(),
                 ..RunError::default()
             }),
-            TurnOutcome::Cancelled => Event::RunFinished(RunFinished {
+            TurnOutcome::Cancelled => AguiEvent::RunFinished(RunFinished {
                 thread_id: wire.clone(),
                 run_id: operation_id.to_owned(),
                 outcome: Some(RunFinishedOutcome::cancelled()),
                 ..RunFinished::default()
             }),
             TurnOutcome::Completed | TurnOutcome::Interrupted(_) => {
-                Event::RunFinished(RunFinished {
+                AguiEvent::RunFinished(RunFinished {
                     thread_id: wire,
                     run_id: operation_id.to_owned(),
                     outcome: interrupts.map(interrupt_outcome),
@@ -365,7 +365,7 @@ impl<L: EventLog> Host<L> {
             Some(t) => (t.thread_id.clone(), t.owner.clone()),
             None => (key.to_owned(), self.log.owner(key)),
         };
-        let ev = Event::Custom(Custom {
+        let ev = AguiEvent::Custom(Custom {
             name: "harness.session.status".into(),
             value: Json::from_value(&serde_json::json!({ "threadId": wire, "status": status })),
             ..Custom::default()

@@ -42,14 +42,14 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use harness_core::message::{Message as CoreMessage, ToolCall};
+use harness_core::message::{Message, ToolCall};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::thread::Thread;
 use super::{Host, Refusal};
 use crate::Json;
-use crate::agui::{self, Event, Interrupt, ResumeEntry, ResumeStatus};
+use crate::agui::{self, AguiEvent, Interrupt, ResumeEntry, ResumeStatus};
 use crate::catalog::{self, HarnessEvent, InputOutcome, OperationKind, WaitKind, WaitOutcome};
 use crate::frame::{Receipt, ReceiptStatus};
 use crate::log::{EventLog, LogError};
@@ -414,12 +414,12 @@ impl<L: EventLog> Host<L> {
                 secret,
             } = &w.what
             {
-                let q = HarnessEvent::Question(catalog::Question {
+                let q = HarnessEvent::Question(catalog::QuestionEvent {
                     question_id: question_id.clone(),
                     message: w.message.clone(),
                     schema: schema.as_ref().map(Json::from_value),
                     secret: secret.then_some(true),
-                    ..catalog::Question::default()
+                    ..catalog::QuestionEvent::default()
                 });
                 self.emit(now, key, op, q.to_event())
                     .map_err(|e| (e.to_string(), "internal"))?;
@@ -519,7 +519,7 @@ impl<L: EventLog> Host<L> {
             input_id,
             parked.kind,
             parked.agent,
-            CoreMessage::user(""),
+            Message::user(""),
             None,
             Some(Box::new(resume)),
         )?;
@@ -644,7 +644,7 @@ pub(super) fn restore_waits<L: EventLog>(
     log_waits: LogWaits,
     unfinished: &[String],
     t: &mut Thread,
-) -> Vec<Event> {
+) -> Vec<AguiEvent> {
     let LogWaits { mut open, closed } = log_waits;
     let stored = log.waits(key).ok().flatten();
     let record: Option<Parked> = stored.as_deref().and_then(|s| serde_json::from_str(s).ok());

@@ -7,7 +7,7 @@ use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::{EventLog, LogError, LogRecord};
-use crate::agui::Event;
+use crate::agui::AguiEvent;
 use crate::catalog::GapReason;
 use crate::lru::Lru;
 
@@ -733,7 +733,7 @@ impl EventLog for FileLog {
         key: &str,
         thread_id: &str,
         operation_id: &str,
-        event: &Event,
+        event: &AguiEvent,
     ) -> Result<LogRecord, LogError> {
         if !self.threads.contains_key(key) {
             self.new_thread(key)?;
@@ -896,8 +896,8 @@ mod tests {
         d
     }
 
-    fn text(i: usize) -> Event {
-        Event::text_content("m", format!("record {i}"))
+    fn text(i: usize) -> AguiEvent {
+        AguiEvent::text_content("m", format!("record {i}"))
     }
 
     fn file_len(d: &Path) -> u64 {

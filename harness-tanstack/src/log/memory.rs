@@ -3,7 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::{EventLog, LogError, LogRecord};
-use crate::agui::Event;
+use crate::agui::AguiEvent;
 use crate::catalog::GapReason;
 
 #[derive(Debug, Default)]
@@ -119,7 +119,7 @@ impl EventLog for MemoryLog {
         key: &str,
         thread_id: &str,
         operation_id: &str,
-        event: &Event,
+        event: &AguiEvent,
     ) -> Result<LogRecord, LogError> {
         let t = self
             .threads

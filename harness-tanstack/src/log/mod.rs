@@ -41,7 +41,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use harness_core::Cursor;
 
-use crate::agui::Event;
+use crate::agui::AguiEvent;
 use crate::catalog::GapReason;
 
 pub use file::{FileLog, FileLogConfig};
@@ -61,7 +61,7 @@ pub struct LogRecord {
 
 impl LogRecord {
     /// Renders a record: the `harness.event` frame, once.
-    pub fn render(thread_id: &str, seq: u64, operation_id: &str, event: &Event) -> LogRecord {
+    pub fn render(thread_id: &str, seq: u64, operation_id: &str, event: &AguiEvent) -> LogRecord {
         let event_json = event.to_json();
         Self::render_raw(thread_id, seq, operation_id, &event_json)
     }
@@ -138,7 +138,7 @@ impl LogRecord {
     }
 
     /// The AG-UI event, parsed back.
-    pub fn event(&self) -> Result<Event, LogError> {
+    pub fn event(&self) -> Result<AguiEvent, LogError> {
         match crate::frame::HostFrame::from_json(self.json_str()) {
             Ok(crate::frame::HostFrame::Event(f)) => Ok(f.event),
             Ok(_) => Err(LogError::Corrupt("not an event frame".into())),
@@ -194,7 +194,7 @@ pub trait EventLog: Send {
         key: &str,
         thread_id: &str,
         operation_id: &str,
-        event: &Event,
+        event: &AguiEvent,
     ) -> Result<LogRecord, LogError>;
 
     /// Appends an event to a thread whose key is its id (creating the thread) and returns
@@ -203,7 +203,7 @@ pub trait EventLog: Send {
         &mut self,
         thread_id: &str,
         operation_id: &str,
-        event: &Event,
+        event: &AguiEvent,
     ) -> Result<LogRecord, LogError> {
         self.append_as(thread_id, thread_id, operation_id, event)
     }
@@ -270,7 +270,7 @@ impl<L: EventLog + ?Sized> EventLog for Box<L> {
         key: &str,
         thread_id: &str,
         operation_id: &str,
-        event: &Event,
+        event: &AguiEvent,
     ) -> Result<LogRecord, LogError> {
         (**self).append_as(key, thread_id, operation_id, event)
     }

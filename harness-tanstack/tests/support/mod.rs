@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use harness_tanstack::agui::Event;
+use harness_tanstack::agui::AguiEvent;
 use harness_tanstack::host::{ConnId, Host, HostConfig, HostEvent, TurnOutcome, TurnRequest};
 use harness_tanstack::http::StreamOptions;
 use harness_tanstack::log::{EventLog, MemoryLog};
@@ -124,7 +124,7 @@ pub fn reply<L: harness_tanstack::log::EventLog>(n: &mut Net<L>, text: &str) -> 
             now,
             &t.thread_id,
             &op,
-            Event::TextMessageStart(harness_tanstack::agui::TextMessageStart {
+            AguiEvent::TextMessageStart(harness_tanstack::agui::TextMessageStart {
                 message_id: format!("{op}-m"),
                 ..Default::default()
             }),
@@ -135,7 +135,7 @@ pub fn reply<L: harness_tanstack::log::EventLog>(n: &mut Net<L>, text: &str) -> 
             now,
             &t.thread_id,
             &op,
-            Event::text_content(format!("{op}-m"), text),
+            AguiEvent::text_content(format!("{op}-m"), text),
         )
         .unwrap();
     n.host
@@ -143,7 +143,7 @@ pub fn reply<L: harness_tanstack::log::EventLog>(n: &mut Net<L>, text: &str) -> 
             now,
             &t.thread_id,
             &op,
-            Event::TextMessageEnd(harness_tanstack::agui::TextMessageEnd {
+            AguiEvent::TextMessageEnd(harness_tanstack::agui::TextMessageEnd {
                 message_id: format!("{op}-m"),
                 ..Default::default()
             }),

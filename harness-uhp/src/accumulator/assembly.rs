@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use crate::response::FunctionCall;
+use crate::response::FunctionCallItem;
 
 /// Text gathered from deltas for one part, in `sequence_number` order.
 ///
@@ -114,15 +114,15 @@ pub(super) struct CallState {
     pub(super) name: String,
     pub(super) status: Option<String>,
     pub(super) arguments: PartText,
-    pub(super) done: Option<FunctionCall>,
+    pub(super) done: Option<FunctionCallItem>,
 }
 
 impl CallState {
-    pub(super) fn to_call(&self) -> FunctionCall {
+    pub(super) fn to_call(&self) -> FunctionCallItem {
         if let Some(done) = &self.done {
             return done.clone();
         }
-        FunctionCall {
+        FunctionCallItem {
             id: self.id.clone(),
             call_id: self.call_id.clone(),
             name: self.name.clone(),

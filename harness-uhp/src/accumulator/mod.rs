@@ -11,10 +11,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::decoder::StreamDecoder;
 use crate::error::ErrorObject;
-use crate::event::{Event, EventType};
+use crate::event::{EventType, StreamEvent};
 use crate::finding::{Finding, excerpt};
 use crate::response::{
-    Annotation, ContainerFileCitation, ContentPart, FunctionCall, OutputItem, Response,
+    Annotation, ContainerFileCitation, FunctionCallItem, OutputContent, OutputItem, Response,
     ResponseStatus,
 };
 use crate::sequence::{Arrival, SequenceCheck, SequenceReport};
@@ -132,7 +132,7 @@ struct Terminal {
     response: Box<Response>,
     text: String,
     reasoning: String,
-    tool_calls: Vec<FunctionCall>,
+    tool_calls: Vec<FunctionCallItem>,
     annotations: Vec<Annotation>,
 }
 
@@ -301,7 +301,7 @@ impl TaskAccumulator {
     }
 
     /// Feeds one event.
-    pub fn add(&mut self, ev: &Event) {
+    pub fn add(&mut self, ev: &StreamEvent) {
         let first = self.seq.events() == 0;
         let seq = ev.sequence_number();
         let arrival = self.seq.record(seq);
@@ -350,7 +350,7 @@ impl TaskAccumulator {
         self.apply(ev, seq);
     }
 
-    fn output_index(&mut self, ev: &Event) -> u64 {
+    fn output_index(&mut self, ev: &StreamEvent) -> u64 {
         match (ev.output_index(), ev.item_id()) {
             (Some(oi), _) => oi,
             (None, Some(id)) => self.slot_of(id),
@@ -370,7 +370,7 @@ impl TaskAccumulator {
         oi
     }
 
-    fn apply(&mut self, ev: &Event, seq: Option<u64>) {
+    fn apply(&mut self, ev: &StreamEvent, seq: Option<u64>) {
         use EventType as T;
         match ev.event_type() {
             T::OutputTextDelta => {
@@ -398,7 +398,7 @@ impl TaskAccumulator {
             T::ContentPartDone => {
                 let oi = self.output_index(ev);
                 let ci = ev.content_index().unwrap_or(0);
-                if let Some(ContentPart::OutputText(t)) = ev.part() {
+                if let Some(OutputContent::OutputText(t)) = ev.part() {
                     self.texts.get((oi, ci)).set_done(&t.text);
                     for (ai, a) in t.annotations.iter().enumerate() {
                         self.annotations.insert((oi, ci, ai as u64), a.clone());
@@ -407,7 +407,7 @@ impl TaskAccumulator {
             }
             T::ReasoningSummaryPartDone => {
                 let key = (self.output_index(ev), ev.summary_index().unwrap_or(0));
-                if let Some(ContentPart::SummaryText(t)) = ev.part() {
+                if let Some(OutputContent::SummaryText(t)) = ev.part() {
                     self.reasoning.get(key).set_done(&t.text);
                 }
             }
@@ -491,7 +491,7 @@ impl TaskAccumulator {
             }
             OutputItem::Message(m) if done => {
                 for (ci, part) in m.content.iter().enumerate() {
-                    if let ContentPart::OutputText(t) = part {
+                    if let OutputContent::OutputText(t) = part {
                         self.texts.get((oi, ci as u64)).set_done(&t.text);
                         for (ai, a) in t.annotations.iter().enumerate() {
                             self.annotations
@@ -502,7 +502,7 @@ impl TaskAccumulator {
             }
             OutputItem::Reasoning(r) if done => {
                 for (si, part) in r.summary.iter().enumerate() {
-                    if let ContentPart::SummaryText(t) = part {
+                    if let OutputContent::SummaryText(t) = part {
                         self.reasoning.get((oi, si as u64)).set_done(&t.text);
                     }
                 }
@@ -647,7 +647,7 @@ impl TaskAccumulator {
     /// The tools the agent invoked: the terminal response's `function_call` items when it
     /// has any, otherwise the calls seen in the stream (from `output_item.done`, or assembled
     /// from `output_item.added` and the argument deltas when that was lost).
-    pub fn tool_calls(&self) -> Vec<FunctionCall> {
+    pub fn tool_calls(&self) -> Vec<FunctionCallItem> {
         match &self.terminal {
             Some(t) if !t.tool_calls.is_empty() => t.tool_calls.clone(),
             _ => self.calls.values().map(CallState::to_call).collect(),

@@ -17,16 +17,16 @@
 use std::time::Instant;
 
 use crate::error::ErrorObject;
-use crate::event::Event;
+use crate::event::StreamEvent;
 use crate::finding::Finding;
 use crate::retry::GiveUpReason;
 
-/// The requests: [`ClientConfig`], [`CreateRequest`] and the [`requests`] builders.
+/// The requests: [`TaskClientConfig`], [`CreateRequest`] and the [`requests`] builders.
 mod request;
 /// The state machine: [`TaskClient`].
 mod task;
 
-pub use request::{ClientConfig, CreateRequest, RequestError, requests};
+pub use request::{CreateRequest, RequestError, TaskClientConfig, requests};
 pub use task::TaskClient;
 
 /// Identifies one request of a [`TaskClient`]; pass it back with its answer.
@@ -44,9 +44,10 @@ pub enum RequestKind {
     Cancel,
 }
 
-/// A request to send.
+/// A request the [`TaskClient`] wants sent (from [`TaskClient::poll_transmit`]); its answer
+/// goes back with its [`id`](Self::id).
 #[derive(Debug)]
-pub struct Transmit {
+pub struct ClientRequest {
     /// Pass it back with the answer.
     pub id: RequestId,
     /// What it is for.
@@ -98,7 +99,7 @@ pub enum TaskError {
 #[non_exhaustive]
 pub enum TaskEvent {
     /// A streamed event, for live rendering (already applied to the accumulator).
-    Event(Event),
+    Event(StreamEvent),
     /// A message of the stream that did not decode (recorded in the accumulator too).
     Finding(Finding),
     /// The stream ended or stalled before its terminal event; the stored response is being

@@ -1,4 +1,4 @@
-//! Building the requests of a task: where and how to reach the server ([`ClientConfig`]),
+//! Building the requests of a task: where and how to reach the server ([`TaskClientConfig`]),
 //! the body of a create ([`CreateRequest`]), and the builders of every request with its
 //! headers — the version, the bearer token, and on a create the idempotency key every
 //! attempt of one task carries ([`requests`]).
@@ -14,9 +14,10 @@ use serde_json::{Map, Value};
 use crate::protocol::{IDEMPOTENCY_KEY_HEADER, PROTOCOL_VERSION, VERSION_HEADER, endpoints};
 use crate::retry::IdempotencyKey;
 
-/// Where and how to reach the server.
+/// Where and how to reach the server, for a [`TaskClient`](super::TaskClient) and the
+/// [`requests`] builders.
 #[derive(Clone, Debug)]
-pub struct ClientConfig {
+pub struct TaskClientConfig {
     /// The server's base URL, without a trailing slash (`http://127.0.0.1:3000/api/harness`).
     pub base_url: String,
     /// The `UHP-Version` to ask for (`None`: send none, the server's default applies).
@@ -37,14 +38,14 @@ pub struct ClientConfig {
     pub sse: SseConfig,
 }
 
-impl ClientConfig {
+impl TaskClientConfig {
     /// A configuration for this server with the defaults.
     pub fn new(base_url: impl Into<String>) -> Self {
         let mut base_url = base_url.into();
         while base_url.ends_with('/') {
             base_url.pop();
         }
-        ClientConfig {
+        TaskClientConfig {
             base_url,
             version: Some(PROTOCOL_VERSION.to_owned()),
             token: None,
@@ -138,7 +139,7 @@ pub enum RequestError {
 pub mod requests {
     use super::*;
 
-    fn base(cfg: &ClientConfig, method: Method, path: &str) -> http::request::Builder {
+    fn base(cfg: &TaskClientConfig, method: Method, path: &str) -> http::request::Builder {
         let mut b = http::Request::builder()
             .method(method)
             .uri(format!("{}{path}", cfg.base_url));
@@ -162,7 +163,7 @@ pub mod requests {
     /// `POST /v1/responses`, with `Idempotency-Key` (every attempt of one task carries the
     /// same key) and, when `stream`, `"stream": true` and `Accept: text/event-stream`.
     pub fn create(
-        cfg: &ClientConfig,
+        cfg: &TaskClientConfig,
         body: &CreateRequest,
         key: &IdempotencyKey,
         stream: bool,
@@ -186,7 +187,7 @@ pub mod requests {
 
     /// `POST /v1/responses` with `"stream": true`.
     pub fn stream(
-        cfg: &ClientConfig,
+        cfg: &TaskClientConfig,
         body: &CreateRequest,
         key: &IdempotencyKey,
     ) -> Result<http::Request<Vec<u8>>, RequestError> {
@@ -195,7 +196,7 @@ pub mod requests {
 
     /// A new task in the session of `previous_response_id`, streamed.
     pub fn continue_session(
-        cfg: &ClientConfig,
+        cfg: &TaskClientConfig,
         previous_response_id: &str,
         input: impl Into<Value>,
         key: &IdempotencyKey,
@@ -218,7 +219,7 @@ pub mod requests {
     /// `GET /v1/responses/{id}`: the stored response, the source of truth. The id is
     /// escaped as one path segment ([`endpoints::segment`]); an empty id is an error.
     pub fn retrieve(
-        cfg: &ClientConfig,
+        cfg: &TaskClientConfig,
         response_id: &str,
     ) -> Result<http::Request<Vec<u8>>, RequestError> {
         require_id(response_id)?;
@@ -232,7 +233,7 @@ pub mod requests {
     /// `POST /v1/responses/{id}/cancel` (idempotent; cancelling a finished task changes
     /// nothing). The id is escaped as in [`retrieve`].
     pub fn cancel(
-        cfg: &ClientConfig,
+        cfg: &TaskClientConfig,
         response_id: &str,
     ) -> Result<http::Request<Vec<u8>>, RequestError> {
         require_id(response_id)?;
@@ -244,7 +245,7 @@ pub mod requests {
     }
 
     /// `GET /v1/uhp`: the discovery document (no token needed).
-    pub fn discovery(cfg: &ClientConfig) -> Result<http::Request<Vec<u8>>, RequestError> {
+    pub fn discovery(cfg: &TaskClientConfig) -> Result<http::Request<Vec<u8>>, RequestError> {
         done(
             base(cfg, Method::GET, endpoints::DISCOVERY).header(ACCEPT, "application/json"),
             Vec::new(),

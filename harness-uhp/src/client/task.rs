@@ -8,8 +8,8 @@ use http::HeaderMap;
 use http::header::{CONTENT_TYPE, DATE, RETRY_AFTER};
 use serde_json::Value;
 
-use super::request::{ClientConfig, CreateRequest, requests};
-use super::{RequestId, RequestKind, TaskError, TaskEvent, Transmit};
+use super::request::{CreateRequest, TaskClientConfig, requests};
+use super::{ClientRequest, RequestId, RequestKind, TaskError, TaskEvent};
 use crate::accumulator::TaskAccumulator;
 use crate::decoder::StreamDecoder;
 use crate::error::ErrorEnvelope;
@@ -58,10 +58,10 @@ const MAX_CANCEL_ERROR_BODY: usize = 64 << 10;
 /// ```
 /// use std::time::Instant;
 /// use harness_uhp::builder::StreamBuilder;
-/// use harness_uhp::client::{ClientConfig, CreateRequest, RequestKind, TaskClient, TaskEvent};
+/// use harness_uhp::client::{TaskClientConfig, CreateRequest, RequestKind, TaskClient, TaskEvent};
 ///
 /// let now = Instant::now();
-/// let mut task = TaskClient::new(ClientConfig::new("http://127.0.0.1:3000"), CreateRequest::new("hi"));
+/// let mut task = TaskClient::new(TaskClientConfig::new("http://127.0.0.1:3000"), CreateRequest::new("hi"));
 /// task.start(now);
 /// let create = task.poll_transmit().unwrap();
 /// assert_eq!(create.kind, RequestKind::Create);
@@ -93,7 +93,7 @@ const MAX_CANCEL_ERROR_BODY: usize = 64 << 10;
 /// ```
 #[derive(Debug)]
 pub struct TaskClient {
-    cfg: ClientConfig,
+    cfg: TaskClientConfig,
     body: CreateRequest,
     policy: RetryPolicy,
     acc: TaskAccumulator,
@@ -106,7 +106,7 @@ pub struct TaskClient {
     cancel_policy: RetryPolicy,
     /// When to send the cancel again after a failure.
     cancel_timer: Option<Instant>,
-    transmits: VecDeque<Transmit>,
+    transmits: VecDeque<ClientRequest>,
     events: VecDeque<TaskEvent>,
     /// When to send `retry` (a retry after a failure, or the next poll of the stored response).
     timer: Option<(Instant, RequestKind)>,
@@ -119,12 +119,12 @@ pub struct TaskClient {
 
 impl TaskClient {
     /// A task to create with this body, a fresh idempotency key and the default policy.
-    pub fn new(cfg: ClientConfig, body: CreateRequest) -> Self {
+    pub fn new(cfg: TaskClientConfig, body: CreateRequest) -> Self {
         Self::with_policy(cfg, body, RetryPolicy::new())
     }
 
     /// A task with this retry policy (and so this idempotency key).
-    pub fn with_policy(cfg: ClientConfig, body: CreateRequest, policy: RetryPolicy) -> Self {
+    pub fn with_policy(cfg: TaskClientConfig, body: CreateRequest, policy: RetryPolicy) -> Self {
         let decoder = StreamDecoder::with_config(cfg.sse);
         TaskClient {
             cfg,
@@ -188,7 +188,7 @@ impl TaskClient {
                     retry_after: None,
                     buf: Vec::new(),
                 });
-                self.transmits.push_back(Transmit {
+                self.transmits.push_back(ClientRequest {
                     id: rid,
                     kind: RequestKind::Cancel,
                     request,
@@ -238,7 +238,8 @@ impl TaskClient {
                     kind,
                     phase: Phase::Sent,
                 });
-                self.transmits.push_back(Transmit { id, kind, request });
+                self.transmits
+                    .push_back(ClientRequest { id, kind, request });
                 // A repeated key's answer may wait for the first request ("if first still
                 // running server MUST wait and return its result"): no head timeout then.
                 self.inactivity = if kind == RequestKind::Create && self.creates_sent > 1 {
@@ -593,7 +594,7 @@ impl TaskClient {
 
     /// The next request to send.
     #[must_use = "a polled request is gone from the queue: send it"]
-    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+    pub fn poll_transmit(&mut self) -> Option<ClientRequest> {
         self.transmits.pop_front()
     }
 

@@ -1,14 +1,14 @@
 //! The hand-written deserializer: an event object decoded in one pass into place
-//! ([`Event::parse`]), and the slow path that says what is wrong with one that is not an event.
+//! ([`StreamEvent::parse`]), and the slow path that says what is wrong with one that is not an event.
 
 use std::fmt;
 
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::types::{Event, EventType, Rare, SeqField, Text};
+use super::types::{EventType, Rare, SeqField, StreamEvent, Text};
 use crate::finding::{Finding, excerpt};
-use crate::response::{ContentPart, OutputItem, Response};
+use crate::response::{OutputContent, OutputItem, Response};
 use harness_core::wire;
 
 impl<'de> Deserialize<'de> for SeqField {
@@ -157,13 +157,13 @@ impl<'de: 'a, 'a> Visitor<'de> for Sink<'_, 'a> {
     }
 }
 
-impl Event {
+impl StreamEvent {
     /// Decodes one event from the data of one SSE message.
     ///
     /// Errors are findings about this payload: not JSON, a `[DONE]` sentinel, JSON that is
     /// not an object, an object without a string `type`, or a known type with a field of the
     /// wrong JSON type (the finding carries the `sequence_number` when it could be read).
-    pub fn parse(data: String) -> Result<Event, Finding> {
+    pub fn parse(data: String) -> Result<StreamEvent, Finding> {
         let mut f = Fields::default();
         let decoded = {
             let mut de = serde_json::Deserializer::from_str(&data);
@@ -184,7 +184,7 @@ impl Event {
 
     /// The slow path: an unknown type whose fields have shapes this crate does not expect is
     /// still an event; anything else says precisely what is wrong with the payload.
-    fn slow_path(data: String) -> Result<Event, Finding> {
+    fn slow_path(data: String) -> Result<StreamEvent, Finding> {
         if data.trim() == "[DONE]" {
             return Err(Finding::DoneSentinel);
         }
@@ -213,7 +213,7 @@ impl Event {
                 None => SeqField::Absent,
                 Some(v) => v.as_u64().map_or(SeqField::Invalid, SeqField::Valid),
             };
-            return Ok(Event {
+            return Ok(StreamEvent {
                 raw: String::new(),
                 type_name: Text::Owned(ty.into()),
                 item_id: None,
@@ -250,7 +250,7 @@ impl Event {
                 .filter(|r| !r.is_null())
                 .map(|r| Response::from_value_lenient(r.clone()));
             if let Some(Ok(response)) = response {
-                return Ok(Event {
+                return Ok(StreamEvent {
                     raw: String::new(),
                     type_name: Text::Owned(ty.into()),
                     item_id: None,
@@ -287,7 +287,7 @@ impl Event {
         })
     }
 
-    fn with_raw(mut self, raw: String) -> Event {
+    fn with_raw(mut self, raw: String) -> StreamEvent {
         self.raw = raw;
         self
     }
@@ -304,13 +304,13 @@ struct Fields {
     content_index: Option<u64>,
     response: Option<Box<Response>>,
     item: Option<Box<OutputItem>>,
-    part: Option<Box<ContentPart>>,
+    part: Option<Box<OutputContent>>,
     rare: Option<Box<Rare>>,
 }
 
 impl Fields {
     /// Checks that the type is there, then moves the raw text in.
-    fn into_event(self, raw: String) -> Result<Event, Finding> {
+    fn into_event(self, raw: String) -> Result<StreamEvent, Finding> {
         let seq = match self.sequence_number {
             SeqField::Valid(n) => Some(n),
             _ => None,
@@ -321,7 +321,7 @@ impl Fields {
             });
         };
         let event_type = EventType::from_wire(type_name.get(&raw));
-        Ok(Event {
+        Ok(StreamEvent {
             raw,
             type_name,
             item_id: self.item_id,

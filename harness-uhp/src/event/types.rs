@@ -1,9 +1,9 @@
-//! The typed event: [`Event`] (the schema's flat event, its strings kept as spans of the
-//! received JSON), its typed view [`EventKind`] and its type [`EventType`].
+//! The typed event: [`StreamEvent`] (the schema's flat event, its strings kept as spans of the
+//! received JSON), its typed view [`StreamEventKind`] and its type [`EventType`].
 
 use std::borrow::Cow;
 
-use crate::response::{Annotation, ContentPart, OutputItem, Response};
+use crate::response::{Annotation, OutputContent, OutputItem, Response};
 use harness_core::wire::Key;
 
 /// The event types of the protocol's streaming vocabulary (schema `Event.type`).
@@ -185,15 +185,15 @@ pub(super) enum SeqField {
     Invalid,
 }
 
-/// One streamed UHP event.
+/// One streamed UHP event (schema `Event`).
 ///
-/// Built by [`StreamDecoder`](crate::StreamDecoder) (or [`Event::parse`]) when the data is a
+/// Built by [`StreamDecoder`](crate::StreamDecoder) (or [`StreamEvent::parse`]) when the data is a
 /// JSON object with a string `type` whose fields have the schema's JSON types; anything else
 /// is a [`Finding`](crate::Finding). A known type lacking the field it needs is still an
-/// event (see [`Event::missing_field`]). `sequence_number` may still be absent or
+/// event (see [`StreamEvent::missing_field`]). `sequence_number` may still be absent or
 /// invalid here: the [`TaskAccumulator`](crate::TaskAccumulator) reports that.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Event {
+pub struct StreamEvent {
     pub(super) raw: String,
     pub(super) type_name: Text,
     pub(super) item_id: Option<Text>,
@@ -204,15 +204,15 @@ pub struct Event {
     pub(super) event_type: EventType,
     pub(super) response: Option<Box<Response>>,
     pub(super) item: Option<Box<OutputItem>>,
-    pub(super) part: Option<Box<ContentPart>>,
+    pub(super) part: Option<Box<OutputContent>>,
     pub(super) rare: Option<Box<Rare>>,
 }
 
-/// The typed view of an [`Event`], borrowed from it. Index fields are `Option` because the
+/// The typed view of a [`StreamEvent`], borrowed from it. Index fields are `Option` because the
 /// schema does not require them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
-pub enum EventKind<'a> {
+pub enum StreamEventKind<'a> {
     /// `response.created`.
     Created(&'a Response),
     /// `response.in_progress`.
@@ -246,7 +246,7 @@ pub enum EventKind<'a> {
         /// Position in the item's `content`.
         content_index: Option<u64>,
         /// The empty part.
-        part: &'a ContentPart,
+        part: &'a OutputContent,
     },
     /// `response.content_part.done`.
     ContentPartDone {
@@ -257,7 +257,7 @@ pub enum EventKind<'a> {
         /// Position in the item's `content`.
         content_index: Option<u64>,
         /// The complete part.
-        part: &'a ContentPart,
+        part: &'a OutputContent,
     },
     /// `response.output_text.delta`.
     OutputTextDelta {
@@ -303,7 +303,7 @@ pub enum EventKind<'a> {
         /// Position in the item's `summary`.
         summary_index: Option<u64>,
         /// The empty part.
-        part: &'a ContentPart,
+        part: &'a OutputContent,
     },
     /// `response.reasoning_summary_text.delta`.
     ReasoningSummaryTextDelta {
@@ -325,7 +325,7 @@ pub enum EventKind<'a> {
         /// Position in the item's `summary`.
         summary_index: Option<u64>,
         /// The complete part.
-        part: &'a ContentPart,
+        part: &'a OutputContent,
     },
     /// `response.function_call_arguments.delta`.
     FunctionCallArgumentsDelta {
@@ -354,21 +354,21 @@ pub enum EventKind<'a> {
         /// The offending field.
         param: Option<&'a str>,
     },
-    /// A known type that lacks the field it needs ([`Event::missing_field`]).
+    /// A known type that lacks the field it needs ([`StreamEvent::missing_field`]).
     MissingField {
         /// The wire `type`.
         event_type: &'a str,
         /// The missing field.
         field: &'static str,
     },
-    /// A type this crate does not know; see [`Event::raw_json`] for its fields.
+    /// A type this crate does not know; see [`StreamEvent::raw_json`] for its fields.
     Unknown {
         /// The wire `type`.
         event_type: &'a str,
     },
 }
 
-impl Event {
+impl StreamEvent {
     /// The field a known type needs and this event lacks (`response` for a lifecycle event,
     /// `item`, `part`, `delta`, `text`, `arguments`, `annotation`), if any. Such an event is
     /// still an event (its type and number count), but it carries nothing to apply.
@@ -502,7 +502,7 @@ impl Event {
         self.item.as_deref()
     }
     /// `part`.
-    pub fn part(&self) -> Option<&ContentPart> {
+    pub fn part(&self) -> Option<&OutputContent> {
         self.part.as_deref()
     }
     /// `annotation`.
@@ -511,11 +511,11 @@ impl Event {
     }
 
     /// The typed view, to `match` on.
-    pub fn kind(&self) -> EventKind<'_> {
+    pub fn kind(&self) -> StreamEventKind<'_> {
         use EventType as T;
         let item_id = self.item_id();
         let (oi, ci, si) = (self.output_index, self.content_index, self.summary_index());
-        let unknown = EventKind::MissingField {
+        let unknown = StreamEventKind::MissingField {
             event_type: self.type_name(),
             field: self.missing_field().unwrap_or("?"),
         };
@@ -525,19 +525,21 @@ impl Event {
                     return unknown;
                 };
                 match self.event_type {
-                    T::Created => EventKind::Created(r),
-                    T::InProgress => EventKind::InProgress(r),
-                    T::Completed => EventKind::Completed(r),
-                    T::Incomplete => EventKind::Incomplete(r),
-                    _ => EventKind::Failed(r),
+                    T::Created => StreamEventKind::Created(r),
+                    T::InProgress => StreamEventKind::InProgress(r),
+                    T::Completed => StreamEventKind::Completed(r),
+                    T::Incomplete => StreamEventKind::Incomplete(r),
+                    _ => StreamEventKind::Failed(r),
                 }
             }
             T::OutputItemAdded | T::OutputItemDone => match self.item() {
-                Some(item) if self.event_type == T::OutputItemAdded => EventKind::OutputItemAdded {
-                    output_index: oi,
-                    item,
-                },
-                Some(item) => EventKind::OutputItemDone {
+                Some(item) if self.event_type == T::OutputItemAdded => {
+                    StreamEventKind::OutputItemAdded {
+                        output_index: oi,
+                        item,
+                    }
+                }
+                Some(item) => StreamEventKind::OutputItemDone {
                     output_index: oi,
                     item,
                 },
@@ -545,14 +547,14 @@ impl Event {
             },
             T::ContentPartAdded | T::ContentPartDone => match self.part() {
                 Some(part) if self.event_type == T::ContentPartAdded => {
-                    EventKind::ContentPartAdded {
+                    StreamEventKind::ContentPartAdded {
                         item_id,
                         output_index: oi,
                         content_index: ci,
                         part,
                     }
                 }
-                Some(part) => EventKind::ContentPartDone {
+                Some(part) => StreamEventKind::ContentPartDone {
                     item_id,
                     output_index: oi,
                     content_index: ci,
@@ -562,14 +564,14 @@ impl Event {
             },
             T::ReasoningSummaryPartAdded | T::ReasoningSummaryPartDone => match self.part() {
                 Some(part) if self.event_type == T::ReasoningSummaryPartAdded => {
-                    EventKind::ReasoningSummaryPartAdded {
+                    StreamEventKind::ReasoningSummaryPartAdded {
                         item_id,
                         output_index: oi,
                         summary_index: si,
                         part,
                     }
                 }
-                Some(part) => EventKind::ReasoningSummaryPartDone {
+                Some(part) => StreamEventKind::ReasoningSummaryPartDone {
                     item_id,
                     output_index: oi,
                     summary_index: si,
@@ -578,7 +580,7 @@ impl Event {
                 None => unknown,
             },
             T::OutputTextDelta => match self.delta() {
-                Some(delta) => EventKind::OutputTextDelta {
+                Some(delta) => StreamEventKind::OutputTextDelta {
                     item_id,
                     output_index: oi,
                     content_index: ci,
@@ -587,7 +589,7 @@ impl Event {
                 None => unknown,
             },
             T::ReasoningSummaryTextDelta => match self.delta() {
-                Some(delta) => EventKind::ReasoningSummaryTextDelta {
+                Some(delta) => StreamEventKind::ReasoningSummaryTextDelta {
                     item_id,
                     output_index: oi,
                     summary_index: si,
@@ -596,7 +598,7 @@ impl Event {
                 None => unknown,
             },
             T::FunctionCallArgumentsDelta => match self.delta() {
-                Some(delta) => EventKind::FunctionCallArgumentsDelta {
+                Some(delta) => StreamEventKind::FunctionCallArgumentsDelta {
                     item_id,
                     output_index: oi,
                     delta,
@@ -604,7 +606,7 @@ impl Event {
                 None => unknown,
             },
             T::OutputTextDone => match self.text() {
-                Some(text) => EventKind::OutputTextDone {
+                Some(text) => StreamEventKind::OutputTextDone {
                     item_id,
                     output_index: oi,
                     content_index: ci,
@@ -613,7 +615,7 @@ impl Event {
                 None => unknown,
             },
             T::FunctionCallArgumentsDone => match self.arguments() {
-                Some(arguments) => EventKind::FunctionCallArgumentsDone {
+                Some(arguments) => StreamEventKind::FunctionCallArgumentsDone {
                     item_id,
                     output_index: oi,
                     arguments,
@@ -621,7 +623,7 @@ impl Event {
                 None => unknown,
             },
             T::OutputTextAnnotationAdded => match self.annotation() {
-                Some(annotation) => EventKind::OutputTextAnnotationAdded {
+                Some(annotation) => StreamEventKind::OutputTextAnnotationAdded {
                     item_id,
                     output_index: oi,
                     content_index: ci,
@@ -630,12 +632,12 @@ impl Event {
                 },
                 None => unknown,
             },
-            T::Error => EventKind::Error {
+            T::Error => StreamEventKind::Error {
                 code: self.code(),
                 message: self.message(),
                 param: self.param(),
             },
-            T::Unknown => EventKind::Unknown {
+            T::Unknown => StreamEventKind::Unknown {
                 event_type: self.type_name(),
             },
         }

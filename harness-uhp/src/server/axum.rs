@@ -1,16 +1,16 @@
-//! The runtime half (feature `axum`): a nestable axum [`Router`](axum::Router) over a [`Host`], a hyper
+//! The runtime half (feature `axum`): a nestable axum [`Router`](axum::Router) over a [`Service`], a hyper
 //! server with a header-read timeout, and [`FileStore`], the on-disk store.
 //!
 //! The router hands every request under it to the machine, raw target included (so ids are
 //! decoded and checked in one place, [`route`](super::route)). It reads a body up to the
-//! host's [`max_request_bytes`](Host::max_request_bytes) (a larger `Content-Length` is
+//! host's [`max_request_bytes`](Service::max_request_bytes) (a larger `Content-Length` is
 //! answered `413` before a byte is read) and gives up on a body that stalls for
 //! [`RouterConfig::idle_timeout`]. An auth hook may map a request to a principal itself;
 //! without one the host checks bearer tokens against its keys. Event streams are sent as the
 //! machine queues them, chunk by chunk, with `X-Accel-Buffering: no` for proxies.
 //!
 //! ```no_run
-//! # async fn demo(host: harness_uhp::server::driver::Host) -> std::io::Result<()> {
+//! # async fn demo(host: harness_uhp::server::driver::Service) -> std::io::Result<()> {
 //! use harness_uhp::server::axum::{RouterConfig, ServeConfig, router, serve};
 //!
 //! tokio::spawn(host.run(tokio::time::sleep));
@@ -34,7 +34,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use http_body_util::BodyExt;
 
-use super::driver::{Body, Caller, Host};
+use super::driver::{Body, Caller, Service};
 use super::error::ApiError;
 use super::store::{Record, Store, StoreError};
 
@@ -82,12 +82,12 @@ impl RouterConfig {
 }
 
 struct RouterState {
-    host: Host,
+    host: Service,
     cfg: RouterConfig,
 }
 
 /// A router answering every UHP endpoint (`/v1/…`) for `host`; nest it where you like.
-pub fn router(host: Host, cfg: RouterConfig) -> axum::Router {
+pub fn router(host: Service, cfg: RouterConfig) -> axum::Router {
     axum::Router::new()
         .fallback(handle)
         .with_state(Arc::new(RouterState { host, cfg }))

@@ -105,6 +105,7 @@ use serde_json::Value;
 
 pub use auth::{ApiKeys, Principal};
 pub use config::ServerConfig;
+pub use driver::{Service, ServiceBuilder};
 pub use error::ApiError;
 pub use harness::{Base, HarnessObject};
 pub use route::Route;
@@ -209,7 +210,7 @@ pub enum Wake {
 
 /// A turn for the driver to run: one task, one call of a harness's `run`.
 #[derive(Clone, Debug)]
-pub struct TurnStart {
+pub struct TurnRequest {
     /// The task (`resp_…`); every `turn_*` call names it.
     pub response_id: String,
     /// Its session (`hsess…`).
@@ -234,7 +235,7 @@ pub struct TurnStart {
 #[non_exhaustive]
 pub enum ServerEvent {
     /// Run this turn.
-    StartTurn(Box<TurnStart>),
+    StartTurn(Box<TurnRequest>),
     /// Stop the turn of this task now (cancelled, out of budget, its session deleted): drop
     /// its future. The task is already terminal; later `turn_*` calls return [`TurnGone`].
     StopTurn {

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use harness_core::event::Event as HistoryEvent;
+use harness_core::event::Event;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -63,7 +63,7 @@ pub(crate) struct Session {
     pub(crate) updated_at: i64,
     pub(crate) status: String,
     pub(crate) turns: Vec<Turn>,
-    pub(crate) history: Arc<Vec<HistoryEvent>>,
+    pub(crate) history: Arc<Vec<Event>>,
     pub(crate) running: Option<String>,
     pub(crate) files: Vec<StoredFile>,
     pub(crate) share: Option<Share>,
@@ -91,7 +91,7 @@ pub struct StoredSession {
     /// The tasks.
     pub turns: Vec<Turn>,
     /// The conversation.
-    pub history: Vec<HistoryEvent>,
+    pub history: Vec<Event>,
     /// The artifacts.
     pub files: Vec<StoredFile>,
     /// The share, if published.

@@ -4,17 +4,17 @@
 use std::time::{Duration, Instant};
 
 use harness_uhp::builder::StreamBuilder;
-use harness_uhp::client::{ClientConfig, CreateRequest, TaskClient, TaskEvent, Transmit};
+use harness_uhp::client::{ClientRequest, CreateRequest, TaskClient, TaskClientConfig, TaskEvent};
 use harness_uhp::retry::RetryPolicy;
 use harness_uhp::{
-    Annotation, ContainerFileCitation, Event, Finding, StreamDecoder, TaskAccumulator,
+    Annotation, ContainerFileCitation, Finding, StreamDecoder, StreamEvent, TaskAccumulator,
 };
 use http::HeaderMap;
 use serde_json::{Value, json};
 
 /// What a stream decoded to.
 pub struct Run {
-    pub events: Vec<Event>,
+    pub events: Vec<StreamEvent>,
     pub findings: Vec<Finding>,
     pub task: TaskAccumulator,
 }
@@ -137,7 +137,7 @@ pub fn server() -> StreamBuilder {
 
 /// The client under test: token `tok`, harness `chrn_1`, a poll every 500 ms, a seeded policy.
 pub fn client() -> TaskClient {
-    let mut cfg = ClientConfig::new("http://uhp.test/api/").with_token("tok");
+    let mut cfg = TaskClientConfig::new("http://uhp.test/api/").with_token("tok");
     cfg.poll_interval = Duration::from_millis(500);
     TaskClient::with_policy(
         cfg,
@@ -155,7 +155,7 @@ pub fn events(c: &mut TaskClient) -> Vec<TaskEvent> {
 pub fn answer_json(
     c: &mut TaskClient,
     now: Instant,
-    t: &Transmit,
+    t: &ClientRequest,
     status: u16,
     h: &HeaderMap,
     body: &Value,

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use harness_core::message::{JsonObject, ToolCall, ToolResult};
 use harness_uhp::server::{
     Base, Now, Principal, Reply, Request, Server, ServerConfig, ServerEvent, StreamId, StreamPoll,
-    TurnEnd, TurnStart, Wake,
+    TurnEnd, TurnRequest, Wake,
 };
-use harness_uhp::{Event, StreamDecoder};
+use harness_uhp::{StreamDecoder, StreamEvent};
 use http::HeaderMap;
 use serde_json::{Value, json};
 
@@ -66,7 +66,7 @@ pub struct Rig {
     pub t0: Instant,
     pub elapsed: Duration,
     /// Events the rig set aside while reading: turns to run, stops, records.
-    pub turns: Vec<TurnStart>,
+    pub turns: Vec<TurnRequest>,
     pub stops: Vec<String>,
     pub wakes: Vec<Wake>,
     pub records: Vec<harness_uhp::server::Record>,
@@ -189,7 +189,7 @@ impl Rig {
     }
 
     /// Creates a task as Alice (background, so it answers at once); returns its id and turn.
-    pub fn start(&mut self, body: Value) -> (String, TurnStart) {
+    pub fn start(&mut self, body: Value) -> (String, TurnRequest) {
         let mut body = body;
         body["background"] = json!(true);
         let a = self.call("POST", "/v1/responses", Some(body));
@@ -199,7 +199,7 @@ impl Rig {
         (id, turn)
     }
 
-    pub fn take_turn(&mut self, id: &str) -> TurnStart {
+    pub fn take_turn(&mut self, id: &str) -> TurnRequest {
         let i = self
             .turns
             .iter()
@@ -253,7 +253,7 @@ impl Rig {
 }
 
 /// The events of an SSE body, decoded by harness-uhp's own client decoder.
-pub fn decode(body: &[u8]) -> Vec<Event> {
+pub fn decode(body: &[u8]) -> Vec<StreamEvent> {
     let mut dec = StreamDecoder::new();
     dec.push(body);
     let mut out = Vec::new();
@@ -265,5 +265,5 @@ pub fn decode(body: &[u8]) -> Vec<Event> {
 
 /// The events as JSON values.
 pub fn values(body: &[u8]) -> Vec<Value> {
-    decode(body).iter().map(Event::to_value).collect()
+    decode(body).iter().map(StreamEvent::to_value).collect()
 }

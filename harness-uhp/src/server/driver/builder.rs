@@ -1,4 +1,4 @@
-//! [`HostBuilder`]: a [`Host`] with its harnesses, model, models, tools, keys and store, the
+//! [`ServiceBuilder`]: a [`Service`] with its harnesses, model, models, tools, keys and store, the
 //! store read back into the machine.
 
 use std::collections::{HashMap, HashSet};
@@ -12,14 +12,14 @@ use harness_core::tool::Tools;
 use harness_core::tool::rules::ApprovalPolicy;
 
 use super::files::FileTools;
-use super::{Host, Shared, State};
+use super::{Service, Shared, State};
 use crate::server::store::{MemoryStore, Store, StoreError};
 use crate::server::{Base, Principal, Server, ServerConfig};
 
 type Configure = Box<dyn FnOnce(&mut ServerConfig) + Send>;
 
-/// Builds a [`Host`].
-pub struct HostBuilder {
+/// Builds a [`Service`].
+pub struct ServiceBuilder {
     model: Arc<dyn Model>,
     harnesses: Vec<(Base, Arc<dyn Harness>)>,
     models: Vec<String>,
@@ -31,18 +31,18 @@ pub struct HostBuilder {
     configure: Vec<Configure>,
 }
 
-impl std::fmt::Debug for HostBuilder {
+impl std::fmt::Debug for ServiceBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostBuilder")
+        f.debug_struct("ServiceBuilder")
             .field("models", &self.models)
             .finish_non_exhaustive()
     }
 }
 
-impl Host {
+impl Service {
     /// A host whose agents' `sink.model` calls go to `model`.
-    pub fn builder(model: impl Model + 'static) -> HostBuilder {
-        HostBuilder {
+    pub fn builder(model: impl Model + 'static) -> ServiceBuilder {
+        ServiceBuilder {
             model: Arc::new(model),
             harnesses: Vec::new(),
             models: vec!["default".into()],
@@ -56,7 +56,7 @@ impl Host {
     }
 }
 
-impl HostBuilder {
+impl ServiceBuilder {
     /// Registers a harness under `base` (its built-in configured harness is listed; the
     /// first registered is the default).
     #[must_use]
@@ -127,7 +127,7 @@ impl HostBuilder {
         self,
         clock: impl MonotonicClock + 'static,
         wall_ms: impl Fn() -> i64 + Send + Sync + 'static,
-    ) -> Result<Host, StoreError> {
+    ) -> Result<Service, StoreError> {
         let bases = self.harnesses.iter().map(|(b, _)| b.clone()).collect();
         let mut cfg = ServerConfig::new(bases, self.models);
         cfg.persist = self.store.durable();
@@ -169,6 +169,6 @@ impl HostBuilder {
         if let Some(f) = self.file_tools {
             f.bind(&shared);
         }
-        Ok(Host { shared })
+        Ok(Service { shared })
     }
 }

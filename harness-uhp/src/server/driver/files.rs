@@ -12,7 +12,7 @@ use super::Shared;
 
 /// `write_file` and `read_file`: host tools over the task's session folder (see the
 /// [module docs](super)). Put [`tools`](Self::tools) in the agent's and the host's registry,
-/// and bind the handle with [`HostBuilder::file_tools`](super::HostBuilder::file_tools).
+/// and bind the handle with [`ServiceBuilder::file_tools`](super::ServiceBuilder::file_tools).
 #[derive(Clone, Default)]
 pub struct FileTools {
     host: Arc<OnceLock<Weak<Shared>>>,
@@ -27,7 +27,7 @@ impl std::fmt::Debug for FileTools {
 }
 
 impl FileTools {
-    /// Unbound tools (bound by [`HostBuilder::file_tools`](super::HostBuilder::file_tools)).
+    /// Unbound tools (bound by [`ServiceBuilder::file_tools`](super::ServiceBuilder::file_tools)).
     pub fn new() -> Self {
         Self::default()
     }

@@ -1,10 +1,10 @@
 //! Serving any [`Harness`] over UHP: the driver around the sans-IO [`Server`], `futures`
-//! only (no runtime; the application spawns [`Host::run`] on its own and gives it a `sleep`).
+//! only (no runtime; the application spawns [`Service::run`] on its own and gives it a `sleep`).
 //!
-//! [`Host`] owns the machine behind a mutex and does what its events ask:
+//! [`Service`] owns the machine behind a mutex and does what its events ask:
 //! - [`ServerEvent::StartTurn`]: runs the turn — the registered harness's `run` with a
 //!   [`EventSink`](harness_core::EventSink) of this host — concurrently with every other turn, inside
-//!   [`Host::run`];
+//!   [`Service::run`];
 //! - [`ServerEvent::StopTurn`]: drops that turn's future (cancellation really stops the
 //!   agent; a sink call after it answers [`SinkError::Cancelled`](harness_core::SinkError::Cancelled));
 //! - [`ServerEvent::Wake`]: wakes the HTTP body or the waiting request it names;
@@ -28,8 +28,8 @@
 //!
 //! | module | what |
 //! | --- | --- |
-//! | `builder` | [`HostBuilder`]: a [`Host`] with its harnesses, model, tools and store |
-//! | `run` | [`Host::run`]: the turns, the store writer, the timers |
+//! | `builder` | [`ServiceBuilder`]: a [`Service`] with its harnesses, model, tools and store |
+//! | `run` | [`Service::run`]: the turns, the store writer, the timers |
 //! | `turn` | one task's turn: the harness's `run` with a sink that reports to the machine |
 //! | `body` | what a request gets back: a whole body, an [`EventStream`], or a wait for the task |
 //! | `files` | [`FileTools`]: the session's folder, the task's artifacts (files.md §2) |
@@ -54,11 +54,12 @@ use harness_core::tool::rules::ApprovalPolicy;
 
 use self::body::WaitFor;
 pub use self::body::{Body, EventStream};
-pub use self::builder::HostBuilder;
+pub use self::builder::ServiceBuilder;
 pub use self::files::FileTools;
 use super::store::{Record, Store};
 use super::{
-    Now, Principal, Reply, Request, Server, ServerEvent, StreamId, TurnEnd, TurnStart, WaitId, Wake,
+    Now, Principal, Reply, Request, Server, ServerEvent, StreamId, TurnEnd, TurnRequest, WaitId,
+    Wake,
 };
 
 /// Who is calling, as the transport (or the application's auth hook) decided.
@@ -74,7 +75,7 @@ pub enum Caller {
 
 type WallMs = Arc<dyn Fn() -> i64 + Send + Sync>;
 type Receivers = (
-    mpsc::UnboundedReceiver<TurnStart>,
+    mpsc::UnboundedReceiver<TurnRequest>,
     mpsc::UnboundedReceiver<Vec<Record>>,
 );
 
@@ -95,7 +96,7 @@ struct Shared {
     clock: Arc<dyn MonotonicClock>,
     wall_ms: WallMs,
     store: Arc<dyn Store>,
-    turn_tx: mpsc::UnboundedSender<TurnStart>,
+    turn_tx: mpsc::UnboundedSender<TurnRequest>,
     store_tx: mpsc::UnboundedSender<Vec<Record>>,
     receivers: Mutex<Option<Receivers>>,
 }
@@ -162,11 +163,11 @@ impl Shared {
 /// use std::time::{Instant, SystemTime, UNIX_EPOCH};
 /// use harness_core::agent::ToolLoopAgent;
 /// use harness_core::model::ScriptedModel;
-/// use harness_uhp::server::driver::{Body, Caller, Host};
+/// use harness_uhp::server::driver::{Body, Caller, Service};
 ///
 /// let wall = || SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
 /// futures::executor::block_on(async {
-///     let host = Host::builder(ScriptedModel::new().reply("We open at eight."))
+///     let host = Service::builder(ScriptedModel::new().reply("We open at eight."))
 ///         .harness("faq", "FAQ", ToolLoopAgent::new("faq"))
 ///         .models(["scripted"])
 ///         .api_key("k", "alice")
@@ -189,13 +190,13 @@ impl Shared {
 /// });
 /// ```
 #[derive(Clone)]
-pub struct Host {
+pub struct Service {
     shared: Arc<Shared>,
 }
 
-impl std::fmt::Debug for Host {
+impl std::fmt::Debug for Service {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Host")
+        f.debug_struct("Service")
             .field(
                 "harnesses",
                 &self.shared.harnesses.keys().collect::<Vec<_>>(),
@@ -204,7 +205,7 @@ impl std::fmt::Debug for Host {
     }
 }
 
-impl Host {
+impl Service {
     /// Answers one HTTP request. A non-streaming task's answer comes when the task ends;
     /// dropping this future (the client went away) leaves the task running.
     pub async fn handle(

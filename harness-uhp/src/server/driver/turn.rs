@@ -13,9 +13,9 @@ use harness_core::tool::rules::{self, Gate};
 use harness_core::{EventSink, HarnessError, SinkError};
 
 use super::Shared;
-use crate::server::{TurnEnd, TurnStart};
+use crate::server::{TurnEnd, TurnRequest};
 
-pub(super) async fn run_turn(shared: Arc<Shared>, turn: TurnStart) {
+pub(super) async fn run_turn(shared: Arc<Shared>, turn: TurnRequest) {
     let rid = turn.response_id.clone();
     let Some(harness) = shared.harnesses.get(&turn.base).cloned() else {
         shared.call(|s, now| s.turn_end(now, &rid, TurnEnd::HarnessFailed));

@@ -17,7 +17,7 @@ use crate::server::error::{ApiError, shown};
 use crate::server::harness::HarnessObject;
 use crate::server::store::Record;
 use crate::server::stream::{Cursor, Out, field};
-use crate::server::{Now, Reply, Request, Server, ServerEvent, TurnStart, json_response};
+use crate::server::{Now, Reply, Request, Server, ServerEvent, TurnRequest, json_response};
 
 /// What a create asked for, checked.
 struct Create {
@@ -314,7 +314,7 @@ impl Server {
             },
             resume_from_seq: 0,
         };
-        let turn = TurnStart {
+        let turn = TurnRequest {
             response_id: rid.clone(),
             session_id,
             base: harness.base.clone(),

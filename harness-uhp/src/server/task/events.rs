@@ -6,8 +6,8 @@ use serde_json::{Map, Value, json};
 
 use super::Task;
 use crate::response::{
-    Annotation, ContainerFileCitation, ContentPart, FunctionCall, FunctionCallOutput,
-    Message as OutputMessage, OutputItem, OutputText, Reasoning, SummaryText,
+    Annotation, ContainerFileCitation, FunctionCallItem, FunctionCallOutput, OutputContent,
+    OutputItem, OutputMessage, OutputText, Reasoning, SummaryText,
 };
 use crate::server::stream::{Out, field, int, raw_str};
 use crate::server::{Now, Server, TurnGone};
@@ -89,8 +89,8 @@ impl Server {
             _ => return Ok(()),
         };
         if let Some(
-            ContentPart::OutputText(OutputText { text, .. })
-            | ContentPart::SummaryText(SummaryText { text, .. }),
+            OutputContent::OutputText(OutputText { text, .. })
+            | OutputContent::SummaryText(SummaryText { text, .. }),
         ) = part
         {
             text.push_str(delta);
@@ -109,7 +109,7 @@ impl Server {
     ) -> Result<(), TurnGone> {
         let (t, mut out, index, id) = self.next_item_of(rid, "fc")?;
         let arguments = serde_json::to_string(&call.args).unwrap_or_else(|_| "{}".into());
-        let mut fc = FunctionCall {
+        let mut fc = FunctionCallItem {
             id: Some(id.clone()),
             call_id: call.id.clone(),
             name: call.tool.clone(),
@@ -182,7 +182,7 @@ pub(super) fn annotate(t: &mut Task, out: &mut Out<'_>) {
         let arts = std::mem::take(&mut t.artifacts);
         if let Some(OutputItem::Message(m)) = t.response.output.get_mut(index) {
             let id = m.id.clone().unwrap_or_default();
-            if let Some(ContentPart::OutputText(ot)) = m.content.first_mut() {
+            if let Some(OutputContent::OutputText(ot)) = m.content.first_mut() {
                 let end = ot.text.chars().count() as i64;
                 for a in arts {
                     let mut a = a;
@@ -221,7 +221,7 @@ fn open_item(
     t: &mut Task,
     out: &mut Out<'_>,
     prefix: &str,
-    shell: impl FnOnce(&str) -> (OutputItem, &'static str, &'static str, ContentPart),
+    shell: impl FnOnce(&str) -> (OutputItem, &'static str, &'static str, OutputContent),
 ) -> usize {
     close_open(t, out, "completed");
     let (index, id) = next_item(t, prefix);
@@ -249,7 +249,7 @@ fn open_reasoning(t: &mut Task, out: &mut Out<'_>) -> usize {
             status: Some("in_progress".into()),
             extra: Map::new(),
         });
-        let part = ContentPart::SummaryText(SummaryText::default());
+        let part = OutputContent::SummaryText(SummaryText::default());
         let added = "response.reasoning_summary_part.added";
         (item, added, "summary_index", part)
     })
@@ -264,7 +264,7 @@ fn open_message(t: &mut Task, out: &mut Out<'_>) -> usize {
             content: Vec::new(),
             extra: Map::new(),
         });
-        let part = ContentPart::OutputText(OutputText::default());
+        let part = OutputContent::OutputText(OutputText::default());
         (item, "response.content_part.added", "content_index", part)
     })
 }
@@ -282,7 +282,7 @@ pub(super) fn close_open(t: &mut Task, out: &mut Out<'_>, status: &str) {
         OutputItem::Message(m) => {
             m.status = Some(status.to_owned());
             let id = m.id.as_deref().unwrap_or("");
-            if let Some(part @ ContentPart::OutputText(ot)) = m.content.first() {
+            if let Some(part @ OutputContent::OutputText(ot)) = m.content.first() {
                 let sub = Some("content_index");
                 out.part(
                     &mut t.cur,

@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
-use harness_core::event::{Event as HistoryEvent, EventBody};
+use harness_core::event::{Event, EventBody};
 use harness_core::message::Message;
 use serde_json::json;
 
 use super::events::{annotate, close_open};
 use super::response::{answer_waiters, conclude};
 use super::{Outcome, Task};
-use crate::response::Usage;
+use crate::response::ResponseUsage;
 use crate::server::auth::Principal;
 use crate::server::error::ApiError;
 use crate::server::session::Turn;
@@ -79,7 +79,7 @@ impl Server {
         usage: &harness_core::message::Usage,
     ) -> Result<(), TurnGone> {
         let t = self.running_task(rid)?;
-        let u = t.response.usage.get_or_insert_with(Usage::default);
+        let u = t.response.usage.get_or_insert_with(ResponseUsage::default);
         let add = |a: &mut Option<u64>, b: u64| *a = Some(a.unwrap_or(0).saturating_add(b));
         add(&mut u.input_tokens, usage.input_tokens);
         add(
@@ -169,13 +169,10 @@ impl Server {
             });
             let h = Arc::make_mut(&mut s.history);
             for m in inputs {
-                h.push(HistoryEvent::new(rid, EventBody::Input(m)));
+                h.push(Event::new(rid, EventBody::Input(m)));
             }
             if !text.is_empty() {
-                h.push(HistoryEvent::new(
-                    rid,
-                    EventBody::Output(Message::assistant(text)),
-                ));
+                h.push(Event::new(rid, EventBody::Output(Message::assistant(text))));
             }
         }
         if self.cfg.persist {
