@@ -1,15 +1,22 @@
 //! [`FileLog`]: the durable log, one append-only NDJSON file per thread in a folder, read
 //! lazily, with a bounded pool of open files and bounded memory.
 
+mod format;
+mod thread;
+
 use std::collections::{HashMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::{EventLog, LogError, LogRecord};
 use crate::agui::AguiEvent;
 use crate::catalog::GapReason;
 use crate::lru::Lru;
+use format::{
+    DIGEST_PREFIX, cursor_of, file_stem, line_of, replace_file, truncated_marker, unhex, write_line,
+};
+use thread::{FileThread, last_byte_before, read_prefix, read_record, scan};
 
 /// How a [`FileLog`] writes, and what it keeps in memory and open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,104 +47,6 @@ impl Default for FileLogConfig {
             max_open_files: 32,
             max_indexed_threads: 1024,
         }
-    }
-}
-
-/// A mark of the read index every this many records…
-const MARK_RECORDS: u64 = 64;
-/// …or this many bytes, whichever comes first: a read skips less than this many bytes.
-const MARK_BYTES: u64 = 64 << 10;
-
-/// What the log knows of one thread. Kept for every thread of the folder (a few hundred
-/// bytes); the open file, the read index and the cached records come and go.
-#[derive(Debug)]
-struct FileThread {
-    path: PathBuf,
-    /// The sequence number of the first record.
-    first: u64,
-    /// The records of the file.
-    count: u64,
-    /// End of file: the end of the last whole record.
-    end: u64,
-    /// The length of the file as this log last saw it (a torn tail past `end` included).
-    len: u64,
-    /// The file may hold bytes past `end`: a torn last line found at open, or an append
-    /// that failed and so did cutting the file back. The next write cuts them first (and
-    /// fails when it cannot).
-    torn: bool,
-    /// The file, opened to read and append, while it is in the pool.
-    file: Option<File>,
-    /// Where the records are, while it is in memory.
-    index: Option<Index>,
-    /// The newest records, rendered.
-    cache: VecDeque<LogRecord>,
-    /// The bytes of `cache`.
-    cache_bytes: usize,
-}
-
-/// Where the records of a thread are in its file, sparsely: the offset of one record every
-/// [`MARK_RECORDS`] records or [`MARK_BYTES`] bytes. A read starts at the mark before its
-/// record (or where the last read ended) and skips the lines in between.
-#[derive(Debug, Default)]
-struct Index {
-    /// `(seq, offset)`, ascending.
-    marks: Vec<(u64, u64)>,
-    /// The record after the last one read, and its offset: sequential reads start there.
-    next: Option<(u64, u64)>,
-}
-
-impl Index {
-    /// Adds the record `seq` at `offset` when it is far enough from the last mark.
-    fn note(&mut self, seq: u64, offset: u64) {
-        let far = self
-            .marks
-            .last()
-            .is_none_or(|&(s, o)| seq - s >= MARK_RECORDS || offset - o >= MARK_BYTES);
-        if far {
-            self.marks.push((seq, offset));
-        }
-    }
-
-    /// Where to start reading for the record `seq`: a record at or before it, and its offset.
-    fn start_for(&self, seq: u64) -> Option<(u64, u64)> {
-        let i = self.marks.partition_point(|&(s, _)| s <= seq);
-        let mark = i.checked_sub(1).and_then(|i| self.marks.get(i)).copied();
-        match (mark, self.next) {
-            (Some(m), Some(n)) if n.0 <= seq && n.0 >= m.0 => Some(n),
-            (m, _) => m,
-        }
-    }
-}
-
-impl FileThread {
-    fn head(&self) -> u64 {
-        (self.first + self.count).saturating_sub(1)
-    }
-
-    /// The open file (the caller put it in the pool).
-    fn file(&mut self) -> Result<&mut File, LogError> {
-        self.file
-            .as_mut()
-            .ok_or_else(|| LogError::Io("thread file not open".into()))
-    }
-
-    /// Fails when the file is not the length this log wrote: another writer (a second
-    /// [`FileLog`] on the folder, another process) appended to it or cut it. Writing then
-    /// would give a cursor the file already has to a second event.
-    fn check_alone(&mut self) -> Result<(), LogError> {
-        let (len, end) = (self.file()?.metadata()?.len(), self.len);
-        if len == end {
-            return Ok(());
-        }
-        Err(LogError::Io(format!(
-            "{} is {len} bytes, this log wrote {end}: another writer has it",
-            self.path.display()
-        )))
-    }
-
-    fn drop_cache(&mut self) -> usize {
-        self.cache.clear();
-        std::mem::take(&mut self.cache_bytes)
     }
 }
 
@@ -210,28 +119,6 @@ const WAITS_SUFFIX: &str = ".harness-waits";
 /// `HostConfig::max_parked_bytes`): a larger file is not read whole into memory.
 const MAX_WAITS_FILE: u64 = 64 << 20;
 const ID_SUFFIX: &str = ".harness-id";
-const DIGEST_PREFIX: &str = "sha256-";
-/// The longest thread key (in bytes) whose files are named by its hex form: the hex and the
-/// longest suffix, `.harness-owner`, fit in a file name of 255 bytes.
-const HEX_NAME_MAX: usize = 120;
-/// How every record line starts: its cursor follows.
-const RECORD_HEAD: &[u8] = b"{\"type\":\"harness.event\",\"cursor\":\"";
-
-/// The name of a thread's files, before their suffix: the hex form of the key, or the
-/// digest of a long one (see [`FileLog`]).
-fn file_stem(key: &str) -> String {
-    if key.len() <= HEX_NAME_MAX {
-        return hex(key);
-    }
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(key.as_bytes());
-    let mut stem = String::with_capacity(DIGEST_PREFIX.len() + 64);
-    stem.push_str(DIGEST_PREFIX);
-    for b in digest {
-        stem.push_str(&format!("{b:02x}"));
-    }
-    stem
-}
 
 impl FileLog {
     /// Opens (or creates) the log in `dir`, reading what earlier runs wrote.
@@ -531,200 +418,6 @@ impl FileLog {
         self.threads.insert(key.to_owned(), t);
         Ok(())
     }
-}
-
-/// The offset of the last `byte` before `before` in a file, reading back from it a block at
-/// a time.
-fn last_byte_before(file: &mut File, before: u64, byte: u8) -> io::Result<Option<u64>> {
-    let mut buf = vec![0u8; 64 << 10];
-    let mut end = before;
-    while end > 0 {
-        let start = end.saturating_sub(buf.len() as u64);
-        let n = usize::try_from(end - start).unwrap_or(buf.len());
-        let chunk = &mut buf[..n];
-        file.seek(SeekFrom::Start(start))?;
-        file.read_exact(chunk)?;
-        if let Some(i) = chunk.iter().rposition(|&b| b == byte) {
-            return Ok(Some(start + i as u64));
-        }
-        end = start;
-    }
-    Ok(None)
-}
-
-/// Writes a small file whole: to a temporary file beside it (its extension `tmp_ext`),
-/// renamed over it, so that a crash leaves the old content or the new one.
-fn replace_file(path: &Path, tmp_ext: &str, bytes: &[u8], sync: bool) -> io::Result<()> {
-    let tmp = path.with_extension(tmp_ext);
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        if sync {
-            f.sync_all()?;
-        }
-    }
-    fs::rename(&tmp, path)
-}
-
-/// Up to `n` bytes of a file from `offset`.
-fn read_prefix(file: &mut File, offset: u64, n: u64) -> io::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    file.seek(SeekFrom::Start(offset))?;
-    file.take(n).read_to_end(&mut out)?;
-    Ok(out)
-}
-
-/// The first line of some bytes, without its LF.
-fn line_of(bytes: &[u8]) -> &[u8] {
-    bytes.split(|&b| b == b'\n').next().unwrap_or(bytes)
-}
-
-/// The cursor at the head of a record line this log wrote.
-fn cursor_of(line: &[u8]) -> Option<u64> {
-    let rest = line.strip_prefix(RECORD_HEAD)?;
-    let digits = rest.iter().position(|&b| b == b'"')?;
-    std::str::from_utf8(rest.get(..digits)?).ok()?.parse().ok()
-}
-
-/// Reads the lines of a file up to `end`: the read index, and the number of records.
-fn scan(file: &mut File, end: u64, first: u64) -> Result<(Index, u64), LogError> {
-    file.seek(SeekFrom::Start(0))?;
-    let mut reader = BufReader::with_capacity(64 << 10, file.take(end));
-    let mut index = Index::default();
-    let mut line = Vec::new();
-    let (mut pos, mut count) = (0u64, 0u64);
-    loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line)?;
-        if n == 0 {
-            break;
-        }
-        let body = line.strip_suffix(b"\n").unwrap_or(&line);
-        if !body.is_empty() && truncated_marker(body).is_none() {
-            index.note(first + count, pos);
-            count += 1;
-        }
-        pos += n as u64;
-    }
-    Ok((index, count))
-}
-
-/// Reads the record `seq` of an indexed, open thread: its offset and the record. The read
-/// starts at the index mark before it (or where the last read ended).
-fn read_record(t: &mut FileThread, seq: u64) -> Result<(u64, LogRecord), LogError> {
-    let start = t
-        .index
-        .as_ref()
-        .and_then(|i| i.start_for(seq))
-        .ok_or_else(|| LogError::Corrupt(format!("record {seq} is not in the index")))?;
-    let end = t.end;
-    let file = t.file()?;
-    file.seek(SeekFrom::Start(start.1))?;
-    let mut reader = BufReader::new(file.take(end.saturating_sub(start.1)));
-    let (mut at, mut pos) = start;
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line)?;
-        if n == 0 {
-            return Err(LogError::Corrupt(format!("record {seq} is past the end")));
-        }
-        let body = line.strip_suffix(b"\n").unwrap_or(&line);
-        if body.is_empty() || truncated_marker(body).is_some() {
-            pos += n as u64;
-            continue;
-        }
-        if at == seq {
-            let (_, got, _, rec) = parse_line(body)?;
-            if got != seq {
-                return Err(LogError::Corrupt(format!(
-                    "expected record {seq}, found {got}"
-                )));
-            }
-            if let Some(i) = t.index.as_mut() {
-                i.next = Some((seq + 1, pos + n as u64));
-            }
-            return Ok((pos, rec));
-        }
-        at += 1;
-        pos += n as u64;
-    }
-}
-
-fn truncated_marker(line: &[u8]) -> Option<u64> {
-    #[derive(serde::Deserialize)]
-    struct M {
-        #[serde(rename = "truncatedBefore")]
-        truncated_before: u64,
-    }
-    if !line.starts_with(b"{\"truncatedBefore\"") {
-        return None;
-    }
-    serde_json::from_slice::<M>(line)
-        .ok()
-        .map(|m| m.truncated_before)
-}
-
-fn hex(s: &str) -> String {
-    s.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<String> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = (0..s.len())
-        .step_by(2)
-        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
-        .collect();
-    String::from_utf8(bytes?).ok()
-}
-
-/// Writes one record line at the end of a thread's file (opened to append). `_fail_after`
-/// is the test hook of [`FileLog`]: write that many bytes, then fail.
-fn write_line(
-    file: &mut File,
-    line: &[u8],
-    sync: bool,
-    _fail_after: Option<usize>,
-) -> std::io::Result<()> {
-    #[cfg(test)]
-    if let Some(n) = _fail_after {
-        file.write_all(line.get(..n).unwrap_or(line))?;
-        return Err(std::io::Error::other("injected write failure"));
-    }
-    file.write_all(line)?;
-    if sync {
-        file.sync_data()?;
-    }
-    Ok(())
-}
-
-/// Reads the thread, seq and operation of a stored frame line.
-fn parse_line(line: &[u8]) -> Result<(String, u64, String, LogRecord), LogError> {
-    #[derive(serde::Deserialize)]
-    struct Head<'a> {
-        #[serde(borrow)]
-        cursor: &'a str,
-        #[serde(rename = "threadId", borrow)]
-        thread_id: std::borrow::Cow<'a, str>,
-        #[serde(rename = "operationId", borrow)]
-        operation_id: std::borrow::Cow<'a, str>,
-        #[serde(borrow)]
-        event: &'a serde_json::value::RawValue,
-    }
-    let h: Head<'_> = serde_json::from_slice(line).map_err(|e| LogError::Corrupt(e.to_string()))?;
-    let seq: u64 = h
-        .cursor
-        .parse()
-        .map_err(|_| LogError::Corrupt(format!("cursor {:?}", h.cursor)))?;
-    let rec = LogRecord::render_raw(&h.thread_id, seq, &h.operation_id, h.event.get());
-    Ok((
-        h.thread_id.into_owned(),
-        seq,
-        h.operation_id.into_owned(),
-        rec,
-    ))
 }
 
 impl EventLog for FileLog {
