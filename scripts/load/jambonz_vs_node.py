@@ -41,6 +41,9 @@ INTEROP = os.path.join(ROOT, "scripts", "interop", "jambonz")
 LOAD = os.path.join(ROOT, "scripts", "load", "jambonz_load.mjs")
 RUST_BIN = os.path.join(ROOT, "target", "release", "examples", "jambonz_server")
 
+# Node serves on one thread: so does ours here (`--threads 1`), a per-core comparison.
+RUST_ARGS = ["--threads", "1"]
+
 CALLS = 32
 TURNS_PER_CALL = 20
 WARMUP_S = 1.5
@@ -84,7 +87,7 @@ class Server:
     def __init__(self, kind):
         self.kind = kind
         if kind == "rust":
-            cmd = [RUST_BIN, "--addr", "127.0.0.1:0", "--agent", "minimal", "--quiet"]
+            cmd = [RUST_BIN, "--addr", "127.0.0.1:0", "--agent", "minimal", "--quiet"] + RUST_ARGS
             env = dict(os.environ)
         else:
             cmd = ["node", os.path.join(INTEROP, "minimal_harness.mjs")]
