@@ -192,9 +192,11 @@ pub enum Error {
     /// journaled, so the call is safe to retry.
     #[error("describe failed: {0}")]
     Describe(HarnessError),
-    /// A journal written without execution ids (agentsessions v0.1.2) where this operation
-    /// needs them.
-    #[error("legacy journal (records without execution ids) is not supported by {0}")]
+    /// A journal this operation cannot go on with for want of what v0.1.2-era writers did
+    /// not record: a v0.1.2 turn cut after its MODEL_CALL (`resume: recorded completion
+    /// missing`: a v0.1.2 model call is not re-driven), or records with execution ids but
+    /// no start marker of theirs (a pre-marker journal). Nothing was called or appended.
+    #[error("legacy journal: {0}")]
     Legacy(&'static str),
     /// A fork point that is not a record of the parent.
     #[error("fork point {at} is past the head {head}")]

@@ -124,6 +124,7 @@ impl Controller {
             memory_snapshot: descriptor.capabilities.resumability
                 == Resumability::RequiresMemorySnapshot,
             fork_seq,
+            legacy: false,
         }
     }
 
@@ -272,6 +273,10 @@ impl Controller {
 
     /// Checks that every input of `x` committed.
     pub(super) fn check_inputs(x: &Execution) -> Result<(), Error> {
+        if x.legacy {
+            // "markerless logs retain their legacy behavior": no recorded count to check.
+            return Ok(());
+        }
         match x.marker.input_count {
             None => Err(Error::InvalidExecutionLog(format!(
                 "execution {}: start marker lacks an input count",
