@@ -179,8 +179,9 @@ pub enum Error {
         detail: String,
     },
     /// The harness failed the turn; an ERROR record was written (best effort). Its code is
-    /// `INVALID_ARGUMENT` for a rejected config, `CANCELLED` for a cancelled turn, else
-    /// `UNKNOWN`.
+    /// `INVALID_ARGUMENT` for a rejected config, `CANCELLED` for a cancelled turn,
+    /// `INTERNAL` when the harness's transport broke (a remote harness went away mid-turn:
+    /// resume re-drives the interrupted turn), else `UNKNOWN`.
     #[error("execution {execution_id} failed: {error}")]
     TurnFailed {
         /// The execution.
@@ -222,6 +223,10 @@ pub(crate) fn turn_failure_code(error: &HarnessError) -> Code {
     match error {
         HarnessError::Config(_) => Code::InvalidArgument,
         HarnessError::Sink(SinkError::Cancelled) => Code::Cancelled,
+        // The harness's transport broke mid-turn (a remote harness went away, or broke the
+        // Harness.Connect exchange): "the call fails with INTERNAL and the session is left
+        // with an interrupted turn".
+        HarnessError::Sink(SinkError::Transport(_)) => Code::Internal,
         _ => Code::Unknown,
     }
 }

@@ -20,6 +20,12 @@ pub(crate) fn derive_id(kind: &str, scope: &str, seq: Seq) -> String {
     hex(&h.finalize()[..8])
 }
 
+/// The wire id of the `n`-th model call a harness sends over `Harness.Connect` in
+/// `execution_id`: 16 hex digits, correlation only (the host journals its own id).
+pub(crate) fn derive_wire_id(execution_id: &str, n: u64) -> String {
+    derive_id("wire_model_call", execution_id, n)
+}
+
 /// The id of a new execution: 16 hex digits of SHA-256 over the session, the position of its
 /// start marker, the head it follows, and what it was invoked with (the marker and the
 /// inputs). Deterministic, so the same journal and the same invocation write the same

@@ -3,6 +3,7 @@
 
 pub mod approval_rig;
 pub mod faq;
+pub mod wire;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
