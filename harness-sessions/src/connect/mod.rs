@@ -62,12 +62,20 @@
 //! }).unwrap();
 //! ```
 
+mod address;
+#[cfg(feature = "proto")]
+mod convert;
 mod frame;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 mod harness_side;
 mod host_side;
+#[cfg(feature = "proto")]
+pub mod pb;
 mod remote;
 mod serve;
 
+pub use self::address::{AddressError, HarnessAddress};
 pub use self::frame::{
     ApprovalRef, ConnectError, ControllerFrame, Frame, HarnessFrame, ModelResult,
 };

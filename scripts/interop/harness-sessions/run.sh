@@ -13,7 +13,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/pip install --quiet --disable-pip-version-check 'jcs==0.2.1' 'protobuf>=5' 'grpcio-tools>=1.60'
 proto_include="$(.venv/bin/python -c 'import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), "_proto"))')"
-.venv/bin/python -m grpc_tools.protoc -I. -I"$proto_include" --python_out=. agentsessions.proto
+# The crate's own proto (harness-sessions/proto), the one its gRPC feature compiles.
+.venv/bin/python -m grpc_tools.protoc -I"$root/harness-sessions/proto" -I"$proto_include" --python_out=. agentsessions.proto
 
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
