@@ -256,8 +256,13 @@ fn controller(
 
 /// A host over fixture `name` loaded as session `v012-session`.
 fn rig_with(name: &str, echo: Echo) -> Rig {
+    rig_over(&fixture(name), echo)
+}
+
+/// A host over `records` loaded as session `v012-session`.
+fn rig_over(records: &[Record], echo: Echo) -> Rig {
     let journal = Arc::new(MemoryJournal::new());
-    load(&journal, SESSION, &fixture(name));
+    load(&journal, SESSION, records);
     let model = echo_model();
     let host = controller(Arc::clone(&journal), &model, &echo);
     Rig {
@@ -674,17 +679,7 @@ fn journal_of(bodies: Vec<(&str, EventBody)>) -> Rig {
             r
         })
         .collect();
-    let journal = Arc::new(MemoryJournal::new());
-    load(&journal, SESSION, &records);
-    let model = echo_model();
-    let echo = Echo::default();
-    let host = controller(Arc::clone(&journal), &model, &echo);
-    Rig {
-        journal,
-        model,
-        echo,
-        host,
-    }
+    rig_over(&records, Echo::default())
 }
 
 /// TestV012LegacyShapeAndUpgradeBoundaryFailClosed: "Replay and Resume both return
