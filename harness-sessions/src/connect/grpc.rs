@@ -16,7 +16,7 @@
 //!
 //! ```no_run
 //! # use harness_sessions::harnesses::EchoHarness as MyHarness;
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! use harness_sessions::connect::grpc::serve;
 //! serve(&"127.0.0.1:8090".parse()?, MyHarness).await?;
 //! # Ok(()) }
