@@ -77,7 +77,7 @@ use harness_core::{
 use harness_sessions::connect::HarnessAddress;
 use harness_sessions::connect::grpc;
 use harness_sessions::controller::{Controller, ExecRequest, Observer, TurnOutcome, TurnStatus};
-use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness};
+use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness, faq_tools};
 use harness_sessions::journal::{FileJournal, Journal};
 use harness_sessions::testing::CrashAfter;
 use harness_sessions::tools::FileReceipts;
@@ -218,7 +218,7 @@ impl Harness for PublishHarness {
     }
 }
 
-/// The agent's tools, as the host runs them: `publish` appends its text to
+/// The agents' tools, as the host runs them: `publish` appends its text to
 /// DIR/published.log. It is gated (`requires_approval`): the host parks the turn until a
 /// person decides, whatever the call says.
 fn tools(dir: &Path) -> Tools {
@@ -232,7 +232,11 @@ fn tools(dir: &Path) -> Tools {
         },
     )
     .requires_approval();
-    Tools::new().with(publish)
+    // And the FAQ agent's (`get_hours`; `refund`, gated), for a remote harness that calls
+    // them: `harness_node --harness faq`, or a harness of another language.
+    let mut tools = faq_tools(|_, _, _| {});
+    tools.insert(publish);
+    tools
 }
 
 /// Appends the call's text to `log`, once per (session uid, idempotency key).
