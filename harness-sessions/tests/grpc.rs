@@ -1,5 +1,5 @@
 //! `Harness.Connect` over real gRPC on loopback (feature `grpc`): the controller drives a
-//! harness served by `HarnessService` through tonic, over TCP and a unix socket.
+//! harness served by `HarnessService` (`serve_listener`) through tonic, over TCP and a unix socket.
 #![cfg(feature = "grpc")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{Op, ScriptHarness, hashes, host};
 use harness_sessions::Code;
-use harness_sessions::connect::grpc::{GrpcConnector, HarnessService};
+use harness_sessions::connect::grpc::{GrpcConnector, serve_listener};
 use harness_sessions::connect::{HarnessAddress, RemoteHarness};
 use harness_sessions::controller::{Controller, ExecRequest, TurnStatus};
 use harness_sessions::journal::Journal;
@@ -21,10 +21,7 @@ async fn serve_tcp(h: ScriptHarness) -> (HarnessAddress, tokio::task::JoinHandle
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: HarnessAddress = listener.local_addr().unwrap().to_string().parse().unwrap();
     let task = tokio::spawn(async move {
-        let _ = tonic::transport::Server::builder()
-            .add_service(HarnessService::new(h).into_server())
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
-            .await;
+        let _ = serve_listener(listener, h).await;
     });
     (addr, task)
 }
@@ -228,10 +225,7 @@ async fn a_harness_that_goes_away_mid_turn_leaves_an_interrupted_turn() {
         die: Arc::new(std::sync::atomic::AtomicBool::new(true)),
     };
     let server = tokio::spawn(async move {
-        let _ = tonic::transport::Server::builder()
-            .add_service(HarnessService::new(harness).into_server())
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
-            .await;
+        let _ = serve_listener(listener, harness).await;
     });
     let remote = remote_host(&h, addr);
     let err = remote.exec(ExecRequest::text("s", "hi")).await.unwrap_err();

@@ -3,7 +3,7 @@
 //!
 //! - [`HarnessService`] serves any [`Harness`] as the `agentsessions.v1.Harness` service
 //!   (what `cmd/harnessnode` does with `harnesswire.NewServer`); [`serve`] binds it at a
-//!   [`HarnessAddress`].
+//!   [`HarnessAddress`], [`serve_listener`] on a TCP listener of your own.
 //! - [`GrpcConnector`] reaches one at an address; [`remote`] makes the
 //!   [`RemoteHarness`] a [`Controller`](crate::Controller) registers with
 //!   [`remote_harness`](crate::controller::ControllerBuilder::remote_harness).
@@ -126,7 +126,6 @@ pub async fn serve(
     address: &HarnessAddress,
     harness: impl Harness + 'static,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let server = Server::builder().add_service(HarnessService::new(harness).into_server());
     match address {
         HarnessAddress::Tcp {
             host,
@@ -134,14 +133,13 @@ pub async fn serve(
             resolver: None,
         } => {
             let listener = tokio::net::TcpListener::bind((host.as_str(), *port)).await?;
-            server
-                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
-                .await?;
+            return serve_listener(listener, harness).await;
         }
         HarnessAddress::Unix(path) => {
             let _ = std::fs::remove_file(path);
             let listener = tokio::net::UnixListener::bind(path)?;
-            server
+            Server::builder()
+                .add_service(HarnessService::new(harness).into_server())
                 .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
                 .await?;
         }
@@ -149,6 +147,22 @@ pub async fn serve(
             return Err(format!("cannot bind {other}: a dns: address is for hosts to dial").into());
         }
     }
+    Ok(())
+}
+
+/// Serves `harness` on a TCP listener already bound (port 0 included: ask the listener for
+/// its address), until the process ends. Every connection is `TCP_NODELAY`: `Connect` is a
+/// conversation of small frames, each waiting for the other side's answer, which Nagle's
+/// algorithm and delayed acknowledgements would hold back by tens of milliseconds each.
+pub async fn serve_listener(
+    listener: tokio::net::TcpListener,
+    harness: impl Harness + 'static,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    Server::builder()
+        .add_service(HarnessService::new(harness).into_server())
+        .serve_with_incoming(incoming)
+        .await?;
     Ok(())
 }
 
