@@ -747,3 +747,24 @@ fn the_host_side_park_exchange() {
         "expected stream closure after park acknowledgement"
     );
 }
+
+/// An answer out of turn is refused and changes nothing: the turn that ended still ends
+/// (found by the `sessions_connect` fuzz target: it used to reset the exchange to running).
+#[test]
+fn the_host_side_refuses_answers_out_of_turn_and_keeps_its_state() {
+    let mut h = host_side();
+    h.handle_event(end("x1")).unwrap();
+    assert!(h.model_result(Default::default()).is_err());
+    assert!(h.tool_result(ToolResult::error("c1", "e")).is_err());
+    assert!(h.poll_transmit().is_none(), "nothing sent");
+    assert_eq!(h.handle_close(), Ok(Ending::Completed));
+    // A gated call answered without its decision: refused, still outstanding.
+    let call = ToolCall::new("c1", "publish", Default::default())
+        .with_mediation(Mediation::RequiresApproval)
+        .with_idempotency_key("k");
+    let mut h = host_side();
+    h.handle_event(ev("x1", EventBody::ToolCall(call))).unwrap();
+    assert!(h.tool_result(ToolResult::error("c1", "e")).is_err());
+    assert!(h.poll_transmit().is_none(), "nothing sent");
+    h.park("c1", 3).unwrap();
+}

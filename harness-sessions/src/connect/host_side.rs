@@ -231,9 +231,14 @@ impl HostConnect {
     }
 
     /// Answers the outstanding model call with the host's completion.
+    /// Refused (and the exchange left as it was) when no model call is outstanding.
     pub fn model_result(&mut self, resp: ModelResponse) -> Result<(), ConnectError> {
-        let Phase::Model(id) = std::mem::replace(&mut self.phase, Phase::Running) else {
-            return Err(ConnectError::protocol("no model call outstanding"));
+        let id = match std::mem::replace(&mut self.phase, Phase::Running) {
+            Phase::Model(id) => id,
+            other => {
+                self.phase = other;
+                return Err(ConnectError::protocol("no model call outstanding"));
+            }
         };
         self.push(Frame::Model(ModelResult {
             message: resp.message,
@@ -244,9 +249,11 @@ impl HostConnect {
     }
 
     /// Answers the outstanding tool call. A receipt of the approval gate (with approval
-    /// seqs) goes as the decision, then the receipt; it must match the decision.
+    /// seqs) goes as the decision, then the receipt; it must match the decision. Refused
+    /// (and the exchange left as it was) when no tool call is outstanding or the answer does
+    /// not fit the call.
     pub fn tool_result(&mut self, result: ToolResult) -> Result<(), ConnectError> {
-        let Phase::Tool(call) = std::mem::replace(&mut self.phase, Phase::Running) else {
+        let Phase::Tool(call) = &self.phase else {
             return Err(ConnectError::protocol("no tool call outstanding"));
         };
         if result.approval_decision_seq > 0 || result.approval_request_seq > 0 {
@@ -268,6 +275,7 @@ impl HostConnect {
                 "a gated call answered without its decision",
             ));
         }
+        self.phase = Phase::Running;
         self.push(Frame::Tool(result));
         Ok(())
     }
