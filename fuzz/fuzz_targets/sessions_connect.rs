@@ -19,34 +19,35 @@ use harness_sessions::connect::{
     ControllerFrame, Ending, Frame, HarnessConnect, HarnessFrame, HostConnect, pb,
 };
 use libfuzzer_sys::fuzz_target;
-use prost::Message as _;
 
-fn controller_frame(bytes: &[u8]) -> Option<ControllerFrame> {
-    let m = pb::ControllerFrame::decode(bytes).ok()?;
-    let f = ControllerFrame::from(m);
-    // The conversion is stable: our frame, encoded and decoded again, is the same frame,
-    // but for `Start.identity`, which a host never sends (as the Go bridge).
-    let again = ControllerFrame::from(
-        pb::ControllerFrame::decode(pb::ControllerFrame::from(&f).encode_to_vec().as_slice())
-            .expect("our own encoding decodes"),
+/// Decodes `bytes` as the protobuf `P` and converts it to the crate's `F`; encoding that
+/// frame and decoding it again gives `expect(&f)` (the frame, less what is never sent).
+fn decode<P, F>(bytes: &[u8], expect: impl Fn(&F) -> F) -> Option<F>
+where
+    P: prost::Message + Default + for<'a> From<&'a F>,
+    F: From<P> + PartialEq + std::fmt::Debug,
+{
+    let f = F::from(P::decode(bytes).ok()?);
+    let again = F::from(
+        P::decode(P::from(&f).encode_to_vec().as_slice()).expect("our own encoding decodes"),
     );
-    let mut sent = f.clone();
-    if let Some(Frame::Start(s)) = &mut sent.frame {
-        s.identity = Default::default();
-    }
-    assert_eq!(again, sent);
+    assert_eq!(again, expect(&f));
     Some(f)
 }
 
+fn controller_frame(bytes: &[u8]) -> Option<ControllerFrame> {
+    // A host never sends `Start.identity` (as the Go bridge).
+    decode::<pb::ControllerFrame, _>(bytes, |f: &ControllerFrame| {
+        let mut sent = f.clone();
+        if let Some(Frame::Start(s)) = &mut sent.frame {
+            s.identity = Default::default();
+        }
+        sent
+    })
+}
+
 fn event(bytes: &[u8]) -> Option<HarnessFrame> {
-    let m = pb::Event::decode(bytes).ok()?;
-    let f = HarnessFrame::from(m);
-    let again = HarnessFrame::from(
-        pb::Event::decode(pb::Event::from(&f).encode_to_vec().as_slice())
-            .expect("our own encoding decodes"),
-    );
-    assert_eq!(again, f);
-    Some(f)
+    decode::<pb::Event, _>(bytes, HarnessFrame::clone)
 }
 
 fn is_terminal(f: &HarnessFrame) -> bool {

@@ -243,6 +243,14 @@ fn descriptor(version: &str, resumability: Resumability) -> Descriptor {
 }
 
 /// A host over a canned peer, with an empty session "s".
+/// A peer that describes itself so and answers nothing.
+fn silent_peer(version: &str, r: Resumability) -> harness_sessions::connect::RemoteHarness<Canned> {
+    harness_sessions::connect::RemoteHarness::new(Canned {
+        descriptor: Some(descriptor(version, r)),
+        script: Arc::new(|_: &ControllerFrame| Vec::new()),
+    })
+}
+
 fn canned_host(
     d: Option<Descriptor>,
     script: impl Fn(&ControllerFrame) -> Vec<HarnessFrame> + Send + Sync + 'static,
@@ -313,14 +321,8 @@ fn bad_peers_give_internal_and_lose_nothing() {
             canned_host(Some(descriptor("1", Resumability::StatelessReplay)), script);
         let err = block(host.exec(ExecRequest::text("s", "hi"))).unwrap_err();
         assert_eq!(err.code(), Code::Internal, "{what}: {err}");
-        let kinds: Vec<EventKind> = journal
-            .read("s", 1, None)
-            .unwrap()
-            .iter()
-            .map(|r| r.event.kind())
-            .collect();
         assert_eq!(
-            kinds,
+            common::kinds(&host, "s"),
             [
                 EventKind::ExecutionStart,
                 EventKind::Input,
@@ -386,10 +388,7 @@ fn a_remote_memory_snapshot_harness_and_a_changed_version_are_refused() {
         })
         .remote_harness(
             "peer",
-            harness_sessions::connect::RemoteHarness::new(Canned {
-                descriptor: Some(descriptor("1", Resumability::RequiresMemorySnapshot)),
-                script: Arc::new(|_: &ControllerFrame| Vec::new()),
-            }),
+            silent_peer("1", Resumability::RequiresMemorySnapshot),
         )
         .build();
     host.create_session("s", None).unwrap();
@@ -407,13 +406,7 @@ fn a_remote_memory_snapshot_harness_and_a_changed_version_are_refused() {
     let head = journal.head("s").unwrap();
     let v2 = Controller::builder(Arc::clone(&journal))
         .model(model)
-        .remote_harness(
-            "peer",
-            harness_sessions::connect::RemoteHarness::new(Canned {
-                descriptor: Some(descriptor("2", Resumability::StatelessReplay)),
-                script: Arc::new(|_: &ControllerFrame| Vec::new()),
-            }),
-        )
+        .remote_harness("peer", silent_peer("2", Resumability::StatelessReplay))
         .build();
     let err = block(v2.resume("s")).unwrap_err();
     assert!(matches!(err, Error::HarnessVersionMismatch { .. }), "{err}");
@@ -596,24 +589,17 @@ fn decided_gated_calls_and_approval_fields_outside_the_gate() {
         Some(HarnessEvent::Reply(Reply::Tool(_)))
     ));
 
-    let mut h = started();
-    h.tool_call(gated).unwrap();
-    h.handle_frame(frame("x1", Frame::Tool(receipt.clone())))
-        .unwrap();
-    assert!(matches!(
-        h.poll_event(),
-        Some(HarnessEvent::Reply(Reply::Failed(_)))
-    ));
-
+    // The receipt alone fails the call: without its decision, or outside the gate.
+    let fails = |call: ToolCall| {
+        let mut h = started();
+        h.tool_call(call).unwrap();
+        h.handle_frame(frame("x1", Frame::Tool(receipt.clone())))
+            .unwrap();
+        matches!(h.poll_event(), Some(HarnessEvent::Reply(Reply::Failed(_))))
+    };
+    assert!(fails(gated), "a receipt before its decision");
     let ordinary = ToolCall::new("c1", "t", Default::default()).controller_mediated("x1");
-    let mut h = started();
-    h.tool_call(ordinary).unwrap();
-    h.handle_frame(frame("x1", Frame::Tool(receipt.clone())))
-        .unwrap();
-    assert!(matches!(
-        h.poll_event(),
-        Some(HarnessEvent::Reply(Reply::Failed(_)))
-    ));
+    assert!(fails(ordinary), "approval fields outside the gate");
 
     let mut h = started();
     assert!(h.report(receipt).is_err());

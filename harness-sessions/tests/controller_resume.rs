@@ -237,13 +237,7 @@ fn resume_refuses_a_cut_legacy_model_call_and_skips_a_finished_turn() {
     let turn = block(h.host.resume("s")).unwrap().unwrap();
     assert_eq!(turn.status, TurnStatus::Completed);
     assert_eq!(h.model.calls(), 1);
-    assert!(
-        h.host
-            .records("s")
-            .unwrap()
-            .iter()
-            .all(|r| r.event.execution_id.is_empty())
-    );
+    assert!(common::all_legacy_ids(&h.host, "s"));
     // Another unfinished legacy INPUT, superseded by a new Exec.
     append_legacy(
         &h.journal,

@@ -773,11 +773,5 @@ fn a_fork_of_a_legacy_journal_resumes_its_legacy_turn() {
         (turn.status, turn.provider_calls),
         (TurnStatus::Completed, 0)
     );
-    assert!(
-        r.host
-            .records("child")
-            .unwrap()
-            .iter()
-            .all(|x| x.event.execution_id.is_empty())
-    );
+    assert!(common::all_legacy_ids(&r.host, "child"));
 }

@@ -304,6 +304,14 @@ pub fn kinds(host: &Controller, session: &str) -> Vec<EventKind> {
         .collect()
 }
 
+/// Whether every record of a session has an empty execution id (a legacy, v0.1.2, form).
+pub fn all_legacy_ids(host: &Controller, session: &str) -> bool {
+    host.records(session)
+        .unwrap()
+        .iter()
+        .all(|r| r.event.execution_id.is_empty())
+}
+
 /// The kinds of a session's records, as their names, one line (`EXECUTION_START INPUT …`).
 pub fn kind_names(host: &Controller, session: &str) -> String {
     kinds(host, session)

@@ -12,16 +12,7 @@
 #     that never answers Describe (UNAVAILABLE after 10 s, nothing journaled). Nothing already
 #     journaled is lost: the log before is a prefix of the log after, and verify holds.
 # Bounded: about 20 s, 10 of them the Describe timeout.
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../../.." && pwd)"
-cd "$here"
-
-if [ ! -x .venv/bin/python ]; then
-    python3 -m venv .venv
-fi
-.venv/bin/pip install --quiet --disable-pip-version-check 'grpcio>=1.60' 'grpcio-tools>=1.60'
-py=.venv/bin/python
+. "$(dirname "$0")/../venv.sh" 'grpcio>=1.60' 'grpcio-tools>=1.60'
 
 out="$(mktemp -d)"
 pids=()
