@@ -47,6 +47,13 @@ for _ in $(seq 100); do [ -s "$out/port" ] && break; sleep 0.1; done
 port="$(cat "$out/port")"
 S=("$tool" --dir "$out/j" --harness "py=127.0.0.1:$port" --harness "pyunix=unix:$out/py.sock")
 
+says() { # TEXT COMMAND...: runs the sessions tool (output kept in $out/said), then looks for TEXT
+    local text="$1"
+    shift
+    "${S[@]}" "$@" >"$out/said"
+    grep -q -- "$text" "$out/said"
+}
+
 turn_log() { # the harness's log line N (1-based) as "mode frames error"
     $py -c 'import json,sys; l=json.loads(open(sys.argv[1]).read().splitlines()[int(sys.argv[2])-1]); print(l["mode"], ",".join(l["frames"]), l["error"], l.get("parked") or l.get("decision") or "")' "$out/harness.log" "$1"
 }
@@ -59,17 +66,18 @@ expect_turn() { # N mode frames
     esac
 }
 
-sid="$("${S[@]}" exec --harness py --input "What is a prime number?" | tee "$out/exec" | awk '/^session/{print $2}')"
+"${S[@]}" exec --harness py --input "What is a prime number?" >"$out/exec"
+sid="$(awk '/^session/{print $2}' "$out/exec")"
 grep -q "parked: tool call .*-publish awaits approval" "$out/exec" || fail "exec did not park: $(cat "$out/exec")"
 grep -q "(monday: 8am to 6pm)" "$out/exec" || fail "no get_hours result in the output"
 expect_turn 1 good start,model,tool,park
-"${S[@]}" pending --session "$sid" | grep -q publish || fail "nothing pending"
-"${S[@]}" approve --session "$sid" --reason "looks right" | tee "$out/approve" | grep -q "resumed and completed" ||
-    fail "approve did not complete the turn: $(cat "$out/approve")"
-grep -q "\[published\]" "$out/approve" || fail "not published"
+says "publish" pending --session "$sid" || fail "nothing pending"
+says "resumed and completed" approve --session "$sid" --reason "looks right" ||
+    fail "approve did not complete the turn: $(cat "$out/said")"
+grep -q "\[published\]" "$out/said" || fail "not published"
 expect_turn 2 good start,model,tool,approval,tool
 [ "$(grep -c "$sid" "$out/j/published.log")" = 1 ] || fail "published $(grep -c "$sid" "$out/j/published.log") times"
-"${S[@]}" replay --session "$sid" | tee "$out/replay" | grep -q " 0 provider calls" || fail "replay called the provider"
+says " 0 provider calls" replay --session "$sid" || fail "replay called the provider"
 expect_turn 3 good start,model,tool,approval,tool
 "${S[@]}" verify --session "$sid"
 [ "$(grep -c "$sid" "$out/j/published.log")" = 1 ] || fail "replay published again"
@@ -78,7 +86,7 @@ echo "(a) python harness over TCP: exec parked, approve resumed and completed, r
 # The same service over its unix socket.
 usid="$("${S[@]}" exec --harness pyunix --input "What is a prime number?" | awk '/^session/{print $2}')"
 expect_turn 4 good start,model,tool,park
-"${S[@]}" approve --session "$usid" | grep -q "resumed and completed" || fail "unix: approve"
+says "resumed and completed" approve --session "$usid" || fail "unix: approve"
 expect_turn 5 good start,model,tool,approval,tool
 "${S[@]}" verify --session "$usid" >/dev/null
 echo "(a) python harness over a unix socket: parked, approved, completed"
@@ -100,8 +108,8 @@ bad() { # mode status
     echo "(c) $1: $(tail -1 "$out/bad.err") [$((SECONDS - start)) s; $(wc -l <"$out/before") -> $(wc -l <"$out/after") records, verify ok]"
 }
 recover() { # the interrupted turn: resume re-drives it to the gate, approve completes it
-    "${S[@]}" resume --session "$sid" | grep -q "parked" || fail "resume after $1 did not reach the gate"
-    "${S[@]}" approve --session "$sid" | grep -q "resumed and completed" || fail "approve after $1"
+    says "parked" resume --session "$sid" || fail "resume after $1 did not reach the gate"
+    says "resumed and completed" approve --session "$sid" || fail "approve after $1"
     "${S[@]}" verify --session "$sid" >/dev/null
     n=$((n + 3))
     expect_turn $((n - 1)) good start,model,tool,park
