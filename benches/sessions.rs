@@ -7,7 +7,16 @@
 //! python3 scripts/bench_table.py sessions_append baseline_serde_json+sha256
 //! python3 scripts/bench_table.py sessions_replay baseline_read_records
 //! python3 scripts/bench_table.py sessions_verify baseline_bare_sha256
+//! cargo bench --bench sessions -- 'sessions_connect'
+//! python3 scripts/bench_table.py sessions_connect_turn turn_in_process
+//! python3 scripts/bench_table.py sessions_connect_frames machines
 //! ```
+//!
+//! `Harness.Connect` (the `grpc` feature): one agent turn driven by a controller with the
+//! harness in process against the same harness served over loopback gRPC (two `Describe`s and
+//! one `Connect` stream per turn), and frames per second through `Connect`: the two sans-IO
+//! machines alone, with prost encoding and decoding every frame, the futures drivers over
+//! in-memory channels, and tonic over loopback TCP.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
@@ -17,10 +26,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use futures::StreamExt;
 use harness_core::event::{Event, EventBody, ExecutionStart, HarnessEnd, ModelCall};
 use harness_core::message::{Message, ModelRequest, Usage};
 use harness_core::model::ScriptedModel;
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start};
+use harness_sessions::connect::grpc::{GrpcConnector, serve_listener};
+use harness_sessions::connect::{
+    ConnectError, Connector, ControllerFrame, HarnessConnect, HarnessEvent, HarnessFrame,
+    HostConnect, RemoteHarness, drive_connect, pb, serve_connect,
+};
 use harness_sessions::controller::{Controller, ExecRequest};
 use harness_sessions::hash::ContentHash;
 use harness_sessions::journal::{
@@ -293,5 +308,224 @@ fn bench_verify(c: &mut Criterion) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-criterion_group!(benches, bench_append, bench_replay, bench_verify);
+/// The frames of one turn of `Agent { steps }`: the start, per step MODEL_CALL, its `model`
+/// frame, OUTPUT, USAGE and OUTPUT, then END.
+fn frames_per_turn(steps: usize) -> u64 {
+    2 + 5 * steps as u64
+}
+
+fn connect_start() -> Start {
+    Start {
+        execution_id: "0123456789abcdef".into(),
+        session_uid: "s".into(),
+        inputs: vec![Message::user("What is a prime number?")],
+        ..Start::default()
+    }
+}
+
+/// What the host's sink answers, with nothing behind it: only the exchange is measured.
+struct NullSink;
+
+#[async_trait]
+impl EventSink for NullSink {
+    async fn model(
+        &mut self,
+        _: ModelRequest,
+    ) -> Result<harness_core::message::ModelResponse, harness_core::SinkError> {
+        Ok(harness_core::message::ModelResponse {
+            message: Message::assistant(ANSWER),
+            usage: Usage::default(),
+        })
+    }
+    async fn output(&mut self, _: &str) -> Result<(), harness_core::SinkError> {
+        Ok(())
+    }
+    async fn tool_call(
+        &mut self,
+        _: harness_core::message::ToolCall,
+    ) -> Result<harness_core::message::ToolResult, harness_core::SinkError> {
+        Err(harness_core::SinkError::Rejected("no tools".into()))
+    }
+    async fn report(
+        &mut self,
+        _: harness_core::message::ToolResult,
+    ) -> Result<(), harness_core::SinkError> {
+        Ok(())
+    }
+    async fn usage(&mut self, _: Usage) -> Result<(), harness_core::SinkError> {
+        Ok(())
+    }
+}
+
+/// Through prost and back, as the wire carries a frame.
+fn via_prost_c(f: ControllerFrame) -> ControllerFrame {
+    use prost::Message as _;
+    let bytes = pb::ControllerFrame::from(&f).encode_to_vec();
+    pb::ControllerFrame::decode(bytes.as_slice())
+        .unwrap()
+        .into()
+}
+
+fn via_prost_e(f: HarnessFrame) -> HarnessFrame {
+    use prost::Message as _;
+    let bytes = pb::Event::from(&f).encode_to_vec();
+    pb::Event::decode(bytes.as_slice()).unwrap().into()
+}
+
+/// One turn of `Agent { steps }` through the two sans-IO machines, frame by frame (through
+/// prost when `prost`). Returns the frames carried.
+fn pump_machines(steps: usize, prost: bool) -> u64 {
+    let start = connect_start();
+    let resp = harness_core::message::ModelResponse {
+        message: Message::assistant(ANSWER),
+        usage: Usage::default(),
+    };
+    let mut host = HostConnect::new(&start).unwrap();
+    let mut h = HarnessConnect::new();
+    let mut frames = 0;
+    let to_harness = |host: &mut HostConnect, h: &mut HarnessConnect, n: &mut u64| {
+        while let Some(f) = host.poll_transmit() {
+            *n += 1;
+            h.handle_frame(if prost { via_prost_c(f) } else { f })
+                .unwrap();
+        }
+    };
+    let to_host = |h: &mut HarnessConnect, host: &mut HostConnect, n: &mut u64| {
+        while let Some(f) = h.poll_transmit() {
+            *n += 1;
+            host.handle_event(if prost { via_prost_e(f) } else { f })
+                .unwrap();
+        }
+    };
+    to_harness(&mut host, &mut h, &mut frames);
+    assert!(matches!(h.poll_event(), Some(HarnessEvent::Start(_))));
+    for _ in 0..steps {
+        h.model(ModelRequest::new(start.inputs.clone()).with_model("m"))
+            .unwrap();
+        to_host(&mut h, &mut host, &mut frames);
+        black_box(host.poll_event());
+        host.model_result(resp.clone()).unwrap();
+        to_harness(&mut host, &mut h, &mut frames);
+        black_box(h.poll_event());
+        h.output("(checked twice)").unwrap();
+        h.usage(Usage::default()).unwrap();
+        h.output(ANSWER).unwrap();
+        to_host(&mut h, &mut host, &mut frames);
+        while let Some(e) = host.poll_event() {
+            black_box(e);
+        }
+    }
+    h.finish(&Ok(())).unwrap();
+    to_host(&mut h, &mut host, &mut frames);
+    host.handle_close().unwrap();
+    frames
+}
+
+/// `Agent { steps }` served by `HarnessService` on a loopback port of `rt`.
+fn serve_loopback(rt: &tokio::runtime::Runtime, steps: usize) -> GrpcConnector {
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string().parse().unwrap();
+        tokio::spawn(serve_listener(listener, Agent { steps }));
+        GrpcConnector::new(addr).unwrap()
+    })
+}
+
+fn bench_connect(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let model = Arc::new(ScriptedModel::new().otherwise(|_| Ok(Message::assistant(ANSWER))));
+
+    // One turn (one agent step: 8 records), a fresh session each time.
+    let one = serve_loopback(&rt, 1);
+    let mut g = c.benchmark_group("sessions_connect_turn");
+    g.sample_size(20).measurement_time(Duration::from_secs(3));
+    let host = |remote: Option<&GrpcConnector>| {
+        let b = Controller::builder(Arc::new(MemoryJournal::new())).model(model.clone());
+        let host = match remote {
+            Some(c) => b.remote_harness("agent", RemoteHarness::new(c.clone())),
+            None => b.harness("agent", Agent { steps: 1 }),
+        }
+        .build();
+        host.create_session("s", None).unwrap();
+        host
+    };
+    for (name, remote) in [
+        ("turn_in_process", None),
+        ("turn_grpc_loopback", Some(&one)),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || host(remote),
+                |host| {
+                    let t = rt
+                        .block_on(host.exec(ExecRequest::text("s", "What is a prime number?")))
+                        .unwrap();
+                    black_box(t.provider_calls)
+                },
+                criterion::BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+
+    // Frames per second: a 100-step turn (502 frames) against a sink that answers at once.
+    const STEPS: usize = 100;
+    let frames = frames_per_turn(STEPS);
+    assert_eq!(pump_machines(STEPS, false), frames);
+    let mut g = c.benchmark_group("sessions_connect_frames");
+    g.throughput(Throughput::Elements(frames));
+    g.sample_size(20).measurement_time(Duration::from_secs(3));
+    g.bench_function("machines", |b| b.iter(|| pump_machines(STEPS, false)));
+    g.bench_function("machines_prost", |b| b.iter(|| pump_machines(STEPS, true)));
+    let agent = Agent { steps: STEPS };
+    g.bench_function("drivers_in_memory", |b| {
+        b.iter(|| {
+            futures::executor::block_on(async {
+                let (to_h, from_host) = futures::channel::mpsc::unbounded();
+                let (to_host, from_h) = futures::channel::mpsc::unbounded();
+                let tr =
+                    |e: futures::channel::mpsc::SendError| ConnectError::Transport(e.to_string());
+                let serve = serve_connect(
+                    &agent,
+                    from_host.map(Ok),
+                    futures::SinkExt::sink_map_err(to_host, tr),
+                );
+                let mut sink = NullSink;
+                let drive = drive_connect(
+                    connect_start(),
+                    &mut sink,
+                    from_h.map(Ok),
+                    futures::SinkExt::sink_map_err(to_h, tr),
+                );
+                let (served, driven) = futures::join!(serve, drive);
+                served.unwrap();
+                driven.unwrap();
+            })
+        })
+    });
+    let many = serve_loopback(&rt, STEPS);
+    g.bench_function("grpc_loopback", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let c = many.connect().await.unwrap();
+                drive_connect(connect_start(), &mut NullSink, c.inbound, c.outbound)
+                    .await
+                    .unwrap();
+            })
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_append,
+    bench_replay,
+    bench_verify,
+    bench_connect
+);
 criterion_main!(benches);

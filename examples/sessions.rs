@@ -3,6 +3,8 @@
 //!
 //! ```text
 //! cargo run --example sessions -- --dir ./journal exec --input "What is a prime number?"
+//! cargo run --example harness_node -- --addr 127.0.0.1:8090 --harness echo &
+//! cargo run --example sessions -- --dir ./journal --harness mine=127.0.0.1:8090 exec --harness mine --input hello
 //! session 2f0c…                                  # like agentctl: a new session's uid
 //! cargo run --example sessions -- --dir ./journal exec --session UID --input "Give me three examples."
 //! cargo run --example sessions -- --dir ./journal exec --session UID --input "Explain" --interrupt-after 3
@@ -72,15 +74,20 @@ use harness_core::{
     Capabilities, Descriptor, EventSink, Harness, HarnessError, Resumability, Start, Timestamp,
     Tool, Tools,
 };
+use harness_sessions::connect::HarnessAddress;
+use harness_sessions::connect::grpc;
 use harness_sessions::controller::{Controller, ExecRequest, Observer, TurnOutcome, TurnStatus};
-use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness};
+use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness, faq_tools};
 use harness_sessions::journal::{FileJournal, Journal};
 use harness_sessions::testing::CrashAfter;
 use harness_sessions::tools::FileReceipts;
 use harness_sessions::verify::HeadPin;
 use harness_sessions::{Error, Record};
 
-const USAGE: &str = "usage: sessions --dir DIR <command> [options]
+const USAGE: &str = "usage: sessions --dir DIR [--harness NAME=ADDRESS]... <command> [options]
+  --harness NAME=ADDRESS   registers a remote harness (Harness.Connect over gRPC) as
+           agentsessionsd does: host:port, dns:///host:port, dns://resolver/host:port,
+           unix:PATH, unix:///ABSOLUTE or unix://RELATIVE; exec --harness NAME selects it
   exec     [--session UID] [--harness echo|chat|publish|counter] [--config JSON] --input TEXT... [--interrupt-after N]
   resume   --session UID
   pending  --session UID
@@ -211,7 +218,7 @@ impl Harness for PublishHarness {
     }
 }
 
-/// The agent's tools, as the host runs them: `publish` appends its text to
+/// The agents' tools, as the host runs them: `publish` appends its text to
 /// DIR/published.log. It is gated (`requires_approval`): the host parks the turn until a
 /// person decides, whatever the call says.
 fn tools(dir: &Path) -> Tools {
@@ -225,7 +232,11 @@ fn tools(dir: &Path) -> Tools {
         },
     )
     .requires_approval();
-    Tools::new().with(publish)
+    // And the FAQ agent's (`get_hours`; `refund`, gated), for a remote harness that calls
+    // them: `harness_node --harness faq`, or a harness of another language.
+    let mut tools = faq_tools(|_, _, _| {});
+    tools.insert(publish);
+    tools
 }
 
 /// Appends the call's text to `log`, once per (session uid, idempotency key).
@@ -269,9 +280,20 @@ fn publish(log: &Path, cx: &ToolContext, call: &ToolCall) -> ToolResult {
     }
 }
 
-fn controller(journal: Arc<dyn Journal>, dir: &Path, print: Arc<Print>) -> Controller {
-    Controller::builder(journal)
-        .model(builtin_model())
+fn controller(
+    journal: Arc<dyn Journal>,
+    dir: &Path,
+    print: Arc<Print>,
+    remotes: &[(String, HarnessAddress)],
+) -> Controller {
+    let mut b = Controller::builder(journal);
+    // Remote harnesses (`--harness name=ADDRESS`), driven over Harness.Connect.
+    for (name, address) in remotes {
+        if let Ok(h) = grpc::remote(address.clone()) {
+            b = b.remote_harness(name.clone(), h);
+        }
+    }
+    b.model(builtin_model())
         .tools(tools(dir))
         .receipts(FileReceipts::new(dir.join("receipts.jsonl")))
         .harness("chat", ChatHarness::new("builtin"))
@@ -297,6 +319,8 @@ struct Args {
     reason: Option<String>,
     interrupt_after: Option<usize>,
     head: Option<HeadPin>,
+    /// `--harness name=ADDRESS`: remote harnesses, as agentsessionsd registers them.
+    remotes: Vec<(String, HarnessAddress)>,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -306,7 +330,19 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         match arg.as_str() {
             "--dir" => a.dir = Some(value("--dir")?),
             "--session" => a.session = Some(value("--session")?),
-            "--harness" => a.harness = Some(value("--harness")?),
+            "--harness" => {
+                let v = value("--harness")?;
+                match v.split_once('=') {
+                    // Checked at startup: a form the spec refuses stops here, not later.
+                    Some((name, address)) => {
+                        let address = address
+                            .parse()
+                            .map_err(|e| format!("--harness {name}: {e}"))?;
+                        a.remotes.push((name.to_owned(), address));
+                    }
+                    None => a.harness = Some(v),
+                }
+            }
             "--config" => a.config = Some(value("--config")?),
             "--input" => a.inputs.push(value("--input")?),
             "--child" => a.child = Some(value("--child")?),
@@ -467,7 +503,7 @@ async fn command(
     journal: Arc<dyn Journal>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let print = Arc::new(Print::default());
-    let host = controller(journal.clone(), Path::new(dir), print.clone());
+    let host = controller(journal.clone(), Path::new(dir), print.clone(), &a.remotes);
     let session = || a.session.clone().ok_or("--session UID is required");
     match a.cmd.as_deref() {
         Some("exec") => {
@@ -491,6 +527,7 @@ async fn command(
                     Arc::new(CrashAfter::new(journal, n)),
                     Path::new(dir),
                     print.clone(),
+                    &a.remotes,
                 ),
                 None => host,
             };
@@ -630,7 +667,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let outcome = futures::executor::block_on(run(args));
+    // A remote harness's gRPC channel runs on tokio.
+    let outcome = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt.block_on(run(args)),
+        Err(e) => {
+            err!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
     for n in &outcome.notes {
         err!("{n}");
     }

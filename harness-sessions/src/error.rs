@@ -179,8 +179,9 @@ pub enum Error {
         detail: String,
     },
     /// The harness failed the turn; an ERROR record was written (best effort). Its code is
-    /// `INVALID_ARGUMENT` for a rejected config, `CANCELLED` for a cancelled turn, else
-    /// `UNKNOWN`.
+    /// `INVALID_ARGUMENT` for a rejected config, `CANCELLED` for a cancelled turn,
+    /// `INTERNAL` when the harness's transport broke (a remote harness went away mid-turn:
+    /// resume re-drives the interrupted turn), else `UNKNOWN`.
     #[error("execution {execution_id} failed: {error}")]
     TurnFailed {
         /// The execution.
@@ -192,9 +193,11 @@ pub enum Error {
     /// journaled, so the call is safe to retry.
     #[error("describe failed: {0}")]
     Describe(HarnessError),
-    /// A journal written without execution ids (agentsessions v0.1.2) where this operation
-    /// needs them.
-    #[error("legacy journal (records without execution ids) is not supported by {0}")]
+    /// A journal this operation cannot go on with for want of what v0.1.2-era writers did
+    /// not record: a v0.1.2 turn cut after its MODEL_CALL (`resume: recorded completion
+    /// missing`: a v0.1.2 model call is not re-driven), or records with execution ids but
+    /// no start marker of theirs (a pre-marker journal). Nothing was called or appended.
+    #[error("legacy journal: {0}")]
     Legacy(&'static str),
     /// A fork point that is not a record of the parent.
     #[error("fork point {at} is past the head {head}")]
@@ -220,6 +223,10 @@ pub(crate) fn turn_failure_code(error: &HarnessError) -> Code {
     match error {
         HarnessError::Config(_) => Code::InvalidArgument,
         HarnessError::Sink(SinkError::Cancelled) => Code::Cancelled,
+        // The harness's transport broke mid-turn (a remote harness went away, or broke the
+        // Harness.Connect exchange): "the call fails with INTERNAL and the session is left
+        // with an interrupted turn".
+        HarnessError::Sink(SinkError::Transport(_)) => Code::Internal,
         _ => Code::Unknown,
     }
 }

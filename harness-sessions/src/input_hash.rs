@@ -78,6 +78,34 @@ pub(crate) fn matches_input_hash(req: &ModelRequest, hash: &str, buf: &mut Strin
     crate::hash::ContentHash::from_hex(hash.as_bytes()) == Some(digest)
 }
 
+/// A string as Go's `encoding/json` writes it (HTML characters and U+2028/U+2029 escaped).
+pub(crate) fn go_json_string(s: &str) -> String {
+    let mut w = GoWriter(String::with_capacity(s.len() + 2));
+    w.string(s);
+    w.0
+}
+
+/// Appends compact JSON text as Go's `json.Marshal` writes a `json.RawMessage` (it compacts
+/// it with HTML escaping: `<`, `>`, `&`, U+2028 and U+2029 become `\u` escapes; they can
+/// only stand inside strings, so replacing them in place keeps the text valid).
+pub(crate) fn go_escape_raw(json: &str, out: &mut String) {
+    let mut start = 0;
+    for (i, c) in json.char_indices() {
+        let esc = match c {
+            '<' => "\\u003c",
+            '>' => "\\u003e",
+            '&' => "\\u0026",
+            '\u{2028}' => "\\u2028",
+            '\u{2029}' => "\\u2029",
+            _ => continue,
+        };
+        out.push_str(&json[start..i]);
+        out.push_str(esc);
+        start = i + c.len_utf8();
+    }
+    out.push_str(&json[start..]);
+}
+
 struct GoWriter(String);
 
 impl GoWriter {

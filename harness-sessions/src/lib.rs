@@ -62,6 +62,7 @@
 #![deny(missing_docs)]
 
 pub mod capabilities;
+pub mod connect;
 pub mod controller;
 mod depth;
 mod envelope;

@@ -188,12 +188,13 @@ fn append_legacy(journal: &MemoryJournal, session: &str, bodies: Vec<EventBody>)
 
 /// Rule 1: "This applies to journals with execution IDs; a v0.1.2 journal without them is not
 /// re-driven, and Resume fails with “recorded completion missing” without calling the
-/// provider." and "A legacy END or ERROR finishes the turn, making Resume a no-op." An
-/// unfinished legacy turn is not "nothing to resume": resume refuses it (FAILED_PRECONDITION)
-/// without running anything or appending; a finished one is a no-op; a new Exec supersedes
-/// the unfinished legacy tail.
+/// provider." and "A legacy END or ERROR finishes the turn, making Resume a no-op." A legacy
+/// turn cut after its MODEL_CALL is refused (FAILED_PRECONDITION) without running anything or
+/// appending; a finished one is a no-op; an unfinished legacy INPUT is continued ("Legacy
+/// Resume selects only the last INPUT and continues the invocation"); a new Exec supersedes
+/// an unfinished legacy tail. (tests/legacy.rs runs the real v0.1.2 journals.)
 #[test]
-fn resume_refuses_an_unfinished_legacy_turn_and_skips_a_finished_one() {
+fn resume_refuses_a_cut_legacy_model_call_and_skips_a_finished_turn() {
     let h = host(vec![Op::Model]);
     append_legacy(
         &h.journal,
@@ -206,6 +207,10 @@ fn resume_refuses_an_unfinished_legacy_turn_and_skips_a_finished_one() {
     let head = h.journal.head("s").unwrap();
     let err = block(h.host.resume("s")).unwrap_err();
     assert!(matches!(err, Error::Legacy(_)), "{err}");
+    assert!(
+        err.to_string().contains("recorded completion missing"),
+        "{err}"
+    );
     assert_eq!(err.code(), Code::FailedPrecondition);
     assert_eq!(
         h.journal.head("s").unwrap(),
@@ -223,13 +228,22 @@ fn resume_refuses_an_unfinished_legacy_turn_and_skips_a_finished_one() {
         vec![EventBody::End(harness_core::event::HarnessEnd::completed())],
     );
     assert!(block(h.host.resume("s")).unwrap().is_none());
-    // An unfinished legacy tail after that, then a new Exec supersedes it.
+    // An unfinished legacy tail after that is continued from its last INPUT, without ids.
     append_legacy(
         &h.journal,
         "s",
         vec![EventBody::Input(Message::user("again"))],
     );
-    assert!(matches!(block(h.host.resume("s")), Err(Error::Legacy(_))));
+    let turn = block(h.host.resume("s")).unwrap().unwrap();
+    assert_eq!(turn.status, TurnStatus::Completed);
+    assert_eq!(h.model.calls(), 1);
+    assert!(common::all_legacy_ids(&h.host, "s"));
+    // Another unfinished legacy INPUT, superseded by a new Exec.
+    append_legacy(
+        &h.journal,
+        "s",
+        vec![EventBody::Input(Message::user("more"))],
+    );
     let turn = block(h.host.exec(ExecRequest::text("s", "new"))).unwrap();
     assert_eq!(turn.status, TurnStatus::Completed);
     assert!(block(h.host.resume("s")).unwrap().is_none());

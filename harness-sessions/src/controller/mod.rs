@@ -21,7 +21,7 @@ mod resume;
 mod sink;
 mod turn;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use harness_core::Harness;
@@ -33,6 +33,7 @@ use harness_core::tool::Tools;
 pub use self::approval::PendingApproval;
 pub use self::exec::ExecRequest;
 pub use self::fork::ForkOutcome;
+pub(crate) use self::ids::derive_wire_id;
 pub use self::replay::ReplayReport;
 pub use crate::envelope::SCHEMA_VERSION;
 pub use crate::observer::Observer;
@@ -108,6 +109,7 @@ pub struct ControllerBuilder {
     executor: Option<Arc<dyn ToolExecutor>>,
     receipts: Option<Arc<dyn ReceiptStore>>,
     harnesses: Vec<(String, Arc<dyn Harness>)>,
+    remote: HashSet<String>,
     default: Option<String>,
     runtime: RuntimeCapabilities,
     clock: Arc<dyn WallClock>,
@@ -162,6 +164,23 @@ impl ControllerBuilder {
         self
     }
 
+    /// Registers a harness whose process the host does not own (a
+    /// [`RemoteHarness`](crate::connect::RemoteHarness)): as agentsessionsd's
+    /// `--harness name=address`, it must be STATELESS_REPLAY: one that describes itself
+    /// `REQUIRES_MEMORY_SNAPSHOT` is refused ([`Error::CannotPlace`], FAILED_PRECONDITION)
+    /// on every exec, resume and fork before anything is journaled, whatever the runtime
+    /// can snapshot. Otherwise as [`harness`](Self::harness).
+    #[must_use]
+    pub fn remote_harness(
+        mut self,
+        name: impl Into<String>,
+        harness: impl Harness + 'static,
+    ) -> Self {
+        let name = name.into();
+        self.remote.insert(name.clone());
+        self.harness(name, harness)
+    }
+
     /// The registry default, for sessions created without a harness name.
     #[must_use]
     pub fn default_harness(mut self, name: impl Into<String>) -> Self {
@@ -214,6 +233,7 @@ impl ControllerBuilder {
             tools: self.tools.unwrap_or_default(),
             executor,
             registry: self.harnesses.into_iter().collect(),
+            remote: self.remote,
             default,
             runtime: self.runtime,
             clock: self.clock,
@@ -261,6 +281,8 @@ pub struct Controller {
     /// What runs host-executed calls (the tools or a custom executor, receipts over it).
     executor: Option<Arc<dyn ToolExecutor>>,
     registry: HashMap<String, Arc<dyn Harness>>,
+    /// The registered names whose harness runs in a process the host does not own.
+    remote: HashSet<String>,
     default: String,
     runtime: RuntimeCapabilities,
     clock: Arc<dyn WallClock>,
@@ -314,6 +336,7 @@ impl Controller {
             executor: None,
             receipts: None,
             harnesses: Vec::new(),
+            remote: HashSet::new(),
             default: None,
             runtime: RuntimeCapabilities::default(),
             clock: Arc::new(NoWallClock),

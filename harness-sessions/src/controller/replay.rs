@@ -3,6 +3,7 @@
 use harness_core::event::{Event, EventBody, HarnessEnd};
 
 use super::Controller;
+use super::ids::legacy_execution_id;
 use super::sink::{Failure, JournalSink, Mode};
 use crate::error::Error;
 use crate::execution::{Execution, Executions};
@@ -11,7 +12,8 @@ use crate::record::Head;
 /// What a replay checked.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ReplayReport {
-    /// Completed executions re-run against the journal.
+    /// Completed executions re-run against the journal (the whole-log run of a v0.1.2
+    /// prefix counts as one).
     pub executions: usize,
     /// Incomplete executions skipped (interrupted, failed, parked).
     pub skipped: usize,
@@ -21,6 +23,8 @@ pub struct ReplayReport {
     pub provider_calls: usize,
     /// Tool executor calls made: always zero.
     pub executor_calls: usize,
+    /// The output text of each re-run, in order (the legacy run of a v0.1.2 prefix first).
+    pub outputs: Vec<String>,
 }
 
 impl Controller {
@@ -33,10 +37,22 @@ impl Controller {
         let meta = self.journal.meta(session)?;
         let records = self.records(session)?;
         let xs = Executions::split(&records);
-        if xs.orphans > 0 {
-            return Err(Error::Legacy("replay"));
+        if let Some(why) = xs.invalid {
+            return Err(Error::InvalidExecutionLog(why));
         }
-        let completed: Vec<&Execution> = xs.list.iter().filter(|x| x.is_completed()).collect();
+        if xs.orphans > 0 {
+            return Err(Error::Legacy(
+                "replay: records with execution ids but no start marker",
+            ));
+        }
+        // A v0.1.2 prefix replays first, as one whole-log invocation (see
+        // `Executions::legacy_replay`), then every completed modern execution.
+        let legacy = xs.legacy_replay(&records, |i| legacy_execution_id(session, &records[i]));
+        let skipped = xs.list.iter().filter(|x| !x.is_completed()).count();
+        let completed: Vec<Execution> = legacy
+            .into_iter()
+            .chain(xs.list.into_iter().filter(Execution::is_completed))
+            .collect();
         // Check every harness name and version before any Run.
         let mut prepared = Vec::with_capacity(completed.len());
         for x in &completed {
@@ -48,7 +64,7 @@ impl Controller {
             prepared.push(p);
         }
         let mut report = ReplayReport {
-            skipped: xs.list.len() - completed.len(),
+            skipped,
             ..ReplayReport::default()
         };
         let events = Self::events_of(&records);
@@ -58,7 +74,8 @@ impl Controller {
                 hash: records.last().map(|r| r.content_hash),
                 fence: 0,
             };
-            let ctx = self.ctx(session, &x.execution_id, 0, &p.descriptor, 0, Mode::Replay);
+            let mut ctx = self.ctx(session, &x.execution_id, 0, &p.descriptor, 0, Mode::Replay);
+            ctx.legacy = x.legacy;
             let mut sink = JournalSink::new(ctx, Mode::Replay, &records, x.effects.clone(), head);
             let start = self.start_of(session, &events, x, true);
             let result = p.harness.run(start, &mut sink).await;
@@ -97,7 +114,8 @@ impl Controller {
                     return Err(diverged(format!("END record {} differs", rec.seq)));
                 }
             }
-            report.records_reproduced += sink.stats.served + 1;
+            report.records_reproduced += sink.stats.served + usize::from(x.end.is_some());
+            report.outputs.push(sink.output.clone());
             report.executions += 1;
         }
         Ok(report)

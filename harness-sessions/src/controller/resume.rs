@@ -2,6 +2,7 @@
 
 use harness_core::event::{EventBody, EventKind, LifecycleKind};
 
+use super::ids::legacy_execution_id;
 use super::sink::{JournalSink, Mode};
 use super::turn::lifecycle;
 use super::{Controller, TurnOutcome};
@@ -18,27 +19,27 @@ impl Controller {
         let _guard = self.guard(session).await;
         let meta = self.journal.meta(session)?;
         let records = self.records(session)?;
-        // A v0.1.2 turn (records without execution ids) at the head is not re-driven: a
-        // legacy END or ERROR finished it (nothing to resume); otherwise resume fails
-        // without calling anything. A new Exec supersedes it.
-        let tail = records
-            .iter()
-            .rev()
-            .find(|r| !(r.event.execution_id.is_empty() && r.event.kind() == EventKind::Lifecycle));
-        if let Some(r) = tail
-            && r.event.execution_id.is_empty()
-        {
-            return match r.event.kind() {
-                EventKind::End | EventKind::Error => Ok(None),
-                _ => Err(Error::Legacy("resume")),
-            };
-        }
         let xs = Executions::split(&records);
-        let Some(x) = xs.list.last() else {
+        if let Some(why) = xs.invalid {
+            return Err(Error::InvalidExecutionLog(why));
+        }
+        // A v0.1.2 turn (records without execution ids) at the head: a legacy END or ERROR
+        // finished it (nothing to resume); otherwise its last INPUT is continued, with an
+        // empty execution id on what is appended. A new Exec supersedes it instead.
+        let legacy = xs.legacy_resume(&records, |i| legacy_execution_id(session, &records[i]));
+        let Some(x) = legacy.as_ref().or(xs.list.last()) else {
             return Ok(None);
         };
         if x.is_completed() {
             return Ok(None);
+        }
+        if x.legacy
+            && let Some(&last) = x.effects.last()
+            && records[last].event.kind() == EventKind::ModelCall
+        {
+            // "a v0.1.2 journal without them is not re-driven, and Resume fails with
+            // “recorded completion missing” without calling the provider".
+            return Err(Error::Legacy("resume: recorded completion missing"));
         }
         let p = self
             .recorded_harness(x, &meta)
@@ -63,7 +64,7 @@ impl Controller {
         }
         let fence = self.journal.acquire_fence(session)?;
         let head = self.journal.head(session)?;
-        let ctx = self.ctx(
+        let mut ctx = self.ctx(
             session,
             &x.execution_id,
             fence,
@@ -71,6 +72,7 @@ impl Controller {
             xs.fork_seq,
             Mode::Recover,
         );
+        ctx.legacy = x.legacy;
         let mut sink = JournalSink::new(ctx, Mode::Recover, &records, x.effects.clone(), head);
         let suspended = records.iter().rev().find_map(|r| match &r.event.body {
             EventBody::Lifecycle(l)

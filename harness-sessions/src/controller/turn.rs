@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use harness_core::event::{ErrorInfo, Event, EventBody, HarnessEnd, Lifecycle, LifecycleKind};
 use harness_core::{
-    Descriptor, Harness, HarnessError, History, IdentityContext, Resumability, Start,
+    Descriptor, Harness, HarnessError, History, IdentityContext, Resumability, SinkError, Start,
 };
 
 use super::sink::{Failure, JournalSink, Mode, TurnCtx};
@@ -54,7 +54,10 @@ impl Controller {
             .ok_or_else(|| Error::UnknownHarness(name.to_owned()))?;
         // Describe on every exec, resume and fork, and place before anything is journaled.
         let descriptor = harness.describe().await.map_err(Error::Describe)?;
-        if !can_place(&descriptor.capabilities, &self.runtime) {
+        // A harness whose process the host does not own cannot have its memory captured.
+        let remote_snapshot = self.remote.contains(name)
+            && descriptor.capabilities.resumability == Resumability::RequiresMemorySnapshot;
+        if remote_snapshot || !can_place(&descriptor.capabilities, &self.runtime) {
             return Err(Error::CannotPlace {
                 harness: name.to_owned(),
             });
@@ -124,6 +127,7 @@ impl Controller {
             memory_snapshot: descriptor.capabilities.resumability
                 == Resumability::RequiresMemorySnapshot,
             fork_seq,
+            legacy: false,
         }
     }
 
@@ -181,10 +185,19 @@ impl Controller {
                 tool_call_id,
                 request_seq,
             }) => {
-                // The park is the turn's outcome whatever the harness returned. A SUSPEND the
-                // journal refuses keeps its own error (a fenced writer is ABORTED): the
-                // request stays recoverable, and no park is claimed.
+                // The park is the turn's outcome whatever the harness returned, unless the
+                // park never reached the harness (a remote harness whose park exchange
+                // failed: "Transport/snapshot/append failures leave the request recoverable
+                // and retain the actual error, not a fake successful park"). A SUSPEND the
+                // journal refuses keeps its own error (a fenced writer is ABORTED).
                 sink.failure = None;
+                if let Err(e @ HarnessError::Sink(SinkError::Transport(_))) = &result {
+                    let _ = self.journal.sync(session);
+                    return Err(Error::TurnFailed {
+                        execution_id: execution_id.to_owned(),
+                        error: e.clone(),
+                    });
+                }
                 if sink
                     .append_body(lifecycle(LifecycleKind::Suspend, ""), true)
                     .is_err()
@@ -272,6 +285,10 @@ impl Controller {
 
     /// Checks that every input of `x` committed.
     pub(super) fn check_inputs(x: &Execution) -> Result<(), Error> {
+        if x.legacy {
+            // "markerless logs retain their legacy behavior": no recorded count to check.
+            return Ok(());
+        }
         match x.marker.input_count {
             None => Err(Error::InvalidExecutionLog(format!(
                 "execution {}: start marker lacks an input count",

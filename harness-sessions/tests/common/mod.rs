@@ -3,6 +3,7 @@
 
 pub mod approval_rig;
 pub mod faq;
+pub mod wire;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -301,6 +302,14 @@ pub fn kinds(host: &Controller, session: &str) -> Vec<EventKind> {
         .iter()
         .map(|r| r.event.kind())
         .collect()
+}
+
+/// Whether every record of a session has an empty execution id (a legacy, v0.1.2, form).
+pub fn all_legacy_ids(host: &Controller, session: &str) -> bool {
+    host.records(session)
+        .unwrap()
+        .iter()
+        .all(|r| r.event.execution_id.is_empty())
 }
 
 /// The kinds of a session's records, as their names, one line (`EXECUTION_START INPUT …`).

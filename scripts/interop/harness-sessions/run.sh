@@ -3,17 +3,10 @@
 # Python's `jcs` (RFC 8785, as agentsessions' verify_chain.py uses) and by the protobuf
 # runtime with the agentsessions schema compiled by protoc (grpcio-tools): every content_hash
 # must recompute and every event must be exactly protobuf's proto3-JSON of itself.
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../../.." && pwd)"
-cd "$here"
-
-if [ ! -x .venv/bin/python ]; then
-    python3 -m venv .venv
-fi
-.venv/bin/pip install --quiet --disable-pip-version-check 'jcs==0.2.1' 'protobuf>=5' 'grpcio-tools>=1.60'
+. "$(dirname "$0")/../venv.sh" 'jcs==0.2.1' 'protobuf>=5' 'grpcio-tools>=1.60'
 proto_include="$(.venv/bin/python -c 'import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), "_proto"))')"
-.venv/bin/python -m grpc_tools.protoc -I. -I"$proto_include" --python_out=. agentsessions.proto
+# The crate's own proto (harness-sessions/proto), the one its gRPC feature compiles.
+.venv/bin/python -m grpc_tools.protoc -I"$root/harness-sessions/proto" -I"$proto_include" --python_out=. agentsessions.proto
 
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT

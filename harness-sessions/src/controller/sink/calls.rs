@@ -69,6 +69,11 @@ impl EventSink for JournalSink<'_> {
                     Mode::Replay => Err(SinkError::Model(ModelError::Provider(
                         "the recorded model call has no completion (it failed)".into(),
                     ))),
+                    // "a v0.1.2 journal without them is not re-driven, and Resume fails
+                    // with “recorded completion missing” without calling the provider".
+                    Mode::Recover if self.ctx.legacy => Err(self.diverge(
+                        "recorded completion missing: a v0.1.2 model call is not re-driven".into(),
+                    )),
                     Mode::Recover => {
                         // Re-drive the trailing MODEL_CALL once, after the I0 check above,
                         // and record the completion after that same MODEL_CALL.
@@ -205,6 +210,17 @@ impl EventSink for JournalSink<'_> {
             return Err(SinkError::Rejected(
                 "sink.usage: a token count beyond the journal's int64 range".into(),
             ));
+        }
+        // A v0.1.2 journal has no USAGE where its harness reported usage: within its
+        // recorded effects (and on replay) a report it did not record is taken and not
+        // recorded; past them, on resume, it is recorded as any live effect.
+        if self.ctx.legacy
+            && (self.mode == Mode::Replay || self.next().is_some())
+            && self
+                .next()
+                .is_none_or(|r| r.event.kind() != EventKind::Usage)
+        {
+            return Ok(());
         }
         let body = EventBody::Usage(usage);
         self.serve_or_record(body, "a usage report")?;

@@ -73,6 +73,9 @@ pub(crate) struct TurnCtx<'a> {
     pub memory_snapshot: bool,
     /// Records before this seq were inherited from a fork parent.
     pub fork_seq: Seq,
+    /// A v0.1.2 turn: what the host appends to it keeps an empty execution id, its recorded
+    /// model calls are not re-driven, and usage it did not journal is not asked of it.
+    pub legacy: bool,
 }
 
 pub(crate) struct JournalSink<'a> {
@@ -128,7 +131,7 @@ impl<'a> JournalSink<'a> {
 
     /// Appends one event of this execution (or, with `session_scoped`, of the session).
     pub fn append_body(&mut self, body: EventBody, session_scoped: bool) -> Result<Seq, SinkError> {
-        let id = if session_scoped {
+        let id = if session_scoped || self.ctx.legacy {
             String::new()
         } else {
             self.ctx.execution_id.clone()
