@@ -24,7 +24,7 @@ use harness_core::model::ScriptedModel;
 use harness_core::{Tool, Tools};
 use harness_jambonz::driver::{Incoming, ServeConfig, serve};
 use harness_jambonz::frame::{HarnessMessage, JambonzMessage};
-use harness_jambonz::harness_side::{HarnessCall, HarnessEvent, Transmit};
+use harness_jambonz::harness_side::{CallEvent, HarnessCall, Transmit};
 use harness_jambonz::reply::{Chunk, ReplyChunk};
 use harness_jambonz::simulator::{Script, SimConfig, Simulator};
 use harness_jambonz::testing::simulate_call;
@@ -357,7 +357,7 @@ fn whole_call(c: &mut Criterion) {
                     let _ = h.handle_frame(now, &f);
                 }
                 while let Some(ev) = h.poll_event() {
-                    if let HarnessEvent::TurnStarted(t) = ev {
+                    if let CallEvent::TurnStarted(t) = ev {
                         {
                             let id = t.turn_id.unwrap();
                             if t.input.speech_text() == Some("Thanks, bye") {

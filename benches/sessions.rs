@@ -33,7 +33,7 @@ use harness_core::model::ScriptedModel;
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start};
 use harness_sessions::connect::grpc::{GrpcConnector, serve_listener};
 use harness_sessions::connect::{
-    ConnectError, Connector, ControllerFrame, HarnessConnect, HarnessEvent, HarnessFrame,
+    ConnectError, Connector, ControllerFrame, HarnessConnect, HarnessConnectEvent, HarnessFrame,
     HostConnect, RemoteHarness, drive_connect, pb, serve_connect,
 };
 use harness_sessions::controller::{Controller, ExecRequest};
@@ -398,7 +398,10 @@ fn pump_machines(steps: usize, prost: bool) -> u64 {
         }
     };
     to_harness(&mut host, &mut h, &mut frames);
-    assert!(matches!(h.poll_event(), Some(HarnessEvent::Start(_))));
+    assert!(matches!(
+        h.poll_event(),
+        Some(HarnessConnectEvent::Start(_))
+    ));
     for _ in 0..steps {
         h.model(ModelRequest::new(start.inputs.clone()).with_model("m"))
             .unwrap();

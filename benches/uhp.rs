@@ -395,9 +395,9 @@ mod server {
     use criterion::{Criterion, Throughput};
     use harness_core::agent::ToolLoopAgent;
     use harness_core::model::ScriptedModel;
-    use harness_uhp::server::driver::{Body, Caller, Service};
+    use harness_uhp::server::driver::{Body, CallerAuth, UhpService};
     use harness_uhp::server::{
-        Base, Now, Principal, Reply, Request, Server, ServerConfig, ServerEvent, StreamPoll,
+        Base, Now, Principal, Reply, Request, ServerEvent, StreamPoll, UhpServer, UhpServerConfig,
     };
     use harness_uhp::{StreamDecoder, TaskAccumulator};
 
@@ -409,8 +409,8 @@ mod server {
     }
 
     /// A server with one streaming task open: its id and stream.
-    fn open_stream(max_streams: usize) -> (Server, String, harness_uhp::server::StreamId) {
-        let mut cfg = ServerConfig::new(
+    fn open_stream(max_streams: usize) -> (UhpServer, String, harness_uhp::server::StreamId) {
+        let mut cfg = UhpServerConfig::new(
             vec![Base {
                 base: "faq".into(),
                 label: "FAQ".into(),
@@ -420,13 +420,13 @@ mod server {
         cfg.max_open_streams = max_streams;
         cfg.max_running_tasks = max_streams;
         cfg.max_sessions_per_principal = max_streams;
-        let mut s = Server::new(cfg);
+        let mut s = UhpServer::new(cfg);
         s.add_api_key("k", Principal::new("p"));
         let (rid, sid) = start(&mut s);
         (s, rid, sid)
     }
 
-    fn start(s: &mut Server) -> (String, harness_uhp::server::StreamId) {
+    fn start(s: &mut UhpServer) -> (String, harness_uhp::server::StreamId) {
         let mut h = http::HeaderMap::new();
         h.insert("authorization", "Bearer k".parse().unwrap());
         let body = br#"{"input":"Write the report.","stream":true}"#;
@@ -481,9 +481,9 @@ mod server {
     }
 
     /// A host on the scripted model (the tour's FAQ agent shape), on a current-thread runtime.
-    fn host(rt: &tokio::runtime::Runtime) -> Service {
+    fn host(rt: &tokio::runtime::Runtime) -> UhpService {
         rt.block_on(async {
-            let host = Service::builder(ScriptedModel::echo())
+            let host = UhpService::builder(ScriptedModel::echo())
                 .harness("faq", "FAQ", ToolLoopAgent::new("faq"))
                 .models(["scripted"])
                 .api_key("k", "p")
@@ -496,16 +496,16 @@ mod server {
         })
     }
 
-    async fn one_task(host: &Service) {
+    async fn one_task(host: &UhpService) {
         let req = http::Request::post("/v1/responses")
             .header("authorization", "Bearer k")
             .body(br#"{"input":"When do you open?"}"#.to_vec())
             .unwrap();
-        let resp = host.handle(Caller::Bearer, req).await;
+        let resp = host.handle(CallerAuth::Bearer, req).await;
         assert_eq!(resp.status(), 200);
     }
 
-    fn tasks(rt: &tokio::runtime::Runtime, host: &Service, n: usize) {
+    fn tasks(rt: &tokio::runtime::Runtime, host: &UhpService, n: usize) {
         rt.block_on(async {
             for _ in 0..n {
                 one_task(host).await;
@@ -568,7 +568,7 @@ mod server {
             .unwrap();
         let before = rss_bytes()?;
         let held = rt.block_on(async {
-            let host = Service::builder(ScriptedModel::new())
+            let host = UhpService::builder(ScriptedModel::new())
                 .harness("idle", "Idle", Idle)
                 .models(["scripted"])
                 .api_key("k", "p")
@@ -587,7 +587,8 @@ mod server {
                     .header("authorization", "Bearer k")
                     .body(br#"{"input":"Wait for it.","stream":true}"#.to_vec())
                     .unwrap();
-                let Body::Stream(mut s) = host.handle(Caller::Bearer, req).await.into_body() else {
+                let Body::Stream(mut s) = host.handle(CallerAuth::Bearer, req).await.into_body()
+                else {
                     panic!("a stream")
                 };
                 use futures::StreamExt;

@@ -1,7 +1,7 @@
 //! A jambonz harness over a real WebSocket: the demo FAQ agent (the built-in deterministic
 //! model, a `get_hours` tool that jambonz runs, its own gated `refund` tool that the driver's
 //! policy denies on the phone, a `hangup` command on goodbye) served by
-//! `harness_jambonz::server::Server`, with the upgrade check. `--agent minimal` serves the
+//! `harness_jambonz::server::JambonzServer`, with the upgrade check. `--agent minimal` serves the
 //! spec's minimal harness instead (what `scripts/load/jambonz_vs_node.py` loads). Ctrl-C
 //! stops it gracefully.
 //!
@@ -13,7 +13,7 @@
 #[path = "jambonz_shared/mod.rs"]
 mod jambonz_shared;
 
-use harness_jambonz::server::{Server, ServerConfig};
+use harness_jambonz::server::{JambonzServer, JambonzServerConfig};
 
 const USAGE: &str = "usage: jambonz_server [--addr 127.0.0.1:8080] [--secret S] [--agent faq|minimal] [--quiet] [--threads N]";
 
@@ -44,7 +44,7 @@ fn main() {
 }
 
 async fn serve() {
-    let (mut addr, mut config) = ("127.0.0.1:8080".to_owned(), ServerConfig::default());
+    let (mut addr, mut config) = ("127.0.0.1:8080".to_owned(), JambonzServerConfig::default());
     let (mut minimal, mut quiet) = (false, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -81,7 +81,7 @@ async fn serve() {
         .map_or("", |_| ", Bearer secret required");
     println!("jambonz harness on ws://{local} (subprotocol harness.jambonz.org{auth})");
 
-    let mut server = Server::new(config);
+    let mut server = JambonzServer::new(config);
     if !quiet {
         server = server.on_call_end(|end| println!("{end}"));
     }

@@ -76,7 +76,7 @@ use harness_core::{
 };
 use harness_sessions::connect::HarnessAddress;
 use harness_sessions::connect::grpc;
-use harness_sessions::controller::{Controller, ExecRequest, Observer, TurnOutcome, TurnStatus};
+use harness_sessions::controller::{Controller, ExecRequest, Observer, TurnReport, TurnStatus};
 use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness, faq_tools};
 use harness_sessions::journal::{FileJournal, Journal};
 use harness_sessions::testing::CrashAfter;
@@ -378,7 +378,7 @@ fn print_head(pin: Option<HeadPin>) {
     }
 }
 
-fn print_turn(turn: &TurnOutcome, done: &str) {
+fn print_turn(turn: &TurnReport, done: &str) {
     out!();
     match &turn.status {
         TurnStatus::Completed => out!(

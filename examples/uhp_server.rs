@@ -31,8 +31,8 @@ use harness_core::message::{
 use harness_core::model::{Model, ModelError, ModelEvent, ModelStream};
 use harness_core::tool::{Tool, Tools};
 use harness_sessions::harnesses::{ChatHarness, EchoHarness};
-use harness_uhp::server::axum::{FileStore, RouterConfig, ServeConfig, router, serve};
-use harness_uhp::server::driver::{FileTools, Service};
+use harness_uhp::server::axum::{FileStore, RouterConfig, UhpServeConfig, router, serve};
+use harness_uhp::server::driver::{FileTools, UhpService};
 use serde_json::json;
 
 #[path = "uhp_shared/mod.rs"]
@@ -244,7 +244,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     let public = format!("http://{}", listener.local_addr()?);
-    let mut builder = Service::builder(DemoModel)
+    let mut builder = UhpService::builder(DemoModel)
         .harness("faq", "FAQ agent", faq)
         .harness("echo", "Echo", EchoHarness)
         .harness("chat", "Chat", ChatHarness::new("scripted"))
@@ -266,7 +266,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     serve(
         listener,
         router(host, RouterConfig::default()),
-        ServeConfig::default(),
+        UhpServeConfig::default(),
     )
     .await?;
     Ok(())

@@ -1,6 +1,6 @@
 //! Shared by the jambonz examples and the tour chapter: the demo agents (the FAQ agent, and
 //! the spec's minimal harness) and the demo call. Serving them is
-//! `harness_jambonz::server::Server`; calling them, `harness_jambonz::client::Caller`.
+//! `harness_jambonz::server::JambonzServer`; calling them, `harness_jambonz::client::Caller`.
 #![allow(dead_code)]
 
 use std::sync::Arc;

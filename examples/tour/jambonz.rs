@@ -1,5 +1,5 @@
 //! Chapter: harness-jambonz. A phone call without a phone: the FAQ agent served over a real
-//! WebSocket on loopback by `harness_jambonz::server::Server` (with the Bearer-secret
+//! WebSocket on loopback by `harness_jambonz::server::JambonzServer` (with the Bearer-secret
 //! upgrade check), and the jambonz simulator calling it in real time with
 //! `harness_jambonz::client::Caller` through the spec's "A whole call": greeting, a refund
 //! request (the agent's own `refund` tool is gated, and on the phone no one can approve it:
@@ -12,7 +12,7 @@ mod jambonz_shared;
 use std::time::Instant;
 
 use harness_jambonz::client::Caller;
-use harness_jambonz::server::{Server, ServerConfig};
+use harness_jambonz::server::{JambonzServer, JambonzServerConfig};
 
 pub fn run() -> Result<(), Box<dyn std::error::Error>> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -24,7 +24,7 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
         println!("  harness listening on {url} (secret required)\n");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (agent, model, tools) = jambonz_shared::faq();
-        let server = Server::new(ServerConfig::default().with_secret("tour-secret"));
+        let server = JambonzServer::new(JambonzServerConfig::default().with_secret("tour-secret"));
         let stop_on = async {
             let _ = stopped.await;
         };

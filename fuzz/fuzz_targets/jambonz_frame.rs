@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use harness_jambonz::frame::{HarnessMessage, JambonzMessage};
-use harness_jambonz::harness_side::{HarnessCall, HarnessEvent, Transmit};
+use harness_jambonz::harness_side::{HarnessCall, CallEvent, Transmit};
 use harness_jambonz::simulator::{Script, SimConfig, Simulator};
 use libfuzzer_sys::fuzz_target;
 
@@ -34,14 +34,14 @@ fuzz_target!(|data: &[u8]| {
         sim.handle_timeout(t);
         while let Some(ev) = harness.poll_event() {
             match ev {
-                HarnessEvent::TurnStarted(s) => {
+                CallEvent::TurnStarted(s) => {
                     let id = s.turn_id.unwrap_or_default();
                     started.insert(id);
                     if let Ok(r) = harness.start_reply(Some(id)) {
                         let _ = harness.push_chunk(&r, "ok");
                     }
                 }
-                HarnessEvent::TurnCancelled(c) => {
+                CallEvent::TurnCancelled(c) => {
                     cancelled.insert(c.turn_id.unwrap_or_default());
                 }
                 _ => {}

@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use harness_uhp::server::{
-    Base, Now, Principal, Request, Server, ServerConfig, ServerEvent, TurnEnd,
+    Base, Now, Principal, Request, UhpServer, UhpServerConfig, ServerEvent, TurnEnd,
 };
 use http::{HeaderMap, HeaderValue};
 use libfuzzer_sys::fuzz_target;
@@ -24,14 +24,14 @@ fuzz_target!(|data: &[u8]| {
     let Ok(target) = std::str::from_utf8(target) else {
         return;
     };
-    let cfg = ServerConfig::new(
+    let cfg = UhpServerConfig::new(
         vec![Base {
             base: "faq".into(),
             label: "FAQ".into(),
         }],
         vec!["scripted".into()],
     );
-    let mut server = Server::new(cfg);
+    let mut server = UhpServer::new(cfg);
     server.add_api_key("k", Principal::new("p"));
     let mut headers = HeaderMap::new();
     if sel & 8 == 0 {

@@ -9,7 +9,7 @@
 //! - [`Harness`] / [`EventSink`]: one agent, written once, served over jambonz, TanStack and
 //!   agentsessions; [`message`] is the model they share, [`event`] the journal events a
 //!   harness sees as history.
-//! - [`model`]: the provider trait drivers call, and [`ScriptedModel`](model::ScriptedModel),
+//! - [`model`]: the provider trait drivers call, and [`ScriptedModel`],
 //!   a deterministic model for tests and demos; [`openai`]: a real one, the OpenAI Chat
 //!   Completions wire format (OpenAI, vLLM, Ollama, llama.cpp…), its codec sans-IO and its
 //!   HTTP transport behind the `openai` feature.
@@ -77,11 +77,14 @@ pub mod tool;
 pub mod wire;
 
 pub use cursor::Cursor;
+pub use event::{Event, EventBody};
 pub use harness::{
     Capabilities, Descriptor, EventSink, Harness, HarnessError, History, IdentityContext,
     Resumability, SinkError, Start,
 };
-pub use interaction::Feature;
+pub use interaction::{Command, CommandResult, Feature};
+pub use message::{Message, ToolCall, ToolResult};
+pub use model::{Model, ScriptedModel};
 pub use proto_json::{Timestamp, TimestampError};
 pub use tool::{Tool, Tools};
 

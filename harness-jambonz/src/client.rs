@@ -32,8 +32,8 @@ use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 use crate::harness_side::Transmit;
-use crate::simulator::{Simulator, Transcript};
-use crate::testing::{Direction, Frame};
+use crate::simulator::{CallTranscript, Simulator};
+use crate::testing::{Direction, SimFrame};
 use crate::upgrade::{SUBPROTOCOL, UrlRefusal, check_harness_url};
 use crate::ws::to_ws;
 
@@ -64,7 +64,7 @@ pub enum ClientError {
     Transport(String),
 }
 
-type OnFrame = dyn FnMut(&Frame) + Send;
+type OnFrame = dyn FnMut(&SimFrame) + Send;
 
 /// Dials harnesses as jambonz does: subprotocol `harness.jambonz.org`, the Bearer secret,
 /// `ws://` to a private address only.
@@ -118,7 +118,7 @@ impl Caller {
 
     /// Calls `f` with every frame sent or received, as it goes.
     #[must_use]
-    pub fn on_frame(mut self, f: impl FnMut(&Frame) + Send + 'static) -> Self {
+    pub fn on_frame(mut self, f: impl FnMut(&SimFrame) + Send + 'static) -> Self {
         self.on_frame = Some(Box::new(f));
         self
     }
@@ -141,7 +141,7 @@ impl Caller {
 
     /// Dials `url` (`ws://` to a private address; for `wss://` open the TLS stream yourself
     /// and use [`call_over`](Self::call_over)) and plays `sim` until the call ends.
-    pub async fn call(&mut self, url: &str, sim: Simulator) -> Result<Transcript, ClientError> {
+    pub async fn call(&mut self, url: &str, sim: Simulator) -> Result<CallTranscript, ClientError> {
         check_harness_url(url)?;
         let req = self.request(url)?;
         let connect = tokio_tungstenite::connect_async(req);
@@ -159,7 +159,7 @@ impl Caller {
         stream: S,
         url: &str,
         sim: Simulator,
-    ) -> Result<Transcript, ClientError>
+    ) -> Result<CallTranscript, ClientError>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
@@ -176,14 +176,14 @@ impl Caller {
         &mut self,
         mut ws: tokio_tungstenite::WebSocketStream<S>,
         mut sim: Simulator,
-    ) -> Result<Transcript, ClientError>
+    ) -> Result<CallTranscript, ClientError>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
         let t0 = Instant::now();
         let mut seen = |direction, frame: &Transmit| {
             if let Some(f) = &mut self.on_frame {
-                f(&Frame {
+                f(&SimFrame {
                     at_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
                     direction,
                     frame: frame.clone(),

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use harness_core::wire_struct;
 
 wire_struct! {
-    /// `command`: `{command_id, name, args}`. See [`Command`] for the typed view.
+    /// `command`: `{command_id, name, args}`. See [`JambonzCommand`] for the typed view.
     pub struct CommandMessage [as_given] [skip "type"] {
         /// The command, chosen by the harness, unique within the call.
         val command_id: String = "command_id",
@@ -20,7 +20,7 @@ wire_struct! {
 /// supported yet: they get command:result with ok: false"; any other name is kept as given.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
-pub enum Command {
+pub enum JambonzCommand {
     /// `hangup {reason}`: end the call (`session:end` reason `harness_hangup` follows).
     Hangup {
         /// Why, e.g. `resolved`.
@@ -39,14 +39,14 @@ pub enum Command {
     },
 }
 
-impl Command {
+impl JambonzCommand {
     /// The wire name.
     pub fn name(&self) -> &str {
         match self {
-            Command::Hangup { .. } => "hangup",
-            Command::Play(_) => "play",
-            Command::Listen(_) => "listen",
-            Command::Other { name, .. } => name,
+            JambonzCommand::Hangup { .. } => "hangup",
+            JambonzCommand::Play(_) => "play",
+            JambonzCommand::Listen(_) => "listen",
+            JambonzCommand::Other { name, .. } => name,
         }
     }
 
@@ -54,14 +54,16 @@ impl Command {
     pub fn into_message(self, command_id: impl Into<String>) -> CommandMessage {
         let name = self.name().to_owned();
         let args = match self {
-            Command::Hangup { reason } => {
+            JambonzCommand::Hangup { reason } => {
                 let mut m = Map::new();
                 if let Some(r) = reason {
                     m.insert("reason".into(), Value::String(r));
                 }
                 m
             }
-            Command::Play(a) | Command::Listen(a) | Command::Other { args: a, .. } => a,
+            JambonzCommand::Play(a)
+            | JambonzCommand::Listen(a)
+            | JambonzCommand::Other { args: a, .. } => a,
         };
         CommandMessage {
             command_id: command_id.into(),
@@ -74,18 +76,18 @@ impl Command {
 
 impl CommandMessage {
     /// The typed view.
-    pub fn command(&self) -> Command {
+    pub fn command(&self) -> JambonzCommand {
         match self.name.as_str() {
-            "hangup" => Command::Hangup {
+            "hangup" => JambonzCommand::Hangup {
                 reason: self
                     .args
                     .get("reason")
                     .and_then(Value::as_str)
                     .map(str::to_owned),
             },
-            "play" => Command::Play(self.args.clone()),
-            "listen" => Command::Listen(self.args.clone()),
-            other => Command::Other {
+            "play" => JambonzCommand::Play(self.args.clone()),
+            "listen" => JambonzCommand::Listen(self.args.clone()),
+            other => JambonzCommand::Other {
                 name: other.to_owned(),
                 args: self.args.clone(),
             },
@@ -95,7 +97,7 @@ impl CommandMessage {
 
 wire_struct! {
     /// `command:result`: `{command_id, ok}`.
-    pub struct CommandResult [as_given] [skip "type"] {
+    pub struct CommandResultMessage [as_given] [skip "type"] {
         /// The call's id.
         lenient call_sid: Option<String> = "call_sid",
         /// The command this answers.
@@ -105,7 +107,7 @@ wire_struct! {
     }
 }
 
-impl From<harness_core::interaction::Command> for Command {
+impl From<harness_core::interaction::Command> for JambonzCommand {
     /// A command an agent sent with `sink.command`, typed by its name.
     fn from(c: harness_core::interaction::Command) -> Self {
         CommandMessage {
@@ -117,7 +119,7 @@ impl From<harness_core::interaction::Command> for Command {
     }
 }
 
-impl CommandResult {
+impl CommandResultMessage {
     /// The error text, when the result carries one. The spec shows only `{command_id, ok}`;
     /// an `error` field is read when jambonz sends one (a string as given, any other value
     /// as its JSON).

@@ -3,7 +3,7 @@
 //! The spec names `user_interruption` (with its fields), `reply_dropped` (reason `replaced`),
 //! `silence` and an "error event" for a reply sent before its turn's `turn:start`; only the
 //! first is detailed. The others are typed with the fields that are known and keep every
-//! field in `extra`; any other name is [`Event::Other`], kept as given.
+//! field in `extra`; any other name is [`JambonzEvent::Other`], kept as given.
 
 use serde::ser::SerializeMap;
 use serde_json::{Map, Value};
@@ -85,7 +85,7 @@ wire_struct! {
 /// An event from jambonz.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
-pub enum Event {
+pub enum JambonzEvent {
     /// `user_interruption`.
     UserInterruption(UserInterruption),
     /// `silence`.
@@ -103,15 +103,15 @@ pub enum Event {
     },
 }
 
-impl Event {
+impl JambonzEvent {
     /// The event's name.
     pub fn name(&self) -> &str {
         match self {
-            Event::UserInterruption(_) => name::USER_INTERRUPTION,
-            Event::Silence(_) => name::SILENCE,
-            Event::ReplyDropped(_) => name::REPLY_DROPPED,
-            Event::Error(_) => name::ERROR,
-            Event::Other { name, .. } => name,
+            JambonzEvent::UserInterruption(_) => name::USER_INTERRUPTION,
+            JambonzEvent::Silence(_) => name::SILENCE,
+            JambonzEvent::ReplyDropped(_) => name::REPLY_DROPPED,
+            JambonzEvent::Error(_) => name::ERROR,
+            JambonzEvent::Other { name, .. } => name,
         }
     }
 
@@ -129,14 +129,16 @@ impl Event {
         let typed = |e: serde_json::Error| e.to_string();
         Ok(match name.as_str() {
             name::USER_INTERRUPTION => {
-                Event::UserInterruption(serde_json::from_value(obj).map_err(typed)?)
+                JambonzEvent::UserInterruption(serde_json::from_value(obj).map_err(typed)?)
             }
-            name::SILENCE => Event::Silence(serde_json::from_value(obj).map_err(typed)?),
-            name::REPLY_DROPPED => Event::ReplyDropped(serde_json::from_value(obj).map_err(typed)?),
-            name::ERROR => Event::Error(serde_json::from_value(obj).map_err(typed)?),
+            name::SILENCE => JambonzEvent::Silence(serde_json::from_value(obj).map_err(typed)?),
+            name::REPLY_DROPPED => {
+                JambonzEvent::ReplyDropped(serde_json::from_value(obj).map_err(typed)?)
+            }
+            name::ERROR => JambonzEvent::Error(serde_json::from_value(obj).map_err(typed)?),
             _ => match obj {
-                Value::Object(fields) => Event::Other { name, fields },
-                _ => Event::Other {
+                Value::Object(fields) => JambonzEvent::Other { name, fields },
+                _ => JambonzEvent::Other {
                     name,
                     fields: Map::new(),
                 },
@@ -147,11 +149,11 @@ impl Event {
     pub(crate) fn write_fields<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
         map.serialize_entry("name", self.name())?;
         match self {
-            Event::UserInterruption(e) => e.write_fields(map),
-            Event::Silence(e) => e.write_fields(map),
-            Event::ReplyDropped(e) => e.write_fields(map),
-            Event::Error(e) => e.write_fields(map),
-            Event::Other { fields, .. } => {
+            JambonzEvent::UserInterruption(e) => e.write_fields(map),
+            JambonzEvent::Silence(e) => e.write_fields(map),
+            JambonzEvent::ReplyDropped(e) => e.write_fields(map),
+            JambonzEvent::Error(e) => e.write_fields(map),
+            JambonzEvent::Other { fields, .. } => {
                 for (k, v) in fields {
                     if k != "type" && k != "name" {
                         map.serialize_entry(k, v)?;

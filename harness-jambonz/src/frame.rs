@@ -13,8 +13,8 @@ use harness_core::wire::{Key, WireObject};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use crate::command::{CommandMessage, CommandResult};
-use crate::event::Event;
+use crate::command::{CommandMessage, CommandResultMessage};
+use crate::event::JambonzEvent;
 use crate::reply::{ReplyChunk, ReplyDone};
 use crate::session::{SessionEnd, SessionStart};
 use crate::tool::{ToolCallMessage, ToolResultMessage};
@@ -105,11 +105,11 @@ pub enum JambonzMessage {
     /// `tool:result`.
     ToolResult(ToolResultMessage),
     /// `event`.
-    Event(Event),
+    Event(JambonzEvent),
     /// `turn:cancel`.
     TurnCancel(TurnCancel),
     /// `command:result`.
-    CommandResult(CommandResult),
+    CommandResult(CommandResultMessage),
     /// `session:end`.
     SessionEnd(SessionEnd),
     /// Any other type, kept as given.
@@ -369,12 +369,12 @@ impl JambonzMessage {
             kind::SESSION_START => JambonzMessage::SessionStart(parse(&kind, text)?),
             kind::SESSION_END => JambonzMessage::SessionEnd(parse(&kind, text)?),
             kind::EVENT => {
-                JambonzMessage::Event(Event::from_fields(parse_object(text)?).map_err(|error| {
-                    DecodeError::Malformed {
+                JambonzMessage::Event(JambonzEvent::from_fields(parse_object(text)?).map_err(
+                    |error| DecodeError::Malformed {
                         kind: kind::EVENT.into(),
                         error,
-                    }
-                })?)
+                    },
+                )?)
             }
             other => JambonzMessage::Unknown(unknown(other, text)?),
         })

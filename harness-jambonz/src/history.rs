@@ -8,15 +8,15 @@
 //!
 //! Every turn gets the conversation before it as [`Start::history`](harness_core::Start::history),
 //! a [`harness_core::History`]: a view of one shared list of journal events, not a copy.
-//! [`History::journal`] appends what happened since the last turn to that list (in place,
+//! [`CallHistory::journal`] appends what happened since the last turn to that list (in place,
 //! unless a turn still running holds a view of it) and hands out the view, so starting a
 //! turn costs nothing per past turn.
 //!
 //! ```
-//! use harness_jambonz::history::History;
+//! use harness_jambonz::history::CallHistory;
 //! use harness_jambonz::event::UserInterruption;
 //!
-//! let mut h = History::new();
+//! let mut h = CallHistory::new();
 //! h.user(2, "When are you open");
 //! h.assistant_delta("r2", Some(2), "We're open eight to six on weekdays.");
 //! h.interrupted(&UserInterruption {
@@ -85,7 +85,7 @@ impl Entry {
 /// them at once (so that trimming, too, costs nothing per turn on average): a call keeps
 /// between `max_entries / 2` and `max_entries` of its latest entries.
 #[derive(Clone, Debug)]
-pub struct History {
+pub struct CallHistory {
     /// Entries handed to turns already, as journal events: shared with the turns still
     /// running.
     shared: Arc<Vec<JournalEvent>>,
@@ -102,25 +102,25 @@ pub struct History {
     interrupted: VecDeque<String>,
 }
 
-/// How many interrupted reply ids a [`History`] remembers.
+/// How many interrupted reply ids a [`CallHistory`] remembers.
 const MAX_INTERRUPTED: usize = 16;
 
-/// How many replies already handed to turns a [`History`] can still change.
+/// How many replies already handed to turns a [`CallHistory`] can still change.
 const MAX_SHARED_REPLIES: usize = 16;
 
-impl Default for History {
+impl Default for CallHistory {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl PartialEq for History {
+impl PartialEq for CallHistory {
     fn eq(&self, other: &Self) -> bool {
         self.messages() == other.messages()
     }
 }
 
-impl History {
+impl CallHistory {
     /// An empty history keeping at most 200 entries.
     pub fn new() -> Self {
         Self::with_max_entries(200)
@@ -128,7 +128,7 @@ impl History {
 
     /// An empty history keeping at most `max_entries` entries (at least 1).
     pub fn with_max_entries(max_entries: usize) -> Self {
-        History {
+        CallHistory {
             shared: Arc::default(),
             shared_replies: VecDeque::new(),
             base: 0,
@@ -325,7 +325,7 @@ mod tests {
 
     use super::*;
 
-    fn texts(h: &History) -> Vec<String> {
+    fn texts(h: &CallHistory) -> Vec<String> {
         h.messages().iter().map(Message::text).collect()
     }
 
@@ -333,7 +333,7 @@ mod tests {
     /// the list is the same allocation turn after turn, and each turn's view is a prefix.
     #[test]
     fn turns_share_one_list() {
-        let mut h = History::new();
+        let mut h = CallHistory::new();
         let mut last_ptr = None;
         for t in 1..=50u64 {
             let view = h.journal("CA1");
@@ -357,7 +357,7 @@ mod tests {
     /// A view held by a running turn never changes, whatever happens after.
     #[test]
     fn a_running_turns_view_is_fixed() {
-        let mut h = History::new();
+        let mut h = CallHistory::new();
         h.user(1, "hello");
         h.assistant_delta("r1", Some(1), "Hi");
         let v2 = h.journal("CA1");
@@ -392,7 +392,7 @@ mod tests {
     /// Past the bound, the oldest half goes at once; a held view keeps its events.
     #[test]
     fn trimming_is_by_halves() {
-        let mut h = History::with_max_entries(10);
+        let mut h = CallHistory::with_max_entries(10);
         let mut held = None;
         for t in 1..=30u64 {
             let v = h.journal("CA1");

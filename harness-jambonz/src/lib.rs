@@ -9,7 +9,7 @@
 //! | harness side | [`harness_side::HarnessCall`] (one call: frames in, events out, actions in, frames out, the spec's rules enforced), [`history`] (what the caller heard), [`early_start`], [`upgrade`] (the Bearer-secret / subprotocol check) |
 //! | jambonz side | [`simulator::Simulator`]: a scripted call with jambonz's floor, barge-in, tool and deadline rules, on explicit time |
 //! | driver | [`driver::serve`]: any [`harness_core::Harness`] served over a `Stream`/`Sink` of frames, runtime-agnostic, with the harness's own tools run locally, the platform's sent as `tool:call`, gated calls decided by a policy, `sink.command` as `command`; [`testing::simulate_call`]: driver + simulator on a virtual clock |
-//! | runtime (feature `tokio`; `tls` for `wss://`) | `server::Server`: an agent served on a TCP listener, one task per call, with the upgrade check, deadlines, limits and a graceful shutdown; `client::Caller`: the simulator calling a harness URL over a real socket |
+//! | runtime (feature `tokio`; `tls` for `wss://`) | `server::JambonzServer`: an agent served on a TCP listener, one task per call, with the upgrade check, deadlines, limits and a graceful shutdown; `client::Caller`: the simulator calling a harness URL over a real socket |
 //!
 //! In the default build nothing here opens a socket, spawns a task, sleeps or reads the
 //! clock: `now` comes in, frames go out through `poll_transmit`, and the app owns the
@@ -59,7 +59,7 @@
 //!
 //! ```
 //! use std::time::Instant;
-//! use harness_jambonz::harness_side::{ActionError, HarnessCall, HarnessEvent, Transmit};
+//! use harness_jambonz::harness_side::{ActionError, HarnessCall, CallEvent, Transmit};
 //!
 //! let now = Instant::now();
 //! let mut call = HarnessCall::new();
@@ -105,6 +105,15 @@ pub mod upgrade;
 #[cfg(feature = "tokio")]
 mod ws;
 
+// The types a user names first, at the root; everything else stays in its module.
+#[cfg(feature = "tokio")]
+pub use client::Caller;
+pub use command::JambonzCommand;
+pub use driver::{CallReport, ServeConfig, ServeError, serve};
+pub use event::JambonzEvent;
 pub use frame::{HarnessMessage, JambonzMessage};
-pub use harness_side::{HarnessCall, Transmit};
-pub use simulator::Simulator;
+pub use harness_side::{CallEvent, HarnessCall, HarnessConfig, JambonzFrameError, Transmit};
+pub use history::CallHistory;
+#[cfg(feature = "tokio")]
+pub use server::{JambonzServer, JambonzServerConfig};
+pub use simulator::{CallTranscript, Script, SimConfig, Simulator};

@@ -43,7 +43,7 @@ use harness_core::{Harness, Tools};
 
 use crate::driver::{CallReport, Incoming, ServeConfig, ServeError, serve};
 use crate::harness_side::Transmit;
-use crate::simulator::{Simulator, Transcript};
+use crate::simulator::{CallTranscript, Simulator};
 
 /// Who sent a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub enum Direction {
 
 /// One frame of a simulated call.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Frame {
+pub struct SimFrame {
     /// Virtual time since the call began.
     pub at_ms: u64,
     /// Who sent it.
@@ -69,24 +69,24 @@ pub struct Frame {
 #[derive(Debug)]
 pub struct SimulatedCall {
     /// What the caller heard, turn summaries and violations.
-    pub transcript: Transcript,
+    pub transcript: CallTranscript,
     /// What the driver reported.
     pub report: Result<CallReport, ServeError>,
     /// Every frame, in order.
-    pub frames: Vec<Frame>,
+    pub frames: Vec<SimFrame>,
     /// The simulator, for further inspection.
     pub simulator: Simulator,
 }
 
-impl fmt::Display for Frame {
+impl fmt::Display for SimFrame {
     /// One line: the time, the direction and the frame. A precision cuts the frame's text
     /// to that many characters (`{:.150}`), with `…` after it.
     ///
     /// ```
     /// use harness_jambonz::harness_side::Transmit;
-    /// use harness_jambonz::testing::{Direction, Frame};
+    /// use harness_jambonz::testing::{Direction, SimFrame};
     ///
-    /// let f = Frame { at_ms: 42, direction: Direction::ToJambonz, frame: Transmit::Text(r#"{"type":"reply:done"}"#.into()) };
+    /// let f = SimFrame { at_ms: 42, direction: Direction::ToJambonz, frame: Transmit::Text(r#"{"type":"reply:done"}"#.into()) };
     /// assert_eq!(format!("{f:.10}"), r#"    42 ms  harness → jambonz  {"type":"r…"#);
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -180,7 +180,7 @@ pub fn simulate_call(
                     reason: reason.clone(),
                 },
             };
-            frames.push(Frame {
+            frames.push(SimFrame {
                 at_ms: ms(t),
                 direction: Direction::ToHarness,
                 frame: tx,
@@ -194,7 +194,7 @@ pub fn simulate_call(
                 Transmit::Text(s) => sim.handle_frame(t, s),
                 Transmit::Close { code, reason } => sim.handle_close(t, *code, reason),
             }
-            frames.push(Frame {
+            frames.push(SimFrame {
                 at_ms: ms(t),
                 direction: Direction::ToJambonz,
                 frame: tx,

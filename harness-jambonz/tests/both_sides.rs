@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use harness_core::Tool;
-use harness_jambonz::command::Command;
-use harness_jambonz::harness_side::{HarnessCall, HarnessEvent, Transmit};
+use harness_jambonz::command::JambonzCommand;
+use harness_jambonz::harness_side::{CallEvent, HarnessCall, Transmit};
 use harness_jambonz::simulator::{Deadlines, Script, SimConfig, Simulator, ViolationKind};
 use harness_jambonz::turn_record::TurnRecord;
 use proptest::prelude::*;
@@ -82,7 +82,7 @@ proptest! {
                 }
             }
             while let Some(ev) = call.poll_event() {
-                if let HarnessEvent::TurnStarted(t) = ev {
+                if let CallEvent::TurnStarted(t) = ev {
                     turns.push(t.turn_id.unwrap());
                 }
             }
@@ -112,7 +112,7 @@ proptest! {
                 }
                 Act::Tool(t) => { let _ = call.call_tool(turn(t), "get_hours", Map::new()); }
                 Act::Command(hangup) => {
-                    let _ = if hangup { call.hang_up(Some("resolved")) } else { call.send_command(Command::Play(Map::new())) };
+                    let _ = if hangup { call.hang_up(Some("resolved")) } else { call.send_command(JambonzCommand::Play(Map::new())) };
                 }
                 Act::Wait(ms) => {
                     let until = now + Duration::from_millis(u64::from(ms));
@@ -124,7 +124,7 @@ proptest! {
                             let _ = call.handle_frame(now, &f);
                         }
                         while let Some(ev) = call.poll_event() {
-                            if let HarnessEvent::TurnStarted(t) = ev {
+                            if let CallEvent::TurnStarted(t) = ev {
                                 turns.push(t.turn_id.unwrap());
                             }
                         }

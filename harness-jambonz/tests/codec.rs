@@ -2,8 +2,8 @@
 //! and fields kept, the turn record's limit; proptests for the codec.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use harness_jambonz::command::{Command, CommandMessage};
-use harness_jambonz::event::Event;
+use harness_jambonz::command::{CommandMessage, JambonzCommand};
+use harness_jambonz::event::JambonzEvent;
 use harness_jambonz::frame::{DecodeError, HarnessMessage, JambonzMessage, peek_type};
 use harness_jambonz::reply::Chunk;
 use harness_jambonz::turn::InputKind;
@@ -63,7 +63,7 @@ fn jambonz_messages_of_the_whole_call_decode_and_round_trip() {
         panic!()
     };
     assert!(tr.is_final);
-    let JambonzMessage::Event(Event::UserInterruption(u)) =
+    let JambonzMessage::Event(JambonzEvent::UserInterruption(u)) =
         JambonzMessage::decode(&frames[7].to_string()).unwrap()
     else {
         panic!()
@@ -97,7 +97,7 @@ fn harness_messages_of_the_whole_call_decode_and_round_trip() {
     };
     assert_eq!(
         c.command(),
-        Command::Hangup {
+        JambonzCommand::Hangup {
             reason: Some("resolved".into())
         }
     );
@@ -131,7 +131,7 @@ fn unknown_types_and_fields_are_kept_not_errors() {
     let f = json!({"type":"event","call_sid":"CA1","name":"dtmf","digit":"7"});
     let m = JambonzMessage::decode(&f.to_string()).unwrap();
     assert!(
-        matches!(&m, JambonzMessage::Event(Event::Other { name, fields }) if name == "dtmf" && fields["digit"] == "7")
+        matches!(&m, JambonzMessage::Event(JambonzEvent::Other { name, fields }) if name == "dtmf" && fields["digit"] == "7")
     );
     assert_eq!(j(&m), f);
 
@@ -144,7 +144,7 @@ fn unknown_types_and_fields_are_kept_not_errors() {
         let f = json!({"type":"event","call_sid":"CA1","name":name, field: 3000});
         let m = JambonzMessage::decode(&f.to_string()).unwrap();
         assert!(
-            !matches!(&m, JambonzMessage::Event(Event::Other { .. })),
+            !matches!(&m, JambonzMessage::Event(JambonzEvent::Other { .. })),
             "{name} is typed"
         );
         assert_eq!(j(&m), f, "{name}");
@@ -169,8 +169,8 @@ fn unknown_types_and_fields_are_kept_not_errors() {
 #[test]
 fn commands_the_spec_names_are_typed() {
     for (name, typed) in [
-        ("play", Command::Play(serde_json::Map::new())),
-        ("listen", Command::Listen(serde_json::Map::new())),
+        ("play", JambonzCommand::Play(serde_json::Map::new())),
+        ("listen", JambonzCommand::Listen(serde_json::Map::new())),
     ] {
         let c = CommandMessage {
             command_id: "c1".into(),
@@ -184,7 +184,7 @@ fn commands_the_spec_names_are_typed() {
         name: "transfer".into(),
         ..Default::default()
     };
-    assert!(matches!(c.command(), Command::Other { name, .. } if name == "transfer"));
+    assert!(matches!(c.command(), JambonzCommand::Other { name, .. } if name == "transfer"));
 }
 
 /// "Every message is a JSON text frame with a type."

@@ -2,7 +2,7 @@
 //! `hangup` that succeeded ends the call. Each rule with the spec line it comes from.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use harness_jambonz::harness_side::{ActionError, FrameError, HarnessEvent};
+use harness_jambonz::harness_side::{ActionError, CallEvent, JambonzFrameError};
 use serde_json::json;
 
 mod common;
@@ -24,7 +24,7 @@ fn commands_get_results_and_a_hangup_ends_the_call() {
             now,
             r#"{"type":"command:result","command_id":"c77","ok":true}"#
         ),
-        Err(FrameError::UnknownCommandId("c77".into()))
+        Err(JambonzFrameError::UnknownCommandId("c77".into()))
     );
     c.handle_frame(
         now,
@@ -32,7 +32,7 @@ fn commands_get_results_and_a_hangup_ends_the_call() {
     )
     .unwrap();
     assert!(
-        matches!(&drain_events(&mut c)[..], [HarnessEvent::CommandResult { name, result }] if name == "hangup" && result.ok)
+        matches!(&drain_events(&mut c)[..], [CallEvent::CommandResult { name, result }] if name == "hangup" && result.ok)
     );
     // Hung up: nothing more goes out.
     assert_eq!(c.start_reply(Some(3)), Err(ActionError::NotActive));
@@ -42,8 +42,11 @@ fn commands_get_results_and_a_hangup_ends_the_call() {
     )
     .unwrap();
     assert!(
-        matches!(&drain_events(&mut c)[..], [HarnessEvent::SessionEnded(e)] if e.duration_ms == Some(41250))
+        matches!(&drain_events(&mut c)[..], [CallEvent::SessionEnded(e)] if e.duration_ms == Some(41250))
     );
     assert!(c.is_over());
-    assert_eq!(c.handle_frame(now, &turn(4)), Err(FrameError::Closed));
+    assert_eq!(
+        c.handle_frame(now, &turn(4)),
+        Err(JambonzFrameError::Closed)
+    );
 }

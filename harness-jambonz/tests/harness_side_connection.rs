@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use harness_jambonz::frame::DecodeError;
 use harness_jambonz::harness_side::{
-    ActionError, FrameError, HarnessCall, HarnessConfig, HarnessEvent, Transmit,
+    ActionError, CallEvent, HarnessCall, HarnessConfig, JambonzFrameError, Transmit,
 };
 use harness_jambonz::turn::InputKind;
 use harness_jambonz::upgrade::{SUBPROTOCOL, check_upgrade};
@@ -35,15 +35,18 @@ fn a_protocol_other_than_1_is_closed_with_4000_and_a_reason() {
         assert!(!reason.is_empty());
         assert!(matches!(
             drain_events(&mut c)[..],
-            [HarnessEvent::UnsupportedProtocol { .. }]
+            [CallEvent::UnsupportedProtocol { .. }]
         ));
         assert!(c.is_over());
-        assert_eq!(c.handle_frame(now, &turn(1)), Err(FrameError::Closed));
+        assert_eq!(
+            c.handle_frame(now, &turn(1)),
+            Err(JambonzFrameError::Closed)
+        );
     }
     let (mut c, _) = started();
     assert!(matches!(
         drain_events(&mut c)[..],
-        [HarnessEvent::SessionStarted(_)]
+        [CallEvent::SessionStarted(_)]
     ));
     assert!(sent(&mut c).is_empty());
     assert_eq!(c.call_sid(), Some("CA1"));
@@ -55,11 +58,11 @@ fn frames_before_session_start_and_malformed_json_change_nothing() {
     let now = Instant::now();
     let mut c = HarnessCall::new();
     assert!(
-        matches!(c.handle_frame(now, &turn(1)), Err(FrameError::BeforeSessionStart { kind }) if kind == "turn:start")
+        matches!(c.handle_frame(now, &turn(1)), Err(JambonzFrameError::BeforeSessionStart { kind }) if kind == "turn:start")
     );
     assert!(matches!(
         c.handle_frame(now, r#"{"type":"dtmf"}"#),
-        Err(FrameError::BeforeSessionStart { .. })
+        Err(JambonzFrameError::BeforeSessionStart { .. })
     ));
     assert_eq!(c.start_reply(None), Err(ActionError::NotActive));
     assert!(drain_events(&mut c).is_empty());
@@ -68,26 +71,26 @@ fn frames_before_session_start_and_malformed_json_change_nothing() {
     drain_events(&mut c);
     for bad in ["{", "null", "[]", r#"{"no":"type"}"#] {
         let e = c.handle_frame(now, bad).unwrap_err();
-        assert!(matches!(e, FrameError::Decode(_)), "{bad}: {e:?}");
+        assert!(matches!(e, JambonzFrameError::Decode(_)), "{bad}: {e:?}");
     }
     // A turn id that is not a number: no turn to start.
     assert!(matches!(
         c.handle_frame(now, r#"{"type":"turn:start","turn_id":"x"}"#),
-        Err(FrameError::MissingTurnId { .. })
+        Err(JambonzFrameError::MissingTurnId { .. })
     ));
     // "There are no binary frames."
-    assert_eq!(c.handle_binary(now), Err(FrameError::Binary));
+    assert_eq!(c.handle_binary(now), Err(JambonzFrameError::Binary));
     assert_eq!(
         c.handle_frame(now, START),
-        Err(FrameError::DuplicateSessionStart)
+        Err(JambonzFrameError::DuplicateSessionStart)
     );
     assert_eq!(
         c.handle_frame(now, &turn(1)),
-        Err(FrameError::DuplicateTurn(1))
+        Err(JambonzFrameError::DuplicateTurn(1))
     );
     assert!(matches!(
         c.handle_frame(now, r#"{"type":"turn:start","input":{"type":"greeting"}}"#),
-        Err(FrameError::MissingTurnId { .. })
+        Err(JambonzFrameError::MissingTurnId { .. })
     ));
     assert!(drain_events(&mut c).is_empty());
     // Turn 1 is still open and answerable.
@@ -109,7 +112,7 @@ fn frames_over_the_limit_are_refused() {
         json!({"type":"session:start","protocol":1,"metadata":{"x":"y".repeat(100)}}).to_string();
     assert!(matches!(
         c.handle_frame(now, &big),
-        Err(FrameError::TooLarge { limit: 64, .. })
+        Err(JambonzFrameError::TooLarge { limit: 64, .. })
     ));
     assert!(!c.is_active());
 }
@@ -131,7 +134,7 @@ fn turn_messages_with_fields_of_another_shape_still_count() {
     )
     .unwrap();
     let evs = drain_events(&mut c);
-    let [HarnessEvent::TurnCancelled(tc)] = &evs[..] else {
+    let [CallEvent::TurnCancelled(tc)] = &evs[..] else {
         panic!("{evs:?}")
     };
     assert_eq!(tc.turn_id, Some(2));
@@ -151,7 +154,7 @@ fn turn_messages_with_fields_of_another_shape_still_count() {
     )
     .unwrap();
     let evs = drain_events(&mut c);
-    let [HarnessEvent::TurnStarted(ts)] = &evs[..] else {
+    let [CallEvent::TurnStarted(ts)] = &evs[..] else {
         panic!("{evs:?}")
     };
     assert_eq!(ts.turn_id, Some(3));
@@ -167,9 +170,9 @@ fn turn_messages_with_fields_of_another_shape_still_count() {
         c.handle_frame(now, f).unwrap();
     }
     let evs = drain_events(&mut c);
-    assert!(matches!(&evs[0], HarnessEvent::SpeechStarted(s) if s.turn_id == Some(4)));
+    assert!(matches!(&evs[0], CallEvent::SpeechStarted(s) if s.turn_id == Some(4)));
     assert!(
-        matches!(&evs[1], HarnessEvent::Transcript(t) if t.turn_id == Some(4) && t.text.is_empty() && t.extra["final"] == "yes")
+        matches!(&evs[1], CallEvent::Transcript(t) if t.turn_id == Some(4) && t.text.is_empty() && t.extra["final"] == "yes")
     );
 }
 
@@ -314,6 +317,6 @@ fn decode_errors_are_typed() {
     let (mut c, now) = started();
     assert!(matches!(
         c.handle_frame(now, "{"),
-        Err(FrameError::Decode(DecodeError::NotAnObject(_)))
+        Err(JambonzFrameError::Decode(DecodeError::NotAnObject(_)))
     ));
 }

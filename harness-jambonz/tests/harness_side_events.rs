@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use harness_jambonz::event::UserInterruption;
-use harness_jambonz::harness_side::HarnessEvent;
-use harness_jambonz::history::History;
+use harness_jambonz::harness_side::CallEvent;
+use harness_jambonz::history::CallHistory;
 
 mod common;
 use common::{drain_events, started};
@@ -27,21 +27,21 @@ fn events_and_unknown_messages_reach_the_app() {
         c.handle_frame(now, f).unwrap();
     }
     let evs = drain_events(&mut c);
-    assert!(matches!(evs[0], HarnessEvent::Event(_)));
+    assert!(matches!(evs[0], CallEvent::Event(_)));
     assert!(
-        matches!(&evs[1], HarnessEvent::ReplyDropped(d) if d.reason.as_deref() == Some("replaced"))
+        matches!(&evs[1], CallEvent::ReplyDropped(d) if d.reason.as_deref() == Some("replaced"))
     );
-    assert!(matches!(evs[2], HarnessEvent::Error(_)));
-    assert!(matches!(&evs[3], HarnessEvent::Interrupted(u) if u.spoken == "a"));
-    assert!(matches!(evs[4], HarnessEvent::SpeechStarted(_)));
-    assert!(matches!(&evs[5], HarnessEvent::Transcript(t) if !t.is_final));
-    assert!(matches!(&evs[6], HarnessEvent::Unknown(u) if u.kind == "sparkle"));
+    assert!(matches!(evs[2], CallEvent::Error(_)));
+    assert!(matches!(&evs[3], CallEvent::Interrupted(u) if u.spoken == "a"));
+    assert!(matches!(evs[4], CallEvent::SpeechStarted(_)));
+    assert!(matches!(&evs[5], CallEvent::Transcript(t) if !t.is_final));
+    assert!(matches!(&evs[6], CallEvent::Unknown(u) if u.kind == "sparkle"));
 }
 
 /// "keep only what the caller heard".
 #[test]
 fn history_keeps_only_what_the_caller_heard() {
-    let mut h = History::new();
+    let mut h = CallHistory::new();
     h.user(1, "(call connected)");
     h.assistant_delta("r1", Some(1), "Thanks for ");
     h.assistant_delta("r1", Some(1), "calling.");
@@ -84,7 +84,7 @@ fn history_keeps_only_what_the_caller_heard() {
     let j = h.journal("CA1");
     assert_eq!(j.len(), 5);
     assert_eq!(j[3].execution_id, "CA1:2");
-    let mut small = History::with_max_entries(2);
+    let mut small = CallHistory::with_max_entries(2);
     for i in 0..5 {
         small.user(i, format!("{i}"));
     }

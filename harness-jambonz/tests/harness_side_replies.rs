@@ -6,9 +6,11 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use harness_jambonz::command::Command;
+use harness_jambonz::command::JambonzCommand;
 use harness_jambonz::frame::HarnessMessage;
-use harness_jambonz::harness_side::{ActionError, FrameError, HarnessCall, HarnessEvent, Transmit};
+use harness_jambonz::harness_side::{
+    ActionError, CallEvent, HarnessCall, JambonzFrameError, Transmit,
+};
 use harness_jambonz::turn_record::TurnRecord;
 use proptest::prelude::*;
 use serde_json::{Map, json};
@@ -97,13 +99,13 @@ fn tool_results_come_back_to_their_call() {
     );
     assert_eq!(
         c.handle_frame(now, r#"{"type":"tool:result","call_id":"t99","result":{}}"#),
-        Err(FrameError::UnknownCallId("t99".into()))
+        Err(JambonzFrameError::UnknownCallId("t99".into()))
     );
     let f = json!({"type":"tool:result","call_sid":"CA1","call_id":id,"result":{"weekdays":"8am to 6pm"}});
     c.handle_frame(now, &f.to_string()).unwrap();
     let evs = drain_events(&mut c);
     let [
-        HarnessEvent::ToolResult {
+        CallEvent::ToolResult {
             turn_id,
             name,
             result,
@@ -126,7 +128,7 @@ fn tool_results_come_back_to_their_call() {
     )
     .unwrap();
     let evs = drain_events(&mut c);
-    let [HarnessEvent::ToolResult { result, .. }] = &evs[..] else {
+    let [CallEvent::ToolResult { result, .. }] = &evs[..] else {
         panic!()
     };
     assert!(result.to_tool_result().is_error);
@@ -219,8 +221,8 @@ proptest! {
             }
             while let Some(ev) = c.poll_event() {
                 match ev {
-                    HarnessEvent::TurnStarted(t) => { started.insert(t.turn_id.unwrap()); }
-                    HarnessEvent::TurnCancelled(t) => { cancelled.insert(t.turn_id.unwrap()); }
+                    CallEvent::TurnStarted(t) => { started.insert(t.turn_id.unwrap()); }
+                    CallEvent::TurnCancelled(t) => { cancelled.insert(t.turn_id.unwrap()); }
                     _ => {}
                 }
             }
@@ -230,7 +232,7 @@ proptest! {
                     Act::Chunk(i) => { if let Some(r) = replies.get(usize::from(i)) { let _ = c.push_chunk(&r.clone(), "x"); } }
                     Act::Finish(i) => { if let Some(r) = replies.get(usize::from(i)) { let _ = c.finish_reply(&r.clone(), None); } }
                     Act::Tool(t) => { let _ = c.call_tool(u64::from(t), "x", Map::new()); }
-                    Act::Command => { let _ = c.send_command(Command::Play(Map::new())); }
+                    Act::Command => { let _ = c.send_command(JambonzCommand::Play(Map::new())); }
                 }
             }
             if !drain {

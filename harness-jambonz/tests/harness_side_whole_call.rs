@@ -6,9 +6,9 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use harness_jambonz::command::Command;
+use harness_jambonz::command::JambonzCommand;
 use harness_jambonz::harness_side::{
-    ActionError, FrameError, HarnessCall, HarnessConfig, HarnessEvent,
+    ActionError, CallEvent, HarnessCall, HarnessConfig, JambonzFrameError,
 };
 use serde_json::{Map, Value, json};
 
@@ -28,7 +28,7 @@ fn ids_are_made_here_and_unique_within_the_call() {
         let u = c.start_reply(None).unwrap();
         c.push_chunk(&u, "y").unwrap();
         let tc = c.call_tool(t, "get_hours", Map::new()).unwrap();
-        let cm = c.send_command(Command::Play(Map::new())).unwrap();
+        let cm = c.send_command(JambonzCommand::Play(Map::new())).unwrap();
         for id in [r, u, tc, cm] {
             assert!(ids.insert(id.clone()), "{id} reused");
         }
@@ -54,7 +54,7 @@ fn nothing_more_is_sent_for_a_cancelled_turn() {
     assert!(
         drain_events(&mut c)
             .iter()
-            .any(|e| matches!(e, HarnessEvent::TurnCancelled(t) if t.turn_id == Some(2)))
+            .any(|e| matches!(e, CallEvent::TurnCancelled(t) if t.turn_id == Some(2)))
     );
     assert_eq!(
         c.push_chunk(&r, " eight to six"),
@@ -115,7 +115,7 @@ fn frames_still_queued_when_their_turn_is_cancelled_are_not_sent() {
             now,
             &json!({"type":"tool:result","call_id":t2,"result":{}}).to_string()
         ),
-        Err(FrameError::UnknownCallId(t2))
+        Err(JambonzFrameError::UnknownCallId(t2))
     );
     // A tool:call already taken from poll_transmit (sent) still gets its result after the
     // cancel.
@@ -194,7 +194,7 @@ fn frames_still_queued_when_the_call_ends_are_not_sent() {
     let r = c.start_reply(None).unwrap();
     c.push_chunk(&r, "Still there?").unwrap();
     let t = c.call_tool(1, "get_hours", Map::new()).unwrap();
-    c.send_command(Command::Other {
+    c.send_command(JambonzCommand::Other {
         name: "transfer".into(),
         args: Map::new(),
     })
@@ -251,11 +251,11 @@ fn a_repeated_turn_cancel_is_an_error_not_a_second_cancel() {
     c.handle_frame(now, &cancel(1)).unwrap();
     assert_eq!(
         c.handle_frame(now, &cancel(1)),
-        Err(FrameError::DuplicateCancel(1))
+        Err(JambonzFrameError::DuplicateCancel(1))
     );
     let cancels = drain_events(&mut c)
         .into_iter()
-        .filter(|e| matches!(e, HarnessEvent::TurnCancelled(_)))
+        .filter(|e| matches!(e, CallEvent::TurnCancelled(_)))
         .count();
     assert_eq!(cancels, 1);
     assert!(c.is_turn_cancelled(1));

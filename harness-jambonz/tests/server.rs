@@ -16,13 +16,13 @@ use common::server::{
 };
 use futures::SinkExt;
 use harness_jambonz::client::{Caller, ClientError};
-use harness_jambonz::server::ServerConfig;
+use harness_jambonz::server::JambonzServerConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 #[tokio::test]
 async fn a_whole_call_over_a_socket() {
-    let server = Running::start(ServerConfig::default().with_secret("s3cret")).await;
+    let server = Running::start(JambonzServerConfig::default().with_secret("s3cret")).await;
     let t = Caller::new()
         .with_secret("s3cret")
         .call(&server.url(), short_call())
@@ -37,7 +37,7 @@ async fn a_whole_call_over_a_socket() {
 /// not offer the subprotocol gets 400.
 #[tokio::test]
 async fn the_upgrade_check_refuses_with_401_and_400() {
-    let server = Running::start(ServerConfig::default().with_secret("s3cret")).await;
+    let server = Running::start(JambonzServerConfig::default().with_secret("s3cret")).await;
     let no_secret = Caller::new().call(&server.url(), short_call()).await;
     assert_eq!(no_secret.unwrap_err(), ClientError::Refused { status: 401 });
     let wrong = Caller::new()
@@ -72,7 +72,7 @@ async fn the_upgrade_check_refuses_with_401_and_400() {
 /// new one is served.
 #[tokio::test]
 async fn the_cap_refuses_the_call_past_it() {
-    let server = Running::start(ServerConfig::default().with_max_calls(2)).await;
+    let server = Running::start(JambonzServerConfig::default().with_max_calls(2)).await;
     let url = server.url();
     let mut first = connect(&url, None).await.unwrap();
     start_call(&mut first, "CA1").await;
@@ -106,7 +106,7 @@ async fn the_cap_refuses_the_call_past_it() {
 /// handshake timeout; a real call on the same server meanwhile is served.
 #[tokio::test]
 async fn a_trickling_client_is_dropped_in_time_while_a_call_works() {
-    let config = ServerConfig::default().with_handshake_timeout(Duration::from_millis(600));
+    let config = JambonzServerConfig::default().with_handshake_timeout(Duration::from_millis(600));
     let server = Running::start(config).await;
     let mut slow = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     let started = Instant::now();
@@ -146,7 +146,8 @@ async fn a_trickling_client_is_dropped_in_time_while_a_call_works() {
 /// No `session:start` within the deadline after the upgrade: closed with 1008.
 #[tokio::test]
 async fn a_socket_without_session_start_is_closed() {
-    let config = ServerConfig::default().with_session_start_timeout(Duration::from_millis(300));
+    let config =
+        JambonzServerConfig::default().with_session_start_timeout(Duration::from_millis(300));
     let server = Running::start(config).await;
     let mut ws = connect(&server.url(), None).await.unwrap();
     let t0 = Instant::now();
@@ -173,7 +174,7 @@ async fn a_socket_without_session_start_is_closed() {
 /// A message over `max_message_bytes`: closed with 1009.
 #[tokio::test]
 async fn a_message_over_the_limit_closes_the_socket() {
-    let server = Running::start(ServerConfig::default().with_max_message_bytes(1024)).await;
+    let server = Running::start(JambonzServerConfig::default().with_max_message_bytes(1024)).await;
     let mut ws = connect(&server.url(), None).await.unwrap();
     start_call(&mut ws, "CA1").await;
     let big = format!(
@@ -189,7 +190,7 @@ async fn a_message_over_the_limit_closes_the_socket() {
 /// usual, and `serve` returns as soon as it has.
 #[tokio::test]
 async fn a_call_finishes_within_the_grace_period() {
-    let config = ServerConfig::default().with_shutdown_grace(Duration::from_secs(30));
+    let config = JambonzServerConfig::default().with_shutdown_grace(Duration::from_secs(30));
     let mut server = Running::start(config).await;
     let mut ws = connect(&server.url(), None).await.unwrap();
     start_call(&mut ws, "CA1").await;
@@ -210,7 +211,7 @@ async fn a_call_finishes_within_the_grace_period() {
 /// Shutdown: a call still in progress after the grace period is closed with 1001.
 #[tokio::test]
 async fn a_call_past_the_grace_period_is_closed() {
-    let config = ServerConfig::default().with_shutdown_grace(Duration::from_millis(300));
+    let config = JambonzServerConfig::default().with_shutdown_grace(Duration::from_millis(300));
     let mut server = Running::start(config).await;
     let mut ws = connect(&server.url(), None).await.unwrap();
     start_call(&mut ws, "CA1").await;
@@ -233,7 +234,7 @@ async fn fd_limit_child() {
     if std::env::var_os("HARNESS_JAMBONZ_FD_CHILD").is_none() {
         return;
     }
-    let config = ServerConfig::default().with_handshake_timeout(Duration::from_secs(60));
+    let config = JambonzServerConfig::default().with_handshake_timeout(Duration::from_secs(60));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     println!("port {}", listener.local_addr().unwrap().port());
     let stop = async {
@@ -241,7 +242,7 @@ async fn fd_limit_child() {
         let _ = tokio::io::stdin().read_to_end(&mut buf).await;
     };
     let (agent, model) = common::server::agent();
-    let server = harness_jambonz::server::Server::new(config);
+    let server = harness_jambonz::server::JambonzServer::new(config);
     let report = server
         .serve(listener, agent, model, harness_core::Tools::new(), stop)
         .await;

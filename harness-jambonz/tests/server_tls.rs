@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::server::{Running, assert_short_call_passed, short_call};
 use harness_jambonz::client::{Caller, ClientError};
 use harness_jambonz::server::tls::{TlsConfig, TlsError, rustls};
-use harness_jambonz::server::{Server, ServerConfig};
+use harness_jambonz::server::{JambonzServer, JambonzServerConfig};
 use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
@@ -25,7 +25,8 @@ fn self_signed() -> (rcgen::CertifiedKey<rcgen::KeyPair>, String, String) {
 async fn a_whole_call_over_wss() {
     let (ck, cert_pem, key_pem) = self_signed();
     let tls = TlsConfig::from_pem(cert_pem.as_bytes(), key_pem.as_bytes()).unwrap();
-    let server = Server::new(ServerConfig::default().with_secret("s3cret")).with_tls(tls);
+    let server =
+        JambonzServer::new(JambonzServerConfig::default().with_secret("s3cret")).with_tls(tls);
     let server = Running::start_with(server).await;
 
     // The client trusts that one certificate.

@@ -79,7 +79,11 @@ pub mod testing;
 pub mod tools;
 pub mod verify;
 
-pub use controller::{Controller, ExecRequest, TurnOutcome, TurnStatus};
+pub use connect::{
+    HarnessConnect, HarnessConnectEvent, HostConnect, HostConnectEvent, RemoteConnection,
+    RemoteHarness, SinkReply,
+};
+pub use controller::{Controller, ExecRequest, TurnReport, TurnStatus};
 pub use error::{Code, Error};
 pub use journal::{Durability, FileJournal, Journal, JournalError, MemoryJournal};
 pub use record::{Record, Seq};

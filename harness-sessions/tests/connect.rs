@@ -15,8 +15,8 @@ use harness_core::event::{Event, EventBody, EventKind, HarnessEnd, ModelCall};
 use harness_core::message::{Mediation, Message, ModelRequest, ToolCall, ToolResult};
 use harness_core::{Descriptor, HarnessError, Resumability, SinkError, Start};
 use harness_sessions::connect::{
-    ApprovalRef, ControllerFrame, Ending, Frame, HarnessConnect, HarnessEvent, HarnessFrame,
-    HostConnect, ModelResult, Reply,
+    ApprovalRef, ControllerFrame, Ending, Frame, HarnessConnect, HarnessConnectEvent, HarnessFrame,
+    HostConnect, ModelResult, SinkReply,
 };
 use harness_sessions::controller::{Controller, ExecRequest, TurnStatus};
 use harness_sessions::journal::{Journal, MemoryJournal};
@@ -430,7 +430,7 @@ fn started() -> HarnessConnect {
     h.handle_frame(frame("x1", Frame::Start(Box::default())))
         .unwrap();
     assert!(
-        matches!(h.poll_event(), Some(HarnessEvent::Start(s)) if s.execution_id == "x1" && s.session_uid == "s")
+        matches!(h.poll_event(), Some(HarnessConnectEvent::Start(s)) if s.execution_id == "x1" && s.session_uid == "s")
     );
     h
 }
@@ -489,13 +489,13 @@ fn model_replies_are_correlated() {
     h.handle_frame(frame("x1", reply("nope"))).unwrap();
     assert!(matches!(
         h.poll_event(),
-        Some(HarnessEvent::Reply(Reply::Failed(_)))
+        Some(HarnessConnectEvent::Reply(SinkReply::Failed(_)))
     ));
     h.model(ModelRequest::default()).unwrap();
     h.handle_frame(frame("x2", reply("whatever"))).unwrap();
     assert!(matches!(
         h.poll_event(),
-        Some(HarnessEvent::Reply(Reply::Failed(_)))
+        Some(HarnessConnectEvent::Reply(SinkReply::Failed(_)))
     ));
     // That one is sticky: the END says FAILED even if the agent swallowed it.
     assert!(h.finish(&Ok(())).is_err());
@@ -529,13 +529,15 @@ fn a_park_is_validated_acknowledged_once_and_ends_without_end() {
         h.handle_frame(frame("x1", bad)).unwrap();
         assert!(matches!(
             h.poll_event(),
-            Some(HarnessEvent::Reply(Reply::Failed(SinkError::Transport(_))))
+            Some(HarnessConnectEvent::Reply(SinkReply::Failed(
+                SinkError::Transport(_)
+            )))
         ));
     }
     let mut h = started();
     h.tool_call(call.clone()).unwrap();
     h.handle_frame(frame("x1", park("x1", "c1", 3))).unwrap();
-    let Some(HarnessEvent::Reply(Reply::Failed(parked))) = h.poll_event() else {
+    let Some(HarnessConnectEvent::Reply(SinkReply::Failed(parked))) = h.poll_event() else {
         panic!()
     };
     assert!(matches!(
@@ -586,7 +588,7 @@ fn decided_gated_calls_and_approval_fields_outside_the_gate() {
         .unwrap();
     assert!(matches!(
         h.poll_event(),
-        Some(HarnessEvent::Reply(Reply::Tool(_)))
+        Some(HarnessConnectEvent::Reply(SinkReply::Tool(_)))
     ));
 
     // The receipt alone fails the call: without its decision, or outside the gate.
@@ -595,7 +597,10 @@ fn decided_gated_calls_and_approval_fields_outside_the_gate() {
         h.tool_call(call).unwrap();
         h.handle_frame(frame("x1", Frame::Tool(receipt.clone())))
             .unwrap();
-        matches!(h.poll_event(), Some(HarnessEvent::Reply(Reply::Failed(_))))
+        matches!(
+            h.poll_event(),
+            Some(HarnessConnectEvent::Reply(SinkReply::Failed(_)))
+        )
     };
     assert!(fails(gated), "a receipt before its decision");
     let ordinary = ToolCall::new("c1", "t", Default::default()).controller_mediated("x1");
@@ -619,7 +624,7 @@ fn cancel_and_exactly_one_end() {
         },
     ))
     .unwrap();
-    assert!(matches!(h.poll_event(), Some(HarnessEvent::Cancel(r)) if r == "USER"));
+    assert!(matches!(h.poll_event(), Some(HarnessConnectEvent::Cancel(r)) if r == "USER"));
     assert!(
         h.finish(&Err(HarnessError::Sink(SinkError::Cancelled)))
             .is_err()

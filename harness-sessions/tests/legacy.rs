@@ -288,7 +288,7 @@ impl Rig {
             r.outputs
         })
     }
-    fn resume(&self) -> Result<Option<harness_sessions::TurnOutcome>, Error> {
+    fn resume(&self) -> Result<Option<harness_sessions::TurnReport>, Error> {
         block(self.host.resume(SESSION))
     }
     fn records(&self) -> Vec<Record> {

@@ -25,12 +25,11 @@
 //! | [`client`] | request builders and the sans-IO [`TaskClient`] that recovers a dropped stream |
 //! | [`protocol`], [`error`] | versions, headers, capabilities and the discovery check, endpoints, id prefixes, error codes |
 //! | [`builder`] | [`StreamBuilder`](builder::StreamBuilder): a server's event stream, for tests and examples |
-//! | [`server`] | the server: [`Server`](server::Server) (sans-IO), [`Service`](server::Service) (serves a `Harness`), `server::axum` (feature) |
+//! | [`server`] | the server: [`UhpServer`] (sans-IO), [`UhpService`] (serves a `Harness`), `server::axum` (feature) |
 //!
 //! The client half's main types are at the root ([`TaskClient`], [`TaskClientConfig`],
-//! [`StreamDecoder`], [`StreamEvent`], [`TaskAccumulator`], [`Response`], …); the server's are
-//! at [`server`] ([`Server`](server::Server), [`ServerConfig`](server::ServerConfig),
-//! [`Service`](server::Service), …).
+//! [`StreamDecoder`], [`StreamEvent`], [`TaskAccumulator`], [`Response`], …), and so are the
+//! server's ([`UhpServer`], [`UhpServerConfig`], [`UhpService`], [`CallerAuth`], …).
 //!
 //! ## Decode a stream
 //!
@@ -126,5 +125,7 @@ pub use response::{
 };
 pub use retry::{IdempotencyKey, RetryPolicy, idempotency_key, is_retryable};
 pub use sequence::{Arrival, SequenceCheck, SequenceReport};
+pub use server::driver::CallerAuth;
+pub use server::{Reply, StoreRecord, UhpServer, UhpServerConfig, UhpService};
 
 pub use harness_core;

@@ -11,9 +11,9 @@ use async_trait::async_trait;
 use harness_core::model::ScriptedModel;
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start};
 use harness_uhp::server::Principal;
-use harness_uhp::server::axum::{FileStore, RouterConfig, ServeConfig, router, serve};
-use harness_uhp::server::driver::{Caller, Service};
-use harness_uhp::server::{Record, Store};
+use harness_uhp::server::axum::{FileStore, RouterConfig, UhpServeConfig, router, serve};
+use harness_uhp::server::driver::{CallerAuth, UhpService};
+use harness_uhp::server::{Store, StoreRecord};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 
@@ -33,8 +33,8 @@ impl Harness for Stepper {
     }
 }
 
-async fn start(go: Arc<Notify>, store: Option<FileStore>) -> (String, Service) {
-    let mut b = Service::builder(ScriptedModel::new())
+async fn start(go: Arc<Notify>, store: Option<FileStore>) -> (String, UhpService) {
+    let mut b = UhpService::builder(ScriptedModel::new())
         .harness("stepper", "Stepper", Stepper(go))
         .models(["scripted"])
         .api_key("k", "alice")
@@ -46,15 +46,15 @@ async fn start(go: Arc<Notify>, store: Option<FileStore>) -> (String, Service) {
     tokio::spawn(host.run(tokio::time::sleep));
     let cfg = RouterConfig::default().with_auth(|parts| {
         match parts.headers.get("x-user").and_then(|v| v.to_str().ok()) {
-            Some(u) => Caller::Principal(Principal::new(u)),
-            None if parts.headers.contains_key("authorization") => Caller::Bearer,
-            None => Caller::Anonymous,
+            Some(u) => CallerAuth::Principal(Principal::new(u)),
+            None if parts.headers.contains_key("authorization") => CallerAuth::Bearer,
+            None => CallerAuth::Anonymous,
         }
     });
     let app = axum::Router::new().nest("/api/harness", router(host.clone(), cfg));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
-    let mut sc = ServeConfig::default();
+    let mut sc = UhpServeConfig::default();
     sc.header_timeout = Duration::from_millis(300);
     tokio::spawn(serve(listener, app, sc));
     (addr, host)
@@ -184,7 +184,7 @@ async fn the_file_store_survives_a_restart_and_stays_compact() {
     assert!(
         records
             .iter()
-            .any(|r| matches!(r, Record::Response { task, .. } if task.response.id == id))
+            .any(|r| matches!(r, StoreRecord::Response { task, .. } if task.response.id == id))
     );
     let lines = std::fs::read_to_string(&log).unwrap().lines().count();
     assert_eq!(

@@ -16,8 +16,8 @@ use harness_core::model::{Model, ModelStream, ScriptedModel};
 use harness_core::tool::rules::ApprovalPolicy;
 use harness_core::tool::{Tool, Tools};
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, SinkError, Start};
-use harness_uhp::server::driver::{Body, Caller, FileTools, Service};
-use harness_uhp::server::{Record, Store, StoreError};
+use harness_uhp::server::driver::{Body, CallerAuth, FileTools, UhpService};
+use harness_uhp::server::{Store, StoreError, StoreRecord};
 use serde_json::{Value, json};
 
 fn wall() -> i64 {
@@ -25,7 +25,7 @@ fn wall() -> i64 {
 }
 
 async fn request(
-    host: &Service,
+    host: &UhpService,
     method: &str,
     path: &str,
     body: Option<Value>,
@@ -44,7 +44,7 @@ async fn request(
                 .unwrap_or_default(),
         )
         .unwrap();
-    let resp = host.handle(Caller::Bearer, req).await;
+    let resp = host.handle(CallerAuth::Bearer, req).await;
     let status = resp.status().as_u16();
     let bytes = match resp.into_body() {
         Body::Full(b) => b,
@@ -53,12 +53,12 @@ async fn request(
     (status, bytes)
 }
 
-async fn json_of(host: &Service, method: &str, path: &str, body: Option<Value>) -> Value {
+async fn json_of(host: &UhpService, method: &str, path: &str, body: Option<Value>) -> Value {
     let (_, b) = request(host, method, path, body, None).await;
     serde_json::from_slice(&b).unwrap()
 }
 
-async fn spawn(builder: harness_uhp::server::driver::ServiceBuilder) -> Service {
+async fn spawn(builder: harness_uhp::server::driver::ServiceBuilder) -> UhpService {
     let host = builder
         .api_key("k", "alice")
         .models(["scripted"])
@@ -84,7 +84,7 @@ fn events(sse: &[u8]) -> Vec<Value> {
 #[tokio::test]
 async fn model_deltas_stream_as_output_text() {
     let host = spawn(
-        Service::builder(ScriptedModel::new().reply("We open at eight.")).harness(
+        UhpService::builder(ScriptedModel::new().reply("We open at eight.")).harness(
             "faq",
             "FAQ",
             ToolLoopAgent::new("faq"),
@@ -139,7 +139,7 @@ async fn gated_tools_are_denied_by_default_and_run_when_the_policy_approves() {
             .reply("Handled.");
         let agent = ToolLoopAgent::new("shop").with_tools(&tools);
         let host = spawn(
-            Service::builder(model)
+            UhpService::builder(model)
                 .harness("shop", "Shop", agent)
                 .tools(tools)
                 .approval_policy(policy),
@@ -199,7 +199,7 @@ async fn disabled_tools_are_a_hard_block() {
     ));
     let agent = ToolLoopAgent::new("faq").with_tools(&tools);
     let host = spawn(
-        Service::builder(Arc::clone(&model))
+        UhpService::builder(Arc::clone(&model))
             .harness("faq", "FAQ", agent)
             .tools(tools),
     )
@@ -274,7 +274,7 @@ async fn cancel_really_stops_the_agent() {
         dropped: Arc::clone(&dropped),
     };
     let host =
-        spawn(Service::builder(ScriptedModel::new()).harness("chatter", "Chatter", agent)).await;
+        spawn(UhpService::builder(ScriptedModel::new()).harness("chatter", "Chatter", agent)).await;
     let v = json_of(
         &host,
         "POST",
@@ -325,7 +325,7 @@ async fn file_tools_write_artifacts() {
         .reply("Read it.");
     let agent = ToolLoopAgent::new("faq").with_tools(&tools);
     let host = spawn(
-        Service::builder(model)
+        UhpService::builder(model)
             .harness("faq", "FAQ", agent)
             .tools(tools)
             .file_tools(&files),
@@ -418,7 +418,7 @@ impl Harness for Asker {
 #[tokio::test]
 async fn unsupported_features_are_typed() {
     let log = Arc::new(Mutex::new(Vec::new()));
-    let host = spawn(Service::builder(ScriptedModel::new()).harness(
+    let host = spawn(UhpService::builder(ScriptedModel::new()).harness(
         "asker",
         "Asker",
         Asker(Arc::clone(&log)),
@@ -450,14 +450,14 @@ async fn unsupported_features_are_typed() {
 
 /// A store that keeps what it is given, shared between two hosts.
 #[derive(Clone, Default)]
-struct Kept(Arc<Mutex<Vec<Record>>>);
+struct Kept(Arc<Mutex<Vec<StoreRecord>>>);
 
 #[async_trait]
 impl Store for Kept {
-    async fn load(&self) -> Result<Vec<Record>, StoreError> {
+    async fn load(&self) -> Result<Vec<StoreRecord>, StoreError> {
         Ok(self.0.lock().unwrap().clone())
     }
-    async fn append(&self, records: Vec<Record>) -> Result<(), StoreError> {
+    async fn append(&self, records: Vec<StoreRecord>) -> Result<(), StoreError> {
         self.0.lock().unwrap().extend(records);
         Ok(())
     }
@@ -470,7 +470,7 @@ async fn a_restart_keeps_what_the_store_kept() {
     let store = Kept::default();
     let model = Arc::new(ScriptedModel::new().reply("first"));
     let host = spawn(
-        Service::builder(Arc::clone(&model))
+        UhpService::builder(Arc::clone(&model))
             .harness("faq", "FAQ", ToolLoopAgent::new("faq"))
             .store(store.clone()),
     )
@@ -495,7 +495,7 @@ async fn a_restart_keeps_what_the_store_kept() {
     tokio::time::sleep(Duration::from_millis(20)).await; // the writer runs beside the requests
     drop(host);
     let again = spawn(
-        Service::builder(Arc::clone(&model))
+        UhpService::builder(Arc::clone(&model))
             .harness("faq", "FAQ", ToolLoopAgent::new("faq"))
             .store(store.clone()),
     )
@@ -551,7 +551,7 @@ impl Harness for Panics {
 #[tokio::test]
 async fn a_panicking_harness_fails_its_task_only() {
     let host =
-        spawn(Service::builder(ScriptedModel::new()).harness("panics", "Panics", Panics)).await;
+        spawn(UhpService::builder(ScriptedModel::new()).harness("panics", "Panics", Panics)).await;
     let v = json_of(
         &host,
         "POST",

@@ -54,9 +54,9 @@ use harness_core::tool::Tools;
 use harness_core::tool::rules::ApprovalPolicy;
 
 use self::turn::{TurnOutcome, greet, run_turn};
-use crate::command::CommandResult;
-use crate::harness_side::{FrameError, HarnessCall, HarnessConfig, HarnessEvent, Transmit};
-use crate::history::History;
+use crate::command::CommandResultMessage;
+use crate::harness_side::{CallEvent, HarnessCall, HarnessConfig, JambonzFrameError, Transmit};
+use crate::history::CallHistory;
 use crate::session::{SessionEnd, SessionStart};
 use crate::tool::ToolResultMessage;
 use crate::turn::{InputKind, TurnId};
@@ -118,7 +118,7 @@ pub struct ServeConfig {
     /// Frames waiting to be sent before `sink.output` waits (back-pressure).
     pub max_pending_frames: usize,
     /// The most history entries kept per call: past it the oldest half goes at once (see
-    /// [`History`]). Each turn gets the entries before it as a
+    /// [`CallHistory`]). Each turn gets the entries before it as a
     /// shared view, not a copy.
     pub max_history: usize,
     /// The most turns whose agent runs at once (default 4). A turn started past it drops the
@@ -202,7 +202,7 @@ pub struct CallReport {
     /// Turns whose agent failed.
     pub failed: u32,
     /// Frames that were not taken (the first 100).
-    pub frame_errors: Vec<FrameError>,
+    pub frame_errors: Vec<JambonzFrameError>,
     /// `session:end`, if the call ended that way.
     pub end: Option<SessionEnd>,
     /// The close this side sent (protocol not supported), or the peer's close.
@@ -223,13 +223,13 @@ enum Waiter {
     /// A `tool:call` waits for its `tool:result`.
     Tool(oneshot::Sender<ToolResultMessage>),
     /// A `command` waits for its `command:result`.
-    Command(oneshot::Sender<CommandResult>),
+    Command(oneshot::Sender<CommandResultMessage>),
 }
 
 /// The call's state, shared by the serve loop and the sinks of its running turns.
 struct Shared {
     call: HarnessCall,
-    history: History,
+    history: CallHistory,
     call_sid: String,
     waiters: HashMap<String, (TurnId, Waiter)>,
     space: Vec<Waker>,
@@ -320,7 +320,7 @@ where
     // and the future is what every call holds while it waits (memory per idle call).
     let shared = Arc::new(Mutex::new(Shared {
         call: HarnessCall::with_config(config.harness.clone()),
-        history: History::with_max_entries(config.max_history),
+        history: CallHistory::with_max_entries(config.max_history),
         call_sid: String::new(),
         waiters: HashMap::new(),
         space: Vec::new(),
@@ -450,11 +450,11 @@ where
                 };
                 for ev in events {
                     match ev {
-                        HarnessEvent::SessionStarted(s) => {
+                        CallEvent::SessionStarted(s) => {
                             lock(&shared).call_sid = s.call_sid.clone().unwrap_or_default();
                             report.session = Some(s);
                         }
-                        HarnessEvent::TurnStarted(t) => {
+                        CallEvent::TurnStarted(t) => {
                             let Some(turn_id) = t.turn_id else { continue };
                             report.turns = report.turns.saturating_add(1);
                             if let (InputKind::Greeting, Some(greeting)) =
@@ -484,7 +484,7 @@ where
                                 .get_or_insert_with(FuturesUnordered::new)
                                 .push(Abortable::new(fut, reg));
                         }
-                        HarnessEvent::TurnCancelled(c) => {
+                        CallEvent::TurnCancelled(c) => {
                             if let Some(id) = c.turn_id {
                                 report.cancelled = report.cancelled.saturating_add(1);
                                 if let Some((_, h)) = aborts.remove(&id) {
@@ -496,23 +496,23 @@ where
                                 lock(&shared).waiters.retain(|_, (t, _)| *t != id);
                             }
                         }
-                        HarnessEvent::Interrupted(u) => {
+                        CallEvent::Interrupted(u) => {
                             lock(&shared).history.interrupted(&u);
                         }
-                        HarnessEvent::ToolResult { result, .. } => {
+                        CallEvent::ToolResult { result, .. } => {
                             let waiter = lock(&shared).waiters.remove(&result.call_id);
                             if let Some((_, Waiter::Tool(tx))) = waiter {
                                 // The turn may be gone: nobody waits any more.
                                 let _ = tx.send(result);
                             }
                         }
-                        HarnessEvent::CommandResult { result, .. } => {
+                        CallEvent::CommandResult { result, .. } => {
                             let waiter = lock(&shared).waiters.remove(&result.command_id);
                             if let Some((_, Waiter::Command(tx))) = waiter {
                                 let _ = tx.send(result);
                             }
                         }
-                        HarnessEvent::SessionEnded(e) => {
+                        CallEvent::SessionEnded(e) => {
                             report.end = Some(e);
                             over = true;
                         }
@@ -545,7 +545,7 @@ fn transport(e: impl fmt::Display) -> ServeError {
     ServeError::Transport(e.to_string())
 }
 
-fn push_error(report: &mut CallReport, e: FrameError) {
+fn push_error(report: &mut CallReport, e: JambonzFrameError) {
     if report.frame_errors.len() < 100 {
         report.frame_errors.push(e);
     }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::{ActionError, HarnessCall, OpenReply, Outgoing, Transmit, TurnState};
-use crate::command::Command;
+use crate::command::JambonzCommand;
 use crate::frame::HarnessMessage;
 use crate::reply::{Chunk, ReplyChunk, ReplyDone, encode_text_chunk};
 use crate::tool::ToolCallMessage;
@@ -161,7 +161,7 @@ impl HarnessCall {
     }
 
     /// Asks jambonz to run one of the agent's tools for a started turn; the answer comes as
-    /// [`HarnessEvent::ToolResult`](super::HarnessEvent::ToolResult). Returns the `call_id`.
+    /// [`CallEvent::ToolResult`](super::CallEvent::ToolResult). Returns the `call_id`.
     pub fn call_tool(
         &mut self,
         turn_id: TurnId,
@@ -190,9 +190,9 @@ impl HarnessCall {
     }
 
     /// Sends a command; the answer comes as
-    /// [`HarnessEvent::CommandResult`](super::HarnessEvent::CommandResult). Returns the
+    /// [`CallEvent::CommandResult`](super::CallEvent::CommandResult). Returns the
     /// `command_id`.
-    pub fn send_command(&mut self, command: Command) -> Result<String, ActionError> {
+    pub fn send_command(&mut self, command: JambonzCommand) -> Result<String, ActionError> {
         self.check_turn(None)?;
         self.next_command += 1;
         let id = format!("c{}", self.next_command);
@@ -209,7 +209,7 @@ impl HarnessCall {
 
     /// Hangs up: the `hangup` command with a reason (e.g. `resolved`).
     pub fn hang_up(&mut self, reason: Option<&str>) -> Result<String, ActionError> {
-        self.send_command(Command::Hangup {
+        self.send_command(JambonzCommand::Hangup {
             reason: reason.map(str::to_owned),
         })
     }

@@ -3,25 +3,25 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
-use super::{FrameError, HarnessCall, HarnessEvent, Outgoing, Phase, Transmit, TurnState};
-use crate::event::Event;
+use super::{CallEvent, HarnessCall, JambonzFrameError, Outgoing, Phase, Transmit, TurnState};
+use crate::event::JambonzEvent;
 use crate::frame::JambonzMessage;
 use crate::session::{CLOSE_UNSUPPORTED_PROTOCOL, PROTOCOL_VERSION};
 use crate::turn::TurnId;
 
 impl HarnessCall {
     /// Takes a binary frame: always an error ("There are no binary frames"); the call goes on.
-    pub fn handle_binary(&mut self, _now: Instant) -> Result<(), FrameError> {
-        Err(FrameError::Binary)
+    pub fn handle_binary(&mut self, _now: Instant) -> Result<(), JambonzFrameError> {
+        Err(JambonzFrameError::Binary)
     }
 
     /// Takes a text frame from jambonz. On an error nothing changed.
-    pub fn handle_frame(&mut self, _now: Instant, text: &str) -> Result<(), FrameError> {
+    pub fn handle_frame(&mut self, _now: Instant, text: &str) -> Result<(), JambonzFrameError> {
         if self.phase == Phase::Over {
-            return Err(FrameError::Closed);
+            return Err(JambonzFrameError::Closed);
         }
         if text.len() > self.config.max_frame_bytes {
-            return Err(FrameError::TooLarge {
+            return Err(JambonzFrameError::TooLarge {
                 len: text.len(),
                 limit: self.config.max_frame_bytes,
             });
@@ -31,24 +31,24 @@ impl HarnessCall {
     }
 
     /// Takes a decoded message from jambonz. On an error nothing changed.
-    pub fn handle_message(&mut self, msg: JambonzMessage) -> Result<(), FrameError> {
+    pub fn handle_message(&mut self, msg: JambonzMessage) -> Result<(), JambonzFrameError> {
         if self.phase == Phase::Over {
-            return Err(FrameError::Closed);
+            return Err(JambonzFrameError::Closed);
         }
         if self.phase == Phase::AwaitingStart && !matches!(msg, JambonzMessage::SessionStart(_)) {
-            return Err(FrameError::BeforeSessionStart {
+            return Err(JambonzFrameError::BeforeSessionStart {
                 kind: msg.kind().to_owned(),
             });
         }
         match msg {
             JambonzMessage::SessionStart(s) => {
                 if self.phase != Phase::AwaitingStart {
-                    return Err(FrameError::DuplicateSessionStart);
+                    return Err(JambonzFrameError::DuplicateSessionStart);
                 }
                 if s.protocol_version() == Some(PROTOCOL_VERSION) {
                     self.phase = Phase::Active;
                     self.call_sid.clone_from(&s.call_sid);
-                    self.events.push_back(HarnessEvent::SessionStarted(s));
+                    self.events.push_back(CallEvent::SessionStarted(s));
                 } else {
                     let said = match &s.protocol {
                         Some(p) => p.to_string(),
@@ -66,43 +66,43 @@ impl HarnessCall {
                             ),
                         },
                     });
-                    self.events.push_back(HarnessEvent::UnsupportedProtocol {
+                    self.events.push_back(CallEvent::UnsupportedProtocol {
                         protocol: s.protocol,
                     });
                 }
             }
             JambonzMessage::TurnStart(t) => {
-                let id = t.turn_id.ok_or_else(|| FrameError::MissingTurnId {
+                let id = t.turn_id.ok_or_else(|| JambonzFrameError::MissingTurnId {
                     kind: "turn:start".into(),
                 })?;
                 if self.turns.contains_key(&id) {
-                    return Err(FrameError::DuplicateTurn(id));
+                    return Err(JambonzFrameError::DuplicateTurn(id));
                 }
                 self.remember_turn(id, TurnState::Started);
-                self.events.push_back(HarnessEvent::TurnStarted(t));
+                self.events.push_back(CallEvent::TurnStarted(t));
             }
             JambonzMessage::TurnCancel(c) => {
-                let id = c.turn_id.ok_or_else(|| FrameError::MissingTurnId {
+                let id = c.turn_id.ok_or_else(|| JambonzFrameError::MissingTurnId {
                     kind: "turn:cancel".into(),
                 })?;
                 if self.turns.get(&id) == Some(&TurnState::Cancelled) {
-                    return Err(FrameError::DuplicateCancel(id));
+                    return Err(JambonzFrameError::DuplicateCancel(id));
                 }
                 self.remember_turn(id, TurnState::Cancelled);
                 self.drop_queued_for_turn(id);
-                self.events.push_back(HarnessEvent::TurnCancelled(c));
+                self.events.push_back(CallEvent::TurnCancelled(c));
             }
-            JambonzMessage::SpeechStart(s) => self.events.push_back(HarnessEvent::SpeechStarted(s)),
-            JambonzMessage::Transcript(t) => self.events.push_back(HarnessEvent::Transcript(t)),
+            JambonzMessage::SpeechStart(s) => self.events.push_back(CallEvent::SpeechStarted(s)),
+            JambonzMessage::Transcript(t) => self.events.push_back(CallEvent::Transcript(t)),
             JambonzMessage::ToolResult(r) => {
                 let (turn_id, name) = self
                     .tools
                     .remove(&r.call_id)
-                    .ok_or_else(|| FrameError::UnknownCallId(r.call_id.clone()))?;
+                    .ok_or_else(|| JambonzFrameError::UnknownCallId(r.call_id.clone()))?;
                 if self.tools.is_empty() {
                     self.tools = HashMap::new();
                 }
-                self.events.push_back(HarnessEvent::ToolResult {
+                self.events.push_back(CallEvent::ToolResult {
                     turn_id,
                     name,
                     result: r,
@@ -112,7 +112,7 @@ impl HarnessCall {
                 let name = self
                     .commands
                     .remove(&r.command_id)
-                    .ok_or_else(|| FrameError::UnknownCommandId(r.command_id.clone()))?;
+                    .ok_or_else(|| JambonzFrameError::UnknownCommandId(r.command_id.clone()))?;
                 if name == "hangup" && r.ok {
                     // Hung up: the call is ending (session:end follows); what the app made
                     // since the hangup went out is never sent.
@@ -123,13 +123,13 @@ impl HarnessCall {
                     self.commands = HashMap::new();
                 }
                 self.events
-                    .push_back(HarnessEvent::CommandResult { name, result: r });
+                    .push_back(CallEvent::CommandResult { name, result: r });
             }
             JambonzMessage::Event(e) => self.events.push_back(match e {
-                Event::UserInterruption(u) => HarnessEvent::Interrupted(u),
-                Event::ReplyDropped(d) => HarnessEvent::ReplyDropped(d),
-                Event::Error(e) => HarnessEvent::Error(e),
-                other => HarnessEvent::Event(other),
+                JambonzEvent::UserInterruption(u) => CallEvent::Interrupted(u),
+                JambonzEvent::ReplyDropped(d) => CallEvent::ReplyDropped(d),
+                JambonzEvent::Error(e) => CallEvent::Error(e),
+                other => CallEvent::Event(other),
             }),
             JambonzMessage::SessionEnd(e) => {
                 self.phase = Phase::Over;
@@ -138,9 +138,9 @@ impl HarnessCall {
                 self.replies = HashMap::new();
                 self.tools = HashMap::new();
                 self.commands = HashMap::new();
-                self.events.push_back(HarnessEvent::SessionEnded(e));
+                self.events.push_back(CallEvent::SessionEnded(e));
             }
-            JambonzMessage::Unknown(u) => self.events.push_back(HarnessEvent::Unknown(u)),
+            JambonzMessage::Unknown(u) => self.events.push_back(CallEvent::Unknown(u)),
         }
         Ok(())
     }

@@ -29,14 +29,14 @@
 //!
 //! ```
 //! use std::time::Instant;
-//! use harness_jambonz::harness_side::{HarnessCall, HarnessEvent, Transmit};
+//! use harness_jambonz::harness_side::{HarnessCall, CallEvent, Transmit};
 //!
 //! let now = Instant::now();
 //! let mut call = HarnessCall::new();
 //! call.handle_frame(now, r#"{"type":"session:start","call_sid":"CA1","protocol":1,"from":"+15551234567"}"#)?;
 //! call.handle_frame(now, r#"{"type":"turn:start","call_sid":"CA1","turn_id":1,"input":{"type":"greeting"}}"#)?;
 //! while let Some(ev) = call.poll_event() {
-//!     if let HarnessEvent::TurnStarted(t) = ev {
+//!     if let CallEvent::TurnStarted(t) = ev {
 //!         let reply = call.start_reply(t.turn_id)?;
 //!         call.push_chunk(&reply, "Thanks for calling Acme.")?;
 //!         call.finish_reply(&reply, None)?;
@@ -54,8 +54,8 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::Value;
 
-use crate::command::CommandResult;
-use crate::event::{ErrorEvent, Event, ReplyDropped, UserInterruption};
+use crate::command::CommandResultMessage;
+use crate::event::{ErrorEvent, JambonzEvent, ReplyDropped, UserInterruption};
 use crate::frame::{DecodeError, UnknownMessage};
 use crate::session::{SessionEnd, SessionStart};
 use crate::tool::ToolResultMessage;
@@ -100,7 +100,7 @@ pub enum Transmit {
 /// What happened on the call, for the app.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
-pub enum HarnessEvent {
+pub enum CallEvent {
     /// `session:start` with protocol 1: the call is up.
     SessionStarted(SessionStart),
     /// `session:start` with a protocol this side cannot speak: the socket is being closed
@@ -135,14 +135,14 @@ pub enum HarnessEvent {
         /// The command's name.
         name: String,
         /// The result.
-        result: CommandResult,
+        result: CommandResultMessage,
     },
     /// `reply_dropped`: a held unprompted reply was dropped.
     ReplyDropped(ReplyDropped),
     /// An error event: jambonz refused something this side sent.
     Error(ErrorEvent),
     /// Any other event (`silence`, unknown names).
-    Event(Event),
+    Event(JambonzEvent),
     /// `session:end`: the call is over.
     SessionEnded(SessionEnd),
     /// A message type this version does not know, kept as given.
@@ -152,7 +152,7 @@ pub enum HarnessEvent {
 /// Why a frame from jambonz was not taken. The call's state is unchanged.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum FrameError {
+pub enum JambonzFrameError {
     /// "There are no binary frames": a binary frame arrived.
     #[error("binary frame: the protocol has no binary frames")]
     Binary,
@@ -270,7 +270,7 @@ pub struct HarnessCall {
     next_call: u64,
     next_command: u64,
     hung_up: bool,
-    events: VecDeque<HarnessEvent>,
+    events: VecDeque<CallEvent>,
     transmits: VecDeque<Outgoing>,
 }
 
@@ -334,7 +334,7 @@ impl HarnessCall {
 
     /// The next event for the app.
     #[must_use]
-    pub fn poll_event(&mut self) -> Option<HarnessEvent> {
+    pub fn poll_event(&mut self) -> Option<CallEvent> {
         let ev = self.events.pop_front();
         if ev.is_none() && self.events.capacity() > 0 {
             // Drained: an idle call keeps no event buffer (memory per idle call).

@@ -70,7 +70,7 @@ pub(super) async fn connection(
 ///
 /// tungstenite writes each frame through at once (its own write buffer is off: it keeps
 /// its capacity for the life of the call); the frames are gathered here, up to
-/// [`ServerConfig::write_buffer_bytes`](super::ServerConfig::write_buffer_bytes), and go
+/// [`JambonzServerConfig::write_buffer_bytes`](super::JambonzServerConfig::write_buffer_bytes), and go
 /// out in one write when the driver flushes, after which the batch is freed: an idle call
 /// holds no write buffer.
 struct Conn {

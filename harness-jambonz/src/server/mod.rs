@@ -7,15 +7,15 @@
 //! use harness_core::message::Message;
 //! use harness_core::model::ScriptedModel;
 //! use harness_core::Tools;
-//! use harness_jambonz::server::{Server, ServerConfig};
+//! use harness_jambonz::server::{JambonzServer, JambonzServerConfig};
 //!
 //! # async fn run() -> std::io::Result<()> {
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //! let agent = ToolLoopAgent::new("acme").with_system_prompt("You answer calls for Acme.");
 //! let model = ScriptedModel::new().otherwise(|_| Ok(Message::assistant("Thanks for calling Acme.")));
-//! let config = ServerConfig::default().with_secret("s3cret"); // Bearer secret, else 401
+//! let config = JambonzServerConfig::default().with_secret("s3cret"); // Bearer secret, else 401
 //! let stop = async { /* tokio::signal::ctrl_c().await */ };
-//! let report = Server::new(config).serve(listener, agent, model, Tools::new(), stop).await;
+//! let report = JambonzServer::new(config).serve(listener, agent, model, Tools::new(), stop).await;
 //! println!("{} calls served", report.calls);
 //! # Ok(())
 //! # }
@@ -23,33 +23,33 @@
 //!
 //! What it does for every connection, in order:
 //!
-//! 1. **Accept.** A connection past [`ServerConfig::max_handshakes`] (connections not yet
+//! 1. **Accept.** A connection past [`JambonzServerConfig::max_handshakes`] (connections not yet
 //!    upgraded) is closed at once. When accepting fails for want of resources (`EMFILE`,
 //!    `ENFILE`, `ENOBUFS`, `ENOMEM`: the process or the system is out of descriptors or
-//!    memory) the loop pauses [`ServerConfig::accept_pause`] and retries, instead of
+//!    memory) the loop pauses [`JambonzServerConfig::accept_pause`] and retries, instead of
 //!    spinning a core on an error that repeats until a descriptor is free; the listener's
 //!    backlog holds new connections meanwhile.
-//! 2. **Handshake**, within [`ServerConfig::handshake_timeout`] from the accept: TLS when
-//!    the server has it (feature `tls`, [`Server::with_tls`]), then the HTTP upgrade. A
+//! 2. **Handshake**, within [`JambonzServerConfig::handshake_timeout`] from the accept: TLS when
+//!    the server has it (feature `tls`, [`JambonzServer::with_tls`]), then the HTTP upgrade. A
 //!    client that trickles its request is dropped at the deadline. The upgrade check is
 //!    [`check_upgrade`](crate::upgrade::check_upgrade): a missing or wrong `Authorization:
 //!    Bearer` secret gets **401**, a client that does not offer the subprotocol **400**;
-//!    past [`ServerConfig::max_calls`] calls in progress, **503** (with `Retry-After`).
+//!    past [`JambonzServerConfig::max_calls`] calls in progress, **503** (with `Retry-After`).
 //! 3. **The call.** The WebSocket reads frames of at most
-//!    [`ServerConfig::max_message_bytes`] into a buffer of
-//!    [`ServerConfig::read_buffer_bytes`] (small: an idle call holds little); a larger
+//!    [`JambonzServerConfig::max_message_bytes`] into a buffer of
+//!    [`JambonzServerConfig::read_buffer_bytes`] (small: an idle call holds little); a larger
 //!    message closes the socket with 1009. `session:start` must arrive within
-//!    [`ServerConfig::session_start_timeout`] of the upgrade, else the socket is closed
+//!    [`JambonzServerConfig::session_start_timeout`] of the upgrade, else the socket is closed
 //!    with 1008. Then [`driver::serve`](crate::driver::serve) runs the call with
-//!    [`ServerConfig::serve`] until `session:end`, a close, or the end of the connection,
+//!    [`JambonzServerConfig::serve`] until `session:end`, a close, or the end of the connection,
 //!    and the socket is closed.
-//! 4. **Shutdown.** When the `shutdown` future given to [`Server::serve`] completes, the
+//! 4. **Shutdown.** When the `shutdown` future given to [`JambonzServer::serve`] completes, the
 //!    listener is closed and handshakes in progress are dropped; calls in progress go on
-//!    for up to [`ServerConfig::shutdown_grace`], and those still running then are closed
+//!    for up to [`JambonzServerConfig::shutdown_grace`], and those still running then are closed
 //!    with 1001 ("going away"). `serve` returns when every call has ended, with a
 //!    [`ServerReport`].
 //!
-//! Dropping the future of [`Server::serve`] instead ends every call at once, without a
+//! Dropping the future of [`JambonzServer::serve`] instead ends every call at once, without a
 //! close frame.
 
 mod call;
@@ -73,11 +73,11 @@ use tokio::task::JoinSet;
 
 use crate::driver::{CallReport, ServeConfig, ServeError};
 
-/// How a [`Server`] accepts and serves calls. Every field has a default fit for production;
+/// How a [`JambonzServer`] accepts and serves calls. Every field has a default fit for production;
 /// the `with_*` methods change one.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
-pub struct ServerConfig {
+pub struct JambonzServerConfig {
     /// The Bearer secret an upgrade request must carry (`Authorization: Bearer <secret>`),
     /// or `None` (the default) for no check. See
     /// [`check_upgrade`](crate::upgrade::check_upgrade): `Some("")` refuses every request.
@@ -114,9 +114,9 @@ pub struct ServerConfig {
     pub serve: ServeConfig,
 }
 
-impl Default for ServerConfig {
+impl Default for JambonzServerConfig {
     fn default() -> Self {
-        ServerConfig {
+        JambonzServerConfig {
             secret: None,
             handshake_timeout: Duration::from_secs(5),
             session_start_timeout: Duration::from_secs(10),
@@ -132,7 +132,7 @@ impl Default for ServerConfig {
     }
 }
 
-impl ServerConfig {
+impl JambonzServerConfig {
     /// Requires `Authorization: Bearer <secret>` on every upgrade (else 401).
     #[must_use]
     pub fn with_secret(mut self, secret: impl Into<String>) -> Self {
@@ -197,7 +197,7 @@ impl ServerConfig {
 #[non_exhaustive]
 pub enum CallError {
     /// The handshake (TLS and the HTTP upgrade) did not end within
-    /// [`ServerConfig::handshake_timeout`].
+    /// [`JambonzServerConfig::handshake_timeout`].
     #[error("no WebSocket upgrade within the handshake timeout")]
     HandshakeTimeout,
     /// The TLS handshake or the upgrade failed (not a WebSocket request, a broken
@@ -213,7 +213,7 @@ pub enum CallError {
         /// Why.
         reason: String,
     },
-    /// No `session:start` within [`ServerConfig::session_start_timeout`]; the socket was
+    /// No `session:start` within [`JambonzServerConfig::session_start_timeout`]; the socket was
     /// closed with 1008.
     #[error("no session:start in time")]
     NoSessionStart,
@@ -226,7 +226,7 @@ pub enum CallError {
     Serve(#[from] ServeError),
 }
 
-/// How a connection ended, for [`Server::on_call_end`].
+/// How a connection ended, for [`JambonzServer::on_call_end`].
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct CallEnd {
@@ -266,13 +266,13 @@ impl fmt::Display for CallEnd {
     }
 }
 
-/// What a server did, from [`Server::serve`].
+/// What a server did, from [`JambonzServer::serve`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ServerReport {
     /// Connections accepted.
     pub accepted: u64,
-    /// Connections closed at once: [`ServerConfig::max_handshakes`] were in progress.
+    /// Connections closed at once: [`JambonzServerConfig::max_handshakes`] were in progress.
     pub dropped_busy: u64,
     /// Upgrades completed: calls.
     pub calls: u64,
@@ -280,7 +280,7 @@ pub struct ServerReport {
     pub refused_unauthorized: u64,
     /// Upgrades refused with 400.
     pub refused_bad_request: u64,
-    /// Upgrades refused with 503: [`ServerConfig::max_calls`] were in progress.
+    /// Upgrades refused with 503: [`JambonzServerConfig::max_calls`] were in progress.
     pub refused_busy: u64,
     /// Connections dropped at the handshake timeout.
     pub handshake_timeouts: u64,
@@ -383,7 +383,7 @@ const ENDING: u8 = 2;
 
 /// What every call task shares.
 struct Shared {
-    config: ServerConfig,
+    config: JambonzServerConfig,
     harness: Arc<dyn Harness>,
     model: Arc<dyn Model>,
     tools: Tools,
@@ -394,25 +394,25 @@ struct Shared {
 }
 
 /// A jambonz harness server: see the [module docs](self).
-pub struct Server {
-    config: ServerConfig,
+pub struct JambonzServer {
+    config: JambonzServerConfig,
     on_call_end: Option<Arc<OnCallEnd>>,
     #[cfg(feature = "tls")]
     tls: Option<tls::TlsConfig>,
 }
 
-impl fmt::Debug for Server {
+impl fmt::Debug for JambonzServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Server")
+        f.debug_struct("JambonzServer")
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
 }
 
-impl Server {
+impl JambonzServer {
     /// A server with this configuration.
-    pub fn new(config: ServerConfig) -> Self {
-        Server {
+    pub fn new(config: JambonzServerConfig) -> Self {
+        JambonzServer {
             config,
             on_call_end: None,
             #[cfg(feature = "tls")]

@@ -4,12 +4,12 @@
 //!
 //! ```no_run
 //! use harness_jambonz::server::tls::TlsConfig;
-//! use harness_jambonz::server::{Server, ServerConfig};
+//! use harness_jambonz::server::{JambonzServer, JambonzServerConfig};
 //!
 //! # fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let cert = std::fs::read("/etc/harness/cert.pem")?; // the chain, leaf first
 //! let key = std::fs::read("/etc/harness/key.pem")?;
-//! let server = Server::new(ServerConfig::default()).with_tls(TlsConfig::from_pem(&cert, &key)?);
+//! let server = JambonzServer::new(JambonzServerConfig::default()).with_tls(TlsConfig::from_pem(&cert, &key)?);
 //! # Ok(())
 //! # }
 //! ```
@@ -26,7 +26,7 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 /// [`TlsConfig::new`].
 pub use tokio_rustls::rustls;
 
-/// The TLS side of a [`Server`](super::Server).
+/// The TLS side of a [`JambonzServer`](super::JambonzServer).
 #[derive(Clone)]
 pub struct TlsConfig(TlsAcceptor);
 

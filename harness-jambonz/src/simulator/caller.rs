@@ -5,9 +5,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Map;
 
-use super::script::Action;
+use super::script::ScriptAction;
 use super::{Line, Simulator, TurnSummary, ViolationKind, completion, later, secs};
-use crate::event::{Event, Silence};
+use crate::event::{JambonzEvent, Silence};
 use crate::frame::JambonzMessage;
 use crate::harness_side::Transmit;
 use crate::session::end_reason;
@@ -64,17 +64,17 @@ impl Simulator {
         self.step_since = self.clock;
         self.barge_anchor = None;
         match step.action {
-            Action::Greeting => self.open_turn(TurnInput::greeting(), "(greeting)".into()),
-            Action::Say { text, partials } => self.caller_starts(text, partials),
-            Action::Silence => {
+            ScriptAction::Greeting => self.open_turn(TurnInput::greeting(), "(greeting)".into()),
+            ScriptAction::Say { text, partials } => self.caller_starts(text, partials),
+            ScriptAction::Silence => {
                 let cid = self.sid();
-                self.send(JambonzMessage::Event(Event::Silence(Silence {
+                self.send(JambonzMessage::Event(JambonzEvent::Silence(Silence {
                     call_sid: cid,
                     extra: Map::new(),
                 })));
             }
-            Action::HangUp => self.end_call(end_reason::CALLER_HANGUP),
-            Action::Raw(frame) => self.transmits.push_back(Transmit::Text(frame)),
+            ScriptAction::HangUp => self.end_call(end_reason::CALLER_HANGUP),
+            ScriptAction::Raw(frame) => self.transmits.push_back(Transmit::Text(frame)),
         }
     }
 

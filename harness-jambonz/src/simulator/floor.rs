@@ -9,7 +9,7 @@ use super::caller::TurnStatus;
 use super::reply::ReplyState;
 use super::script::When;
 use super::{Line, Phase, Simulator, ms};
-use crate::event::{Event, UserInterruption};
+use crate::event::{JambonzEvent, UserInterruption};
 use crate::frame::JambonzMessage;
 use crate::turn::TurnId;
 
@@ -191,7 +191,7 @@ impl Simulator {
         // Barge-in: the caller speaks over what plays.
         if let Some((reply_id, reply_turn, spoken, unspoken)) = self.cut_playback() {
             let cid = self.sid();
-            self.send(JambonzMessage::Event(Event::UserInterruption(
+            self.send(JambonzMessage::Event(JambonzEvent::UserInterruption(
                 UserInterruption {
                     call_sid: cid,
                     turn_id: reply_turn,

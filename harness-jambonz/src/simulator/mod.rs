@@ -26,7 +26,7 @@
 //!   recorded the way jambonz does, as `completion_reason: "harness_failure"` with a
 //!   `harness_error`.
 //!
-//! It keeps a [`Transcript`] of what the caller heard, with each turn's first-chunk latency,
+//! It keeps a [`CallTranscript`] of what the caller heard, with each turn's first-chunk latency,
 //! and of every rule the harness broke.
 //!
 //! The run loop is the harness side's: feed frames with [`Simulator::handle_frame`], call
@@ -36,7 +36,7 @@
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use harness_jambonz::harness_side::{HarnessCall, HarnessEvent, Transmit};
+//! use harness_jambonz::harness_side::{HarnessCall, CallEvent, Transmit};
 //! use harness_jambonz::simulator::{Script, SimConfig, Simulator};
 //!
 //! let mut now = Instant::now();
@@ -48,7 +48,7 @@
 //!         harness.handle_frame(now, &f)?;
 //!     }
 //!     while let Some(ev) = harness.poll_event() {
-//!         if let HarnessEvent::TurnStarted(t) = ev {
+//!         if let CallEvent::TurnStarted(t) = ev {
 //!             let r = harness.start_reply(t.turn_id)?;
 //!             harness.push_chunk(&r, "Thanks for calling Acme.")?;
 //!             harness.finish_reply(&r, None)?;
@@ -86,9 +86,9 @@ use harness_core::tool::{Tool, Tools};
 use serde_json::{Map, Value};
 
 pub use floor::split_spoken;
-pub use script::{Action, DEFAULT_PAUSE, Script, Step, When};
+pub use script::{DEFAULT_PAUSE, Script, ScriptAction, ScriptStep, When};
 pub use transcript::{
-    Line, Transcript, TurnSummary, Violation, ViolationKind, completion, harness_error,
+    CallTranscript, Line, TurnSummary, Violation, ViolationKind, completion, harness_error,
 };
 
 use caller::{Caller, SimTurn, TurnStatus};
@@ -233,8 +233,8 @@ pub const MAX_ID_BYTES: usize = 256;
 /// The most bytes of a violation's detail kept (it may quote the harness's frame).
 pub const MAX_DETAIL_BYTES: usize = 256;
 
-/// The most violations kept in [`Transcript::violations`]; later ones are only counted
-/// ([`Transcript::violations_dropped`]) and reported as [`SimEvent::Violation`].
+/// The most violations kept in [`CallTranscript::violations`]; later ones are only counted
+/// ([`CallTranscript::violations_dropped`]) and reported as [`SimEvent::Violation`].
 pub const MAX_VIOLATIONS: usize = 1000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,7 +247,7 @@ enum Phase {
 /// The jambonz side of one call. See the [module docs](self).
 pub struct Simulator {
     cfg: SimConfig,
-    script: VecDeque<Step>,
+    script: VecDeque<ScriptStep>,
     tools: Tools,
     /// How long a tool takes to answer, by name (none: at once).
     latencies: HashMap<String, Duration>,
@@ -269,7 +269,7 @@ pub struct Simulator {
     quiet_since: Option<Instant>,
     step_since: Instant,
     barge_anchor: Option<Instant>,
-    transcript: Transcript,
+    transcript: CallTranscript,
     transmits: VecDeque<Transmit>,
     events: VecDeque<SimEvent>,
 }
@@ -335,7 +335,7 @@ impl Simulator {
             quiet_since: None,
             step_since: t,
             barge_anchor: None,
-            transcript: Transcript::default(),
+            transcript: CallTranscript::default(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
         }
@@ -428,7 +428,7 @@ impl Simulator {
     }
 
     /// The record of the call so far.
-    pub fn transcript(&self) -> &Transcript {
+    pub fn transcript(&self) -> &CallTranscript {
         &self.transcript
     }
 

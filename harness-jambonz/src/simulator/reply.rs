@@ -6,7 +6,7 @@ use serde_json::Map;
 
 use super::caller::TurnStatus;
 use super::{Simulator, ViolationKind, completion, ms};
-use crate::event::{ErrorEvent, Event, ReplyDropped, drop_reason};
+use crate::event::{ErrorEvent, JambonzEvent, ReplyDropped, drop_reason};
 use crate::frame::JambonzMessage;
 use crate::reply::{ReplyChunk, ReplyDone};
 use crate::turn::TurnId;
@@ -140,12 +140,14 @@ impl Simulator {
             if let Some(old) = self.held.take() {
                 self.kill_reply(&old);
                 let cid = self.sid();
-                self.send(JambonzMessage::Event(Event::ReplyDropped(ReplyDropped {
-                    call_sid: cid,
-                    reply_id: Some(old),
-                    reason: Some(drop_reason::REPLACED.into()),
-                    extra: Map::new(),
-                })));
+                self.send(JambonzMessage::Event(JambonzEvent::ReplyDropped(
+                    ReplyDropped {
+                        call_sid: cid,
+                        reply_id: Some(old),
+                        reason: Some(drop_reason::REPLACED.into()),
+                        extra: Map::new(),
+                    },
+                )));
             }
             self.insert_reply(&id, None, ReplyState::Held, content);
             self.held = Some(id);
@@ -192,7 +194,7 @@ impl Simulator {
         let message = format!("reply {reply_id} for turn {turn_id} before its turn:start");
         self.violation(ViolationKind::ReplyBeforeTurnStart, message.clone());
         let cid = self.sid();
-        self.send(JambonzMessage::Event(Event::Error(ErrorEvent {
+        self.send(JambonzMessage::Event(JambonzEvent::Error(ErrorEvent {
             call_sid: cid,
             reply_id: Some(reply_id.to_owned()),
             turn_id: Some(turn_id),

@@ -21,7 +21,7 @@ pub enum When {
 /// What the caller does.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
-pub enum Action {
+pub enum ScriptAction {
     /// The call connects: `turn:start` with `{type: "greeting"}`.
     Greeting,
     /// The caller says something: `speech:start`, partial transcripts (word by word, at the
@@ -42,11 +42,11 @@ pub enum Action {
 
 /// One step of a [`Script`].
 #[derive(Clone, Debug, PartialEq)]
-pub struct Step {
+pub struct ScriptStep {
     /// When.
     pub when: When,
     /// What.
-    pub action: Action,
+    pub action: ScriptAction,
 }
 
 /// A scripted call. After the last step, once the call has been quiet for the configured
@@ -65,7 +65,7 @@ pub struct Step {
 /// ```
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Script {
-    pub(crate) steps: VecDeque<Step>,
+    pub(crate) steps: VecDeque<ScriptStep>,
 }
 
 /// The pause a caller leaves after an answer before speaking.
@@ -79,15 +79,15 @@ impl Script {
 
     /// Adds a step.
     #[must_use]
-    pub fn step(mut self, when: When, action: Action) -> Self {
-        self.steps.push_back(Step { when, action });
+    pub fn step(mut self, when: When, action: ScriptAction) -> Self {
+        self.steps.push_back(ScriptStep { when, action });
         self
     }
 
     /// The greeting turn, at once.
     #[must_use]
     pub fn greeting(self) -> Self {
-        self.step(When::Now, Action::Greeting)
+        self.step(When::Now, ScriptAction::Greeting)
     }
 
     /// The caller waits for the answer, pauses, then says `text` (with partials).
@@ -95,7 +95,7 @@ impl Script {
     pub fn say(self, text: impl Into<String>) -> Self {
         self.step(
             When::Quiet(DEFAULT_PAUSE),
-            Action::Say {
+            ScriptAction::Say {
                 text: text.into(),
                 partials: true,
             },
@@ -107,7 +107,7 @@ impl Script {
     pub fn barge_in(self, after: Duration, text: impl Into<String>) -> Self {
         self.step(
             When::DuringReply(after),
-            Action::Say {
+            ScriptAction::Say {
                 text: text.into(),
                 partials: true,
             },
@@ -117,19 +117,19 @@ impl Script {
     /// A `silence` event once the call is quiet for `after`.
     #[must_use]
     pub fn silence(self, after: Duration) -> Self {
-        self.step(When::Quiet(after), Action::Silence)
+        self.step(When::Quiet(after), ScriptAction::Silence)
     }
 
     /// The caller hangs up once the call is quiet.
     #[must_use]
     pub fn hang_up(self) -> Self {
-        self.step(When::Quiet(DEFAULT_PAUSE), Action::HangUp)
+        self.step(When::Quiet(DEFAULT_PAUSE), ScriptAction::HangUp)
     }
 
     /// A raw frame, at once.
     #[must_use]
     pub fn raw(self, frame: impl Into<String>) -> Self {
-        self.step(When::Now, Action::Raw(frame.into()))
+        self.step(When::Now, ScriptAction::Raw(frame.into()))
     }
 
     /// Number of steps.

@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use super::caller::TurnStatus;
-use super::script::{Action, DEFAULT_PAUSE, When};
+use super::script::{DEFAULT_PAUSE, ScriptAction, When};
 use super::{Phase, SimEvent, Simulator, ViolationKind, completion, harness_error, later, secs};
 use crate::session::end_reason;
 use crate::turn::TurnId;
@@ -84,7 +84,8 @@ impl Simulator {
         }
         match self.script.front() {
             Some(step) => {
-                let blocked = matches!(step.action, Action::Say { .. }) && self.caller_speaking();
+                let blocked =
+                    matches!(step.action, ScriptAction::Say { .. }) && self.caller_speaking();
                 if !blocked {
                     let due = match step.when {
                         When::Now => Some(self.step_since),

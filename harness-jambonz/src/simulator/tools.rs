@@ -10,7 +10,7 @@ use harness_core::tool::ToolContext;
 use serde_json::{Map, Value};
 
 use super::{Simulator, ViolationKind, harness_error, later};
-use crate::command::{Command, CommandMessage, CommandResult};
+use crate::command::{CommandMessage, CommandResultMessage, JambonzCommand};
 use crate::frame::JambonzMessage;
 use crate::session::end_reason;
 use crate::tool::{ToolCallMessage, ToolResultMessage};
@@ -190,9 +190,9 @@ impl Simulator {
                 format!("command_id {:?} reused or empty", c.command_id),
             );
         }
-        let ok = !malformed && matches!(c.command(), Command::Hangup { .. });
+        let ok = !malformed && matches!(c.command(), JambonzCommand::Hangup { .. });
         let cid = self.sid();
-        self.send(JambonzMessage::CommandResult(CommandResult {
+        self.send(JambonzMessage::CommandResult(CommandResultMessage {
             call_sid: cid,
             command_id: c.command_id,
             ok,

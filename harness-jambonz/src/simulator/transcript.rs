@@ -129,7 +129,7 @@ pub enum ViolationKind {
 
 /// Everything the simulated call recorded.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Transcript {
+pub struct CallTranscript {
     /// What was said, in order.
     pub lines: Vec<Line>,
     /// How each turn went, in turn order.
@@ -145,7 +145,7 @@ pub struct Transcript {
     pub closed_by_harness: Option<(u16, String)>,
 }
 
-impl Transcript {
+impl CallTranscript {
     /// The turn's summary.
     pub fn turn(&self, turn_id: TurnId) -> Option<&TurnSummary> {
         self.turns.iter().find(|t| t.turn_id == turn_id)
@@ -209,7 +209,7 @@ impl Transcript {
     }
 }
 
-impl fmt::Display for Transcript {
+impl fmt::Display for CallTranscript {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for l in &self.lines {
             match l {

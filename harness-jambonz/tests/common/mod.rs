@@ -11,7 +11,7 @@ pub mod server;
 
 use std::time::{Duration, Instant};
 
-use harness_jambonz::harness_side::{HarnessCall, HarnessEvent, Transmit};
+use harness_jambonz::harness_side::{CallEvent, HarnessCall, Transmit};
 use harness_jambonz::simulator::{Line, Script, SimConfig, Simulator};
 use serde_json::{Value, json};
 
@@ -150,7 +150,7 @@ pub fn started() -> (HarnessCall, Instant) {
     (c, now)
 }
 
-pub fn drain_events(c: &mut HarnessCall) -> Vec<HarnessEvent> {
+pub fn drain_events(c: &mut HarnessCall) -> Vec<CallEvent> {
     std::iter::from_fn(|| c.poll_event()).collect()
 }
 

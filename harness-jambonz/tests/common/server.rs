@@ -1,4 +1,4 @@
-//! The setup of the server's tests: a [`Server`] on a loopback port with a small agent
+//! The setup of the server's tests: a [`JambonzServer`] on a loopback port with a small agent
 //! ([`Running`]), a WebSocket client that speaks to it frame by frame ([`connect`],
 //! [`Ws`]), and a short call to play over it ([`short_call`]).
 
@@ -10,8 +10,8 @@ use harness_core::Tools;
 use harness_core::agent::ToolLoopAgent;
 use harness_core::message::Message;
 use harness_core::model::ScriptedModel;
-use harness_jambonz::server::{Server, ServerConfig, ServerReport};
-use harness_jambonz::simulator::{Script, SimConfig, Simulator, Transcript};
+use harness_jambonz::server::{JambonzServer, JambonzServerConfig, ServerReport};
+use harness_jambonz::simulator::{CallTranscript, Script, SimConfig, Simulator};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -42,11 +42,11 @@ pub struct Running {
 }
 
 impl Running {
-    pub async fn start(config: ServerConfig) -> Self {
-        Self::start_with(Server::new(config)).await
+    pub async fn start(config: JambonzServerConfig) -> Self {
+        Self::start_with(JambonzServer::new(config)).await
     }
 
-    pub async fn start_with(server: Server) -> Self {
+    pub async fn start_with(server: JambonzServer) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -97,7 +97,7 @@ pub fn short_call() -> Simulator {
 
 /// Checks a [`short_call`] played against [`agent`]: it passes, and the caller heard both
 /// replies.
-pub fn assert_short_call_passed(t: &Transcript) {
+pub fn assert_short_call_passed(t: &CallTranscript) {
     assert!(t.problems().is_empty(), "{:?}", t.problems());
     assert_eq!(
         t.heard(),

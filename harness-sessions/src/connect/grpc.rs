@@ -35,7 +35,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::address::HarnessAddress;
 use super::frame::{ConnectError, ControllerFrame, HarnessFrame};
 use super::pb;
-use super::remote::{Connection, Connector, RemoteHarness};
+use super::remote::{Connector, RemoteConnection, RemoteHarness};
 use super::serve::serve_connect;
 
 /// The largest message either side takes or sends (64 MiB; gRPC's default is 4 MiB).
@@ -244,7 +244,7 @@ impl Connector for GrpcConnector {
         }
     }
 
-    async fn connect(&self) -> Result<Connection, HarnessError> {
+    async fn connect(&self) -> Result<RemoteConnection, HarnessError> {
         let (tx, rx) = futures::channel::mpsc::channel::<pb::ControllerFrame>(16);
         let mut client = self.client();
         // The call is made when the host first reads, after its start frame is queued: a
@@ -262,7 +262,7 @@ impl Connector for GrpcConnector {
         let outbound = tx
             .sink_map_err(|e| ConnectError::Transport(e.to_string()))
             .with(|f: ControllerFrame| futures::future::ready(Ok(pb::ControllerFrame::from(&f))));
-        Ok(Connection {
+        Ok(RemoteConnection {
             inbound: futures::stream::once(call).try_flatten().boxed(),
             outbound: Box::pin(outbound),
         })

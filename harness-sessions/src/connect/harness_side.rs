@@ -37,11 +37,11 @@ use crate::controller::derive_wire_id;
 /// What the harness side tells its driver.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
-pub enum HarnessEvent {
+pub enum HarnessConnectEvent {
     /// The start frame arrived: run the turn with this `Start`.
     Start(Box<Start>),
     /// The reply to the sink call outstanding.
-    Reply(Reply),
+    Reply(SinkReply),
     /// The host cancelled the turn: stop it (drop its future).
     Cancel(String),
 }
@@ -49,7 +49,7 @@ pub enum HarnessEvent {
 /// The answer to the sink call outstanding.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
-pub enum Reply {
+pub enum SinkReply {
     /// The completion of `sink.model`.
     Model(ModelResponse),
     /// The result of `sink.tool_call`.
@@ -71,13 +71,13 @@ enum Pending {
 ///
 /// ```
 /// use harness_core::message::{Message, ModelRequest};
-/// use harness_sessions::connect::{ControllerFrame, Frame, HarnessConnect, HarnessEvent, ModelResult, Reply};
+/// use harness_sessions::connect::{ControllerFrame, Frame, HarnessConnect, HarnessConnectEvent, ModelResult, SinkReply};
 ///
 /// let mut h = HarnessConnect::new();
 /// let start = harness_core::Start::with_inputs(vec![Message::user("hi")]);
 /// h.handle_frame(ControllerFrame { session: "s".into(), execution_id: "x1".into(),
 ///     frame: Some(Frame::Start(Box::new(start))) })?;
-/// assert!(matches!(h.poll_event(), Some(HarnessEvent::Start(_))));
+/// assert!(matches!(h.poll_event(), Some(HarnessConnectEvent::Start(_))));
 /// // The agent calls sink.model: one MODEL_CALL goes out, carrying a wire id.
 /// h.model(ModelRequest::new(vec![Message::user("hi")])).unwrap();
 /// let sent = h.poll_transmit().unwrap();
@@ -87,7 +87,7 @@ enum Pending {
 /// h.handle_frame(ControllerFrame { session: "s".into(), execution_id: "x1".into(),
 ///     frame: Some(Frame::Model(ModelResult { message: Message::assistant("hello"),
 ///         usage: None, model_call_id: id })) })?;
-/// assert!(matches!(h.poll_event(), Some(HarnessEvent::Reply(Reply::Model(_)))));
+/// assert!(matches!(h.poll_event(), Some(HarnessConnectEvent::Reply(SinkReply::Model(_)))));
 /// h.finish(&Ok(()));
 /// assert!(h.poll_transmit().is_some()); // END{COMPLETED}
 /// # Ok::<(), harness_sessions::connect::ConnectError>(())
@@ -104,7 +104,7 @@ pub struct HarnessConnect {
     sticky: Option<String>,
     parked: Option<ApprovalRef>,
     transmit: VecDeque<HarnessFrame>,
-    events: VecDeque<HarnessEvent>,
+    events: VecDeque<HarnessConnectEvent>,
 }
 
 /// Whether `r` carries what only the host's approval gate may set.
@@ -173,14 +173,14 @@ impl HarnessConnect {
             start.session_uid.clone_from(&f.session);
             self.execution_id = f.execution_id;
             self.session = f.session;
-            self.events.push_back(HarnessEvent::Start(start));
+            self.events.push_back(HarnessConnectEvent::Start(start));
             return Ok(());
         }
         if self.ended {
             return Ok(());
         }
         if let Some(Frame::Cancel { reason }) = f.frame {
-            self.events.push_back(HarnessEvent::Cancel(reason));
+            self.events.push_back(HarnessConnectEvent::Cancel(reason));
             return Ok(());
         }
         if f.execution_id != self.execution_id {
@@ -191,7 +191,7 @@ impl HarnessConnect {
             None => self.fail("a reply frame with no request outstanding", true),
             Some(Pending::Model(id)) => match f.frame {
                 Some(Frame::Model(m)) if m.model_call_id == id => {
-                    self.reply(Reply::Model(ModelResponse {
+                    self.reply(SinkReply::Model(ModelResponse {
                         message: m.message,
                         usage: m.usage.unwrap_or_default(),
                     }));
@@ -222,7 +222,7 @@ impl HarnessConnect {
                     request_seq: p.request_seq,
                 };
                 self.parked = Some(p);
-                self.reply(Reply::Failed(parked));
+                self.reply(SinkReply::Failed(parked));
             }
             Some(Frame::Approval(d)) => {
                 if decision.is_some() || d.tool_call_id != call.id || d.request_seq <= 0 {
@@ -254,14 +254,14 @@ impl HarnessConnect {
                     }
                     None => {}
                 }
-                self.reply(Reply::Tool(r));
+                self.reply(SinkReply::Tool(r));
             }
             _ => self.fail("expected a ToolResult frame", true),
         }
     }
 
-    fn reply(&mut self, r: Reply) {
-        self.events.push_back(HarnessEvent::Reply(r));
+    fn reply(&mut self, r: SinkReply) {
+        self.events.push_back(HarnessConnectEvent::Reply(r));
     }
 
     /// A broken exchange: the call outstanding fails; `sticky` ones fail every later call
@@ -272,7 +272,7 @@ impl HarnessConnect {
             self.sticky = Some(format!("harnesswire: {why}"));
         }
         self.pending = None;
-        self.reply(Reply::Failed(e));
+        self.reply(SinkReply::Failed(e));
     }
 
     /// The host closed its side of the stream: the call outstanding, and every later one,
@@ -280,7 +280,7 @@ impl HarnessConnect {
     pub fn handle_close(&mut self) {
         self.closed = true;
         if self.pending.take().is_some() {
-            self.reply(Reply::Failed(SinkError::Transport(
+            self.reply(SinkReply::Failed(SinkError::Transport(
                 "harnesswire: the host closed the stream".into(),
             )));
         }
@@ -442,7 +442,7 @@ impl HarnessConnect {
     }
 
     /// The next event for the driver.
-    pub fn poll_event(&mut self) -> Option<HarnessEvent> {
+    pub fn poll_event(&mut self) -> Option<HarnessConnectEvent> {
         self.events.pop_front()
     }
 

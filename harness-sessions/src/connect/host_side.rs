@@ -32,7 +32,7 @@ use super::harness_side::{has_approval_fields, valid_receipt};
 /// What the harness asked of the host's sink.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
-pub enum HostEvent {
+pub enum HostConnectEvent {
     /// `MODEL_CALL`: call `sink.model`, then [`HostConnect::model_result`].
     Model(ModelRequest),
     /// `OUTPUT` of text: `sink.output`.
@@ -98,7 +98,7 @@ pub struct HostConnect {
     execution_id: String,
     phase: Phase,
     transmit: VecDeque<ControllerFrame>,
-    events: VecDeque<HostEvent>,
+    events: VecDeque<HostConnectEvent>,
 }
 
 impl HostConnect {
@@ -165,7 +165,7 @@ impl HostConnect {
                 match ev.body {
                     EventBody::ModelCall(mc) => {
                         self.phase = Phase::Model(mc.id);
-                        self.events.push_back(HostEvent::Model(ModelRequest {
+                        self.events.push_back(HostConnectEvent::Model(ModelRequest {
                             model: mc.model,
                             messages: mc.messages,
                             params: mc.params,
@@ -187,13 +187,13 @@ impl HostConnect {
                             _ => None,
                         };
                         self.events.push_back(match reasoning {
-                            Some(text) => HostEvent::Reasoning(text),
-                            None => HostEvent::Output(m.text()),
+                            Some(text) => HostConnectEvent::Reasoning(text),
+                            None => HostConnectEvent::Output(m.text()),
                         });
                     }
                     EventBody::ToolCall(c) => {
                         self.phase = Phase::Tool(c.clone());
-                        self.events.push_back(HostEvent::ToolCall(c));
+                        self.events.push_back(HostConnectEvent::ToolCall(c));
                     }
                     EventBody::ToolResult(r) => {
                         if has_approval_fields(&r) {
@@ -201,9 +201,9 @@ impl HostConnect {
                                 "a reported tool result carries approval fields",
                             ));
                         }
-                        self.events.push_back(HostEvent::Report(r));
+                        self.events.push_back(HostConnectEvent::Report(r));
                     }
-                    EventBody::Usage(u) => self.events.push_back(HostEvent::Usage(u)),
+                    EventBody::Usage(u) => self.events.push_back(HostConnectEvent::Usage(u)),
                     EventBody::End(end) => {
                         self.phase = Phase::Closing(if end.state == "COMPLETED" {
                             Ending::Completed
@@ -324,7 +324,7 @@ impl HostConnect {
     }
 
     /// The next request for the host's sink.
-    pub fn poll_event(&mut self) -> Option<HostEvent> {
+    pub fn poll_event(&mut self) -> Option<HostConnectEvent> {
         self.events.pop_front()
     }
 

@@ -28,7 +28,7 @@
 //! use harness_sessions::connect::RemoteHarness;
 //! use harness_sessions::harnesses::EchoHarness;
 //! use harness_sessions::{Controller, ExecRequest, MemoryJournal};
-//! # use harness_sessions::connect::{serve_connect, Connection, Connector, ConnectError};
+//! # use harness_sessions::connect::{serve_connect, RemoteConnection, Connector, ConnectError};
 //! # use futures::{SinkExt, StreamExt};
 //! # /// Serves EchoHarness on a thread per stream, over in-memory channels.
 //! # struct Loopback;
@@ -37,12 +37,12 @@
 //! #     async fn describe(&self) -> Result<harness_core::Descriptor, harness_core::HarnessError> {
 //! #         harness_core::Harness::describe(&EchoHarness).await
 //! #     }
-//! #     async fn connect(&self) -> Result<Connection, harness_core::HarnessError> {
+//! #     async fn connect(&self) -> Result<RemoteConnection, harness_core::HarnessError> {
 //! #         let (to_h, from_host) = futures::channel::mpsc::unbounded();
 //! #         let (to_host, from_h) = futures::channel::mpsc::unbounded();
 //! #         std::thread::spawn(move || futures::executor::block_on(serve_connect(&EchoHarness,
 //! #             from_host.map(Ok), to_host.sink_map_err(|e| ConnectError::Transport(e.to_string())))));
-//! #         Ok(Connection { inbound: from_h.map(Ok).boxed(),
+//! #         Ok(RemoteConnection { inbound: from_h.map(Ok).boxed(),
 //! #             outbound: Box::pin(to_h.sink_map_err(|e| ConnectError::Transport(e.to_string()))) })
 //! #     }
 //! # }
@@ -79,7 +79,7 @@ pub use self::address::{AddressError, HarnessAddress};
 pub use self::frame::{
     ApprovalRef, ConnectError, ControllerFrame, Frame, HarnessFrame, ModelResult,
 };
-pub use self::harness_side::{HarnessConnect, HarnessEvent, Reply};
-pub use self::host_side::{Ending, HostConnect, HostEvent};
-pub use self::remote::{Connection, Connector, RemoteHarness, drive_connect};
+pub use self::harness_side::{HarnessConnect, HarnessConnectEvent, SinkReply};
+pub use self::host_side::{Ending, HostConnect, HostConnectEvent};
+pub use self::remote::{Connector, RemoteConnection, RemoteHarness, drive_connect};
 pub use self::serve::serve_connect;

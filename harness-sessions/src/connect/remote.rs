@@ -10,7 +10,7 @@ use futures::{Sink, SinkExt, Stream, StreamExt};
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Resumability, SinkError, Start};
 
 use super::frame::{ConnectError, ControllerFrame, HarnessFrame};
-use super::host_side::{Ending, HostConnect, HostEvent, transport};
+use super::host_side::{Ending, HostConnect, HostConnectEvent, transport};
 
 /// Drives one turn of a remote harness over one `Harness.Connect` stream: sends the start
 /// frame, answers each of the harness's requests with the host's own `sink` (live or
@@ -60,13 +60,13 @@ where
         m.handle_event(ev).map_err(wire)?;
         while let Some(req) = m.poll_event() {
             match req {
-                HostEvent::Model(r) => {
+                HostConnectEvent::Model(r) => {
                     let resp = sink.model(r).await?;
                     m.model_result(resp).map_err(wire)?;
                 }
-                HostEvent::Output(t) => sink.output(&t).await?,
-                HostEvent::Reasoning(t) => sink.reasoning(&t).await?,
-                HostEvent::ToolCall(c) => match sink.tool_call(c).await {
+                HostConnectEvent::Output(t) => sink.output(&t).await?,
+                HostConnectEvent::Reasoning(t) => sink.reasoning(&t).await?,
+                HostConnectEvent::ToolCall(c) => match sink.tool_call(c).await {
                     Ok(r) => m.tool_result(r).map_err(wire)?,
                     Err(SinkError::ApprovalParked {
                         tool_call_id,
@@ -80,24 +80,24 @@ where
                     }
                     Err(e) => return Err(e.into()),
                 },
-                HostEvent::Report(r) => sink.report(r).await?,
-                HostEvent::Usage(u) => sink.usage(u).await?,
+                HostConnectEvent::Report(r) => sink.report(r).await?,
+                HostConnectEvent::Usage(u) => sink.usage(u).await?,
             }
         }
     }
 }
 
 /// One open `Harness.Connect` stream: the harness's events in, the host's frames out.
-pub struct Connection {
+pub struct RemoteConnection {
     /// What the harness sends.
     pub inbound: BoxStream<'static, Result<HarnessFrame, ConnectError>>,
     /// Where the host's frames go.
     pub outbound: Pin<Box<dyn Sink<ControllerFrame, Error = ConnectError> + Send>>,
 }
 
-impl std::fmt::Debug for Connection {
+impl std::fmt::Debug for RemoteConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection").finish_non_exhaustive()
+        f.debug_struct("RemoteConnection").finish_non_exhaustive()
     }
 }
 
@@ -108,7 +108,7 @@ pub trait Connector: Send + Sync {
     /// `Harness.Describe`. An error is the harness being unavailable.
     async fn describe(&self) -> Result<Descriptor, HarnessError>;
     /// Opens a `Harness.Connect` stream.
-    async fn connect(&self) -> Result<Connection, HarnessError>;
+    async fn connect(&self) -> Result<RemoteConnection, HarnessError>;
 }
 
 /// A harness that runs elsewhere, driven over `Harness.Connect`: usable anywhere a

@@ -13,7 +13,7 @@ use harness_core::message::{ModelRequest, ModelResponse, ToolCall, ToolResult, U
 use harness_core::{EventSink, Harness, HarnessError, SinkError};
 
 use super::frame::{ConnectError, ControllerFrame, HarnessFrame};
-use super::harness_side::{HarnessConnect, HarnessEvent, Reply};
+use super::harness_side::{HarnessConnect, HarnessConnectEvent, SinkReply};
 use super::host_side::transport;
 
 /// The agent's sink on the wire: every call becomes the Go bridge's frames, and the agent
@@ -21,7 +21,7 @@ use super::host_side::transport;
 struct WireSink<'o, O> {
     machine: Arc<Mutex<HarnessConnect>>,
     out: &'o mut O,
-    replies: mpsc::UnboundedReceiver<Reply>,
+    replies: mpsc::UnboundedReceiver<SinkReply>,
 }
 
 fn with<T>(
@@ -48,14 +48,14 @@ impl<O: Sink<HarnessFrame, Error = ConnectError> + Unpin + Send> WireSink<'_, O>
         &mut self,
         op: impl FnOnce(&mut HarnessConnect) -> Result<(), SinkError>,
         reply: bool,
-    ) -> Result<Option<Reply>, SinkError> {
+    ) -> Result<Option<SinkReply>, SinkError> {
         with(&self.machine, op)??;
         self.flush().await?;
         if !reply {
             return Ok(None);
         }
         match self.replies.next().await {
-            Some(Reply::Failed(e)) => Err(e),
+            Some(SinkReply::Failed(e)) => Err(e),
             Some(r) => Ok(Some(r)),
             None => Err(SinkError::Transport(
                 "harnesswire: the stream is closed".into(),
@@ -72,7 +72,7 @@ fn unexpected() -> SinkError {
 impl<O: Sink<HarnessFrame, Error = ConnectError> + Unpin + Send> EventSink for WireSink<'_, O> {
     async fn model(&mut self, req: ModelRequest) -> Result<ModelResponse, SinkError> {
         match self.call(|m| m.model(req), true).await? {
-            Some(Reply::Model(r)) => Ok(r),
+            Some(SinkReply::Model(r)) => Ok(r),
             _ => Err(unexpected()),
         }
     }
@@ -81,7 +81,7 @@ impl<O: Sink<HarnessFrame, Error = ConnectError> + Unpin + Send> EventSink for W
     }
     async fn tool_call(&mut self, call: ToolCall) -> Result<ToolResult, SinkError> {
         match self.call(|m| m.tool_call(call), true).await? {
-            Some(Reply::Tool(r)) => Ok(r),
+            Some(SinkReply::Tool(r)) => Ok(r),
             _ => Err(unexpected()),
         }
     }
@@ -113,7 +113,7 @@ enum Stopped {
 async fn read_frames<I>(
     machine: &Mutex<HarnessConnect>,
     inbound: &mut I,
-    replies: &mpsc::UnboundedSender<Reply>,
+    replies: &mpsc::UnboundedSender<SinkReply>,
 ) -> Stopped
 where
     I: Stream<Item = Result<ControllerFrame, ConnectError>> + Unpin,
@@ -134,11 +134,11 @@ where
             }
             while let Some(ev) = m.poll_event() {
                 match ev {
-                    HarnessEvent::Reply(r) => {
+                    HarnessConnectEvent::Reply(r) => {
                         let _ = replies.unbounded_send(r);
                     }
-                    HarnessEvent::Cancel(_) => return Stopped::Cancelled,
-                    HarnessEvent::Start(_) => {}
+                    HarnessConnectEvent::Cancel(_) => return Stopped::Cancelled,
+                    HarnessConnectEvent::Start(_) => {}
                 }
             }
             m.closed()
@@ -192,7 +192,7 @@ where
     };
     let mut machine = HarnessConnect::new();
     machine.handle_frame(first)?;
-    let Some(HarnessEvent::Start(start)) = machine.poll_event() else {
+    let Some(HarnessConnectEvent::Start(start)) = machine.poll_event() else {
         return Err(ConnectError::protocol(
             "first ControllerFrame must be Start",
         ));

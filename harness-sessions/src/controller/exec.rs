@@ -6,7 +6,7 @@ use harness_core::{History, IdentityContext, Resumability, Start};
 
 use super::ids::derive_execution_id;
 use super::sink::{JournalSink, Mode};
-use super::{Controller, TurnOutcome};
+use super::{Controller, TurnReport};
 use crate::depth::{message_nesting, too_deep};
 use crate::error::Error;
 use crate::hash::{MAX_EVENT_DEPTH, canonical_event};
@@ -72,7 +72,7 @@ impl Controller {
     /// journaled, as the spec words it for chat ("A rejected config leaves the turn
     /// incomplete. Every Resume retries that turn with the same journaled config and fails
     /// again; recovery requires a new Exec with valid config").
-    pub async fn exec(&self, req: ExecRequest) -> Result<TurnOutcome, Error> {
+    pub async fn exec(&self, req: ExecRequest) -> Result<TurnReport, Error> {
         self.exec_in(req, false).await
     }
 
@@ -83,11 +83,11 @@ impl Controller {
     /// "resending the session-less request creates another empty session".) A session of
     /// that uid already there is
     /// [`JournalError::AlreadyExists`](crate::JournalError::AlreadyExists).
-    pub async fn exec_new_session(&self, req: ExecRequest) -> Result<TurnOutcome, Error> {
+    pub async fn exec_new_session(&self, req: ExecRequest) -> Result<TurnReport, Error> {
         self.exec_in(req, true).await
     }
 
-    async fn exec_in(&self, req: ExecRequest, create: bool) -> Result<TurnOutcome, Error> {
+    async fn exec_in(&self, req: ExecRequest, create: bool) -> Result<TurnReport, Error> {
         if req.session.is_empty() {
             return Err(Error::MissingSessionUid);
         }

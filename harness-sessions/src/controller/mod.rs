@@ -65,7 +65,7 @@ pub enum TurnStatus {
 
 /// What a turn did.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TurnOutcome {
+pub struct TurnReport {
     /// The session.
     pub session: String,
     /// The execution.
@@ -88,7 +88,7 @@ pub struct TurnOutcome {
     pub head_hash: Option<ContentHash>,
 }
 
-impl TurnOutcome {
+impl TurnReport {
     /// The journal's head afterwards, as a pin to keep outside the journal: checked with
     /// [`Controller::verify_head`], it catches records later cut off the journal's tail.
     pub fn head_pin(&self) -> Option<HeadPin> {
@@ -385,7 +385,7 @@ impl Controller {
     }
 
     /// [`verify`](Self::verify), and the session still holds `pin`, a head kept outside the
-    /// journal (from [`TurnOutcome::head_pin`], [`ForkOutcome::head_pin`] or
+    /// journal (from [`TurnReport::head_pin`], [`ForkOutcome::head_pin`] or
     /// [`head`](Self::head)): whole records cut off the tail are
     /// [`VerifyError::Truncated`](crate::verify::VerifyError::Truncated), a replaced history
     /// [`VerifyError::NotPinnedHead`](crate::verify::VerifyError::NotPinnedHead), both

@@ -5,7 +5,7 @@ use harness_core::event::{EventBody, EventKind, LifecycleKind};
 use super::ids::legacy_execution_id;
 use super::sink::{JournalSink, Mode};
 use super::turn::lifecycle;
-use super::{Controller, TurnOutcome};
+use super::{Controller, TurnReport};
 use crate::error::Error;
 use crate::execution::Executions;
 
@@ -15,7 +15,7 @@ impl Controller {
     /// appending its OUTPUT after that same MODEL_CALL) or a trailing tool intent with its
     /// original key (same session only), delivers a recorded approval decision, then
     /// finishes the turn. `Ok(None)` when there is nothing to resume.
-    pub async fn resume(&self, session: &str) -> Result<Option<TurnOutcome>, Error> {
+    pub async fn resume(&self, session: &str) -> Result<Option<TurnReport>, Error> {
         let _guard = self.guard(session).await;
         let meta = self.journal.meta(session)?;
         let records = self.records(session)?;

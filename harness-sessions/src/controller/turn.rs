@@ -8,7 +8,7 @@ use harness_core::{
 };
 
 use super::sink::{Failure, JournalSink, Mode, TurnCtx};
-use super::{Controller, TurnOutcome, TurnStatus};
+use super::{Controller, TurnReport, TurnStatus};
 use crate::capabilities::can_place;
 use crate::error::Error;
 use crate::execution::Execution;
@@ -151,8 +151,8 @@ impl Controller {
         execution_id: &str,
         mut sink: JournalSink<'_>,
         result: Result<(), HarnessError>,
-    ) -> Result<TurnOutcome, Error> {
-        let outcome = |sink: &JournalSink<'_>, status| TurnOutcome {
+    ) -> Result<TurnReport, Error> {
+        let outcome = |sink: &JournalSink<'_>, status| TurnReport {
             session: session.to_owned(),
             execution_id: execution_id.to_owned(),
             status,

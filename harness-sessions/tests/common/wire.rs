@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use futures::{SinkExt, StreamExt};
 use harness_core::{Descriptor, Harness, HarnessError};
 use harness_sessions::connect::{
-    ConnectError, Connection, Connector, ControllerFrame, HarnessFrame, RemoteHarness,
+    ConnectError, Connector, ControllerFrame, HarnessFrame, RemoteConnection, RemoteHarness,
     serve_connect,
 };
 
@@ -48,7 +48,7 @@ impl Connector for Loopback {
     async fn describe(&self) -> Result<Descriptor, HarnessError> {
         self.harness.describe().await
     }
-    async fn connect(&self) -> Result<Connection, HarnessError> {
+    async fn connect(&self) -> Result<RemoteConnection, HarnessError> {
         let (to_harness, from_host) = futures::channel::mpsc::unbounded::<ControllerFrame>();
         let (to_host, from_harness) = futures::channel::mpsc::unbounded::<HarnessFrame>();
         let me = self.clone();
@@ -70,7 +70,7 @@ impl Connector for Loopback {
             ));
             me.statuses.lock().unwrap().push(status);
         });
-        Ok(Connection {
+        Ok(RemoteConnection {
             inbound: from_harness.map(Ok).boxed(),
             outbound: Box::pin(to_harness.sink_map_err(closed)),
         })
@@ -95,7 +95,7 @@ impl Connector for Canned {
             .clone()
             .ok_or_else(|| HarnessError::failed("describe: no answer within 10 s"))
     }
-    async fn connect(&self) -> Result<Connection, HarnessError> {
+    async fn connect(&self) -> Result<RemoteConnection, HarnessError> {
         let (to_harness, from_host) = futures::channel::mpsc::unbounded::<ControllerFrame>();
         let script = Arc::clone(&self.script);
         // Reads the start frame, then plays the script; keeps the host's frames flowing in.
@@ -114,7 +114,7 @@ impl Connector for Canned {
                 }
             },
         );
-        Ok(Connection {
+        Ok(RemoteConnection {
             inbound: inbound.boxed(),
             outbound: Box::pin(to_harness.sink_map_err(closed)),
         })

@@ -1,22 +1,22 @@
-//! The runtime half (feature `axum`): a nestable axum [`Router`](axum::Router) over a [`Service`], a hyper
+//! The runtime half (feature `axum`): a nestable axum [`Router`](axum::Router) over a [`UhpService`], a hyper
 //! server with a header-read timeout, and [`FileStore`], the on-disk store.
 //!
 //! The router hands every request under it to the machine, raw target included (so ids are
 //! decoded and checked in one place, [`route`](super::route)). It reads a body up to the
-//! host's [`max_request_bytes`](Service::max_request_bytes) (a larger `Content-Length` is
+//! host's [`max_request_bytes`](UhpService::max_request_bytes) (a larger `Content-Length` is
 //! answered `413` before a byte is read) and gives up on a body that stalls for
 //! [`RouterConfig::idle_timeout`]. An auth hook may map a request to a principal itself;
 //! without one the host checks bearer tokens against its keys. Event streams are sent as the
 //! machine queues them, chunk by chunk, with `X-Accel-Buffering: no` for proxies.
 //!
 //! ```no_run
-//! # async fn demo(host: harness_uhp::server::driver::Service) -> std::io::Result<()> {
-//! use harness_uhp::server::axum::{RouterConfig, ServeConfig, router, serve};
+//! # async fn demo(host: harness_uhp::server::driver::UhpService) -> std::io::Result<()> {
+//! use harness_uhp::server::axum::{RouterConfig, UhpServeConfig, router, serve};
 //!
 //! tokio::spawn(host.run(tokio::time::sleep));
 //! let app = axum::Router::new().nest("/api/harness", router(host, RouterConfig::default()));
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-//! serve(listener, app, ServeConfig::default()).await
+//! serve(listener, app, UhpServeConfig::default()).await
 //! # }
 //! ```
 
@@ -34,12 +34,12 @@ use bytes::Bytes;
 use futures::StreamExt;
 use http_body_util::BodyExt;
 
-use super::driver::{Body, Caller, Service};
+use super::driver::{Body, CallerAuth, UhpService};
 use super::error::ApiError;
-use super::store::{Record, Store, StoreError};
+use super::store::{Store, StoreError, StoreRecord};
 
 /// Maps a request (its head) to who is calling.
-pub type AuthHook = Arc<dyn Fn(&http::request::Parts) -> Caller + Send + Sync>;
+pub type AuthHook = Arc<dyn Fn(&http::request::Parts) -> CallerAuth + Send + Sync>;
 
 /// The router's settings.
 #[derive(Clone)]
@@ -74,7 +74,7 @@ impl RouterConfig {
     #[must_use]
     pub fn with_auth(
         mut self,
-        hook: impl Fn(&http::request::Parts) -> Caller + Send + Sync + 'static,
+        hook: impl Fn(&http::request::Parts) -> CallerAuth + Send + Sync + 'static,
     ) -> Self {
         self.auth = Some(Arc::new(hook));
         self
@@ -82,12 +82,12 @@ impl RouterConfig {
 }
 
 struct RouterState {
-    host: Service,
+    host: UhpService,
     cfg: RouterConfig,
 }
 
 /// A router answering every UHP endpoint (`/v1/…`) for `host`; nest it where you like.
-pub fn router(host: Service, cfg: RouterConfig) -> axum::Router {
+pub fn router(host: UhpService, cfg: RouterConfig) -> axum::Router {
     axum::Router::new()
         .fallback(handle)
         .with_state(Arc::new(RouterState { host, cfg }))
@@ -131,7 +131,11 @@ async fn handle(State(st): State<Arc<RouterState>>, req: axum::extract::Request)
             }
         }
     }
-    let caller = st.cfg.auth.as_ref().map_or(Caller::Bearer, |h| h(&parts));
+    let caller = st
+        .cfg
+        .auth
+        .as_ref()
+        .map_or(CallerAuth::Bearer, |h| h(&parts));
     let resp = st
         .host
         .handle(caller, http::Request::from_parts(parts, buf))
@@ -153,14 +157,14 @@ fn full(r: http::Response<Vec<u8>>) -> Response {
 /// The HTTP server's settings.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
-pub struct ServeConfig {
+pub struct UhpServeConfig {
     /// How long a client may take to send a request's head (default 30 s).
     pub header_timeout: Duration,
 }
 
-impl Default for ServeConfig {
+impl Default for UhpServeConfig {
     fn default() -> Self {
-        ServeConfig {
+        UhpServeConfig {
             header_timeout: Duration::from_secs(30),
         }
     }
@@ -171,7 +175,7 @@ impl Default for ServeConfig {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: axum::Router,
-    cfg: ServeConfig,
+    cfg: UhpServeConfig,
 ) -> std::io::Result<()> {
     loop {
         let (stream, _) = listener.accept().await?;
@@ -213,16 +217,16 @@ impl FileStore {
         })
     }
 
-    fn read_folded(path: &Path) -> Result<Vec<Record>, StoreError> {
+    fn read_folded(path: &Path) -> Result<Vec<StoreRecord>, StoreError> {
         let text = match std::fs::read(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(StoreError::Io(e.to_string())),
         };
-        let mut order: Vec<Option<Record>> = Vec::new();
+        let mut order: Vec<Option<StoreRecord>> = Vec::new();
         let mut index: HashMap<(String, String), usize> = HashMap::new();
         for line in text.split(|b| *b == b'\n') {
-            let Ok(r) = serde_json::from_slice::<Record>(line) else {
+            let Ok(r) = serde_json::from_slice::<StoreRecord>(line) else {
                 continue; // blank, or torn by a crash
             };
             let (kind, id) = r.key();
@@ -240,7 +244,7 @@ impl FileStore {
         Ok(order.into_iter().flatten().collect())
     }
 
-    fn rewrite(path: &Path, records: &[Record]) -> Result<(), StoreError> {
+    fn rewrite(path: &Path, records: &[StoreRecord]) -> Result<(), StoreError> {
         use std::io::Write;
         let tmp = path.with_extension("jsonl.tmp");
         let io = |e: std::io::Error| StoreError::Io(e.to_string());
@@ -257,7 +261,7 @@ impl FileStore {
 
 #[async_trait]
 impl Store for FileStore {
-    async fn load(&self) -> Result<Vec<Record>, StoreError> {
+    async fn load(&self) -> Result<Vec<StoreRecord>, StoreError> {
         let mut n = self.lines.lock().await;
         let path = self.path.clone();
         let records = tokio::task::spawn_blocking(move || {
@@ -271,7 +275,7 @@ impl Store for FileStore {
         Ok(records)
     }
 
-    async fn append(&self, records: Vec<Record>) -> Result<(), StoreError> {
+    async fn append(&self, records: Vec<StoreRecord>) -> Result<(), StoreError> {
         let mut n = self.lines.lock().await;
         let path = self.path.clone();
         let added = records.len();

@@ -1,4 +1,4 @@
-//! [`ServerConfig`]: the server's limits and identity, each bound with its default.
+//! [`UhpServerConfig`]: the server's limits and identity, each bound with its default.
 
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use super::harness::Base;
 /// protocol's status and code.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
-pub struct ServerConfig {
+pub struct UhpServerConfig {
     /// The bases served; the first one's built-in harness is the default.
     pub bases: Vec<Base>,
     /// The models the server's model provider serves (`available: true`); the first is the
@@ -65,10 +65,10 @@ pub struct ServerConfig {
     pub persist: bool,
 }
 
-impl ServerConfig {
+impl UhpServerConfig {
     /// The defaults, serving `bases` with `models`.
     pub fn new(bases: Vec<Base>, models: Vec<String>) -> Self {
-        ServerConfig {
+        UhpServerConfig {
             bases,
             models,
             backend: "harness-rs".into(),

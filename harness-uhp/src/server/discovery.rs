@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::auth::Principal;
 use super::error::ApiError;
-use super::{Server, json_response};
+use super::{UhpServer, json_response};
 use crate::protocol::PROTOCOL_VERSION;
 
 /// The versions this server serves.
@@ -42,7 +42,7 @@ pub(crate) fn negotiate(version: Option<&str>, headers: &HeaderMap) -> Result<()
     .detail(json!({ "supported": SERVED })))
 }
 
-impl Server {
+impl UhpServer {
     pub(crate) fn discovery(&self) -> http::Response<Vec<u8>> {
         json_response(
             200,

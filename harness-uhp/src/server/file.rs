@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use super::auth::Principal;
 use super::error::ApiError;
 use super::harness::is_contained_path;
-use super::store::Record;
-use super::{Now, Request, Server, bytes_response, json_response};
+use super::store::StoreRecord;
+use super::{Now, Request, UhpServer, bytes_response, json_response};
 
 /// A file: an upload, or an artifact of a session's container.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -304,7 +304,7 @@ pub enum FileError {
     TooMany,
 }
 
-impl Server {
+impl UhpServer {
     /// A file an input may name by `file_id`: the principal's upload or one of its artifacts.
     pub(crate) fn file_for_input(&self, p: &Principal, id: &str) -> Option<&StoredFile> {
         if let Some((o, f)) = self.uploads.get(id) {
@@ -429,11 +429,11 @@ impl Server {
             {
                 if let Some(old) = self.upload_order.remove(pos) {
                     self.uploads.remove(&old);
-                    self.persist(|| Record::UploadDeleted { id: old });
+                    self.persist(|| StoreRecord::UploadDeleted { id: old });
                 }
             }
         }
-        self.persist(|| Record::Upload {
+        self.persist(|| StoreRecord::Upload {
             principal: p.clone(),
             file: Box::new(f),
         });

@@ -12,47 +12,47 @@
 //! | `session` | sessions: continuation, listing, turns, cancel, share, delete (sessions.md) |
 //! | [`file`](mod@file) | uploads, inline files, artifacts, download headers, the archive (files.md) |
 //! | [`error`] | the error envelope and codes (errors.md) |
-//! | [`store`] | what is persisted ([`Record`]) and the [`Store`] trait the driver writes to |
+//! | [`store`] | what is persisted ([`StoreRecord`]) and the [`Store`] trait the driver writes to |
 //! | [`driver`] | runs any [`Harness`](harness_core::Harness) for a task, `futures` only |
 //! | `axum` (feature `axum`) | a nestable `Router`, a hyper server with header/idle timeouts, the on-disk store |
 //!
 //! # The run loop
 //!
-//! [`Server`] follows [`harness_core::run_loop`]: every input takes `now` ([`Now`]: the
+//! [`UhpServer`] follows [`harness_core::run_loop`]: every input takes `now` ([`Now`]: the
 //! monotonic instant and the wall-clock milliseconds the host read); after each one, drain
-//! [`poll_event`](Server::poll_event) and do what each [`ServerEvent`] asks — start or stop a
+//! [`poll_event`](UhpServer::poll_event) and do what each [`ServerEvent`] asks — start or stop a
 //! turn, wake the stream or the waiting request it names, persist a record — then arm a timer
-//! for [`poll_timeout`](Server::poll_timeout) (budgets, keep-alives) and call
-//! [`handle_timeout`](Server::handle_timeout) when it fires.
+//! for [`poll_timeout`](UhpServer::poll_timeout) (budgets, keep-alives) and call
+//! [`handle_timeout`](UhpServer::handle_timeout) when it fires.
 //!
-//! A request is answered by [`Server::handle_request`] with a [`Reply`]: a whole response
-//! now; or a response head now and a body to pull with [`poll_stream`](Server::poll_stream)
+//! A request is answered by [`UhpServer::handle_request`] with a [`Reply`]: a whole response
+//! now; or a response head now and a body to pull with [`poll_stream`](UhpServer::poll_stream)
 //! (SSE: each event is queued the moment the agent makes it, never held back to the end); or,
-//! for a non-streaming task, a [`WaitId`] whose response [`poll_wait`](Server::poll_wait)
+//! for a non-streaming task, a [`WaitId`] whose response [`poll_wait`](UhpServer::poll_wait)
 //! gives once the task is terminal. The agent's side comes in through the `turn_*` methods
-//! ([`turn_text`](Server::turn_text), [`turn_tool_call`](Server::turn_tool_call),
-//! [`turn_end`](Server::turn_end), …), which the [`driver`] calls from its
+//! ([`turn_text`](UhpServer::turn_text), [`turn_tool_call`](UhpServer::turn_tool_call),
+//! [`turn_end`](UhpServer::turn_end), …), which the [`driver`] calls from its
 //! [`EventSink`](harness_core::EventSink).
 //!
 //! # Storage
 //!
-//! The machine holds every object in memory, bounded ([`ServerConfig`]). With
-//! [`ServerConfig::persist`] it also emits [`ServerEvent::Persist`] records — a task when it
+//! The machine holds every object in memory, bounded ([`UhpServerConfig`]). With
+//! [`UhpServerConfig::persist`] it also emits [`ServerEvent::Persist`] records — a task when it
 //! is created (so that its idempotency key survives a crash) and when it ends, a session
 //! when it changes, a harness, an upload, a deletion — which the driver hands to a
 //! [`Store`] (an async trait, never called from inside the machine). At start the driver
-//! reads the store back and feeds each record to [`Server::restore`]; a task that was still
+//! reads the store back and feeds each record to [`UhpServer::restore`]; a task that was still
 //! running at the crash is restored `failed`, never run a second time.
 //!
 //! ```
 //! use std::time::Instant;
-//! use harness_uhp::server::{Base, Now, Reply, Request, Server, ServerConfig, ServerEvent};
+//! use harness_uhp::server::{Base, Now, Reply, Request, UhpServer, UhpServerConfig, ServerEvent};
 //! use harness_uhp::server::auth::Principal;
 //!
-//! let mut cfg = ServerConfig::new(vec![Base { base: "echo".into(), label: "Echo".into() }],
+//! let mut cfg = UhpServerConfig::new(vec![Base { base: "echo".into(), label: "Echo".into() }],
 //!     vec!["scripted".into()]);
 //! cfg.implementation_name = "doc".into();
-//! let mut server = Server::new(cfg);
+//! let mut server = UhpServer::new(cfg);
 //! server.add_api_key("k", Principal::new("alice"));
 //! let now = Now::new(Instant::now(), 1_786_400_000_000);
 //!
@@ -104,12 +104,12 @@ use http::HeaderMap;
 use serde_json::Value;
 
 pub use auth::{ApiKeys, Principal};
-pub use config::ServerConfig;
-pub use driver::{Service, ServiceBuilder};
+pub use config::UhpServerConfig;
+pub use driver::{ServiceBuilder, UhpService};
 pub use error::ApiError;
 pub use harness::{Base, HarnessObject};
 pub use route::Route;
-pub use store::{MemoryStore, Record, Store, StoreError};
+pub use store::{MemoryStore, Store, StoreError, StoreRecord};
 
 use crate::protocol::PROTOCOL_VERSION;
 use harness_core::Start;
@@ -144,7 +144,7 @@ pub struct Request<'a> {
     pub target: &'a str,
     /// The headers.
     pub headers: &'a HeaderMap,
-    /// The whole body (the transport enforces [`ServerConfig::max_request_bytes`] while reading;
+    /// The whole body (the transport enforces [`UhpServerConfig::max_request_bytes`] while reading;
     /// the machine checks the per-endpoint limits again).
     pub body: &'a [u8],
 }
@@ -179,16 +179,16 @@ pub struct WaitId(pub u64);
 pub enum Reply {
     /// A whole response, now.
     Full(http::Response<Vec<u8>>),
-    /// A response head now; the body is pulled with [`Server::poll_stream`] until it ends.
-    /// When the client goes away, call [`Server::close_stream`] (the task goes on).
+    /// A response head now; the body is pulled with [`UhpServer::poll_stream`] until it ends.
+    /// When the client goes away, call [`UhpServer::close_stream`] (the task goes on).
     Stream(http::Response<()>, StreamId),
-    /// The answer comes when the task ends: [`Server::poll_wait`] gives it once
+    /// The answer comes when the task ends: [`UhpServer::poll_wait`] gives it once
     /// [`ServerEvent::Wake`] names this wait. When the client goes away, call
-    /// [`Server::drop_wait`] (the task goes on).
+    /// [`UhpServer::drop_wait`] (the task goes on).
     Wait(WaitId),
 }
 
-/// What [`Server::poll_stream`] has.
+/// What [`UhpServer::poll_stream`] has.
 #[derive(Debug, PartialEq, Eq)]
 pub enum StreamPoll {
     /// Bytes to send now.
@@ -210,7 +210,7 @@ pub enum Wake {
 
 /// A turn for the driver to run: one task, one call of a harness's `run`.
 #[derive(Clone, Debug)]
-pub struct TurnRequest {
+pub struct UhpTurnRequest {
     /// The task (`resp_…`); every `turn_*` call names it.
     pub response_id: String,
     /// Its session (`hsess…`).
@@ -235,7 +235,7 @@ pub struct TurnRequest {
 #[non_exhaustive]
 pub enum ServerEvent {
     /// Run this turn.
-    StartTurn(Box<TurnRequest>),
+    StartTurn(Box<UhpTurnRequest>),
     /// Stop the turn of this task now (cancelled, out of budget, its session deleted): drop
     /// its future. The task is already terminal; later `turn_*` calls return [`TurnGone`].
     StopTurn {
@@ -244,8 +244,8 @@ pub enum ServerEvent {
     },
     /// Poll what is named.
     Wake(Wake),
-    /// Write this record to the store (only with [`ServerConfig::persist`]).
-    Persist(Box<Record>),
+    /// Write this record to the store (only with [`UhpServerConfig::persist`]).
+    Persist(Box<StoreRecord>),
 }
 
 /// How a turn ended, as the driver saw it.
@@ -267,8 +267,8 @@ pub struct TurnGone;
 
 /// The UHP server state machine. See the [module docs](self).
 #[derive(Debug)]
-pub struct Server {
-    cfg: ServerConfig,
+pub struct UhpServer {
+    cfg: UhpServerConfig,
     keys: ApiKeys,
     registry: harness::Registry,
     tasks: HashMap<String, task::Task>,
@@ -291,16 +291,16 @@ pub struct Server {
     counter: u64,
 }
 
-impl Server {
+impl UhpServer {
     /// A server with no keys yet (every authenticated endpoint answers 401 until
     /// [`add_api_key`](Self::add_api_key)).
-    pub fn new(cfg: ServerConfig) -> Self {
+    pub fn new(cfg: UhpServerConfig) -> Self {
         let registry = harness::Registry::new(
             cfg.bases.clone(),
             cfg.models.first().map(String::as_str),
             cfg.max_harnesses_per_principal,
         );
-        Server {
+        UhpServer {
             cfg,
             keys: ApiKeys::new(),
             registry,
@@ -326,7 +326,7 @@ impl Server {
     }
 
     /// The configuration.
-    pub fn config(&self) -> &ServerConfig {
+    pub fn config(&self) -> &UhpServerConfig {
         &self.cfg
     }
 
@@ -357,7 +357,7 @@ impl Server {
     }
 
     /// The `413` to answer a request whose body the transport stopped reading at
-    /// [`ServerConfig::max_request_bytes`].
+    /// [`UhpServerConfig::max_request_bytes`].
     pub fn body_too_large(&self) -> http::Response<Vec<u8>> {
         error_response(&ApiError::too_large(self.cfg.max_request_bytes()))
     }
@@ -451,7 +451,7 @@ impl Server {
             }
             Route::DeleteHarness(id) => {
                 self.registry.delete(p, &id)?;
-                self.persist(|| Record::HarnessDeleted {
+                self.persist(|| StoreRecord::HarnessDeleted {
                     principal: p.clone(),
                     id: id.clone(),
                 });
@@ -521,7 +521,7 @@ impl Server {
     /// A harness created or updated: persisted, shown.
     fn harness_saved(&mut self, p: &Principal, h: HarnessObject) -> http::Response<Vec<u8>> {
         let shown = h.shown();
-        self.persist(|| Record::Harness {
+        self.persist(|| StoreRecord::Harness {
             principal: p.clone(),
             harness: Box::new(h),
         });
@@ -569,12 +569,12 @@ impl Server {
     }
 
     /// Feeds a record read back from the store at start (in the order written).
-    pub fn restore(&mut self, record: Record) {
+    pub fn restore(&mut self, record: StoreRecord) {
         store::restore(self, record);
     }
 
     /// Every live object as records, for a store to compact its log.
-    pub fn snapshot(&self) -> Vec<Record> {
+    pub fn snapshot(&self) -> Vec<StoreRecord> {
         store::snapshot(self)
     }
 
@@ -588,7 +588,7 @@ impl Server {
         self.running.len()
     }
 
-    fn persist(&mut self, record: impl FnOnce() -> Record) {
+    fn persist(&mut self, record: impl FnOnce() -> StoreRecord) {
         if self.cfg.persist {
             self.events
                 .push_back(ServerEvent::Persist(Box::new(record())));

@@ -8,7 +8,7 @@
 //! credential and nothing of another principal), and deleted: the running task is cancelled
 //! first, then the session, its responses and its artifacts become unreachable.
 //!
-//! Past [`ServerConfig::max_sessions_per_principal`](super::ServerConfig) the least recently
+//! Past [`UhpServerConfig::max_sessions_per_principal`](super::UhpServerConfig) the least recently
 //! used idle session expires: continuing it is `404 session_expired`, distinguishable from
 //! `session_not_found`.
 
@@ -23,9 +23,9 @@ use super::auth::Principal;
 use super::error::ApiError;
 use super::file::StoredFile;
 use super::route::query_param;
-use super::store::Record;
+use super::store::StoreRecord;
 use super::task::Outcome;
-use super::{Now, Server, json_response};
+use super::{Now, UhpServer, json_response};
 
 /// One task of a session, as `/turns` lists it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -180,7 +180,7 @@ impl Session {
     }
 }
 
-impl Server {
+impl UhpServer {
     pub(crate) fn session(&self, p: &Principal, id: &str) -> Result<&Session, ApiError> {
         self.sessions
             .get(id)
@@ -262,7 +262,7 @@ impl Server {
                 }
             }
         }
-        self.persist(|| Record::SessionDeleted {
+        self.persist(|| StoreRecord::SessionDeleted {
             id: id.to_owned(),
             expired,
         });
@@ -273,7 +273,7 @@ impl Server {
             return;
         }
         if let Some(s) = self.sessions.get(id) {
-            let r = Record::Session {
+            let r = StoreRecord::Session {
                 principal: s.principal.clone(),
                 session: Box::new(s.stored()),
             };

@@ -1,14 +1,14 @@
 //! What survives a restart, and where it goes.
 //!
-//! The machine never does I/O. With [`ServerConfig::persist`](super::ServerConfig::persist)
-//! it emits a [`Record`] for each change worth keeping ([`ServerEvent::Persist`](super::ServerEvent::Persist));
+//! The machine never does I/O. With [`UhpServerConfig::persist`](super::UhpServerConfig::persist)
+//! it emits a [`StoreRecord`] for each change worth keeping ([`ServerEvent::Persist`](super::ServerEvent::Persist));
 //! the driver hands them to a [`Store`], an async trait at the driver level. At start the
 //! driver [`load`](Store::load)s the records and feeds each to
-//! [`Server::restore`](super::Server::restore), in order; later records of one object replace
+//! [`UhpServer::restore`](super::UhpServer::restore), in order; later records of one object replace
 //! earlier ones, deletions remove. A store compacts its log from
-//! [`Server::snapshot`](super::Server::snapshot).
+//! [`UhpServer::snapshot`](super::UhpServer::snapshot).
 //!
-//! Records are upserts keyed by object ([`Record::key`]): a task (when created — so that its
+//! Records are upserts keyed by object ([`StoreRecord::key`]): a task (when created — so that its
 //! `Idempotency-Key` survives a crash — and when it ends), a session (its turns,
 //! conversation, artifacts and share), a configured harness, an upload, and each deletion.
 //! [`MemoryStore`] keeps nothing (the machine's memory is the store); the `axum` feature's
@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::Server;
+use super::UhpServer;
 use super::auth::Principal;
 use super::file::StoredFile;
 use super::harness::HarnessObject;
@@ -49,7 +49,7 @@ pub struct StoredTask {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "record", rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum Record {
+pub enum StoreRecord {
     /// A configured harness, created or updated.
     Harness {
         /// Its owner.
@@ -104,19 +104,19 @@ pub enum Record {
     },
 }
 
-impl Record {
+impl StoreRecord {
     /// The object the record is about (`kind`, `id`): a later record with the same key
     /// replaces or deletes it.
     pub fn key(&self) -> (&'static str, &str) {
         match self {
-            Record::Harness { harness, .. } => ("harness", &harness.id),
-            Record::HarnessDeleted { id, .. } => ("harness", id),
-            Record::Response { task, .. } => ("response", &task.response.id),
-            Record::ResponseDeleted { id } => ("response", id),
-            Record::Session { session, .. } => ("session", &session.id),
-            Record::SessionDeleted { id, .. } => ("session", id),
-            Record::Upload { file, .. } => ("upload", &file.id),
-            Record::UploadDeleted { id } => ("upload", id),
+            StoreRecord::Harness { harness, .. } => ("harness", &harness.id),
+            StoreRecord::HarnessDeleted { id, .. } => ("harness", id),
+            StoreRecord::Response { task, .. } => ("response", &task.response.id),
+            StoreRecord::ResponseDeleted { id } => ("response", id),
+            StoreRecord::Session { session, .. } => ("session", &session.id),
+            StoreRecord::SessionDeleted { id, .. } => ("session", id),
+            StoreRecord::Upload { file, .. } => ("upload", &file.id),
+            StoreRecord::UploadDeleted { id } => ("upload", id),
         }
     }
 
@@ -124,9 +124,9 @@ impl Record {
     pub fn is_deletion(&self) -> bool {
         matches!(
             self,
-            Record::HarnessDeleted { .. }
-                | Record::ResponseDeleted { .. }
-                | Record::SessionDeleted { .. }
+            StoreRecord::HarnessDeleted { .. }
+                | StoreRecord::ResponseDeleted { .. }
+                | StoreRecord::SessionDeleted { .. }
         )
     }
 }
@@ -145,11 +145,11 @@ pub enum StoreError {
 #[async_trait]
 pub trait Store: Send + Sync {
     /// Every record written so far (or an equivalent compacted list), in order.
-    async fn load(&self) -> Result<Vec<Record>, StoreError>;
+    async fn load(&self) -> Result<Vec<StoreRecord>, StoreError>;
     /// Appends records, in order.
-    async fn append(&self, records: Vec<Record>) -> Result<(), StoreError>;
+    async fn append(&self, records: Vec<StoreRecord>) -> Result<(), StoreError>;
     /// Whether records are kept at all (the driver sets
-    /// [`ServerConfig::persist`](super::ServerConfig::persist) from it).
+    /// [`UhpServerConfig::persist`](super::UhpServerConfig::persist) from it).
     fn durable(&self) -> bool {
         true
     }
@@ -161,10 +161,10 @@ pub struct MemoryStore;
 
 #[async_trait]
 impl Store for MemoryStore {
-    async fn load(&self) -> Result<Vec<Record>, StoreError> {
+    async fn load(&self) -> Result<Vec<StoreRecord>, StoreError> {
         Ok(Vec::new())
     }
-    async fn append(&self, _records: Vec<Record>) -> Result<(), StoreError> {
+    async fn append(&self, _records: Vec<StoreRecord>) -> Result<(), StoreError> {
         Ok(())
     }
     fn durable(&self) -> bool {
@@ -172,14 +172,14 @@ impl Store for MemoryStore {
     }
 }
 
-pub(crate) fn restore(s: &mut Server, record: Record) {
+pub(crate) fn restore(s: &mut UhpServer, record: StoreRecord) {
     let now = std::time::Instant::now();
     match record {
-        Record::Harness { principal, harness } => s.registry.restore(principal, *harness),
-        Record::HarnessDeleted { principal, id } => {
+        StoreRecord::Harness { principal, harness } => s.registry.restore(principal, *harness),
+        StoreRecord::HarnessDeleted { principal, id } => {
             let _ = s.registry.delete(&principal, &id);
         }
-        Record::Response { principal, task } => {
+        StoreRecord::Response { principal, task } => {
             let t = Task::restored(principal, *task, now);
             if let Some((k, e)) = t.idem_entry(now) {
                 s.idem_order.push_back(k.clone());
@@ -195,10 +195,10 @@ pub(crate) fn restore(s: &mut Server, record: Record) {
                 }
             }
         }
-        Record::ResponseDeleted { id } => {
+        StoreRecord::ResponseDeleted { id } => {
             s.tasks.remove(&id);
         }
-        Record::Session { principal, session } => {
+        StoreRecord::Session { principal, session } => {
             let seq = s.new_handle();
             let sess = Session::from_stored(principal, *session, now, seq);
             if let Some(sh) = &sess.share {
@@ -208,25 +208,25 @@ pub(crate) fn restore(s: &mut Server, record: Record) {
                 .insert(sess.container_id.clone(), sess.id.clone());
             s.sessions.insert(sess.id.clone(), sess);
         }
-        Record::SessionDeleted { id, expired } => {
+        StoreRecord::SessionDeleted { id, expired } => {
             let persist = std::mem::replace(&mut s.cfg.persist, false);
             s.remove_session(&id, expired);
             s.cfg.persist = persist;
         }
-        Record::UploadDeleted { id } => {
+        StoreRecord::UploadDeleted { id } => {
             s.uploads.remove(&id);
         }
-        Record::Upload { principal, file } => {
+        StoreRecord::Upload { principal, file } => {
             s.upload_order.push_back(file.id.clone());
             s.uploads.insert(file.id.clone(), (principal, *file));
         }
     }
 }
 
-pub(crate) fn snapshot(s: &Server) -> Vec<Record> {
+pub(crate) fn snapshot(s: &UhpServer) -> Vec<StoreRecord> {
     let mut out = Vec::new();
     for (p, h) in s.registry.owned() {
-        out.push(Record::Harness {
+        out.push(StoreRecord::Harness {
             principal: p.clone(),
             harness: Box::new(h.clone()),
         });
@@ -234,19 +234,19 @@ pub(crate) fn snapshot(s: &Server) -> Vec<Record> {
     let mut sessions: Vec<_> = s.sessions.values().collect();
     sessions.sort_by_key(|x| x.seq);
     for x in sessions {
-        out.push(Record::Session {
+        out.push(StoreRecord::Session {
             principal: x.principal.clone(),
             session: Box::new(x.stored()),
         });
     }
     for id in &s.stored_order {
         if let Some(t) = s.tasks.get(id) {
-            out.push(Record::task(t));
+            out.push(StoreRecord::task(t));
         }
     }
     for id in &s.upload_order {
         if let Some((p, f)) = s.uploads.get(id) {
-            out.push(Record::Upload {
+            out.push(StoreRecord::Upload {
                 principal: p.clone(),
                 file: Box::new(f.clone()),
             });

@@ -4,17 +4,17 @@
 //! made (never held back to the end, §1) and the transport is woken once per batch.
 //!
 //! A stream holds what its client has not taken yet, up to
-//! [`ServerConfig::max_stream_buffer_bytes`](super::ServerConfig::max_stream_buffer_bytes):
+//! [`UhpServerConfig::max_stream_buffer_bytes`](super::UhpServerConfig::max_stream_buffer_bytes):
 //! past it the stream ends (the client reads the stored response: the stream is an
 //! optimisation, §5) and the task goes on. A closed connection does not abort the task
 //! either. Idle streams get a `: keep-alive` comment every
-//! [`ServerConfig::keep_alive`](super::ServerConfig::keep_alive) (errors.md §5), which is no
+//! [`UhpServerConfig::keep_alive`](super::UhpServerConfig::keep_alive) (errors.md §5), which is no
 //! event and takes no sequence number.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 
-use super::{Server, ServerEvent, StreamId, StreamPoll, Wake};
+use super::{ServerEvent, StreamId, StreamPoll, UhpServer, Wake};
 
 /// An open stream.
 #[derive(Debug, Default)]
@@ -167,7 +167,7 @@ pub(crate) fn raw_str(b: &mut Vec<u8>, key: &str, text: &str) {
     b.push(b'"');
 }
 
-impl Server {
+impl UhpServer {
     /// Opens a stream (the caller checked the bound).
     pub(crate) fn open_stream(&mut self, now: std::time::Instant) -> StreamId {
         let id = StreamId(self.new_handle());

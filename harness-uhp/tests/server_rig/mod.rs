@@ -1,4 +1,4 @@
-//! The server rig: a [`Server`] on a virtual clock, two principals, requests in and
+//! The server rig: a [`UhpServer`] on a virtual clock, two principals, requests in and
 //! responses out, turns run by hand (no network, no runtime).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use harness_core::message::{JsonObject, ToolCall, ToolResult};
 use harness_uhp::server::{
-    Base, Now, Principal, Reply, Request, Server, ServerConfig, ServerEvent, StreamId, StreamPoll,
-    TurnEnd, TurnRequest, Wake,
+    Base, Now, Principal, Reply, Request, ServerEvent, StreamId, StreamPoll, TurnEnd, UhpServer,
+    UhpServerConfig, UhpTurnRequest, Wake,
 };
 use harness_uhp::{StreamDecoder, StreamEvent};
 use http::HeaderMap;
@@ -62,18 +62,18 @@ impl Got {
 }
 
 pub struct Rig {
-    pub server: Server,
+    pub server: UhpServer,
     pub t0: Instant,
     pub elapsed: Duration,
     /// Events the rig set aside while reading: turns to run, stops, records.
-    pub turns: Vec<TurnRequest>,
+    pub turns: Vec<UhpTurnRequest>,
     pub stops: Vec<String>,
     pub wakes: Vec<Wake>,
-    pub records: Vec<harness_uhp::server::Record>,
+    pub records: Vec<harness_uhp::server::StoreRecord>,
 }
 
-pub fn config() -> ServerConfig {
-    let mut c = ServerConfig::new(
+pub fn config() -> UhpServerConfig {
+    let mut c = UhpServerConfig::new(
         vec![
             Base {
                 base: "faq".into(),
@@ -95,8 +95,8 @@ impl Rig {
         Rig::with(config())
     }
 
-    pub fn with(cfg: ServerConfig) -> Rig {
-        let mut server = Server::new(cfg);
+    pub fn with(cfg: UhpServerConfig) -> Rig {
+        let mut server = UhpServer::new(cfg);
         server.add_api_key(ALICE, Principal::new("alice"));
         server.add_api_key(BOB, Principal::new("bob"));
         Rig {
@@ -189,7 +189,7 @@ impl Rig {
     }
 
     /// Creates a task as Alice (background, so it answers at once); returns its id and turn.
-    pub fn start(&mut self, body: Value) -> (String, TurnRequest) {
+    pub fn start(&mut self, body: Value) -> (String, UhpTurnRequest) {
         let mut body = body;
         body["background"] = json!(true);
         let a = self.call("POST", "/v1/responses", Some(body));
@@ -199,7 +199,7 @@ impl Rig {
         (id, turn)
     }
 
-    pub fn take_turn(&mut self, id: &str) -> TurnRequest {
+    pub fn take_turn(&mut self, id: &str) -> UhpTurnRequest {
         let i = self
             .turns
             .iter()

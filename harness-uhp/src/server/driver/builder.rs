@@ -1,4 +1,4 @@
-//! [`ServiceBuilder`]: a [`Service`] with its harnesses, model, models, tools, keys and store, the
+//! [`ServiceBuilder`]: a [`UhpService`] with its harnesses, model, models, tools, keys and store, the
 //! store read back into the machine.
 
 use std::collections::{HashMap, HashSet};
@@ -12,13 +12,13 @@ use harness_core::tool::Tools;
 use harness_core::tool::rules::ApprovalPolicy;
 
 use super::files::FileTools;
-use super::{Service, Shared, State};
+use super::{Shared, State, UhpService};
 use crate::server::store::{MemoryStore, Store, StoreError};
-use crate::server::{Base, Principal, Server, ServerConfig};
+use crate::server::{Base, Principal, UhpServer, UhpServerConfig};
 
-type Configure = Box<dyn FnOnce(&mut ServerConfig) + Send>;
+type Configure = Box<dyn FnOnce(&mut UhpServerConfig) + Send>;
 
-/// Builds a [`Service`].
+/// Builds a [`UhpService`].
 pub struct ServiceBuilder {
     model: Arc<dyn Model>,
     harnesses: Vec<(Base, Arc<dyn Harness>)>,
@@ -39,7 +39,7 @@ impl std::fmt::Debug for ServiceBuilder {
     }
 }
 
-impl Service {
+impl UhpService {
     /// A host whose agents' `sink.model` calls go to `model`.
     pub fn builder(model: impl Model + 'static) -> ServiceBuilder {
         ServiceBuilder {
@@ -116,7 +116,7 @@ impl ServiceBuilder {
 
     /// Changes the server's configuration (bounds, names).
     #[must_use]
-    pub fn configure(mut self, f: impl FnOnce(&mut ServerConfig) + Send + 'static) -> Self {
+    pub fn configure(mut self, f: impl FnOnce(&mut UhpServerConfig) + Send + 'static) -> Self {
         self.configure.push(Box::new(f));
         self
     }
@@ -127,14 +127,14 @@ impl ServiceBuilder {
         self,
         clock: impl MonotonicClock + 'static,
         wall_ms: impl Fn() -> i64 + Send + Sync + 'static,
-    ) -> Result<Service, StoreError> {
+    ) -> Result<UhpService, StoreError> {
         let bases = self.harnesses.iter().map(|(b, _)| b.clone()).collect();
-        let mut cfg = ServerConfig::new(bases, self.models);
+        let mut cfg = UhpServerConfig::new(bases, self.models);
         cfg.persist = self.store.durable();
         for f in self.configure {
             f(&mut cfg);
         }
-        let mut server = Server::new(cfg);
+        let mut server = UhpServer::new(cfg);
         for (k, p) in self.keys {
             server.add_api_key(&k, p);
         }
@@ -169,6 +169,6 @@ impl ServiceBuilder {
         if let Some(f) = self.file_tools {
             f.bind(&shared);
         }
-        Ok(Service { shared })
+        Ok(UhpService { shared })
     }
 }

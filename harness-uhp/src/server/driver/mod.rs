@@ -1,10 +1,10 @@
-//! Serving any [`Harness`] over UHP: the driver around the sans-IO [`Server`], `futures`
-//! only (no runtime; the application spawns [`Service::run`] on its own and gives it a `sleep`).
+//! Serving any [`Harness`] over UHP: the driver around the sans-IO [`UhpServer`], `futures`
+//! only (no runtime; the application spawns [`UhpService::run`] on its own and gives it a `sleep`).
 //!
-//! [`Service`] owns the machine behind a mutex and does what its events ask:
+//! [`UhpService`] owns the machine behind a mutex and does what its events ask:
 //! - [`ServerEvent::StartTurn`]: runs the turn — the registered harness's `run` with a
 //!   [`EventSink`](harness_core::EventSink) of this host — concurrently with every other turn, inside
-//!   [`Service::run`];
+//!   [`UhpService::run`];
 //! - [`ServerEvent::StopTurn`]: drops that turn's future (cancellation really stops the
 //!   agent; a sink call after it answers [`SinkError::Cancelled`](harness_core::SinkError::Cancelled));
 //! - [`ServerEvent::Wake`]: wakes the HTTP body or the waiting request it names;
@@ -28,8 +28,8 @@
 //!
 //! | module | what |
 //! | --- | --- |
-//! | `builder` | [`ServiceBuilder`]: a [`Service`] with its harnesses, model, tools and store |
-//! | `run` | [`Service::run`]: the turns, the store writer, the timers |
+//! | `builder` | [`ServiceBuilder`]: a [`UhpService`] with its harnesses, model, tools and store |
+//! | `run` | [`UhpService::run`]: the turns, the store writer, the timers |
 //! | `turn` | one task's turn: the harness's `run` with a sink that reports to the machine |
 //! | `body` | what a request gets back: a whole body, an [`EventStream`], or a wait for the task |
 //! | `files` | [`FileTools`]: the session's folder, the task's artifacts (files.md §2) |
@@ -56,15 +56,15 @@ use self::body::WaitFor;
 pub use self::body::{Body, EventStream};
 pub use self::builder::ServiceBuilder;
 pub use self::files::FileTools;
-use super::store::{Record, Store};
+use super::store::{Store, StoreRecord};
 use super::{
-    Now, Principal, Reply, Request, Server, ServerEvent, StreamId, TurnEnd, TurnRequest, WaitId,
-    Wake,
+    Now, Principal, Reply, Request, ServerEvent, StreamId, TurnEnd, UhpServer, UhpTurnRequest,
+    WaitId, Wake,
 };
 
 /// Who is calling, as the transport (or the application's auth hook) decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Caller {
+pub enum CallerAuth {
     /// The server checks the `Authorization: Bearer` token against its keys.
     Bearer,
     /// The application authenticated the caller as this principal.
@@ -75,12 +75,12 @@ pub enum Caller {
 
 type WallMs = Arc<dyn Fn() -> i64 + Send + Sync>;
 type Receivers = (
-    mpsc::UnboundedReceiver<TurnRequest>,
-    mpsc::UnboundedReceiver<Vec<Record>>,
+    mpsc::UnboundedReceiver<UhpTurnRequest>,
+    mpsc::UnboundedReceiver<Vec<StoreRecord>>,
 );
 
 struct State {
-    server: Server,
+    server: UhpServer,
     stream_wakers: HashMap<StreamId, Waker>,
     wait_wakers: HashMap<WaitId, Waker>,
     aborts: HashMap<String, AbortHandle>,
@@ -96,8 +96,8 @@ struct Shared {
     clock: Arc<dyn MonotonicClock>,
     wall_ms: WallMs,
     store: Arc<dyn Store>,
-    turn_tx: mpsc::UnboundedSender<TurnRequest>,
-    store_tx: mpsc::UnboundedSender<Vec<Record>>,
+    turn_tx: mpsc::UnboundedSender<UhpTurnRequest>,
+    store_tx: mpsc::UnboundedSender<Vec<StoreRecord>>,
     receivers: Mutex<Option<Receivers>>,
 }
 
@@ -112,7 +112,7 @@ impl Shared {
     }
 
     /// Runs `f` on the machine, then does what its events ask.
-    fn call<R>(&self, f: impl FnOnce(&mut Server, Now) -> R) -> R {
+    fn call<R>(&self, f: impl FnOnce(&mut UhpServer, Now) -> R) -> R {
         let now = self.now();
         let mut st = self.lock();
         let r = f(&mut st.server, now);
@@ -163,11 +163,11 @@ impl Shared {
 /// use std::time::{Instant, SystemTime, UNIX_EPOCH};
 /// use harness_core::agent::ToolLoopAgent;
 /// use harness_core::model::ScriptedModel;
-/// use harness_uhp::server::driver::{Body, Caller, Service};
+/// use harness_uhp::server::driver::{Body, CallerAuth, UhpService};
 ///
 /// let wall = || SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
 /// futures::executor::block_on(async {
-///     let host = Service::builder(ScriptedModel::new().reply("We open at eight."))
+///     let host = UhpService::builder(ScriptedModel::new().reply("We open at eight."))
 ///         .harness("faq", "FAQ", ToolLoopAgent::new("faq"))
 ///         .models(["scripted"])
 ///         .api_key("k", "alice")
@@ -179,7 +179,7 @@ impl Shared {
 ///         .header("authorization", "Bearer k")
 ///         .body(br#"{"input":"When do you open?"}"#.to_vec())
 ///         .unwrap();
-///     let answer = host.handle(Caller::Bearer, req);
+///     let answer = host.handle(CallerAuth::Bearer, req);
 ///     // The turn runs inside `run`; the non-streaming answer comes when it is done.
 ///     let resp = futures::future::select(Box::pin(answer), Box::pin(runner)).await;
 ///     let futures::future::Either::Left((resp, _)) = resp else { unreachable!() };
@@ -190,13 +190,13 @@ impl Shared {
 /// });
 /// ```
 #[derive(Clone)]
-pub struct Service {
+pub struct UhpService {
     shared: Arc<Shared>,
 }
 
-impl std::fmt::Debug for Service {
+impl std::fmt::Debug for UhpService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Service")
+        f.debug_struct("UhpService")
             .field(
                 "harnesses",
                 &self.shared.harnesses.keys().collect::<Vec<_>>(),
@@ -205,12 +205,12 @@ impl std::fmt::Debug for Service {
     }
 }
 
-impl Service {
+impl UhpService {
     /// Answers one HTTP request. A non-streaming task's answer comes when the task ends;
     /// dropping this future (the client went away) leaves the task running.
     pub async fn handle(
         &self,
-        caller: Caller,
+        caller: CallerAuth,
         req: http::Request<Vec<u8>>,
     ) -> http::Response<Body> {
         let (parts, body) = req.into_parts();
@@ -221,9 +221,9 @@ impl Service {
         let reply = self.shared.call(|s, now| {
             let r = Request::new(parts.method.as_str(), &target, &parts.headers, &body);
             match caller {
-                Caller::Bearer => s.handle_request(now, &r),
-                Caller::Principal(p) => s.handle_request_as(now, Some(p), &r),
-                Caller::Anonymous => s.handle_request_as(now, None, &r),
+                CallerAuth::Bearer => s.handle_request(now, &r),
+                CallerAuth::Principal(p) => s.handle_request_as(now, Some(p), &r),
+                CallerAuth::Anonymous => s.handle_request_as(now, None, &r),
             }
         });
         match reply {
@@ -238,7 +238,7 @@ impl Service {
     }
 
     /// The `413` for a body the transport stopped reading at
-    /// [`ServerConfig::max_request_bytes`](super::ServerConfig::max_request_bytes).
+    /// [`UhpServerConfig::max_request_bytes`](super::UhpServerConfig::max_request_bytes).
     pub fn body_too_large(&self) -> http::Response<Vec<u8>> {
         self.shared.lock().server.body_too_large()
     }
@@ -249,7 +249,7 @@ impl Service {
     }
 
     /// Runs `f` on the machine (admin: keys, snapshots, counts), then does what it asks.
-    pub fn with_server<R>(&self, f: impl FnOnce(&mut Server, Now) -> R) -> R {
+    pub fn with_server<R>(&self, f: impl FnOnce(&mut UhpServer, Now) -> R) -> R {
         self.shared.call(f)
     }
 }

@@ -1,4 +1,4 @@
-//! [`Service::run`]: the host's own work — the turns, the store writer, the timers — on the
+//! [`UhpService::run`]: the host's own work — the turns, the store writer, the timers — on the
 //! application's runtime.
 
 use std::sync::Arc;
@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use futures::{Future, FutureExt, StreamExt};
 
-use super::Service;
+use super::UhpService;
 use super::turn::run_turn;
 
-impl Service {
+impl UhpService {
     /// Runs the turns, the store writer and the timers; spawn it once. `sleep(d)` waits `d`
     /// on the application's runtime. Only the first call does anything; it ends when every
-    /// [`Service`] is dropped… except for its timer loop, so spawn it detached.
+    /// [`UhpService`] is dropped… except for its timer loop, so spawn it detached.
     pub fn run<S, F>(&self, sleep: S) -> impl Future<Output = ()> + Send + 'static
     where
         S: Fn(Duration) -> F + Send + 'static,

@@ -13,9 +13,9 @@ use harness_core::tool::rules::{self, Gate};
 use harness_core::{EventSink, HarnessError, SinkError};
 
 use super::Shared;
-use crate::server::{TurnEnd, TurnRequest};
+use crate::server::{TurnEnd, UhpTurnRequest};
 
-pub(super) async fn run_turn(shared: Arc<Shared>, turn: TurnRequest) {
+pub(super) async fn run_turn(shared: Arc<Shared>, turn: UhpTurnRequest) {
     let rid = turn.response_id.clone();
     let Some(harness) = shared.harnesses.get(&turn.base).cloned() else {
         shared.call(|s, now| s.turn_end(now, &rid, TurnEnd::HarnessFailed));

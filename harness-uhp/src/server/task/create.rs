@@ -15,9 +15,9 @@ use crate::response::{Response, ResponseStatus};
 use crate::server::auth::Principal;
 use crate::server::error::{ApiError, shown};
 use crate::server::harness::HarnessObject;
-use crate::server::store::Record;
+use crate::server::store::StoreRecord;
 use crate::server::stream::{Cursor, Out, field};
-use crate::server::{Now, Reply, Request, Server, ServerEvent, TurnRequest, json_response};
+use crate::server::{Now, Reply, Request, ServerEvent, UhpServer, UhpTurnRequest, json_response};
 
 /// What a create asked for, checked.
 struct Create {
@@ -61,7 +61,7 @@ fn opt_str(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, ApiErr
     }
 }
 
-impl Server {
+impl UhpServer {
     fn parse_create(&self, p: &Principal, body: &Value) -> Result<Create, ApiError> {
         let obj = body
             .as_object()
@@ -314,7 +314,7 @@ impl Server {
             },
             resume_from_seq: 0,
         };
-        let turn = TurnRequest {
+        let turn = UhpTurnRequest {
             response_id: rid.clone(),
             session_id,
             base: harness.base.clone(),
@@ -334,7 +334,7 @@ impl Server {
                 Reply::Wait(w)
             }
         };
-        self.persist(|| Record::task(&task));
+        self.persist(|| StoreRecord::task(&task));
         self.tasks.insert(rid.clone(), task);
         self.running.insert(rid);
         self.events

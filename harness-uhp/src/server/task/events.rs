@@ -10,7 +10,7 @@ use crate::response::{
     OutputItem, OutputMessage, OutputText, Reasoning, SummaryText,
 };
 use crate::server::stream::{Out, field, int, raw_str};
-use crate::server::{Now, Server, TurnGone};
+use crate::server::{Now, TurnGone, UhpServer};
 
 /// The item a task is writing into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,7 +25,7 @@ fn item_id(prefix: &str, response_id: &str, n: u64) -> String {
     format!("{prefix}_{tail}_{n}")
 }
 
-impl Server {
+impl UhpServer {
     /// A running task and where its events go.
     fn turn_parts(&mut self, rid: &str) -> Result<(&mut Task, Out<'_>), TurnGone> {
         if !self.running.contains(rid) {

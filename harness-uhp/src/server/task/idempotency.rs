@@ -11,7 +11,7 @@ use super::response::final_reply;
 use crate::protocol::IDEMPOTENCY_KEY_HEADER;
 use crate::server::auth::Principal;
 use crate::server::error::ApiError;
-use crate::server::{Now, Reply, Request, Server};
+use crate::server::{Now, Reply, Request, UhpServer};
 
 /// An idempotency key as stored with its task.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,7 +49,7 @@ pub(super) fn request_key(req: &Request<'_>) -> Result<Option<StoredKey>, ApiErr
     }))
 }
 
-impl Server {
+impl UhpServer {
     /// A key seen before: the first request's task, or `422` for another body; `None` for a
     /// new key.
     pub(super) fn repeated_key(

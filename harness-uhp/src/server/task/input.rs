@@ -4,12 +4,12 @@
 use harness_core::message::{FilePart, Message, Part, Role};
 use serde_json::{Value, json};
 
-use crate::server::Server;
+use crate::server::UhpServer;
 use crate::server::auth::Principal;
 use crate::server::error::ApiError;
 use crate::server::file::decode_data_url;
 
-impl Server {
+impl UhpServer {
     /// `input` as messages for the agent, as items for `input_items`, and as text (a turn's
     /// title). A bare string is one user message (tasks.md §2).
     pub(super) fn parse_input(

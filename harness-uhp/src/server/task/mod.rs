@@ -50,9 +50,9 @@ pub use self::idempotency::StoredKey;
 pub(crate) use self::response::Wait;
 use super::auth::Principal;
 use super::error::ApiError;
-use super::store::Record;
+use super::store::StoreRecord;
 use super::stream::Cursor;
-use super::{Server, WaitId};
+use super::{UhpServer, WaitId};
 use crate::error::ErrorObject;
 use crate::response::{ContainerFileCitation, Response, ResponseStatus};
 
@@ -80,7 +80,7 @@ pub(crate) struct Task {
     pub(crate) idempotency: Option<StoredKey>,
 }
 
-impl Server {
+impl UhpServer {
     pub(crate) fn task(&self, p: &Principal, id: &str) -> Result<&Task, ApiError> {
         self.tasks
             .get(id)
@@ -101,9 +101,9 @@ pub(crate) enum Outcome {
     Cancelled,
 }
 
-impl Record {
-    pub(crate) fn task(t: &Task) -> Record {
-        Record::Response {
+impl StoreRecord {
+    pub(crate) fn task(t: &Task) -> StoreRecord {
+        StoreRecord::Response {
             principal: t.principal.clone(),
             task: Box::new(super::store::StoredTask {
                 response: t.response.clone(),

@@ -12,7 +12,7 @@ use crate::server::auth::Principal;
 use crate::server::error::ApiError;
 use crate::server::stream::{self, Cursor, Out};
 use crate::server::{
-    Server, ServerEvent, StreamId, WaitId, Wake, bytes_response, error_response, json_response,
+    ServerEvent, StreamId, UhpServer, WaitId, Wake, bytes_response, error_response, json_response,
 };
 
 /// A request waiting for a task's end.
@@ -24,7 +24,7 @@ pub(crate) struct Wait {
     ready: Option<http::Response<Vec<u8>>>,
 }
 
-impl Server {
+impl UhpServer {
     /// A request waiting for the end of task `rid` (answered as an event stream if `sse`).
     pub(super) fn new_wait(&mut self, p: &Principal, rid: &str, sse: bool) -> WaitId {
         let w = WaitId(self.new_handle());

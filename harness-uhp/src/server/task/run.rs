@@ -14,11 +14,11 @@ use crate::response::ResponseUsage;
 use crate::server::auth::Principal;
 use crate::server::error::ApiError;
 use crate::server::session::Turn;
-use crate::server::store::Record;
+use crate::server::store::StoreRecord;
 use crate::server::stream::Out;
-use crate::server::{Now, Server, ServerEvent, TurnEnd, TurnGone, json_response};
+use crate::server::{Now, ServerEvent, TurnEnd, TurnGone, UhpServer, json_response};
 
-impl Server {
+impl UhpServer {
     /// `POST /v1/responses/{id}/cancel`.
     pub(crate) fn cancel_response(
         &mut self,
@@ -46,7 +46,7 @@ impl Server {
         } else {
             self.tasks.remove(id);
         }
-        self.persist(|| Record::ResponseDeleted { id: id.to_owned() });
+        self.persist(|| StoreRecord::ResponseDeleted { id: id.to_owned() });
         Ok(json_response(
             200,
             &json!({"id": id, "object": "response", "deleted": true}),
@@ -176,7 +176,7 @@ impl Server {
             }
         }
         if self.cfg.persist {
-            if let Some(r) = self.tasks.get(rid).map(Record::task) {
+            if let Some(r) = self.tasks.get(rid).map(StoreRecord::task) {
                 self.persist(|| r);
             }
         }
@@ -187,7 +187,7 @@ impl Server {
                 if let Some(old) = self.stored_order.pop_front() {
                     if !self.running.contains(&old) {
                         self.tasks.remove(&old);
-                        self.persist(|| Record::ResponseDeleted { id: old });
+                        self.persist(|| StoreRecord::ResponseDeleted { id: old });
                     }
                 }
             }
