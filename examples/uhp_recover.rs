@@ -6,7 +6,7 @@
 //!
 //! A tiny UHP server on 127.0.0.1 (axum) runs each task in the background and streams its
 //! events; this one drops the connection after a dozen events, as a proxy or a flaky network
-//! would. The client is harness-uhp's sans-IO `TaskClient` driven over hyper: it notices the
+//! would. The client is harness-uhp's `HttpTaskClient` (feature `client-hyper`): it notices the
 //! stream ended without a terminal event, fetches `GET /v1/responses/{id}` (polling while the
 //! task still runs) and finishes the task from it. The server counts executions: one.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -23,12 +23,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use bytes::Bytes;
+use futures::StreamExt;
 use harness_uhp::builder::StreamBuilder;
-use harness_uhp::client::{CreateRequest, RequestKind, TaskClient, TaskClientConfig, TaskEvent};
-use harness_uhp::{ResponseStatus, StreamEventKind};
-
-#[path = "uhp_shared/mod.rs"]
-mod uhp_shared;
+use harness_uhp::client::{CreateRequest, HttpTaskClient, TaskClientConfig, TaskEvent};
+use harness_uhp::{ResponseStatus, RetryPolicy, StreamEventKind};
 
 /// The server's state: tasks by id, idempotency keys, and how many tasks it ever ran.
 #[derive(Default)]
@@ -36,6 +34,7 @@ struct Server {
     tasks: Mutex<HashMap<String, Arc<Mutex<StreamBuilder>>>>,
     keys: Mutex<HashMap<String, String>>,
     executions: AtomicUsize,
+    creates: AtomicUsize,
     drop_after: usize,
 }
 
@@ -81,6 +80,7 @@ async fn create(State(srv): State<Arc<Server>>, headers: HeaderMap) -> impl Into
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
+    srv.creates.fetch_add(1, Ordering::SeqCst);
     let existing = srv.keys.lock().unwrap().get(&key).cloned();
     let id = match existing {
         Some(id) => id, // a repeated key: the first request's task, not a second run
@@ -141,28 +141,26 @@ async fn retrieve(State(srv): State<Arc<Server>>, Path(id): Path<String>) -> imp
     }
 }
 
-fn show(task: &mut TaskClient) {
-    while let Some(ev) = task.poll_event() {
-        match ev {
-            TaskEvent::Event(e) => match e.kind() {
-                StreamEventKind::OutputTextDelta { delta, .. } => print!("{delta}"),
-                StreamEventKind::Created(r) => {
-                    println!("  <- response.created {} ({})", r.id, r.status)
-                }
-                _ => {}
-            },
-            TaskEvent::StreamLost { response_id } => {
-                println!(
-                    "\n  !! stream ended before its terminal event: fetching the stored response {response_id}"
-                )
+fn show(ev: TaskEvent) {
+    match ev {
+        TaskEvent::Event(e) => match e.kind() {
+            StreamEventKind::OutputTextDelta { delta, .. } => print!("{delta}"),
+            StreamEventKind::Created(r) => {
+                println!("  <- response.created {} ({})", r.id, r.status)
             }
-            TaskEvent::Retrying { kind, failures, .. } => {
-                println!("  .. retrying {kind:?} (failures: {failures})")
-            }
-            TaskEvent::Finished => println!("  == task finished"),
-            TaskEvent::Failed(e) => println!("  == task failed: {e}"),
-            other => println!("  {other:?}"),
+            _ => {}
+        },
+        TaskEvent::StreamLost { response_id } => {
+            println!(
+                "\n  !! stream ended before its terminal event: GET /v1/responses/{response_id}"
+            )
         }
+        TaskEvent::Retrying { kind, failures, .. } => {
+            println!("  .. retrying {kind:?} (failures: {failures})")
+        }
+        TaskEvent::Finished => println!("  == task finished"),
+        TaskEvent::Failed(e) => println!("  == task failed: {e}"),
+        other => println!("  {other:?}"),
     }
 }
 
@@ -182,31 +180,18 @@ pub async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut cfg = TaskClientConfig::new(format!("http://{addr}"));
     cfg.poll_interval = Duration::from_millis(50);
-    let mut task = TaskClient::new(
-        cfg,
-        CreateRequest::new("Explain why the stream is an optimisation."),
-    );
+    // The client: harness-uhp's HTTP driver around the sans-IO TaskClient.
+    let policy = RetryPolicy::new();
     println!(
         "  -> POST /v1/responses  Idempotency-Key: {}",
-        task.idempotency_key()
+        policy.idempotency_key()
     );
-    task.start(Instant::now());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !task.is_finished() && !task.is_failed() && Instant::now() < deadline {
-        while let Some(t) = task.poll_transmit() {
-            if t.kind == RequestKind::Retrieve {
-                println!("  -> GET {}", t.request.uri().path());
-            }
-            uhp_shared::perform(addr, &mut task, t, &mut show).await;
-            show(&mut task);
-        }
-        if let Some(at) = task.poll_timeout() {
-            tokio::time::sleep(at.saturating_duration_since(Instant::now())).await;
-            task.handle_timeout(Instant::now());
-            show(&mut task);
-        }
+    let body = CreateRequest::new("Explain why the stream is an optimisation.");
+    let mut run = HttpTaskClient::new(cfg)?.run_with_policy(body, policy);
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(10), run.next()).await? {
+        show(ev);
     }
-    let acc = task.accumulator();
+    let acc = run.finish().await?;
     println!("  status:     {}", acc.status());
     println!("  text:       {}", acc.text());
     println!("  from:       {:?}", acc.terminal_source());
@@ -216,14 +201,12 @@ pub async fn demo() -> Result<(), Box<dyn std::error::Error>> {
         acc.events_seen()
     );
     let runs = srv.executions.load(Ordering::SeqCst);
-    println!(
-        "  server ran the task {runs} time(s); the client sent {} create request(s)",
-        task.creates_sent()
-    );
+    let creates = srv.creates.load(Ordering::SeqCst);
+    println!("  server ran the task {runs} time(s); the client sent {creates} create request(s)");
     if acc.status() != &ResponseStatus::Completed
         || acc.text() != WORDS.concat()
         || runs != 1
-        || task.creates_sent() != 1
+        || creates != 1
     {
         return Err("recovery did not give the completed task exactly once".into());
     }

@@ -1,6 +1,6 @@
-//! Runs one task against a UHP server with harness-uhp's `TaskClient` (retries with one
-//! idempotency key, recovery of a dropped stream from the stored response) and prints it as
-//! `uhp_inspect` does.
+//! Runs one task against a UHP server with harness-uhp's HTTP driver (`HttpTaskClient`,
+//! feature `client-hyper`: retries with one idempotency key, recovery of a dropped stream from
+//! the stored response) and prints it as `uhp_inspect` does.
 //!
 //! ```text
 //! cargo run --example uhp_task -- --url http://127.0.0.1:8080 --api-key KEY --input "Reply with exactly: ok"
@@ -11,9 +11,10 @@
 //! finished.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use harness_uhp::client::{CreateRequest, TaskClient, TaskClientConfig, TaskEvent, requests};
+use futures::StreamExt;
+use harness_uhp::client::{CreateRequest, HttpTaskClient, TaskClientConfig, TaskEvent, requests};
 use harness_uhp::{Response, TaskAccumulator, idempotency_key};
 use serde_json::Value;
 
@@ -82,45 +83,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
 
-    let mut task = TaskClient::new(cfg, body);
+    // Streamed: the HTTP driver runs the task to its end (retries with one idempotency key,
+    // a dropped stream read back from the stored response) and streams its events.
+    let mut run = HttpTaskClient::new(cfg)?.run(body);
     let mut events: Vec<Value> = Vec::new();
-    let mut failed = None;
-    let mut drain = |task: &mut TaskClient| {
-        while let Some(ev) = task.poll_event() {
-            match ev {
-                TaskEvent::Event(e) => events.push(e.to_value()),
-                TaskEvent::Failed(e) => failed = Some(e.to_string()),
-                TaskEvent::StreamLost { response_id } => {
-                    eprintln!("uhp_task: stream lost; reading {response_id} back")
-                }
-                TaskEvent::Retrying { kind, failures, .. } => {
-                    eprintln!("uhp_task: retrying {kind:?} ({failures} failures)")
-                }
-                _ => {}
+    while let Some(ev) = run.next().await {
+        match ev {
+            TaskEvent::Event(e) => events.push(e.to_value()),
+            TaskEvent::StreamLost { response_id } => {
+                eprintln!("uhp_task: stream lost; reading {response_id} back")
             }
-        }
-    };
-    task.start(Instant::now());
-    while !task.is_finished() && !task.is_failed() {
-        while let Some(t) = task.poll_transmit() {
-            uhp_shared::perform(addr, &mut task, t, &mut drain).await;
-            drain(&mut task);
-        }
-        if task.is_finished() || task.is_failed() {
-            break;
-        }
-        match task.poll_timeout() {
-            Some(at) => {
-                tokio::time::sleep(at.saturating_duration_since(Instant::now())).await;
-                task.handle_timeout(Instant::now());
-                drain(&mut task);
+            TaskEvent::Retrying { kind, failures, .. } => {
+                eprintln!("uhp_task: retrying {kind:?} ({failures} failures)")
             }
-            None => break, // nothing to send and nothing to wait for
+            _ => {}
         }
     }
-    drain(&mut task);
-    uhp_shared::print_task(task.accumulator(), Some(events), "uhp_task");
-    if let Some(e) = failed {
+    if let Some(task) = run.accumulator() {
+        uhp_shared::print_task(task, Some(events), "uhp_task");
+    }
+    if let Err(e) = run.finish().await {
         eprintln!("uhp_task: {e}");
         std::process::exit(1);
     }

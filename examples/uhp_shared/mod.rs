@@ -1,14 +1,13 @@
-//! What the UHP examples share: printing a task as `uhp_inspect` does, and performing one
-//! `TaskClient` request over a fresh hyper connection.
+//! What the UHP examples share: their command lines, printing a task as `uhp_inspect` does,
+//! and one plain request over a fresh hyper connection (a task's own requests go through
+//! harness-uhp's `HttpTaskClient`).
 #![allow(dead_code)] // each example uses part of it
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use harness_uhp::client::ClientRequest;
-use harness_uhp::{TaskAccumulator, TaskClient, TaskSummary};
+use harness_uhp::{TaskAccumulator, TaskSummary};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
@@ -77,55 +76,6 @@ pub fn print_task(task: &TaskAccumulator, events: Option<Vec<Value>>, name: &str
         Err(e) => {
             eprintln!("{name}: write error: {e}");
             std::process::exit(1);
-        }
-    }
-}
-
-/// Sends one request of `task` over a fresh connection to `addr` and feeds the answer to it,
-/// calling `show` after each piece so the caller can drain its events.
-pub async fn perform(
-    addr: SocketAddr,
-    task: &mut TaskClient,
-    t: ClientRequest,
-    show: &mut dyn FnMut(&mut TaskClient),
-) {
-    let fail = |task: &mut TaskClient| task.handle_transport_error(Instant::now(), t.id);
-    let Ok(stream) = tokio::net::TcpStream::connect(addr).await else {
-        return fail(task);
-    };
-    let Ok((mut sender, conn)) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
-    else {
-        return fail(task);
-    };
-    tokio::spawn(conn);
-    let (parts, body) = t.request.into_parts();
-    let req = hyper::Request::from_parts(parts, Full::new(Bytes::from(body)));
-    let Ok(resp) = sender.send_request(req).await else {
-        return fail(task);
-    };
-    task.handle_head(Instant::now(), t.id, resp.status().as_u16(), resp.headers());
-    let mut body = resp.into_body();
-    loop {
-        // The client's own inactivity deadline bounds each read.
-        let wait = task.poll_timeout().map_or(Duration::from_secs(5), |at| {
-            at.saturating_duration_since(Instant::now())
-        });
-        match tokio::time::timeout(wait, body.frame()).await {
-            Ok(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    task.handle_data(Instant::now(), t.id, data);
-                    show(task);
-                }
-            }
-            Ok(None) => return task.handle_end(Instant::now(), t.id),
-            Ok(Some(Err(e))) => {
-                println!("  !! body error: {e}");
-                return fail(task);
-            }
-            Err(_) => return task.handle_timeout(Instant::now()),
-        }
-        if task.is_finished() {
-            return; // the terminal event arrived; the rest of the body does not matter
         }
     }
 }

@@ -22,7 +22,7 @@
 //! | [`sequence`] | [`SequenceCheck`]: missing, duplicate and out-of-order numbers, in linear time, resumable |
 //! | [`response`] | the response object and its output items; unknown types kept |
 //! | [`retry`] | idempotency keys, the retry table, full-jitter backoff, `Retry-After`, [`RetryPolicy`] |
-//! | [`client`] | request builders and the sans-IO [`TaskClient`] that recovers a dropped stream |
+//! | [`client`] | request builders and the sans-IO [`TaskClient`] that recovers a dropped stream; its HTTP driver `client::HttpTaskClient` (feature `client-hyper`) |
 //! | [`protocol`], [`error`] | versions, headers, capabilities and the discovery check, endpoints, id prefixes, error codes |
 //! | [`builder`] | [`StreamBuilder`](builder::StreamBuilder): a server's event stream, for tests and examples |
 //! | [`server`] | the server: [`UhpServer`] (sans-IO), [`UhpService`] (serves a `Harness`), `server::axum` (feature) |
@@ -91,7 +91,9 @@
 //! ```
 //!
 //! [`TaskClient`] puts it together: see its example for a dropped stream finished from the
-//! stored response, and `cargo run --example uhp_recover` for the same over real HTTP.
+//! stored response. Behind the `client-hyper` feature, `client::HttpTaskClient` drives it
+//! over HTTP(S) (hyper, rustls): a task run to its end, its events streamed; `cargo run
+//! --example uhp_recover` shows a dropped stream recovered over real HTTP.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -21,6 +21,9 @@ use crate::event::StreamEvent;
 use crate::finding::Finding;
 use crate::retry::GiveUpReason;
 
+/// The HTTP driver (feature `client-hyper`): [`HttpTaskClient`].
+#[cfg(feature = "client-hyper")]
+pub mod driver;
 /// The requests: [`TaskClientConfig`], [`CreateRequest`] and the [`requests`] builders.
 mod request;
 /// The state machine: [`TaskClient`].
@@ -28,6 +31,9 @@ mod task;
 
 pub use request::{CreateRequest, RequestError, TaskClientConfig, requests};
 pub use task::TaskClient;
+
+#[cfg(feature = "client-hyper")]
+pub use driver::{HttpClientConfig, HttpClientError, HttpTaskClient, TaskRun};
 
 /// Identifies one request of a [`TaskClient`]; pass it back with its answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -92,6 +98,10 @@ pub enum TaskError {
     /// A request could not be built.
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// The driver found nothing to send and nothing to wait for before the task ended (a
+    /// driver that lost a request's answer without reporting it).
+    #[error("the task stalled: nothing to send and nothing to wait for")]
+    Stalled,
 }
 
 /// Something the application should know.

@@ -627,6 +627,19 @@ impl TaskClient {
         self.creates_sent
     }
 
+    /// Whether the answer to request `id` is still awaited. A driver drops the connection of
+    /// an answer no longer awaited (the machine gave up on it, for instance a stalled stream
+    /// after [`handle_timeout`](Self::handle_timeout)); its late bytes would be ignored.
+    pub fn is_awaiting(&self, id: RequestId) -> bool {
+        self.inflight.as_ref().is_some_and(|i| i.id == id)
+            || self.cancel_inflight.as_ref().is_some_and(|c| c.id == id)
+    }
+
+    /// The task as accumulated, taken out of the finished (or failed) machine.
+    pub fn into_accumulator(self) -> TaskAccumulator {
+        self.acc
+    }
+
     /// Whether the task reached a terminal state.
     pub fn is_finished(&self) -> bool {
         self.finished
