@@ -67,10 +67,19 @@ struct Seen {
     reads: AtomicUsize,
 }
 
-/// A server that streams the start of task `resp_cut` and cuts the connection mid-stream
-/// (no terminal event, no end of the chunked body), then answers `GET
-/// /v1/responses/resp_cut` with the task `in_progress`, then `completed`.
-async fn cutting_server(seen: Arc<Seen>) -> String {
+/// How the stream of the create ends.
+#[derive(Clone, Copy)]
+enum Ending {
+    /// The socket closes without the chunked body's end.
+    Cut,
+    /// The socket stays open, silent.
+    Stall,
+}
+
+/// A server that streams the start of task `resp_cut` and then cuts the connection
+/// mid-stream, or falls silent (no terminal event, no end of the chunked body); it answers
+/// `GET /v1/responses/resp_cut` with the task `in_progress`, then `completed`.
+async fn cutting_server(seen: Arc<Seen>, ending: Ending) -> String {
     let mut task = StreamBuilder::new("resp_cut");
     task.created()
         .message_start()
@@ -104,7 +113,10 @@ async fn cutting_server(seen: Arc<Seen>) -> String {
                     out.extend_from_slice(b"\r\n");
                     s.write_all(&out).await.unwrap();
                     s.flush().await.unwrap();
-                    // Cut: the socket closes without the chunked body's end.
+                    if let Ending::Stall = ending {
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                    }
+                    // The socket closes without the chunked body's end.
                 } else if line.starts_with("GET /v1/responses/resp_cut ") {
                     let n = seen.reads.fetch_add(1, Ordering::SeqCst);
                     let body = if n == 0 { &running } else { &done };
@@ -126,13 +138,13 @@ async fn cutting_server(seen: Arc<Seen>) -> String {
     format!("http://{addr}")
 }
 
-#[tokio::test]
-async fn a_cut_stream_is_recovered_from_the_stored_response_without_a_second_create() {
+/// Runs a task against the cutting server; the deltas streamed live, and the lost streams.
+async fn recover(ending: Ending, inactivity: Duration) -> (Arc<Seen>, Vec<String>, Vec<String>) {
     let seen = Arc::new(Seen::default());
-    let url = cutting_server(seen.clone()).await;
+    let url = cutting_server(seen.clone(), ending).await;
     let mut cfg = TaskClientConfig::new(url);
     cfg.poll_interval = Duration::from_millis(20);
-    let client = HttpTaskClient::new(cfg).unwrap();
+    let client = HttpTaskClient::new(cfg).unwrap().idle_timeout(inactivity);
 
     let mut run = client.run(CreateRequest::new("hi"));
     let mut deltas = Vec::new();
@@ -151,16 +163,39 @@ async fn a_cut_stream_is_recovered_from_the_stored_response_without_a_second_cre
             _ => {}
         }
     }
-    // The deltas before the cut were streamed live; the rest came from the stored response.
-    assert_eq!(deltas, ["Hel", "lo"]);
-    assert_eq!(lost, ["resp_cut"]);
     assert_eq!(ends, 1);
     let task = within(run.finish()).await.unwrap();
     assert_eq!(task.status(), &ResponseStatus::Completed);
     assert_eq!(task.text(), "Hello, world");
+    (seen, deltas, lost)
+}
+
+// spec/uhp-2026-08-11/streaming.md:134 "A dropped connection MUST NOT abort the task. The work
+// continues server-side." and :151 "A client SHOULD treat the stream as an optimisation and the
+// stored response as the source of truth": the driver reads the task back, never creates it again.
+#[tokio::test]
+async fn a_cut_stream_is_recovered_from_the_stored_response_without_a_second_create() {
+    let (seen, deltas, lost) = recover(Ending::Cut, Duration::from_secs(75)).await;
+    // The deltas before the cut were streamed live; the rest came from the stored response.
+    assert_eq!(deltas, ["Hel", "lo"]);
+    assert_eq!(lost, ["resp_cut"]);
     // Recovery reads the task back (it was still running once); it never creates it again.
     assert_eq!(seen.creates.load(Ordering::SeqCst), 1);
     assert_eq!(seen.reads.load(Ordering::SeqCst), 2);
+}
+
+// spec/uhp-2026-08-11/errors.md:120 "Streaming: no total timeout. Use an inactivity timeout
+// instead": a silent stream is given up after the inactivity timeout, and read back.
+#[tokio::test]
+async fn a_silent_stream_is_given_up_after_the_idle_timeout_and_recovered() {
+    let started = Instant::now();
+    let (seen, deltas, lost) = recover(Ending::Stall, Duration::from_millis(300)).await;
+    assert_eq!(deltas, ["Hel", "lo"]);
+    assert_eq!(lost, ["resp_cut"]);
+    assert_eq!(seen.creates.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.reads.load(Ordering::SeqCst), 2);
+    // Given up after the idle timeout, long before the server would close the socket (60 s).
+    assert!(started.elapsed() < Duration::from_secs(10));
 }
 
 #[tokio::test]

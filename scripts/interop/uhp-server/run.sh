@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Our UHP server (examples/uhp_server) against real peers, on loopback:
 #   1. the official UHP conformance suite at class full — every check must pass, no skip;
-#   2. our own client (examples/uhp_task: TaskClient) — streamed and not;
+#   2. our own client (examples/uhp_task: HttpTaskClient, the TaskClient over hyper) — streamed and not;
 #   3. the PyPI client `harnessclientprotocol` — decodes our streams as harness-uhp does;
 #   4. a restart with --data: stored responses and idempotency keys survive it.
 #
