@@ -245,28 +245,49 @@ mod own_server {
 
     use harness_core::agent::ToolLoopAgent;
     use harness_core::model::ScriptedModel;
-    use harness_uhp::server::UhpService;
+    use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start};
     use harness_uhp::server::axum::{RouterConfig, UhpServeConfig, router, serve};
+    use harness_uhp::server::{ServiceBuilder, UhpService};
 
     use super::*;
 
     async fn start() -> String {
-        let wall = || {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as i64)
-        };
         let host = UhpService::builder(
             ScriptedModel::new()
                 .reply("We open at eight.")
                 .reply("Tomorrow too."),
         )
-        .harness("faq", "FAQ agent", ToolLoopAgent::new("faq"))
-        .models(["scripted"])
-        .api_key("secret", "alice")
-        .build(Instant::now, wall)
-        .await
-        .unwrap();
+        .harness("faq", "FAQ agent", ToolLoopAgent::new("faq"));
+        serve_host(host).await
+    }
+
+    /// Says "first", then works for ever.
+    struct Waiter;
+
+    #[async_trait::async_trait]
+    impl Harness for Waiter {
+        async fn describe(&self) -> Result<Descriptor, HarnessError> {
+            Ok(Descriptor::new("waiter", "1"))
+        }
+        async fn run(&self, _s: Start, sink: &mut dyn EventSink) -> Result<(), HarnessError> {
+            sink.output("first").await?;
+            futures::future::pending::<()>().await;
+            Ok(())
+        }
+    }
+
+    async fn serve_host(builder: ServiceBuilder) -> String {
+        let wall = || {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64)
+        };
+        let host = builder
+            .models(["scripted"])
+            .api_key("secret", "alice")
+            .build(Instant::now, wall)
+            .await
+            .unwrap();
         tokio::spawn(host.clone().run(tokio::time::sleep));
         let app = router(host, RouterConfig::default());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -323,5 +344,34 @@ mod own_server {
             Err(TaskError::Http { status: 401, .. }) => {}
             other => panic!("{other:?}"),
         }
+    }
+
+    // spec/uhp-2026-08-11/errors.md:124 "A client that gives up MUST NOT assume the task
+    // stopped. It has not. Cancel it explicitly.": `TaskRun::cancel` sends the cancel beside
+    // the stream, and the stream then ends with the task `cancelled`.
+    #[tokio::test]
+    async fn a_cancelled_run_ends_with_the_task_cancelled() {
+        let url = serve_host(
+            UhpService::builder(ScriptedModel::new()).harness("waiter", "Waiter", Waiter),
+        )
+        .await;
+        let client = HttpTaskClient::new(TaskClientConfig::new(&url).with_token("secret")).unwrap();
+        let mut run = client.run(CreateRequest::new("work"));
+        let mut text = String::new();
+        while let Some(ev) = within(run.next()).await {
+            match ev {
+                TaskEvent::Event(e) => {
+                    if let StreamEventKind::OutputTextDelta { delta, .. } = e.kind() {
+                        text.push_str(delta);
+                        run.cancel(); // the harness now works for ever: stop it
+                    }
+                }
+                TaskEvent::CancelFailed(e) => panic!("cancel failed: {e}"),
+                _ => {}
+            }
+        }
+        assert_eq!(text, "first");
+        let task = within(run.finish()).await.unwrap();
+        assert_eq!(task.status(), &ResponseStatus::Cancelled);
     }
 }

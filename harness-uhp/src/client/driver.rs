@@ -176,6 +176,7 @@ impl HttpTaskClient {
                 failure: None,
             })),
             pending: None,
+            cancel_wanted: false,
         }
     }
 
@@ -197,6 +198,8 @@ type Step = Pin<Box<dyn Future<Output = (Box<Driver>, Option<TaskEvent>)> + Send
 pub struct TaskRun {
     driver: Option<Box<Driver>>,
     pending: Option<Step>,
+    /// [`cancel`](Self::cancel) was called while an event was being awaited.
+    cancel_wanted: bool,
 }
 
 impl fmt::Debug for TaskRun {
@@ -219,6 +222,20 @@ impl TaskRun {
         }
     }
 
+    /// Asks the server to stop the task (`POST /v1/responses/{id}/cancel`, sent as soon as
+    /// the task's id is known, again after a failure; [`TaskEvent::CancelFailed`] when it
+    /// cannot be delivered). Keep reading the events: the task then ends `cancelled`.
+    /// Dropping the run instead leaves the task running on the server ("A client that gives
+    /// up MUST NOT assume the task stopped. It has not. Cancel it explicitly.").
+    pub fn cancel(&mut self) {
+        match self.driver.as_mut() {
+            Some(d) => d.task.cancel(Instant::now()),
+            // An event is being awaited (its future was dropped, as in a `select!`): the
+            // cancel is asked for when that event arrives.
+            None => self.cancel_wanted = true,
+        }
+    }
+
     /// The task as accumulated so far, between two events (`None` while an event is being
     /// awaited).
     pub fn accumulator(&self) -> Option<&TaskAccumulator> {
@@ -235,6 +252,9 @@ impl Stream for TaskRun {
             let Some(mut d) = this.driver.take() else {
                 return Poll::Ready(None);
             };
+            if std::mem::take(&mut this.cancel_wanted) {
+                d.task.cancel(Instant::now());
+            }
             this.pending = Some(Box::pin(async move {
                 let ev = d.next_event().await;
                 (d, ev)
