@@ -313,7 +313,7 @@ impl Driver {
             } else if self.body.is_some() {
                 self.read_body().await;
             } else if let Some(at) = self.task.poll_timeout() {
-                tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+                tokio::time::sleep_until(tokio::time::Instant::from_std(at.max(soonest()))).await;
                 self.task.handle_timeout(Instant::now());
             } else {
                 // Nothing to send, read or wait for, and no end: report it rather than hang.
@@ -335,7 +335,8 @@ impl Driver {
             let until = self
                 .task
                 .poll_timeout()
-                .map_or(head_deadline, |at| at.min(head_deadline));
+                .map_or(head_deadline, |at| at.min(head_deadline))
+                .max(soonest());
             match tokio::time::timeout_at(tokio::time::Instant::from_std(until), &mut answer).await
             {
                 Ok(Ok(resp)) => break resp,
@@ -386,7 +387,8 @@ impl Driver {
         let until = self
             .task
             .poll_timeout()
-            .unwrap_or_else(|| Instant::now() + self.idle);
+            .unwrap_or_else(|| Instant::now() + self.idle)
+            .max(soonest());
         let frame =
             tokio::time::timeout_at(tokio::time::Instant::from_std(until), incoming.frame()).await;
         let now = Instant::now();
@@ -414,4 +416,10 @@ impl Driver {
             }
         }
     }
+}
+
+/// The earliest a wait ends: a deadline already past (one the machine keeps) is waited for a
+/// millisecond, never spun on.
+fn soonest() -> Instant {
+    Instant::now() + Duration::from_millis(1)
 }
