@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use harness_jambonz::frame::{HarnessMessage, JambonzMessage};
-use harness_jambonz::harness_side::{HarnessCall, CallEvent, Transmit};
+use harness_jambonz::harness_side::{CallEvent, HarnessCall, Transmit};
 use harness_jambonz::simulator::{Script, SimConfig, Simulator};
 use libfuzzer_sys::fuzz_target;
 

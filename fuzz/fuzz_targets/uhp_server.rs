@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use harness_uhp::server::{
-    Base, Now, Principal, Request, UhpServer, UhpServerConfig, ServerEvent, TurnEnd,
+    Base, Now, Principal, Request, ServerEvent, TurnEnd, UhpServer, UhpServerConfig,
 };
 use http::{HeaderMap, HeaderValue};
 use libfuzzer_sys::fuzz_target;
