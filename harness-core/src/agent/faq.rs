@@ -220,6 +220,14 @@ impl FaqAgent {
         }
     }
 
+    /// Offers the model `tools` too, beside the FAQ tools (a host's own, such as UHP's file
+    /// tools), each with its own mediation.
+    #[must_use]
+    pub fn with_tools(mut self, tools: &Tools) -> Self {
+        self.inner = self.inner.with_tools(tools);
+        self
+    }
+
     /// The agent offering every tool as plain controller-mediated: its `refund` call does not
     /// say it needs an approval, and the host's registry must gate it (every host does: see
     /// [`rules::gate`](crate::tool::rules::gate)).
