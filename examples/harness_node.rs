@@ -15,9 +15,9 @@
 use std::process::ExitCode;
 
 use harness_core::Harness;
+use harness_core::agent::faq::FaqAgent;
 use harness_sessions::connect::HarnessAddress;
 use harness_sessions::connect::grpc::serve;
-use harness_core::agent::faq::FaqAgent;
 use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness};
 
 const USAGE: &str = "usage: harness_node [--addr ADDRESS] [--harness echo|chat|counter|faq]

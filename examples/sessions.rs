@@ -66,6 +66,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use harness_core::agent::faq::{Refunds, faq_tools};
 use harness_core::event::EventBody;
 use harness_core::message::{JsonObject, Mediation, Message, ModelRequest, ToolCall, ToolResult};
 use harness_core::model::ScriptedModel;
@@ -77,7 +78,6 @@ use harness_core::{
 use harness_sessions::connect::HarnessAddress;
 use harness_sessions::connect::grpc;
 use harness_sessions::controller::{Controller, ExecRequest, Observer, TurnOutcome, TurnStatus};
-use harness_core::agent::faq::{Refunds, faq_tools};
 use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness};
 use harness_sessions::journal::{FileJournal, Journal};
 use harness_sessions::testing::CrashAfter;

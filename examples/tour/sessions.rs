@@ -160,7 +160,11 @@ fn gated_refund() -> Result<(), Box<dyn std::error::Error>> {
             "  resumed again: {:?}; the refund ran {} time(s), key {}",
             turn.output,
             refunds.count(),
-            refunds.paid().first().map(|r| r.idempotency_key.as_str()).unwrap_or("")
+            refunds
+                .paid()
+                .first()
+                .map(|r| r.idempotency_key.as_str())
+                .unwrap_or("")
         );
         if refunds.count() != 1 {
             return Err(format!("the refund ran {} times", refunds.count()).into());

@@ -194,10 +194,7 @@ fn gated_refund() -> Result<(), Box<dyn std::error::Error>> {
     if let Some((_, fin)) = events.iter().find(|(n, _)| n == "RUN_FINISHED") {
         println!("  RUN_FINISHED outcome {}", fin["outcome"]);
     }
-    println!(
-        "  the refund ran {} times so far",
-        refunds.count()
-    );
+    println!("  the refund ran {} times so far", refunds.count());
     let resolve = serde_json::json!({"threadId": "shop", "input": {"op": "resolve",
         "resume": [{"interruptId": wait_id, "status": "resolved", "payload": {"approved": true}}]}});
     let answer = svc.control(None, resolve.to_string().as_bytes(), "req-r2", None);

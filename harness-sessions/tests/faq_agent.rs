@@ -75,7 +75,11 @@ fn an_approved_refund_runs_exactly_once_with_its_key() {
         let paid = h.payments.paid();
         assert_eq!(paid.len(), 1, "ungated={ungated}");
         assert_eq!(
-            (paid[0].session_uid.as_str(), &paid[0].idempotency_key, paid[0].order_id),
+            (
+                paid[0].session_uid.as_str(),
+                &paid[0].idempotency_key,
+                paid[0].order_id
+            ),
             ("s", key, 42),
             "ungated={ungated}"
         );

@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 
+#[allow(unused_imports)]
+pub use harness_core::agent::faq::{
+    FaqAgent, NO_PERSON, Refunds as Payments, faq_model, faq_tools,
+};
 use harness_core::model::ScriptedModel;
 use harness_sessions::controller::Controller;
-#[allow(unused_imports)]
-pub use harness_core::agent::faq::{FaqAgent, NO_PERSON, Refunds as Payments, faq_model, faq_tools};
 use harness_sessions::journal::{Journal, MemoryJournal};
 use harness_sessions::tools::MemoryReceipts;
 
