@@ -830,6 +830,77 @@ fn sessions_an_approved_refund_runs_exactly_once_across_a_crash_and_resume() {
     }
 }
 
+/// The sessions README's guarantee, as it states it: receipts (`DedupExecutor`) make a
+/// re-driven call run at most once *once its receipt is stored*; a process killed between
+/// the effect and its receipt leaves none, and resume runs the tool again, handing it the
+/// same idempotency key, so that a payment service idempotent on the key pays once. Here the
+/// process dies right after the refund ran: its receipt never written, its TOOL_RESULT never
+/// journaled. The refund's code runs twice, with one key (the ledger does not deduplicate;
+/// a real payment service would, on that key).
+#[test]
+fn sessions_receipts_do_not_cover_a_kill_between_the_effect_and_its_receipt() {
+    use harness_core::message::ToolResult;
+    use harness_sessions::JournalError;
+    use harness_sessions::journal::Journal;
+    use harness_sessions::testing::CrashAfter;
+    use harness_sessions::tools::{MemoryReceipts, ReceiptStore};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Durable receipts whose first write is lost: the process died before it.
+    #[derive(Default)]
+    struct FirstWriteLost(MemoryReceipts, AtomicBool);
+    impl ReceiptStore for FirstWriteLost {
+        fn get(&self, s: &str, k: &str) -> Result<Option<ToolResult>, JournalError> {
+            self.0.get(s, k)
+        }
+        fn put(&self, s: &str, k: &str, r: &ToolResult) -> Result<(), JournalError> {
+            if self.1.swap(true, Ordering::SeqCst) {
+                self.0.put(s, k, r)
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    let refunds = Refunds::default();
+    let receipts = Arc::new(FirstWriteLost::default());
+    let host_on = |journal: Arc<dyn Journal>| {
+        harness_sessions::Controller::builder(journal)
+            .model(faq_model())
+            .tools(faq_tools(&refunds))
+            .receipts(Arc::clone(&receipts))
+            .harness("faq", FaqAgent::new())
+            .build()
+    };
+    let journal: Arc<dyn Journal> = Arc::new(harness_sessions::MemoryJournal::new());
+    let host = host_on(journal.clone());
+    host.create_session("s", Some("faq")).unwrap();
+    futures::executor::block_on(host.exec(harness_sessions::ExecRequest::text("s", REFUND)))
+        .unwrap();
+    let p = host.pending_approval("s").unwrap().unwrap();
+    host.approve("s", &p.call.id, true, "").unwrap();
+    // The resume's LIFECYCLE is written, then the process dies: after the refund ran,
+    // before its TOOL_RESULT.
+    let dying = host_on(Arc::new(CrashAfter::new(journal.clone(), 1)));
+    assert!(futures::executor::block_on(dying.resume("s")).is_err());
+    assert_eq!(refunds.count(), 1);
+    let turn = futures::executor::block_on(host_on(journal).resume("s"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(turn.output, REFUNDED);
+    let paid = refunds.paid();
+    assert_eq!(paid.len(), 2, "the re-drive ran the effect again");
+    assert_eq!(paid[0].idempotency_key, p.call.idempotency_key);
+    assert_eq!(
+        paid[1].idempotency_key, paid[0].idempotency_key,
+        "the same key both times"
+    );
+    assert_eq!(
+        (paid[0].session_uid.as_str(), paid[1].session_uid.as_str()),
+        ("s", "s")
+    );
+}
+
 /// The refund parked on a durable TanStack host (`FileLog`) waits across a restart of the
 /// host on the same folder ("Waits survive a durable host's restart"): approved after it, it
 /// runs exactly once.
