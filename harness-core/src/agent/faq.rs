@@ -255,14 +255,6 @@ fn says_bye(lower: &str) -> bool {
     words.len() <= 3 && matches!(words.last(), Some(&"bye") | Some(&"goodbye"))
 }
 
-/// A feature the host may not offer: `Unsupported` is no error.
-fn offered(r: Result<(), SinkError>) -> Result<(), SinkError> {
-    match r {
-        Err(SinkError::Unsupported(_)) => Ok(()),
-        other => other,
-    }
-}
-
 #[async_trait]
 impl Harness for FaqAgent {
     async fn describe(&self) -> Result<Descriptor, HarnessError> {
@@ -295,21 +287,33 @@ impl Harness for FaqAgent {
             }
             None => None,
         };
+        // Around the look-up: a step, reasoning and the day as shared state, where offered.
         let step = "look up the hours".to_owned();
-        offered(sink.step(Step::Started(step.clone())).await)?;
-        let about = day.as_deref().unwrap_or("the whole week");
-        offered(sink.reasoning(&format!("They ask about {about}; ")).await)?;
-        offered(sink.reasoning("get_hours knows.").await)?;
-        offered(sink.state(StateUpdate::Snapshot(json!({"day": day}))).await)?;
+        if sink.supports(Feature::Steps) {
+            sink.step(Step::Started(step.clone())).await?;
+        }
+        if sink.supports(Feature::Reasoning) {
+            let about = day.as_deref().unwrap_or("the whole week");
+            sink.reasoning(&format!("They ask about {about}; ")).await?;
+            sink.reasoning("get_hours knows.").await?;
+        }
+        if sink.supports(Feature::State) {
+            sink.state(StateUpdate::Snapshot(json!({"day": day})))
+                .await?;
+        }
         if let Some(day) = &day {
             start
                 .inputs
                 .push(Message::user(format!("(the day: {day})")));
         }
         self.inner.run(start, sink).await?;
-        let answered = json!({"op": "add", "path": "/answered", "value": true});
-        offered(sink.state(StateUpdate::Delta(vec![answered])).await)?;
-        offered(sink.step(Step::Finished(step)).await)?;
+        if sink.supports(Feature::State) {
+            let answered = json!({"op": "add", "path": "/answered", "value": true});
+            sink.state(StateUpdate::Delta(vec![answered])).await?;
+        }
+        if sink.supports(Feature::Steps) {
+            sink.step(Step::Finished(step)).await?;
+        }
         Ok(())
     }
 }
