@@ -3,7 +3,7 @@
 //! registry), exactly once when approved across a crash at every cut of the approval path,
 //! and the journal of a question this host cannot ask. The expectations every host shares
 //! (denial, hand-off, the question where one can be asked) are the root crate's
-//! `tests/faq_every_host.rs`. Each test quotes the words it checks
+//! `tests/faq_every_host/`. Each test quotes the words it checks
 //! (spec/agentsessions-writing-a-harness.txt).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

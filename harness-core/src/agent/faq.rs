@@ -1,5 +1,5 @@
 //! The FAQ agent: the one demo agent of harness-rs, written once and served unchanged by every
-//! host (the tour, the examples, the conformance test `tests/faq_every_host.rs`).
+//! host (the tour, the examples, the conformance test `tests/faq_every_host/`).
 //!
 //! Acme's assistant answers when the shop is open and refunds orders:
 //!
