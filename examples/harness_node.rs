@@ -15,9 +15,10 @@
 use std::process::ExitCode;
 
 use harness_core::Harness;
+use harness_core::agent::faq::FaqAgent;
 use harness_sessions::connect::HarnessAddress;
 use harness_sessions::connect::grpc::serve;
-use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness, FaqAgent, faq_tools};
+use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness};
 
 const USAGE: &str = "usage: harness_node [--addr ADDRESS] [--harness echo|chat|counter|faq]
   --addr     host:port or unix:PATH (default 127.0.0.1:8090)
@@ -29,7 +30,7 @@ fn harness(name: &str) -> Option<Box<dyn Harness>> {
         "chat" => Box::new(ChatHarness::new("builtin")),
         "counter" => Box::new(CounterHarness::new()),
         // The FAQ agent offers its tools; the host runs them (and gates `refund`).
-        "faq" => Box::new(FaqAgent::new(&faq_tools(|_, _, _| {}))),
+        "faq" => Box::new(FaqAgent::new()),
         _ => return None,
     })
 }

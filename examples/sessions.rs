@@ -66,6 +66,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use harness_core::agent::faq::{Refunds, faq_tools};
 use harness_core::event::EventBody;
 use harness_core::message::{JsonObject, Mediation, Message, ModelRequest, ToolCall, ToolResult};
 use harness_core::model::ScriptedModel;
@@ -77,7 +78,7 @@ use harness_core::{
 use harness_sessions::connect::HarnessAddress;
 use harness_sessions::connect::grpc;
 use harness_sessions::controller::{Controller, ExecRequest, Observer, TurnReport, TurnStatus};
-use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness, faq_tools};
+use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness};
 use harness_sessions::journal::{FileJournal, Journal};
 use harness_sessions::testing::CrashAfter;
 use harness_sessions::tools::FileReceipts;
@@ -234,7 +235,7 @@ fn tools(dir: &Path) -> Tools {
     .requires_approval();
     // And the FAQ agent's (`get_hours`; `refund`, gated), for a remote harness that calls
     // them: `harness_node --harness faq`, or a harness of another language.
-    let mut tools = faq_tools(|_, _, _| {});
+    let mut tools = faq_tools(&Refunds::default());
     tools.insert(publish);
     tools
 }

@@ -1,6 +1,6 @@
-//! A UHP server serving built-in agents on the scripted model: the tour's FAQ agent (the
-//! default harness, with the host's `write_file`/`read_file` tools), and the echo and chat
-//! harnesses of harness-sessions.
+//! A UHP server serving built-in agents on the scripted model: the tour's FAQ agent
+//! (`harness_core::agent::faq`, the default harness, offered the host's
+//! `write_file`/`read_file` tools too), and the echo and chat harnesses of harness-sessions.
 //!
 //! ```text
 //! cargo run --example uhp_server -- --addr 127.0.0.1:8080 --api-key KEY [--data DIR]
@@ -18,18 +18,16 @@
 //! | `Count slowly from 1 to N, …` | streams one number per line, 50 ms apart |
 //! | `Create a file named F containing exactly: C` | calls `write_file`, then confirms |
 //! | a message with a file attached | reads it; a "secret token" in it is the reply |
-//! | `When are you open?` | calls `get_hours`, then answers from it |
-//! | anything else | `You said: …` |
+//! | anything else | the FAQ agent's model (`faq_answer`): `When are you open?` calls `get_hours`, `Please refund order 42` the gated `refund` (UHP cannot ask a person: the host's policy denies it), else `You said: …` |
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
-use harness_core::agent::ToolLoopAgent;
+use harness_core::agent::faq::{FaqAgent, Refunds, faq_answer, faq_tools};
 use harness_core::message::{
     JsonObject, Message, ModelRequest, ModelResponse, Part, Role, ToolCall, Usage,
 };
 use harness_core::model::{Model, ModelError, ModelEvent, ModelStream};
-use harness_core::tool::{Tool, Tools};
 use harness_sessions::harnesses::{ChatHarness, EchoHarness};
 use harness_uhp::server::axum::{FileStore, RouterConfig, UhpServeConfig, router, serve};
 use harness_uhp::server::driver::{FileTools, UhpService};
@@ -82,21 +80,11 @@ impl DemoModel {
                 Part::ToolResult(r) => Some(r),
                 _ => None,
             });
-            let text = match result {
-                Some(r) if r.is_error => format!("The tool failed: {}", r.error),
-                Some(r) => match r.output.as_ref() {
-                    Some(o) if o.contains_key("weekdays") => {
-                        format!(
-                            "We're open {} on weekdays.",
-                            o["weekdays"].as_str().unwrap_or("?")
-                        )
-                    }
-                    Some(o) if o.contains_key("filename") => {
-                        format!("Created {}.", o["filename"].as_str().unwrap_or("the file"))
-                    }
-                    _ => "Done.".to_owned(),
-                },
-                None => "Done.".to_owned(),
+            let text = match result.and_then(|r| r.output.as_ref()) {
+                Some(o) if o.contains_key("filename") => {
+                    format!("Created {}.", o["filename"].as_str().unwrap_or("the file"))
+                }
+                _ => faq_answer(req).text(), // the FAQ tools' results, errors, denials
             };
             plan.deltas = harness_core::model::word_deltas(&text);
             plan.message = Message::assistant(text);
@@ -153,11 +141,13 @@ impl DemoModel {
                     body.chars().take(200).collect::<String>()
                 ),
             }
-        } else if (text.contains("open") || text.contains("hours")) && offered("get_hours") {
-            plan.message = tool_call("call_hours_1", "get_hours", json!({}));
-            return plan;
         } else {
-            format!("You said: {text}")
+            let faq = faq_answer(req);
+            if faq.tool_calls().next().is_some() {
+                plan.message = faq;
+                return plan;
+            }
+            faq.text()
         };
         plan.deltas = harness_core::model::word_deltas(&reply);
         plan.message = Message::assistant(reply);
@@ -234,13 +224,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The tour's FAQ agent, with the host's file tools beside its own.
     let files = FileTools::new();
-    let mut tools = Tools::new().with(Tool::json("get_hours", "Opening hours", |_| {
-        Ok(json!({"weekdays": "8am to 6pm"}))
-    }));
+    let mut tools = faq_tools(&Refunds::default());
     for t in files.tools().iter() {
         tools.insert(t.clone());
     }
-    let faq = ToolLoopAgent::new("faq").with_tools(&tools);
+    let faq = FaqAgent::new().with_tools(&files.tools());
 
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     let public = format!("http://{}", listener.local_addr()?);

@@ -1,12 +1,12 @@
 //! Chapter: harness-core. Decode a captured SSE stream the way a real client receives it
-//! (odd chunk sizes, CRLF line ends, a BOM), then unit-test an agent with no protocol at all.
+//! (odd chunk sizes, CRLF line ends, a BOM), then unit-test the tour's FAQ agent
+//! (`harness_core::agent::faq`, served unchanged in every chapter) with no protocol at all.
 
-use harness_core::agent::ToolLoopAgent;
+use harness_core::Start;
+use harness_core::agent::faq::{FaqAgent, Refunds, faq_model, faq_tools};
 use harness_core::message::Message;
-use harness_core::model::ScriptedModel;
 use harness_core::sse::SseDecoder;
 use harness_core::testing::{RecordingSink, SinkCall};
-use harness_core::{Harness, Start, Tool, Tools};
 
 const CAPTURE: &[u8] = include_bytes!("data/uhp_simple_text.sse");
 
@@ -45,20 +45,35 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
         wire.len()
     );
 
-    // One agent, no protocol: the RecordingSink plays the host. The model is scripted unless
-    // `--model openai:MODEL` names a real one.
-    let model = crate::model_arg::from_spec(crate::model_spec(), || {
-        ScriptedModel::new()
-            .tool_call("get_hours", serde_json::json!({}))
-            .reply("We're open eight to six on weekdays.")
+    // One agent, no protocol: the RecordingSink plays the host (with every feature, as the
+    // strictest host's rules). The model is scripted unless `--model openai:MODEL` names a
+    // real one.
+    let model = crate::model_arg::from_spec(crate::model_spec(), faq_model)?;
+    let refunds = Refunds::default();
+    let mut sink = RecordingSink::new(model).with_tools(faq_tools(&refunds));
+    let agent = FaqAgent::new();
+    futures::executor::block_on(async {
+        // "What are your hours?": the agent asks which day, and goes on with the answer.
+        let hours = Start::with_inputs(vec![Message::user("What are your hours?")]);
+        if sink.drive(&agent, hours.clone()).await.is_err() {
+            for q in sink.pending_questions().to_vec() {
+                println!("  the agent asks: {:?} -> Saturday", q.message);
+                sink.answer(&q.id, "Saturday");
+            }
+            sink.drive(&agent, hours).await?;
+        }
+        // "Please refund order 42": gated; parked until approved, then run once.
+        let refund = Start::with_inputs(vec![Message::user("Please refund order 42")]);
+        if sink.drive(&agent, refund.clone()).await.is_err() {
+            for call in sink.pending_approvals().to_vec() {
+                println!("  parked at {} ({}): approved", call.tool, call.id);
+                sink.approve(&call.id);
+            }
+            sink.drive(&agent, refund).await?;
+        }
+        Ok::<(), harness_core::HarnessError>(())
     })?;
-    let tools = Tools::new().with(Tool::json("get_hours", "Opening hours", |_| {
-        Ok(serde_json::json!({"weekdays": "8am to 6pm"}))
-    }));
-    let agent = ToolLoopAgent::new("faq").with_tools(&tools); // offers what the host runs
-    let mut sink = RecordingSink::new(model).with_tools(tools);
-    let start = Start::with_inputs(vec![Message::user("When are you open?")]);
-    futures::executor::block_on(agent.run(start, &mut sink))?;
+    println!("  the refund ran {} time(s)", refunds.count());
     println!("\n  the agent, unit-tested with RecordingSink:");
     for call in sink.calls() {
         match call {

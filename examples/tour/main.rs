@@ -48,7 +48,7 @@ const CHAPTERS: &[(&str, &str, ChapterFn)] = &[
     ),
     (
         "uhp",
-        "harness-uhp: a mangled task stream, the retry table, a dropped stream recovered",
+        "harness-uhp: a mangled task stream, the retry table, a dropped stream recovered, the FAQ agent as an endpoint",
         uhp::run,
     ),
 ];

@@ -2,15 +2,15 @@
 //! (after its MODEL_CALL reached the journal, before its OUTPUT did), resume finishes it with
 //! one provider call, a fork branches the conversation, replay re-runs every turn from the
 //! journal without calling the provider, and verify checks the hash chains (and catches a
-//! changed byte). Then an agent's gated tool: the controller runs the agent's own `Tools`,
-//! parks the turn at the refund until a person approves it, and runs it once.
+//! changed byte). Then the tour's FAQ agent and its gated refund: the controller runs the
+//! agent's own `Tools`, parks the turn at the refund until a person approves it, and runs it
+//! once, even across a crash in the resume.
 
 use std::sync::Arc;
 
-use harness_core::agent::ToolLoopAgent;
-use harness_core::message::{Message, ToolResult};
+use harness_core::agent::faq::{FaqAgent, Refunds, faq_model, faq_tools};
+use harness_core::message::Message;
 use harness_core::model::ScriptedModel;
-use harness_core::{Tool, Tools};
 use harness_sessions::controller::{Controller, ExecRequest, TurnStatus};
 use harness_sessions::harnesses::ChatHarness;
 use harness_sessions::journal::{FileJournal, Journal, MemoryJournal};
@@ -109,36 +109,29 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
     gated_refund()
 }
 
-/// One tool registry for the agent and the host: the refund is gated (`requires_approval`),
-/// so the turn parks at it, journaled as REQUIRES_APPROVAL, until `approve`; it then runs
-/// once, with the call's idempotency key.
+/// The tour's FAQ agent (`harness_core::agent::faq`) on the controller: its refund is gated
+/// (`requires_approval`), so the turn parks at it, journaled as REQUIRES_APPROVAL, until
+/// `approve`; the turn then crashes right after the refund ran, before its result reached the
+/// journal, and `resume` answers the re-driven call from its receipt: the refund ran once,
+/// with the call's idempotency key.
 fn gated_refund() -> Result<(), Box<dyn std::error::Error>> {
-    let tools = Tools::new().with(
-        Tool::sync("refund", "Refund an order", |call| {
-            println!(
-                "    (refund runs: order {}, key {})",
-                call.args["order_id"], call.idempotency_key
-            );
-            ToolResult::ok_json(
-                &call.id,
-                serde_json::json!({"refunded": call.args["order_id"]}),
-            )
-        })
-        .requires_approval(),
-    );
-    let model = ScriptedModel::new()
-        .tool_call("refund", serde_json::json!({"order_id": 42}))
-        .reply("Order 42 is refunded.");
-    let host = Controller::builder(MemoryJournal::new())
-        .model(model)
-        .tools(tools.clone())
-        .receipts(MemoryReceipts::default())
-        .harness("shop", ToolLoopAgent::new("shop").with_tools(&tools))
-        .build();
+    let refunds = Refunds::default();
+    let tools = faq_tools(&refunds);
+    let journal = Arc::new(MemoryJournal::new());
+    let receipts = Arc::new(MemoryReceipts::default());
+    let host_on = |journal: Arc<dyn Journal>| {
+        Controller::builder(journal)
+            .model(faq_model())
+            .tools(tools.clone())
+            .receipts(Arc::clone(&receipts))
+            .harness("faq", FaqAgent::new())
+            .build()
+    };
+    let host = host_on(journal.clone());
     futures::executor::block_on(async {
-        host.create_session("r1", None)?;
+        host.create_session("r1", Some("faq"))?;
         let turn = host
-            .exec(ExecRequest::text("r1", "Refund order 42"))
+            .exec(ExecRequest::text("r1", "Please refund order 42"))
             .await?;
         if let TurnStatus::Parked {
             tool_call_id,
@@ -146,16 +139,36 @@ fn gated_refund() -> Result<(), Box<dyn std::error::Error>> {
         } = &turn.status
         {
             println!(
-                "  refund: parked at {tool_call_id} (APPROVAL_REQUEST is record {request_seq}); nothing ran"
+                "  refund: parked at {tool_call_id} (APPROVAL_REQUEST is record {request_seq}); ran {} times",
+                refunds.count()
             );
         }
         let pending = host.pending_approval("r1")?.ok_or("no pending approval")?;
         host.approve("r1", &pending.call.id, true, "checked the receipt")?;
+        // Resume on a journal that takes one more record and then fails: the refund runs,
+        // and its TOOL_RESULT never reaches the journal.
+        let crashing = host_on(Arc::new(CrashAfter::new(journal.clone(), 1)));
+        match crashing.resume("r1").await {
+            Err(e) => println!(
+                "  approved; the resume crashed before the refund's result was journaled: {e} (the refund ran {} time)",
+                refunds.count()
+            ),
+            Ok(t) => return Err(format!("no crash: {:?}", t.map(|t| t.output)).into()),
+        }
         let turn = host.resume("r1").await?.ok_or("nothing to resume")?;
         println!(
-            "  approved and resumed: {:?} ({} tool call run)",
-            turn.output, turn.executor_calls
+            "  resumed again: {:?}; the refund ran {} time(s), key {}",
+            turn.output,
+            refunds.count(),
+            refunds
+                .paid()
+                .first()
+                .map(|r| r.idempotency_key.as_str())
+                .unwrap_or("")
         );
+        if refunds.count() != 1 {
+            return Err(format!("the refund ran {} times", refunds.count()).into());
+        }
         Ok::<(), Box<dyn std::error::Error>>(())
     })
 }

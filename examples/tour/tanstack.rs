@@ -5,8 +5,6 @@
 //! ends waiting for an approval, and a `resolve` input drives the turn again, the refund
 //! running once.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -21,10 +19,7 @@ use harness_tanstack::driver::{Service, run_turns};
 use harness_tanstack::host::{Host, HostConfig};
 use harness_tanstack::log::MemoryLog;
 
-#[path = "../tanstack_shared/mod.rs"]
-mod tanstack_shared;
-
-use tanstack_shared::{faq_agent, faq_model, faq_tools};
+use harness_core::agent::faq::{FaqAgent, Refunds, faq_model, faq_tools};
 
 pub fn run() -> Result<(), Box<dyn std::error::Error>> {
     // A host whose memory keeps 12 events per thread, serving the echo agent.
@@ -169,7 +164,7 @@ fn thread_events(
     Ok(out)
 }
 
-/// The FAQ agent of the `tanstack_host` example, its tools one registry for the agent and the
+/// The tour's FAQ agent (`harness_core::agent::faq`), as the `tanstack_host` example serves it, its tools one registry for the agent and the
 /// host: the refund is gated, so the run ends waiting for an approval (`harness.wait.opened`
 /// kind `approval`, the interrupt in `RUN_FINISHED`), and nothing ran; the `resolve` input
 /// drives the turn again (`parentRunId`), and the refund runs once.
@@ -179,9 +174,9 @@ fn gated_refund() -> Result<(), Box<dyn std::error::Error>> {
         Instant::now,
     );
     let mut pool = LocalPool::new();
-    let refunds = Arc::new(AtomicUsize::new(0));
-    let tools = faq_tools(Arc::clone(&refunds));
-    let agent = faq_agent(&tools);
+    let refunds = Refunds::default();
+    let tools = faq_tools(&refunds);
+    let agent = FaqAgent::new();
     pool.spawner()
         .spawn_local(run_turns(svc.clone(), agent, faq_model(), tools))?;
     let body = br#"{"threadId":"shop","input":{"op":"prompt","message":"Please refund order 42"}}"#;
@@ -199,10 +194,7 @@ fn gated_refund() -> Result<(), Box<dyn std::error::Error>> {
     if let Some((_, fin)) = events.iter().find(|(n, _)| n == "RUN_FINISHED") {
         println!("  RUN_FINISHED outcome {}", fin["outcome"]);
     }
-    println!(
-        "  the refund ran {} times so far",
-        refunds.load(Ordering::SeqCst)
-    );
+    println!("  the refund ran {} times so far", refunds.count());
     let resolve = serde_json::json!({"threadId": "shop", "input": {"op": "resolve",
         "resume": [{"interruptId": wait_id, "status": "resolved", "payload": {"approved": true}}]}});
     let answer = svc.control(None, resolve.to_string().as_bytes(), "req-r2", None);
@@ -222,7 +214,7 @@ fn gated_refund() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!("  the agent said: {said:?}");
-    let ran = refunds.load(Ordering::SeqCst);
+    let ran = refunds.count();
     println!("  the refund ran {ran} time(s)");
     if ran != 1 {
         return Err(format!("the refund ran {ran} times").into());

@@ -1,6 +1,9 @@
 //! Chapter: harness-uhp. A task stream with a lost delta, a replayed one, a stray event
 //! after the end and a `[DONE]` sentinel; the retry table; and a dropped stream recovered from the stored response,
-//! all sans-IO. (`cargo run --example uhp_recover` does the last part over real HTTP.)
+//! all sans-IO. (`cargo run --example uhp_recover` does the last part over real HTTP.) Then
+//! the server half: the tour's FAQ agent (`harness_core::agent::faq`, unchanged) served as a
+//! UHP endpoint, in process: UHP cannot ask a person, so its gated refund is decided by the
+//! host's policy (deny by default), and the agent says so.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -146,6 +149,59 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
     );
     if !client.is_finished() || fetch.kind != RequestKind::Retrieve || client.creates_sent() != 1 {
         return Err("recovery failed".into());
+    }
+    faq_endpoint()
+}
+
+/// The FAQ agent behind `POST /v1/responses`, in process (`UhpService::handle`, what the `axum`
+/// feature's router calls; `cargo run --example uhp_server` serves it over HTTP).
+fn faq_endpoint() -> Result<(), Box<dyn std::error::Error>> {
+    use harness_core::agent::faq::{FaqAgent, Refunds, faq_model, faq_tools};
+    use harness_uhp::server::driver::{Body, CallerAuth, UhpService};
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let refunds = Refunds::default();
+    let wall = || 0_i64;
+    let host = rt.block_on(
+        UhpService::builder(faq_model())
+            .harness("faq", "FAQ agent", FaqAgent::new())
+            .models(["scripted-faq"])
+            .tools(faq_tools(&refunds))
+            .api_key("tour-key", "tour")
+            .build(Instant::now, wall),
+    )?;
+    rt.spawn(host.run(tokio::time::sleep));
+    println!("\n  the FAQ agent as a UHP endpoint:");
+    for input in ["What are your hours on Saturday?", "Please refund order 42"] {
+        let body = serde_json::json!({ "input": input }).to_string();
+        let req = http::Request::post("/v1/responses")
+            .header("authorization", "Bearer tour-key")
+            .header("content-type", "application/json")
+            .body(body.into_bytes())?;
+        let Body::Full(bytes) = rt.block_on(host.handle(CallerAuth::Bearer, req)).into_body() else {
+            return Err("a stream for a non-streaming request".into());
+        };
+        let task: serde_json::Value = serde_json::from_slice(&bytes)?;
+        println!("  POST /v1/responses {input:?} -> {}", task["status"]);
+        for item in task["output"].as_array().into_iter().flatten() {
+            let what = match item["type"].as_str() {
+                Some("message") => item["content"][0]["text"].to_string(),
+                Some("reasoning") => item["summary"][0]["text"].to_string(),
+                Some("function_call") => format!("{}({})", item["name"], item["arguments"]),
+                Some("function_call_output") => item["output"].to_string(),
+                _ => item.to_string().chars().take(100).collect(),
+            };
+            println!("    {:<22} {what}", item["type"].as_str().unwrap_or("?"));
+        }
+    }
+    println!(
+        "  the refund ran {} times (no one to approve it)",
+        refunds.count()
+    );
+    if refunds.count() != 0 {
+        return Err("a gated refund ran without an approval".into());
     }
     Ok(())
 }

@@ -1,5 +1,8 @@
 //! A reference agent: the model-and-tools loop most agents are, written once against the
-//! [`Harness`] trait and served unchanged over every protocol.
+//! [`Harness`] trait and served unchanged over every protocol; and [`faq`], the FAQ agent
+//! every example, the tour and the every-host test serve.
+
+pub mod faq;
 
 use std::collections::HashSet;
 

@@ -196,6 +196,36 @@ enum Step {
 ///         format!("You said: {}", req.last_user_text().unwrap_or_default()))));
 /// # let _ = model;
 /// ```
+///
+/// **One script per model, not per session.** The steps, and the step counter behind the
+/// tool-call ids (`call_1`, `call_2`, …), belong to the model value: every call of it takes
+/// the next step, whichever session, turn or connection makes it. A server that serves many
+/// sessions with one scripted model hands the second session the first one's next step, and
+/// a server restarted mid-session numbers its calls from 1 again. For a server, answer with
+/// [`otherwise`](Self::otherwise) and make each answer, ids included, a function of the
+/// request, as [`faq_model`](crate::agent::faq::faq_model) does (`call_<messages before it>`):
+/// the same request gets the same answer in every session and every process.
+///
+/// ```
+/// use harness_core::message::{Message, ModelRequest};
+/// use harness_core::model::{Model, ScriptedModel};
+/// use serde_json::json;
+///
+/// let ask = |m: &ScriptedModel, text: &str| {
+///     let req = ModelRequest::new(vec![Message::user(text)]);
+///     futures::executor::block_on(m.complete(&req, &mut |_| {})).unwrap().message
+/// };
+/// // A script: session B's first call gets the step after session A's.
+/// let scripted = ScriptedModel::new()
+///     .tool_call("get_hours", json!({}))
+///     .tool_call("get_hours", json!({}));
+/// let a = ask(&scripted, "When are you open?");
+/// let b = ask(&scripted, "When are you open?");
+/// assert_ne!(a.tool_calls().next().unwrap().id, b.tool_calls().next().unwrap().id);
+/// // A function of the request: the same request, the same answer, in any session.
+/// let faq = harness_core::agent::faq::faq_model();
+/// assert_eq!(ask(&faq, "When are you open?"), ask(&faq, "When are you open?"));
+/// ```
 pub struct ScriptedModel {
     id: String,
     script: Mutex<VecDeque<Step>>,

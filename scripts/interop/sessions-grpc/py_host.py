@@ -55,6 +55,7 @@ class Stream:
         self.exec = execution_id
         self.out = queue.Queue()
         self.kinds = []
+        self.reasoning = []
 
         def frames():
             while True:
@@ -70,11 +71,21 @@ class Stream:
         self.out.put(pb.ControllerFrame(session=SESSION, execution_id=self.exec, **frame))
 
     def recv(self):
-        """The next event; None at the end of the stream (status OK)."""
-        try:
-            ev = next(self.events)
-        except StopIteration:
-            return None
+        """The next event; None at the end of the stream (status OK). The agent's reasoning
+        (an OUTPUT of reasoning parts only, which the FAQ agent streams around a look-up on a
+        host that journals reasoning) is kept apart, in `self.reasoning`."""
+        while True:
+            try:
+                ev = next(self.events)
+            except StopIteration:
+                return None
+            parts = ev.message.parts if ev.WhichOneof("body") == "message" else []
+            if ev.kind == pb.EVENT_OUTPUT and parts and all(
+                    p.WhichOneof("part") == "reasoning" for p in parts):
+                check(ev.execution_id == self.exec, f"event execution_id {ev.execution_id!r}")
+                self.reasoning.append(ev)
+                continue
+            break
         self.kinds.append(kind_name(ev))
         check(ev.execution_id == self.exec, f"event execution_id {ev.execution_id!r}")
         return ev
@@ -191,7 +202,8 @@ def main():
         s.finish()
         check(s.kinds == ["EVENT_MODEL_CALL", "EVENT_TOOL_CALL", "EVENT_MODEL_CALL", "EVENT_END"],
               f"turn 1 events {s.kinds}")
-        print(f"turn 1: {' '.join(s.kinds)}")
+        check(len(s.reasoning) == 2, f"turn 1 reasoning outputs: {len(s.reasoning)}")
+        print(f"turn 1: {len(s.reasoning)} reasoning OUTPUTs, {' '.join(s.kinds)}")
 
         # 2. The gated call parks: one EVENT_PARKED echoing the tuple, then a clean close.
         request_seq, decision_seq = 7, 9
@@ -220,8 +232,8 @@ def main():
             pb.Event(execution_id="py-exec-2", kind=pb.EVENT_APPROVAL_REQUEST,
                      approval=pb.ApprovalRequest(tool_call_id=gated.id)),
         ]
-        for approved, want in ((True, "Order 42 is refunded."),
-                               (False, "I can't refund that: not this one.")):
+        for approved, want in ((True, "Done: refunded order 42."),
+                               (False, "The refund was not done: not this one.")):
             s = start(stub, "py-exec-2", "Please refund order 42", history)
             mc = model_call(s)
             answer_tool_call(s, mc, "refund", {"order_id": 42}, "call_2")
@@ -233,7 +245,7 @@ def main():
             receipt = pb.ToolResult(id=gated.id, approval_request_seq=request_seq,
                                     approval_decision_seq=decision_seq)
             if approved:
-                receipt.output.update({"refunded": 42})
+                receipt.output.update({"result": "refunded order 42"})
             else:
                 receipt.is_error = True
                 receipt.error = "not this one"
