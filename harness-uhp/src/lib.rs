@@ -117,6 +117,8 @@ pub use client::{
     ClientRequest, CreateRequest, RequestError, RequestId, RequestKind, TaskClient,
     TaskClientConfig, TaskError, TaskEvent,
 };
+#[cfg(feature = "client-hyper")]
+pub use client::{HttpClientConfig, HttpTaskClient, TaskRun};
 pub use decoder::{Finding, StreamDecoder};
 pub use error::{ErrorEnvelope, ErrorObject};
 pub use event::{EventType, StreamEvent, StreamEventKind};

@@ -2,7 +2,7 @@
 """Our jambonz server against a Node `ws` server of the spec's minimal-harness shape, under
 the same load, on loopback (issue 18).
 
-The servers: `jambonz_server --agent minimal` (harness_jambonz::server::Server serving the
+The servers: `jambonz_server --agent minimal` (harness_jambonz::server::JambonzServer serving the
 spec's minimal harness in Rust, release build) and scripts/interop/jambonz/minimal_harness.mjs
 (the spec's JavaScript, on `ws`, its model's per-word delay off). Both answer "When are you
 open" with the same 7 reply:chunk frames, one a word, and a reply:done.
