@@ -77,6 +77,7 @@ pub mod host;
 pub mod http;
 pub mod log;
 mod lru;
+pub mod telemetry;
 pub mod transport;
 mod wire;
 
