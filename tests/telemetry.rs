@@ -25,16 +25,14 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData
 use serde_json::json;
 use tracing_subscriber::layer::SubscriberExt;
 
+/// A metric: its name, its labels, its value.
+type Metric = (String, Vec<(String, String)>, DebugValue);
+
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 /// Runs one turn (a tool call, then a reply) with `traceparent` on the prompt, under an
 /// OpenTelemetry layer and a debugging recorder; returns the finished spans and the metrics.
-fn one_turn(
-    traceparent: Option<&str>,
-) -> (
-    Vec<SpanData>,
-    Vec<(String, Vec<(String, String)>, DebugValue)>,
-) {
+fn one_turn(traceparent: Option<&str>) -> (Vec<SpanData>, Vec<Metric>) {
     let exporter = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder()
         // The batch processor exports on its own thread (the simple one blocks on the export
