@@ -97,6 +97,7 @@ pub mod reply;
 pub mod server;
 pub mod session;
 pub mod simulator;
+pub mod telemetry;
 pub mod testing;
 pub mod tool;
 pub mod turn;
