@@ -75,6 +75,7 @@ pub mod journal;
 mod journal_error;
 mod observer;
 pub mod record;
+pub mod telemetry;
 pub mod testing;
 pub mod tools;
 pub mod verify;

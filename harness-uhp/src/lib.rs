@@ -108,6 +108,7 @@ pub mod response;
 pub mod retry;
 pub mod sequence;
 pub mod server;
+pub mod telemetry;
 
 pub use accumulator::{
     ProtocolFinding, SequenceSummary, TaskAccumulator, TaskSummary, TerminalSource,
