@@ -15,9 +15,13 @@ mod jambonz_shared;
 
 use harness_jambonz::server::{Server, ServerConfig};
 
-const USAGE: &str = "usage: jambonz_server [--addr 127.0.0.1:8080] [--secret S] [--agent faq|minimal] [--quiet] [--threads N]";
+#[path = "common/trace_arg.rs"]
+mod trace_arg;
+
+const USAGE: &str = "usage: jambonz_server [--addr 127.0.0.1:8080] [--secret S] [--agent faq|minimal] [--quiet] [--threads N] [--trace[=debug]]";
 
 fn main() {
+    trace_arg::install_if_asked();
     // `--threads N`: the runtime's worker threads (default: one per core). One thread serves
     // thousands of calls; more spread them over cores at some cost in wake-ups between them.
     let threads = std::env::args()
@@ -68,6 +72,7 @@ async fn serve() {
                 value();
             }
             "-h" | "--help" => return println!("{USAGE}"),
+            t if trace_arg::is_trace_flag(t) => {}
             other => exit(2, &format!("unknown argument {other}; {USAGE}")),
         }
     }
