@@ -18,10 +18,10 @@ use harness_jambonz::server::{Server, ServerConfig};
 #[path = "common/trace_arg.rs"]
 mod trace_arg;
 
-const USAGE: &str = "usage: jambonz_server [--addr 127.0.0.1:8080] [--secret S] [--agent faq|minimal] [--quiet] [--threads N] [--trace[=debug]]";
+const USAGE: &str = "usage: jambonz_server [--addr 127.0.0.1:8080] [--secret S] [--agent faq|minimal] [--quiet] [--threads N] [--trace[=debug]] [--otlp URL]";
 
 fn main() {
-    trace_arg::install_if_asked();
+    let _trace = trace_arg::install_if_asked();
     // `--threads N`: the runtime's worker threads (default: one per core). One thread serves
     // thousands of calls; more spread them over cores at some cost in wake-ups between them.
     let threads = std::env::args()
@@ -73,6 +73,10 @@ async fn serve() {
             }
             "-h" | "--help" => return println!("{USAGE}"),
             t if trace_arg::is_trace_flag(t) => {}
+            "--otlp" => {
+                value();
+            }
+            o if trace_arg::is_otlp_flag(o) => {}
             other => exit(2, &format!("unknown argument {other}; {USAGE}")),
         }
     }
