@@ -29,6 +29,14 @@
 //! OpenTelemetry link (through `tracing-opentelemetry`) to the input's traceparent. Without
 //! it the value is the span's field `traceparent`.
 //!
+//! The value is kept on the input's `harness.input.accepted` record of the log (this log's
+//! `harness.input` record, spec: "It stores the value on the `harness.input` record of the
+//! log"), so an input that waits behind a running turn starts its own turn with it, and the
+//! log read after a restart still has it. "When another server owns the thread, the value
+//! goes to that server with the input": a host here owns every thread it serves (there is no
+//! routing of an input to another server); a server that reads the same log reads the value
+//! on the record.
+//!
 //! **Metrics** (names in [`names`]): open threads and connections (gauges), turns by outcome,
 //! the first-chunk latency of model calls (histogram, seconds), tool calls by outcome, bytes
 //! and events out (counted in batches: the fan-out path adds to two integers), slow-consumer
