@@ -15,9 +15,13 @@ mod jambonz_shared;
 
 use harness_jambonz::server::{JambonzServer, JambonzServerConfig};
 
-const USAGE: &str = "usage: jambonz_server [--addr 127.0.0.1:8080] [--secret S] [--agent faq|minimal] [--quiet] [--threads N]";
+#[path = "common/trace_arg.rs"]
+mod trace_arg;
+
+const USAGE: &str = "usage: jambonz_server [--addr 127.0.0.1:8080] [--secret S] [--agent faq|minimal] [--quiet] [--threads N] [--trace[=debug]] [--otlp URL]";
 
 fn main() {
+    let _trace = trace_arg::install_if_asked();
     // `--threads N`: the runtime's worker threads (default: one per core). One thread serves
     // thousands of calls; more spread them over cores at some cost in wake-ups between them.
     let threads = std::env::args()
@@ -68,6 +72,11 @@ async fn serve() {
                 value();
             }
             "-h" | "--help" => return println!("{USAGE}"),
+            t if trace_arg::is_trace_flag(t) => {}
+            "--otlp" => {
+                value();
+            }
+            o if trace_arg::is_otlp_flag(o) => {}
             other => exit(2, &format!("unknown argument {other}; {USAGE}")),
         }
     }

@@ -76,6 +76,8 @@ use harness_tanstack::log::{EventLog, FileLog, FileLogConfig, MemoryLog};
 
 #[path = "tanstack_shared/mod.rs"]
 mod tanstack_shared;
+#[path = "common/trace_arg.rs"]
+mod trace_arg;
 
 use tanstack_shared::{faq_agent, faq_model, faq_tools};
 
@@ -357,7 +359,7 @@ const USAGE: &str = "usage: tanstack_host [--addr HOST:PORT] [--token T]... [--m
 [--heartbeat-ms N] [--sse-queue-bytes N] [--socket-buffer-bytes N] [--slow-consumer-ms N] \
 [--max-threads N] [--max-threads-per-user N] [--max-input-bytes N] [--max-body-bytes N] \
 [--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N] \
-[--max-open-files N] [--memory-log-bytes N]";
+[--max-open-files N] [--memory-log-bytes N] [--trace[=debug]] [--otlp URL]";
 
 /// The flags that set a limit of the host or its log (a whole number).
 const LIMITS: [&str; 9] = [
@@ -409,6 +411,12 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                 continue;
             }
             "--help" | "-h" => return Err(String::new()),
+            t if trace_arg::is_trace_flag(t) => continue,
+            "--otlp" => {
+                it.next();
+                continue;
+            }
+            o if trace_arg::is_otlp_flag(o) => continue,
             f if !WITH_VALUE.contains(&f) && !LIMITS.contains(&f) => {
                 return Err(format!("unknown argument {flag:?}"));
             }
@@ -452,6 +460,7 @@ fn exit_with(message: impl std::fmt::Display, code: i32) -> ! {
 
 #[tokio::main]
 async fn main() {
+    let _trace = trace_arg::install_if_asked();
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) if e.is_empty() => {

@@ -10,6 +10,7 @@
 //! | jambonz side | [`simulator::Simulator`]: a scripted call with jambonz's floor, barge-in, tool and deadline rules, on explicit time |
 //! | driver | [`driver::serve`]: any [`harness_core::Harness`] served over a `Stream`/`Sink` of frames, runtime-agnostic, with the harness's own tools run locally, the platform's sent as `tool:call`, gated calls decided by a policy, `sink.command` as `command`; [`testing::simulate_call`]: driver + simulator on a virtual clock |
 //! | runtime (feature `tokio`; `tls` for `wss://`) | `server::JambonzServer`: an agent served on a TCP listener, one task per call, with the upgrade check, deadlines, limits and a graceful shutdown; `client::Caller`: the simulator calling a harness URL over a real socket |
+//! | telemetry | [`telemetry`]: `tracing` spans of the driver (`jambonz.call`, `jambonz.turn`, `jambonz.model`, `jambonz.tool`; fields `call_sid`, `turn_id`) and `metrics` (open calls, turns by outcome, first-chunk latency, tool calls, bytes out); facades, no I/O |
 //!
 //! In the default build nothing here opens a socket, spawns a task, sleeps or reads the
 //! clock: `now` comes in, frames go out through `poll_transmit`, and the app owns the
@@ -97,6 +98,7 @@ pub mod reply;
 pub mod server;
 pub mod session;
 pub mod simulator;
+pub mod telemetry;
 pub mod testing;
 pub mod tool;
 pub mod turn;

@@ -19,6 +19,9 @@
 //!   the [`tools`] layer ([`ToolExecutor`](tools::ToolExecutor), receipts with
 //!   [`DedupExecutor`](tools::DedupExecutor)) and gated by the same rules as on every host;
 //!   [`capabilities`] is placement.
+//! - [`telemetry`]: `tracing` spans (`sessions.exec` / `resume` / `replay`, `connect.stream`;
+//!   fields `session`, `execution_id`) and `metrics` (turns, journal appends, fences refused,
+//!   open Connect streams); facades, no I/O.
 //! - [`harnesses`]: the spec's reference harnesses echo, chat and counter.
 //!
 //! Nothing here opens a socket, spawns a thread or reads a clock (the journal's timestamps
@@ -75,6 +78,7 @@ pub mod journal;
 mod journal_error;
 mod observer;
 pub mod record;
+pub mod telemetry;
 pub mod testing;
 pub mod tools;
 pub mod verify;

@@ -268,7 +268,7 @@ wire_struct! {
 }
 
 wire_struct! {
-    /// `harness.input.accepted`: `{ inputId, op, message? }`.
+    /// `harness.input.accepted`: `{ inputId, op, message?, traceparent? }`.
     pub struct InputAccepted {
         /// The input.
         req input_id: String = "inputId",
@@ -276,6 +276,10 @@ wire_struct! {
         req op: String = "op",
         /// The user message of a `prompt`, `steer`, or `followUp`.
         opt message: Json = "message",
+        /// The W3C `traceparent` the input came with, when valid (a message input only).
+        /// This record is the log's `harness.input` record: "It stores the value on the
+        /// `harness.input` record of the log" (spec, "Traces").
+        opt traceparent: String = "traceparent",
     }
 }
 

@@ -15,6 +15,11 @@
 //!   hand-off) ends with its interrupt, and a `resolve` or `answer` drives it again
 //!   ([`host::Wait`], kept durably with the thread by a [`log::FileLog`]).
 //!
+//! - [`telemetry`]: `tracing` spans (`harness.operation` per turn, linked to the input's
+//!   W3C `traceparent` with the feature `opentelemetry`; `harness.model`, `harness.tool`,
+//!   `harness.connection`) and `metrics` (threads, connections, turns, first-chunk latency,
+//!   tool calls, bytes and events out, slow consumers); facades, no I/O.
+//!
 //! The types named first are at the root too: [`Host`], [`HostConfig`], [`Client`],
 //! [`ClientConfig`], [`Service`], [`AguiEvent`], [`HarnessEvent`], [`MemoryLog`], …
 //!
@@ -77,6 +82,7 @@ pub mod host;
 pub mod http;
 pub mod log;
 mod lru;
+pub mod telemetry;
 pub mod transport;
 mod wire;
 

@@ -26,6 +26,7 @@
 //! | [`protocol`], [`error`] | versions, headers, capabilities and the discovery check, endpoints, id prefixes, error codes |
 //! | [`builder`] | [`StreamBuilder`](builder::StreamBuilder): a server's event stream, for tests and examples |
 //! | [`server`] | the server: [`UhpServer`] (sans-IO), [`UhpService`] (serves a `Harness`), `server::axum` (feature) |
+//! | [`telemetry`] | `tracing` spans (`uhp.task` on both sides, `uhp.model`, `uhp.tool`; field `response_id`) and `metrics` (tasks, first-chunk latency, tool calls); facades, no I/O |
 //!
 //! The client half's main types are at the root ([`TaskClient`], [`TaskClientConfig`],
 //! [`StreamDecoder`], [`StreamEvent`], [`TaskAccumulator`], [`Response`], …), and so are the
@@ -109,6 +110,7 @@ pub mod response;
 pub mod retry;
 pub mod sequence;
 pub mod server;
+pub mod telemetry;
 
 pub use accumulator::{
     ProtocolFinding, SequenceSummary, TaskAccumulator, TaskSummary, TerminalSource,

@@ -333,7 +333,28 @@ where
         clock: Arc::new(clock),
         config,
     });
-    run(shared, env, incoming, outgoing)
+    let span = tracing::info_span!(
+        "jambonz.call",
+        call_sid = tracing::field::Empty,
+        turns = tracing::field::Empty,
+        close_code = tracing::field::Empty,
+    );
+    let open = crate::telemetry::OpenCall::new();
+    tracing::Instrument::instrument(
+        async move {
+            let _open = open;
+            let report = run(shared, env, incoming, outgoing).await;
+            if let Ok(r) = &report {
+                let span = tracing::Span::current();
+                span.record("turns", r.turns);
+                if let Some((code, _)) = &r.closed {
+                    span.record("close_code", code);
+                }
+            }
+            report
+        },
+        span,
+    )
 }
 
 /// The serve loop of [`serve`].
@@ -363,12 +384,17 @@ where
         // 1. Send what is queued, in order: every frame fed, then one flush (frames queued
         //    together, a reply's chunks, go out in one write).
         let mut fed = false;
+        let (mut bytes_out, mut frames_out) = (0u64, 0u64);
         loop {
             let next = lock(&shared).call.poll_transmit();
             let Some(t) = next else { break };
             let close = match &t {
                 Transmit::Close { code, reason } => Some((*code, reason.clone())),
-                Transmit::Text(_) => None,
+                Transmit::Text(text) => {
+                    bytes_out += text.len() as u64;
+                    frames_out += 1;
+                    None
+                }
             };
             outgoing.feed(t).await.map_err(transport)?;
             fed = true;
@@ -379,6 +405,7 @@ where
         }
         if fed {
             outgoing.flush().await.map_err(transport)?;
+            crate::telemetry::sent(bytes_out, frames_out);
         }
         for w in std::mem::take(&mut lock(&shared).space) {
             w.wake();
@@ -452,6 +479,9 @@ where
                     match ev {
                         CallEvent::SessionStarted(s) => {
                             lock(&shared).call_sid = s.call_sid.clone().unwrap_or_default();
+                            if let Some(sid) = &s.call_sid {
+                                tracing::Span::current().record("call_sid", sid.as_str());
+                            }
                             report.session = Some(s);
                         }
                         CallEvent::TurnStarted(t) => {
@@ -546,6 +576,8 @@ fn transport(e: impl fmt::Display) -> ServeError {
 }
 
 fn push_error(report: &mut CallReport, e: JambonzFrameError) {
+    // What the peer sent: at debug level, so that a flood of bad frames floods no log.
+    tracing::debug!(error = %e, "jambonz frame not taken");
     if report.frame_errors.len() < 100 {
         report.frame_errors.push(e);
     }

@@ -134,6 +134,18 @@ impl TurnSink {
         self.env.clock.now()
     }
 
+    /// The span of a tool call: `jambonz.tool`, with how the driver mediated it.
+    fn tool_span(&self, call: &ToolCall, mediation: &'static str) -> tracing::Span {
+        tracing::info_span!(
+            "jambonz.tool",
+            turn_id = self.turn_id,
+            tool_call_id = %call.id,
+            name = %call.tool,
+            mediation,
+            outcome = tracing::field::Empty,
+        )
+    }
+
     fn ms_since(&self, t: Instant) -> u64 {
         u64::try_from(self.now().saturating_duration_since(t).as_millis()).unwrap_or(u64::MAX)
     }
@@ -285,6 +297,14 @@ impl TurnSink {
 impl EventSink for TurnSink {
     async fn model(&mut self, req: ModelRequest) -> Result<ModelResponse, SinkError> {
         self.check()?;
+        let span = tracing::info_span!(
+            "jambonz.model",
+            turn_id = self.turn_id,
+            first_token_ms = tracing::field::Empty,
+            input_tokens = tracing::field::Empty,
+            output_tokens = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
         let started = self.now();
         let mut first_token_ms = None;
         let model = Arc::clone(&self.env.model);
@@ -294,7 +314,10 @@ impl EventSink for TurnSink {
             match ev {
                 Ok(ModelEvent::TextDelta(d)) => {
                     if first_token_ms.is_none() {
+                        let latency = self.now().saturating_duration_since(started);
                         first_token_ms = Some(self.ms_since(started));
+                        span.record("first_token_ms", latency.as_secs_f64() * 1e3);
+                        crate::telemetry::first_chunk(latency);
                     }
                     self.room().await?;
                     self.speak(&d)?;
@@ -322,6 +345,18 @@ impl EventSink for TurnSink {
             ms: Some(ms),
             ..Default::default()
         };
+        match &response {
+            Ok(r) => {
+                span.record("input_tokens", r.usage.input_tokens);
+                span.record("output_tokens", r.usage.output_tokens);
+                span.record("outcome", "ok");
+            }
+            Err(e) => {
+                span.record("outcome", "error");
+                tracing::debug!(parent: &span, error = %e, "the model call failed");
+            }
+        }
+        drop(span);
         if let Ok(r) = &response {
             entry.input_tokens = Some(r.usage.input_tokens);
             entry.output_tokens = Some(r.usage.output_tokens);
@@ -351,14 +386,33 @@ impl EventSink for TurnSink {
             // runs silently (the turn record says it was approved).
             Gate::NeedsApproval(call) => match self.env.config.approval_policy.decide(&call) {
                 Ok(()) => (call, Gated::Approved),
-                Err(reason) => return Ok(self.denied(&call, &reason)),
+                Err(reason) => {
+                    let span = self.tool_span(&call, "denied");
+                    span.record("outcome", "denied");
+                    crate::telemetry::tool_call("denied");
+                    return Ok(self.denied(&call, &reason));
+                }
             },
         };
-        if self.env.tools.get(&call.tool).is_some() {
-            Ok(self.run_own(call, gated).await)
+        let own = self.env.tools.get(&call.tool).is_some();
+        let mediation = match (own, gated) {
+            (_, Gated::Approved) => "approved",
+            (true, _) => "own",
+            (false, _) => "platform",
+        };
+        let span = self.tool_span(&call, mediation);
+        let result = if own {
+            Ok(tracing::Instrument::instrument(self.run_own(call, gated), span.clone()).await)
         } else {
-            self.call_platform(call, gated).await
-        }
+            tracing::Instrument::instrument(self.call_platform(call, gated), span.clone()).await
+        };
+        let outcome = match &result {
+            Ok(r) if !r.is_error => "ok",
+            _ => "error",
+        };
+        span.record("outcome", outcome);
+        crate::telemetry::tool_call(outcome);
+        result
     }
 
     async fn report(&mut self, result: ToolResult) -> Result<(), SinkError> {
@@ -486,7 +540,14 @@ pub(super) fn run_turn(
         s.history.user(turn_id, text);
         start
     };
-    Box::pin(async move {
+    let span = tracing::info_span!(
+        "jambonz.turn",
+        call_sid = %start.session_uid,
+        turn_id,
+        input = %t.input.kind,
+        outcome = tracing::field::Empty,
+    );
+    let turn = async move {
         let mut sink = TurnSink {
             shared,
             context: ToolContext::new(start.session_uid.clone(), start.execution_id.clone()),
@@ -502,6 +563,15 @@ pub(super) fn run_turn(
         };
         let harness = Arc::clone(&sink.env.harness);
         let outcome = harness.run(start, &mut sink).await;
-        (turn_id, sink.finish(outcome))
-    })
+        let outcome = sink.finish(outcome);
+        let name = match outcome {
+            TurnOutcome::Completed => "completed",
+            TurnOutcome::Cancelled => "cancelled",
+            TurnOutcome::Failed => "failed",
+        };
+        tracing::Span::current().record("outcome", name);
+        crate::telemetry::turn(name);
+        (turn_id, outcome)
+    };
+    Box::pin(tracing::Instrument::instrument(turn, span))
 }

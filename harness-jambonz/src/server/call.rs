@@ -61,6 +61,11 @@ pub(super) async fn connection(
         Err(e) => Err(e),
     };
     shared.stats.count(&outcome);
+    if let Err(e) = &outcome {
+        // A refused upgrade, a failed handshake, a call that broke: at debug level (what a
+        // peer causes cannot flood a log at info).
+        tracing::debug!(%peer, error = %e, "jambonz connection ended in error");
+    }
     if let Some(f) = &shared.on_call_end {
         f(&CallEnd { peer, outcome });
     }

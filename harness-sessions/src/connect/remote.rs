@@ -25,6 +25,36 @@ use super::host_side::{Ending, HostConnect, HostConnectEvent, transport};
 pub async fn drive_connect<I, O>(
     start: Start,
     sink: &mut dyn EventSink,
+    inbound: I,
+    outbound: O,
+) -> Result<(), HarnessError>
+where
+    I: Stream<Item = Result<HarnessFrame, ConnectError>> + Unpin + Send,
+    O: Sink<ControllerFrame, Error = ConnectError> + Unpin + Send,
+{
+    let span = tracing::info_span!(
+        "connect.stream",
+        side = "host",
+        session = %start.session_uid,
+        execution_id = %start.execution_id,
+        outcome = tracing::field::Empty,
+    );
+    let _open = crate::telemetry::OpenStream::new("host");
+    let fut = drive_connect_in(start, sink, inbound, outbound);
+    let r = tracing::Instrument::instrument(fut, span.clone()).await;
+    match &r {
+        Ok(()) => span.record("outcome", "ok"),
+        Err(e) => {
+            tracing::debug!(parent: &span, error = %e, "the Connect stream ended in error");
+            span.record("outcome", "error")
+        }
+    };
+    r
+}
+
+async fn drive_connect_in<I, O>(
+    start: Start,
+    sink: &mut dyn EventSink,
     mut inbound: I,
     mut outbound: O,
 ) -> Result<(), HarnessError>

@@ -177,6 +177,36 @@ where
 /// ```
 pub async fn serve_connect<H, I, O>(
     harness: &H,
+    inbound: I,
+    outbound: O,
+) -> Result<(), ConnectError>
+where
+    H: Harness + ?Sized,
+    I: Stream<Item = Result<ControllerFrame, ConnectError>> + Unpin + Send,
+    O: Sink<HarnessFrame, Error = ConnectError> + Unpin + Send,
+{
+    let span = tracing::info_span!(
+        "connect.stream",
+        side = "harness",
+        session = tracing::field::Empty,
+        execution_id = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    let _open = crate::telemetry::OpenStream::new("harness");
+    let fut = serve_connect_in(harness, inbound, outbound);
+    let r = tracing::Instrument::instrument(fut, span.clone()).await;
+    match &r {
+        Ok(()) => span.record("outcome", "ok"),
+        Err(e) => {
+            tracing::debug!(parent: &span, error = %e, "the Connect stream ended in error");
+            span.record("outcome", "error")
+        }
+    };
+    r
+}
+
+async fn serve_connect_in<H, I, O>(
+    harness: &H,
     mut inbound: I,
     mut outbound: O,
 ) -> Result<(), ConnectError>
@@ -197,6 +227,9 @@ where
             "first ControllerFrame must be Start",
         ));
     };
+    let span = tracing::Span::current();
+    span.record("session", start.session_uid.as_str());
+    span.record("execution_id", start.execution_id.as_str());
     let machine = Arc::new(Mutex::new(machine));
     let (tx, rx) = mpsc::unbounded();
     let result: Result<Result<(), HarnessError>, ConnectError> = {

@@ -73,7 +73,10 @@ impl Controller {
     /// incomplete. Every Resume retries that turn with the same journaled config and fails
     /// again; recovery requires a new Exec with valid config").
     pub async fn exec(&self, req: ExecRequest) -> Result<TurnReport, Error> {
-        self.exec_in(req, false).await
+        let span = exec_span(&req);
+        let r = tracing::Instrument::instrument(self.exec_in(req, false), span.clone()).await;
+        span.in_scope(|| crate::telemetry::turn_result(&r));
+        r
     }
 
     /// [`exec`](Self::exec) in a session it creates, with `req.harness` (or the registry
@@ -84,7 +87,10 @@ impl Controller {
     /// that uid already there is
     /// [`JournalError::AlreadyExists`](crate::JournalError::AlreadyExists).
     pub async fn exec_new_session(&self, req: ExecRequest) -> Result<TurnReport, Error> {
-        self.exec_in(req, true).await
+        let span = exec_span(&req);
+        let r = tracing::Instrument::instrument(self.exec_in(req, true), span.clone()).await;
+        span.in_scope(|| crate::telemetry::turn_result(&r));
+        r
     }
 
     async fn exec_in(&self, req: ExecRequest, create: bool) -> Result<TurnReport, Error> {
@@ -123,6 +129,7 @@ impl Controller {
             harness_version: p.descriptor.version.clone(),
         };
         let execution_id = derive_execution_id(&req.session, &head, &marker, &req.inputs);
+        tracing::Span::current().record("execution_id", execution_id.as_str());
         let ctx = self.ctx(
             &req.session,
             &execution_id,
@@ -163,4 +170,15 @@ impl Controller {
         }
         Ok(())
     }
+}
+
+/// The span of an exec: `sessions.exec`.
+fn exec_span(req: &ExecRequest) -> tracing::Span {
+    tracing::info_span!(
+        "sessions.exec",
+        session = %req.session,
+        harness = req.harness.as_deref().unwrap_or(""),
+        execution_id = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    )
 }

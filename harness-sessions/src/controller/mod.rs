@@ -433,8 +433,11 @@ impl Controller {
             .ok_or_else(|| JournalError::no_seq_left(session))?;
         let rec = Record::seal(ev, seq, head.hash, fence)
             .map_err(|e| Error::InvalidExecutionLog(e.to_string()))?;
-        self.journal
-            .append(session, head.seq, fence, std::slice::from_ref(&rec))?;
+        let appended = self
+            .journal
+            .append(session, head.seq, fence, std::slice::from_ref(&rec));
+        crate::telemetry::appended(&appended, 1);
+        appended?;
         self.journal.sync(session)?;
         if let Some(o) = &self.observer {
             o.on_record(session, &rec);

@@ -34,6 +34,27 @@ impl Controller {
     /// every model call must match (I0). ERROR records and incomplete executions are
     /// skipped. Read-only.
     pub async fn replay(&self, session: &str) -> Result<ReplayReport, Error> {
+        let span = tracing::info_span!(
+            "sessions.replay",
+            session,
+            executions = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        let r = tracing::Instrument::instrument(self.replay_in(session), span.clone()).await;
+        match &r {
+            Ok(report) => {
+                span.record("executions", report.executions);
+                span.record("outcome", "reproduced");
+            }
+            Err(e) => {
+                tracing::debug!(parent: &span, error = %e, "replay failed");
+                span.record("outcome", "error");
+            }
+        }
+        r
+    }
+
+    async fn replay_in(&self, session: &str) -> Result<ReplayReport, Error> {
         let meta = self.journal.meta(session)?;
         let records = self.records(session)?;
         let xs = Executions::split(&records);

@@ -16,6 +16,30 @@ impl Controller {
     /// original key (same session only), delivers a recorded approval decision, then
     /// finishes the turn. `Ok(None)` when there is nothing to resume.
     pub async fn resume(&self, session: &str) -> Result<Option<TurnReport>, Error> {
+        let span = tracing::info_span!(
+            "sessions.resume",
+            session,
+            execution_id = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        let r = tracing::Instrument::instrument(self.resume_in(session), span.clone()).await;
+        span.in_scope(|| match &r {
+            Ok(None) => {
+                tracing::Span::current().record("outcome", "nothing_to_resume");
+            }
+            Ok(Some(o)) => {
+                crate::telemetry::turn_result(&Ok(o.clone()));
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "resume failed");
+                tracing::Span::current().record("outcome", "error");
+                crate::telemetry::turn("error");
+            }
+        });
+        r
+    }
+
+    async fn resume_in(&self, session: &str) -> Result<Option<TurnReport>, Error> {
         let _guard = self.guard(session).await;
         let meta = self.journal.meta(session)?;
         let records = self.records(session)?;

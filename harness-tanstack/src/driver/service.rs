@@ -100,7 +100,7 @@ impl<L: EventLog + 'static> Service<L> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn now(&self) -> Instant {
+    pub(super) fn now(&self) -> Instant {
         self.clock.now()
     }
 

@@ -19,6 +19,7 @@ use harness_core::tool::{ToolContext, Tools};
 use harness_core::{EventSink, Harness, SinkError, Start};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::service::Service;
 use crate::Json;
@@ -65,8 +66,12 @@ pub async fn run_turns<L>(
                     let svc = service.clone();
                     let thread = t.thread_id.clone();
                     let op = t.operation_id.clone();
-                    let fut = Abortable::new(run_one(svc, Arc::clone(&env), t), reg);
-                    running.push(async move { (thread, op, fut.await) });
+                    // spec "Traces": the turn's `harness.operation` span, linked to the
+                    // traceparent of the input that started it.
+                    let span = crate::telemetry::operation_span(&t);
+                    let turn = run_one(svc, Arc::clone(&env), t).instrument(span.clone());
+                    let fut = Abortable::new(turn, reg);
+                    running.push(async move { (thread, op, span, fut.await) });
                 }
                 HostEvent::CancelTurn { operation_id, .. } => {
                     if let Some(h) = aborts.get(&operation_id) {
@@ -77,12 +82,14 @@ pub async fn run_turns<L>(
                 _ => {}
             },
             done = running.select_next_some() => {
-                let (thread, op, result) = done;
+                let (thread, op, span, result) = done;
                 aborts.remove(&op);
                 let outcome = match result {
                     Err(_aborted) => TurnOutcome::Cancelled,
                     Ok(o) => o,
                 };
+                span.record("outcome", crate::telemetry::outcome_name(&outcome));
+                drop(span);
                 service.finish(&thread, &op, outcome);
             }
         }
@@ -315,7 +322,27 @@ impl Block {
     }
 }
 
+/// Ends a tool call's span with its outcome (`ok` or `error`), and counts it.
+fn tool_outcome(span: &tracing::Span, result: &ToolResult) {
+    let outcome = if result.is_error { "error" } else { "ok" };
+    span.record("outcome", outcome);
+    crate::telemetry::tool_call(outcome);
+}
+
 impl<L: EventLog + 'static> TanStackSink<L> {
+    /// The span of a tool call: `harness.tool`, with how the host mediated it (`run`,
+    /// `approved`, `denied`, `approval_required`).
+    fn tool_span(&self, call: &ToolCall, mediation: &'static str) -> tracing::Span {
+        tracing::info_span!(
+            "harness.tool",
+            operationId = %self.op,
+            tool_call_id = %call.id,
+            name = %call.tool,
+            mediation,
+            outcome = tracing::field::Empty,
+        )
+    }
+
     fn emit(&self, ev: AguiEvent) -> Result<(), SinkError> {
         self.service.emit(&self.thread, &self.op, ev)
     }
@@ -408,12 +435,27 @@ impl<L: EventLog + 'static> TanStackSink<L> {
 #[async_trait]
 impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
     async fn model(&mut self, req: ModelRequest) -> Result<ModelResponse, SinkError> {
+        let span = tracing::info_span!(
+            "harness.model",
+            operationId = %self.op,
+            first_token_ms = tracing::field::Empty,
+            input_tokens = tracing::field::Empty,
+            output_tokens = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        let asked = self.service.now();
+        let mut first = true;
         let model = Arc::clone(&self.model);
         let mut stream = model.stream(&req);
         let mut response = Err(SinkError::Model(ModelError::Incomplete));
         while let Some(ev) = stream.next().await {
             match ev {
                 Ok(ModelEvent::TextDelta(d)) => {
+                    if std::mem::take(&mut first) {
+                        let latency = self.service.now().saturating_duration_since(asked);
+                        span.record("first_token_ms", latency.as_secs_f64() * 1e3);
+                        crate::telemetry::first_chunk(latency);
+                    }
                     let id = self.open(Block::Text)?;
                     self.emit(AguiEvent::text_content(id, d))?;
                 }
@@ -430,6 +472,18 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
         }
         drop(stream);
         self.close_open();
+        match &response {
+            Ok(r) => {
+                span.record("input_tokens", r.usage.input_tokens);
+                span.record("output_tokens", r.usage.output_tokens);
+                span.record("outcome", "ok");
+            }
+            Err(e) => {
+                span.record("outcome", "error");
+                tracing::debug!(parent: &span, error = %e, "the model call failed");
+            }
+        }
+        drop(span);
         let r = response?;
         if r.usage != Usage::default() {
             self.usage_event(&r.usage, None)?;
@@ -449,7 +503,13 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
             Gate::Run(call) => {
                 self.close_open();
                 self.show_call(&call)?;
-                let result = self.tools.call(call, self.context.clone()).await;
+                let span = self.tool_span(&call, "run");
+                let result = self
+                    .tools
+                    .call(call, self.context.clone())
+                    .instrument(span.clone())
+                    .await;
+                tool_outcome(&span, &result);
                 self.result_event(&result)?;
                 return Ok(result);
             }
@@ -462,14 +522,28 @@ impl<L: EventLog + 'static> EventSink for TanStackSink<L> {
             // Driven again after the `resolve`: the call was shown in the interrupted run;
             // it runs now, once, or never when denied (the agent gets the denial).
             let result = if decision.approves() {
-                self.tools.call(call, self.context.clone()).await
+                let span = self.tool_span(&call, "approved");
+                let result = self
+                    .tools
+                    .call(call, self.context.clone())
+                    .instrument(span.clone())
+                    .await;
+                tool_outcome(&span, &result);
+                result
             } else {
+                let span = self.tool_span(&call, "denied");
+                span.record("outcome", "denied");
+                crate::telemetry::tool_call("denied");
                 ToolResult::denied(&call.id, &decision.denial_reason())
             };
             self.result_event(&result)?;
             return Ok(result);
         }
         // No decision yet: shown, and the run ends waiting for one (no result).
+        let span = self.tool_span(&call, "approval_required");
+        span.record("outcome", "awaiting_approval");
+        crate::telemetry::tool_call("awaiting_approval");
+        drop(span);
         self.show_call(&call)?;
         self.waits.push(Wait::approval(&call));
         Err(SinkError::ApprovalParked {

@@ -146,6 +146,8 @@ impl<L: EventLog> Host<L> {
             input_id: input_id.clone(),
             op: "prompt".into(),
             message: Some(Json::string(&text)),
+            // "It stores the value on the `harness.input` record of the log."
+            traceparent: tp.clone(),
             ..catalog::InputAccepted::default()
         });
         self.log_harness(now, &key, "session", accepted)

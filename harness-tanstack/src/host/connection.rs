@@ -78,6 +78,8 @@ pub(super) struct Conn {
     /// and sent once the connection has every event the log has, so that it sits in the
     /// stream at its cursor. A count, not frames: what waits is bounded like the queue.
     pub(super) snapshots_wanted: usize,
+    /// Its span (`harness.connection`), closed when the connection goes away.
+    pub(super) span: tracing::Span,
 }
 
 impl Conn {
@@ -101,6 +103,8 @@ impl Conn {
         );
         self.push_out(render(self.transport, &f));
         self.close_after = Some((close::SLOW_CONSUMER, "slow_consumer".into()));
+        tracing::debug!(parent: &self.span, "slow consumer: its queue of frames is full");
+        crate::telemetry::slow_consumer();
     }
 
     /// Hands bytes out to the transport.
@@ -150,8 +154,10 @@ impl<L: EventLog> Host<L> {
                 watching: None,
                 next_request: 0,
                 snapshots_wanted: 0,
+                span: crate::telemetry::connection_span(transport, request_id),
             },
         );
+        crate::telemetry::connections(transport, 1.0);
         id
     }
 
@@ -231,6 +237,10 @@ impl<L: EventLog> Host<L> {
     }
 
     pub(super) fn error(&mut self, id: ConnId, code: ErrorCode, message: &str, request_id: &str) {
+        // What a peer caused: at debug level, so that a flood of bad frames floods no log.
+        if let Some(c) = self.conns.get(&id) {
+            tracing::debug!(parent: &c.span, code = %code, request_id, message, "harness.error");
+        }
         self.queue(id, &HostFrame::error(code, message, request_id));
     }
 
@@ -248,7 +258,13 @@ impl<L: EventLog> Host<L> {
     /// The connection went away (the socket closed, the HTTP body was dropped).
     pub fn disconnect(&mut self, id: ConnId) {
         self.unwatch(id);
-        self.conns.remove(&id);
+        if let Some(c) = self.conns.remove(&id) {
+            crate::telemetry::connections(c.transport, -1.0);
+            if let Some(code) = c.closed_code {
+                c.span.record("close_code", code);
+            }
+        }
+        self.outflow.flush();
         self.woken.remove(&id);
     }
 
@@ -291,6 +307,7 @@ impl<L: EventLog> Host<L> {
 
     /// Heartbeats and slow consumers. Call at [`poll_timeout`](Self::poll_timeout).
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.outflow.flush();
         self.clock(now);
         let cfg = self.cfg.stream;
         let mut pings = Vec::new();
@@ -344,6 +361,10 @@ impl<L: EventLog> Host<L> {
                 c.stalled_since = None;
                 c.unpolled_since = None;
             }
+            if let Some(c) = self.conns.get(&id) {
+                tracing::debug!(parent: &c.span, "slow consumer: it did not read in time");
+            }
+            crate::telemetry::slow_consumer();
             self.close_conn(id, close::SLOW_CONSUMER, "slow_consumer");
         }
     }

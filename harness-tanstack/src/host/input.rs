@@ -197,6 +197,8 @@ impl<L: EventLog> Host<L> {
                         input_id: input_id.clone(),
                         op: input.op().to_owned(),
                         message: Some(message_json(&message)),
+                        // "It stores the value on the `harness.input` record of the log."
+                        traceparent: traceparent.clone(),
                         ..catalog::InputAccepted::default()
                     }),
                 )?;

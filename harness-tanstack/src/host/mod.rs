@@ -332,6 +332,8 @@ pub struct Host<L: EventLog> {
     /// The threads the host has (in memory or in the log only), and each user's.
     thread_count: usize,
     user_threads: HashMap<String, usize>,
+    /// Bytes and events out, not yet handed to the metrics recorder.
+    outflow: crate::telemetry::Outflow,
 }
 
 impl<L: EventLog> std::fmt::Debug for Host<L> {
@@ -364,6 +366,7 @@ impl<L: EventLog> Host<L> {
             }
         }
         Host {
+            outflow: crate::telemetry::Outflow::default(),
             host_log: MemoryLog::new(cfg.max_host_events, 16 << 20).with_max_total_bytes(64 << 20),
             cfg,
             log,

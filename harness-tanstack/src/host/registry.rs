@@ -88,6 +88,7 @@ impl<L: EventLog> Host<L> {
         self.threads.insert(key.to_owned(), t);
         self.resident.touch(key);
         self.trim(key);
+        crate::telemetry::threads_open(self.threads.len());
         true
     }
 
@@ -100,6 +101,7 @@ impl<L: EventLog> Host<L> {
             *self.user_threads.entry(u.to_owned()).or_default() += 1;
         }
         self.trim(key);
+        crate::telemetry::threads_open(self.threads.len());
     }
 
     /// Whether `user` may not make one more thread: the host has

@@ -207,6 +207,7 @@ impl<L: EventLog> Host<L> {
             },
         };
         if let Some(c) = self.conns.get_mut(&id) {
+            c.span.record("threadId", thread_id);
             c.state = ConnState::Thread {
                 thread: thread.to_owned(),
                 thread_id: thread_id.to_owned(),

@@ -22,6 +22,9 @@ impl<L: EventLog> Host<L> {
     pub fn poll_transmit(&mut self, now: Instant, id: ConnId) -> Option<Bytes> {
         self.clock(now);
         let next = self.transmit(now, id);
+        if let Some(b) = &next {
+            self.outflow.add(b.len());
+        }
         if next.is_none() && self.conns.get(&id).is_some_and(|c| c.closed_code.is_some()) {
             // It sends nothing more: out of the fan-out.
             self.unwatch(id);

@@ -253,6 +253,7 @@ impl<L: EventLog> Host<L> {
         let Some(running) = running else {
             return Ok(());
         };
+        crate::telemetry::turn_finished(&outcome);
         let wire = self
             .threads
             .get(thread_id)

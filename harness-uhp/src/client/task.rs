@@ -115,6 +115,8 @@ pub struct TaskClient {
     finished: bool,
     failed: bool,
     creates_sent: u32,
+    /// Its span (`uhp.task`, `side = "client"`), closed when the client is dropped.
+    span: tracing::Span,
 }
 
 impl TaskClient {
@@ -145,6 +147,14 @@ impl TaskClient {
             finished: false,
             failed: false,
             creates_sent: 0,
+            span: tracing::info_span!(
+                parent: None,
+                "uhp.task",
+                side = "client",
+                response_id = tracing::field::Empty,
+                creates = tracing::field::Empty,
+                outcome = tracing::field::Empty,
+            ),
         }
     }
 
@@ -259,8 +269,20 @@ impl TaskClient {
             self.timer = None;
             self.cancel_timer = None;
             self.inactivity = None;
+            tracing::debug!(parent: &self.span, error = %e, "the task failed");
+            self.close_span("failed");
             self.events.push_back(TaskEvent::Failed(e));
         }
+    }
+
+    /// Records the task's end on its span, and counts it.
+    fn close_span(&self, outcome: &'static str) {
+        if let Some(id) = self.acc.response_id() {
+            self.span.record("response_id", id);
+        }
+        self.span.record("creates", self.creates_sent);
+        self.span.record("outcome", outcome);
+        crate::telemetry::client_task(outcome);
     }
 
     fn finish(&mut self) {
@@ -270,6 +292,7 @@ impl TaskClient {
             self.timer = None;
             self.cancel_timer = None;
             self.inactivity = None;
+            self.close_span("finished");
             self.events.push_back(TaskEvent::Finished);
         }
     }
@@ -390,6 +413,8 @@ impl TaskClient {
                 }
                 Ok(None) => break,
                 Err(f) => {
+                    // What the server sent: debug level (a bad stream floods no log).
+                    tracing::debug!(parent: &self.span, finding = ?f, "stream finding");
                     self.acc.add_finding(&f);
                     self.events.push_back(TaskEvent::Finding(f));
                 }

@@ -644,6 +644,9 @@ pub(crate) fn bytes_response(
 
 /// The envelope of a refused request, with its headers.
 pub(crate) fn error_response(e: &ApiError) -> http::Response<Vec<u8>> {
+    // What a client caused (or a limit it hit): debug level, so that a flood of bad
+    // requests floods no log.
+    tracing::debug!(status = e.status, code = e.code(), "uhp request refused");
     let mut r = bytes_response(e.status, "application/json", e.body());
     let h = r.headers_mut();
     if let Some(s) = e.retry_after {

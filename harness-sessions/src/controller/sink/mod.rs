@@ -143,12 +143,14 @@ impl<'a> JournalSink<'a> {
         };
         let rec = Record::seal(ev, seq, self.head.hash, self.ctx.fence)
             .map_err(|e| self.fail(Failure::Diverged(e.to_string())))?;
-        if let Err(e) = self.ctx.journal.append(
+        let appended = self.ctx.journal.append(
             self.ctx.session,
             self.head.seq,
             self.ctx.fence,
             std::slice::from_ref(&rec),
-        ) {
+        );
+        crate::telemetry::appended(&appended, 1);
+        if let Err(e) = appended {
             return Err(self.fail(Failure::Journal(e)));
         }
         self.head.seq = seq;

@@ -16,10 +16,28 @@ use super::Shared;
 use crate::server::{TurnEnd, UhpTurnRequest};
 
 pub(super) async fn run_turn(shared: Arc<Shared>, turn: UhpTurnRequest) {
+    let span = tracing::info_span!(
+        "uhp.task",
+        side = "server",
+        response_id = %turn.response_id,
+        session = %turn.session_id,
+        harness = %turn.base,
+        model = %turn.model,
+        outcome = tracing::field::Empty,
+    );
+    let running = crate::telemetry::Running::new();
+    let outcome = tracing::Instrument::instrument(task(shared, turn), span.clone()).await;
+    span.record("outcome", outcome);
+    crate::telemetry::task(outcome);
+    drop(running);
+}
+
+/// Runs a task's turn; the outcome it ended with (the `outcome` of its span).
+async fn task(shared: Arc<Shared>, turn: UhpTurnRequest) -> &'static str {
     let rid = turn.response_id.clone();
     let Some(harness) = shared.harnesses.get(&turn.base).cloned() else {
         shared.call(|s, now| s.turn_end(now, &rid, TurnEnd::HarnessFailed));
-        return;
+        return "harness_failed";
     };
     let mut sink = TurnSink {
         shared: Arc::clone(&shared),
@@ -43,7 +61,7 @@ pub(super) async fn run_turn(shared: Arc<Shared>, turn: UhpTurnRequest) {
     {
         let mut st = shared.lock();
         if st.stopped.remove(&rid) || !st.server.running.contains(&rid) {
-            return; // stopped before it started
+            return "cancelled"; // stopped before it started
         }
         st.aborts.insert(rid.clone(), handle);
     }
@@ -55,12 +73,18 @@ pub(super) async fn run_turn(shared: Arc<Shared>, turn: UhpTurnRequest) {
         st.stopped.remove(&rid);
     }
     let end = match result {
-        Err(_aborted) => return, // the machine already ended the task
+        Err(_aborted) => return "cancelled", // the machine already ended the task
         Ok(Ok(Ok(()))) => TurnEnd::Completed,
         Ok(Ok(Err(HarnessError::Sink(SinkError::Model(_))))) => TurnEnd::ProviderFailed,
         Ok(Ok(Err(_))) | Ok(Err(_)) => TurnEnd::HarnessFailed, // failed, or panicked
     };
+    let outcome = match end {
+        TurnEnd::Completed => "completed",
+        TurnEnd::ProviderFailed => "provider_failed",
+        TurnEnd::HarnessFailed => "harness_failed",
+    };
     shared.call(|s, now| s.turn_end(now, &rid, end));
+    outcome
 }
 
 /// The sink of one task's turn.
@@ -94,16 +118,33 @@ impl EventSink for TurnSink {
         if let Some(n) = self.max_output_tokens {
             req.params.insert("max_output_tokens".into(), n.to_string());
         }
+        let span = tracing::info_span!(
+            "uhp.model",
+            response_id = %self.rid,
+            first_token_ms = tracing::field::Empty,
+            input_tokens = tracing::field::Empty,
+            output_tokens = tracing::field::Empty,
+            outcome = "error",
+        );
+        let asked = self.shared.clock.now();
         let model = Arc::clone(&self.shared.model);
         let mut stream = model.stream(&req);
         let mut streamed = false;
         while let Some(ev) = stream.next().await {
             match ev.map_err(SinkError::Model)? {
                 ModelEvent::TextDelta(d) => {
+                    if !streamed {
+                        let latency = self.shared.clock.now().saturating_duration_since(asked);
+                        span.record("first_token_ms", latency.as_secs_f64() * 1e3);
+                        crate::telemetry::first_chunk(latency);
+                    }
                     streamed = true;
                     self.text(&d)?;
                 }
                 ModelEvent::Completed(resp) => {
+                    span.record("input_tokens", resp.usage.input_tokens);
+                    span.record("output_tokens", resp.usage.output_tokens);
+                    span.record("outcome", "ok");
                     if !streamed {
                         let text = resp.message.text();
                         if !text.is_empty() {
@@ -134,20 +175,48 @@ impl EventSink for TurnSink {
             .call(|s, now| s.turn_tool_call(now, &self.rid, &call))
             .map_err(|_| SinkError::Cancelled)?;
         let cx = ToolContext::new(self.session_id.clone(), self.rid.clone());
-        let result = if self.disabled.contains(&call.tool) {
-            ToolResult::denied(
+        let span = tracing::info_span!(
+            "uhp.tool",
+            response_id = %self.rid,
+            tool_call_id = %call.id,
+            name = %call.tool,
+            mediation = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        let (result, outcome) = if self.disabled.contains(&call.tool) {
+            span.record("mediation", "disabled");
+            let r = ToolResult::denied(
                 &call.id,
                 &format!("{} is disabled by this harness's configuration", call.tool),
-            )
+            );
+            (r, "denied")
         } else {
+            let ran = |r: ToolResult| {
+                let o = if r.is_error { "error" } else { "ok" };
+                (r, o)
+            };
             match rules::gate(call, &self.shared.tools) {
-                Gate::Run(c) => self.shared.tools.call(c, cx).await,
+                Gate::Run(c) => {
+                    span.record("mediation", "run");
+                    let call = self.shared.tools.call(c, cx);
+                    ran(tracing::Instrument::instrument(call, span.clone()).await)
+                }
                 Gate::NeedsApproval(c) => match self.shared.policy.decide(&c) {
-                    Ok(()) => self.shared.tools.call(c, cx).await,
-                    Err(reason) => ToolResult::denied(&c.id, &reason),
+                    Ok(()) => {
+                        span.record("mediation", "approved");
+                        let call = self.shared.tools.call(c, cx);
+                        ran(tracing::Instrument::instrument(call, span.clone()).await)
+                    }
+                    Err(reason) => {
+                        span.record("mediation", "denied");
+                        (ToolResult::denied(&c.id, &reason), "denied")
+                    }
                 },
             }
         };
+        span.record("outcome", outcome);
+        crate::telemetry::tool_call(outcome);
+        drop(span);
         self.shared
             .call(|s, now| s.turn_tool_result(now, &self.rid, &result))
             .map_err(|_| SinkError::Cancelled)?;
