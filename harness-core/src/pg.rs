@@ -301,6 +301,19 @@ impl Pg {
         run_on(&self.handle, fut)
     }
 
+    /// Runs `fut` on the pool's runtime and awaits its answer from any async context (any
+    /// runtime: the connections live on the pool's own), never blocking a thread.
+    pub async fn run<T, F>(&self, fut: F) -> Result<T, PgError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, PgError>> + Send + 'static,
+    {
+        self.handle
+            .spawn(fut)
+            .await
+            .map_err(|e| PgError::Runtime(e.to_string()))?
+    }
+
     /// Applies `component`'s migrations newer than the database's, in order, in one
     /// transaction under an advisory lock (per schema), and records each in
     /// `harness_schema_version`. Returns the component's version afterwards. A database at a

@@ -14,15 +14,17 @@ export HARNESS_PG_URL="$(bash scripts/pg.sh start "$dir")"
 echo "postgres: $HARNESS_PG_URL"
 
 cargo test -p harness-sessions --features postgres --test postgres
+cargo test -p harness-uhp --features postgres,axum --test postgres
 
 # Several processes, one database: the sessions tool on --database-url. A turn interrupted in
 # one process (records journaled, then the process "dies") is resumed by another with at
 # most one extra provider call; an approval decided by a third runs the gated tool once, and
 # a fourth finds nothing left to resume. Every process is a new host on the database.
-cargo build --quiet --features postgres --example sessions
+cargo build --quiet --features postgres --example sessions --example uhp_server
 tool=target/debug/examples/sessions
 work="$(mktemp -d)"
-trap 'rm -rf "$work"; bash scripts/pg.sh stop "$dir"' EXIT
+uhp_pid=""
+trap '[ -n "$uhp_pid" ] && kill -9 "$uhp_pid" 2>/dev/null; rm -rf "$work"; bash scripts/pg.sh stop "$dir"' EXIT
 db() { "$tool" --database-url "$HARNESS_PG_URL" --dir "$work" "$@"; }
 expect() { # expect PATTERN FILE
     grep -E -- "$1" "$2" >/dev/null || { echo "FAIL: no /$1/ in:"; cat "$2"; exit 1; }
@@ -45,4 +47,37 @@ expect '^nothing to resume' "$work/again.out"
 [ "$(grep -c "^$p " "$work/published.log")" = 1 ] || { echo "FAIL: published.log:"; cat "$work/published.log"; exit 1; }
 echo "interop postgres: sessions tool across processes: 4 passed, 0 failed"
 
+# The UHP server on --database-url: a task posted with an Idempotency-Key on one process, the
+# process SIGKILLed, a second process on the database serves the task and the key still names
+# it (no second task).
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+base="http://127.0.0.1:$port"
+uhp() {
+    target/debug/examples/uhp_server --addr "127.0.0.1:$port" --api-key k \
+        --database-url "$HARNESS_PG_URL" >>"$work/uhp.log" 2>&1 &
+    uhp_pid=$!
+    for _ in $(seq 1 100); do
+        curl -fsS "$base/v1/uhp" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "FAIL: uhp_server did not start"; cat "$work/uhp.log"; exit 1
+}
+post() {
+    curl -sS -H 'authorization: Bearer k' -H 'idempotency-key: pg-key-1' \
+        -H 'content-type: application/json' -d '{"input":"Reply with exactly: kept"}' "$base/v1/responses"
+}
+uhp
+first="$(post | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')"
+for _ in $(seq 1 50); do
+    curl -sS -H 'authorization: Bearer k' "$base/v1/responses/$first" | grep -q '"status":"completed"' && break
+    sleep 0.1
+done
+kill -9 "$uhp_pid"; wait "$uhp_pid" 2>/dev/null || true
+uhp
+curl -sS -H 'authorization: Bearer k' "$base/v1/responses/$first" >"$work/get.out"
+expect '"status":"completed"' "$work/get.out"
+post >"$work/again.out"
+expect "\"id\":\"$first\"" "$work/again.out"
+kill "$uhp_pid"; wait "$uhp_pid" 2>/dev/null || true; uhp_pid=""
+echo "interop postgres: uhp_server across a SIGKILL: 2 passed, 0 failed"
 echo "interop postgres: took $((SECONDS - start)) s"
