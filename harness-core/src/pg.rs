@@ -186,6 +186,7 @@ pub struct Pg {
     handle: tokio::runtime::Handle,
     _rt: Arc<Rt>,
     schema: Option<String>,
+    client_config: tokio_postgres::Config,
 }
 
 impl std::fmt::Debug for Pg {
@@ -194,6 +195,25 @@ impl std::fmt::Debug for Pg {
             .field("schema", &self.schema)
             .field("pool", &self.pool.status())
             .finish_non_exhaustive()
+    }
+}
+
+/// A `LISTEN` connection ([`Pg::listen`]); dropping it closes the connection.
+#[derive(Debug)]
+pub struct PgListener {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PgListener {
+    /// Whether the connection has ended (the server went away): listen again.
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+}
+
+impl Drop for PgListener {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 
@@ -242,7 +262,7 @@ impl Pg {
             })?;
         }
         let mgr = deadpool_postgres::Manager::from_config(
-            client_config,
+            client_config.clone(),
             tokio_postgres::NoTls,
             deadpool_postgres::ManagerConfig {
                 recycling_method: deadpool_postgres::RecyclingMethod::Fast,
@@ -263,6 +283,7 @@ impl Pg {
             handle,
             _rt: rt,
             schema: config.schema.clone(),
+            client_config,
         };
         pg.block_on({
             let pool = pg.pool.clone();
@@ -312,6 +333,73 @@ impl Pg {
             .spawn(fut)
             .await
             .map_err(|e| PgError::Runtime(e.to_string()))?
+    }
+
+    /// `LISTEN`s on `channel` on a connection of its own (outside the pool) and calls
+    /// `on_notify` with each notification's payload, on the pool's runtime, until the returned
+    /// [`PgListener`] is dropped or the connection fails ([`PgListener::is_finished`]). The
+    /// listener is ready (subscribed) when this returns; nothing polls.
+    pub fn listen(
+        &self,
+        channel: &str,
+        on_notify: impl Fn(&str) + Send + Sync + 'static,
+    ) -> Result<PgListener, PgError> {
+        if !channel
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            || channel.is_empty()
+        {
+            return Err(PgError::Config(format!("invalid channel name {channel:?}")));
+        }
+        let config = self.client_config.clone();
+        let listen = format!("LISTEN {channel}");
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), PgError>>(1);
+        let task = self.handle.spawn(async move {
+            let (client, mut conn) = match config.connect(tokio_postgres::NoTls).await {
+                Ok(x) => x,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.into()));
+                    return;
+                }
+            };
+            // The connection delivers notifications as it is polled; the LISTEN is sent by
+            // the client, answered through the same connection. The client lives (borrowed by
+            // the LISTEN future) until the loop ends.
+            let mut listened = std::pin::pin!(client.batch_execute(&listen));
+            let mut ready = Some(ready_tx);
+            std::future::poll_fn(|cx| {
+                use std::task::Poll;
+                if ready.is_some() {
+                    if let Poll::Ready(r) = listened.as_mut().poll(cx) {
+                        if let Some(tx) = ready.take() {
+                            let failed = r.is_err();
+                            let _ = tx.send(r.map_err(PgError::from));
+                            if failed {
+                                return Poll::Ready(());
+                            }
+                        }
+                    }
+                }
+                loop {
+                    match conn.poll_message(cx) {
+                        Poll::Ready(Some(Ok(tokio_postgres::AsyncMessage::Notification(n)))) => {
+                            on_notify(n.payload())
+                        }
+                        Poll::Ready(Some(Ok(_))) => {}
+                        Poll::Ready(Some(Err(_))) | Poll::Ready(None) => return Poll::Ready(()),
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+            })
+            .await;
+        });
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(PgListener { task }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(PgError::Runtime(
+                "the listener stopped before it listened".into(),
+            )),
+        }
     }
 
     /// Applies `component`'s migrations newer than the database's, in order, in one

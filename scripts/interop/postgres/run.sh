@@ -15,6 +15,7 @@ echo "postgres: $HARNESS_PG_URL"
 
 cargo test -p harness-sessions --features postgres --test postgres
 cargo test -p harness-uhp --features postgres,axum --test postgres
+cargo test -p harness-tanstack --features postgres --test postgres
 
 # Several processes, one database: the sessions tool on --database-url. A turn interrupted in
 # one process (records journaled, then the process "dies") is resumed by another with at
