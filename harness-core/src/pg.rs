@@ -338,7 +338,9 @@ impl Pg {
     /// `LISTEN`s on `channel` on a connection of its own (outside the pool) and calls
     /// `on_notify` with each notification's payload, on the pool's runtime, until the returned
     /// [`PgListener`] is dropped or the connection fails ([`PgListener::is_finished`]). The
-    /// listener is ready (subscribed) when this returns; nothing polls.
+    /// listener is ready (subscribed) when this returns; nothing polls. `on_notify` runs on
+    /// the pool's runtime: it must not block (nor wait on anything that queries through this
+    /// pool); hand the payload to another thread or task.
     pub fn listen(
         &self,
         channel: &str,

@@ -27,7 +27,9 @@ pub(super) fn start(
     let schema: String = pg
         .block_on(async move {
             let c = pool.get().await?;
-            Ok(c.query_one("SELECT current_schema()", &[]).await?.try_get(0)?)
+            Ok(c.query_one("SELECT current_schema()", &[])
+                .await?
+                .try_get(0)?)
         })
         .map_err(err)?;
     let l = pg

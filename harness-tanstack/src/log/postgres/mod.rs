@@ -122,6 +122,9 @@ impl PgLog {
     /// Listens for appends on the database (by any host): `on_append(key, seq)` runs on the
     /// pool's runtime for each committed record, until the returned handle is dropped or the
     /// connection fails. One connection of its own, outside the pool; nothing polls.
+    /// `on_append` must not block: hand the key to a thread or task that calls
+    /// [`Service::handle_appended`](crate::driver::Service::handle_appended) (which reads
+    /// the log through this pool).
     pub fn listen(
         &self,
         on_append: impl Fn(&str, u64) + Send + Sync + 'static,
