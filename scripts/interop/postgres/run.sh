@@ -21,11 +21,18 @@ cargo test -p harness-tanstack --features postgres --test postgres
 # one process (records journaled, then the process "dies") is resumed by another with at
 # most one extra provider call; an approval decided by a third runs the gated tool once, and
 # a fourth finds nothing left to resume. Every process is a new host on the database.
-cargo build --quiet --features postgres --example sessions --example uhp_server
+cargo build --quiet --features postgres --example sessions --example uhp_server --example tanstack_host
 tool=target/debug/examples/sessions
 work="$(mktemp -d)"
 uhp_pid=""
-trap '[ -n "$uhp_pid" ] && kill -9 "$uhp_pid" 2>/dev/null; rm -rf "$work"; bash scripts/pg.sh stop "$dir"' EXIT
+hosts=()
+stop_all() {
+    [ -n "$uhp_pid" ] && kill -9 "$uhp_pid" 2>/dev/null
+    for p in "${hosts[@]}"; do kill "$p" 2>/dev/null; done
+    rm -rf "$work"
+    bash scripts/pg.sh stop "$dir"
+}
+trap stop_all EXIT
 db() { "$tool" --database-url "$HARNESS_PG_URL" --dir "$work" "$@"; }
 expect() { # expect PATTERN FILE
     grep -E -- "$1" "$2" >/dev/null || { echo "FAIL: no /$1/ in:"; cat "$2"; exit 1; }
@@ -81,4 +88,43 @@ post >"$work/again.out"
 expect "\"id\":\"$first\"" "$work/again.out"
 kill "$uhp_pid"; wait "$uhp_pid" 2>/dev/null || true; uhp_pid=""
 echo "interop postgres: uhp_server across a SIGKILL: 2 passed, 0 failed"
+
+# Two tanstack_host processes on one database: a prompt through host A; host B's stream of
+# the thread (opened before the prompt) carries every event live with A's cursors (B is woken
+# by LISTEN/NOTIFY), and a reader on B resuming with Last-Event-ID 5 gets 6.. and nothing
+# before.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+pa=$(free_port); pb=$(free_port)
+for p in "$pa" "$pb"; do
+    target/debug/examples/tanstack_host --addr "127.0.0.1:$p" --database-url "$HARNESS_PG_URL" >>"$work/tanstack.log" 2>&1 &
+    hosts+=("$!")
+done
+for p in "$pa" "$pb"; do
+    for _ in $(seq 1 100); do
+        curl -fsS "http://127.0.0.1:$p/api/harness/capabilities" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+done
+thread="shared-thread-$RANDOM"
+timeout 8 curl -sN "http://127.0.0.1:$pb/api/harness/events?threadId=$thread&v=2" >"$work/b_live.out" &
+live=$!
+sleep 0.5
+curl -sS -X POST "http://127.0.0.1:$pa/api/harness/control" -H 'content-type: application/json' \
+    -d "{\"threadId\":\"$thread\",\"input\":{\"op\":\"prompt\",\"message\":\"When are you open?\"}}" >"$work/prompt.out"
+expect '"status":"accepted"' "$work/prompt.out"
+for _ in $(seq 1 50); do
+    grep -q 'RUN_FINISHED' "$work/b_live.out" 2>/dev/null && break
+    sleep 0.1
+done
+timeout 3 curl -sN "http://127.0.0.1:$pa/api/harness/events?threadId=$thread&v=2" >"$work/a.out" || true
+kill "$live" 2>/dev/null || true
+a_ids="$(grep '^id: ' "$work/a.out" | tr '\n' ' ')"
+b_ids="$(grep '^id: ' "$work/b_live.out" | tr '\n' ' ')"
+[ -n "$a_ids" ] && [ "$a_ids" = "$b_ids" ] || { echo "FAIL: A's cursors [$a_ids], B's live stream [$b_ids]"; exit 1; }
+expect 'RUN_FINISHED' "$work/b_live.out"
+timeout 3 curl -sN -H 'Last-Event-ID: 5' "http://127.0.0.1:$pb/api/harness/events?threadId=$thread&v=2" >"$work/b_resume.out" || true
+first="$(grep '^id: ' "$work/b_resume.out" | head -n 1)"
+[ "$first" = "id: 6" ] || { echo "FAIL: B resumed at [$first], not id: 6"; cat "$work/b_resume.out"; exit 1; }
+echo "interop postgres: two tanstack hosts on one database: 3 passed, 0 failed"
+
 echo "interop postgres: took $((SECONDS - start)) s"
