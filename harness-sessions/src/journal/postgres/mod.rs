@@ -309,67 +309,110 @@ impl Journal for PgJournal {
             fences.push(to_db(r.fence, "fence")?);
             events.push(r.canonical().to_owned());
         }
-        let session = session.to_owned();
-        // The chain checks need the records themselves; they are cheap to clone (the event
-        // text is shared).
-        let records = records.to_vec();
-        self.run(|pool| async move {
-            let mut c = pool.get().await.map_err(PgError::from)?;
-            let tx = c.transaction().await.map_err(PgError::from)?;
-            let row = tx
+        let Some(last) = records.last() else {
+            // Nothing to append: the checks alone.
+            return check_append(
+                session,
+                &self.head(session)?,
+                expected_last_seq,
+                fence,
+                records,
+            );
+        };
+        // The records among themselves (seqs, chain, fence), against the head the writer
+        // expects; only the head itself is left for the database to compare. Records that do
+        // not hold together are reported against the real head, in the order every store
+        // reports (Fenced, UnknownFence, Conflict, then BadRecords).
+        let expected = Head {
+            seq: expected_last_seq,
+            hash: records[0].prev_hash,
+            fence,
+        };
+        if let Err(e) = check_append(session, &expected, expected_last_seq, fence, records) {
+            check_append(
+                session,
+                &self.head(session)?,
+                expected_last_seq,
+                fence,
+                records,
+            )?;
+            return Err(e);
+        }
+        let first_prev = records[0].prev_hash.map(|h| h.to_string());
+        let last_seq = to_db(last.seq, "seq")?;
+        let last_hash = last.content_hash.to_string();
+        let (fence_db, expected_db) = (to_db(fence, "fence")?, to_db(expected_last_seq, "seq")?);
+        let session_owned = session.to_owned();
+        // One statement, one implicit transaction: lock the session's row, compare its fence
+        // and head with the writer's, and only then insert the records and move the head.
+        // The row as it was is returned, so a refusal says exactly why.
+        let before = self.run(|pool| async move {
+            let session = session_owned;
+            let c = pool.get().await.map_err(PgError::from)?;
+            let row = c
                 .query_opt(
-                    "SELECT fence, head_seq, head_hash FROM harness_session \
-                     WHERE session = $1 FOR UPDATE",
-                    &[&session],
+                    "WITH s AS ( \
+                       SELECT fence, head_seq, head_hash FROM harness_session \
+                       WHERE session = $1 FOR UPDATE), \
+                     ok AS ( \
+                       SELECT 1 FROM s WHERE fence = $2 AND head_seq = $3 \
+                         AND head_hash IS NOT DISTINCT FROM $4), \
+                     ins AS ( \
+                       INSERT INTO harness_record (session, seq, prev_hash, content_hash, fence, event) \
+                       SELECT $1, * FROM unnest($5::bigint[], $6::text[], $7::text[], $8::bigint[], $9::text[]) \
+                       WHERE EXISTS (SELECT 1 FROM ok)), \
+                     upd AS ( \
+                       UPDATE harness_session SET head_seq = $10, head_hash = $11 \
+                       WHERE session = $1 AND EXISTS (SELECT 1 FROM ok)) \
+                     SELECT fence, head_seq, head_hash, EXISTS (SELECT 1 FROM ok) FROM s",
+                    &[
+                        &session,
+                        &fence_db,
+                        &expected_db,
+                        &first_prev,
+                        &seqs,
+                        &prevs,
+                        &hashes,
+                        &fences,
+                        &events,
+                        &last_seq,
+                        &last_hash,
+                    ],
                 )
-                .await
-                .map_err(PgError::from)?
-                .ok_or_else(|| JournalError::NotFound(session.clone()))?;
+                .await;
+            let row = match row.map_err(PgError::from) {
+                Err(e) if e.is_unique_violation() => {
+                    // Only a writer that bypassed the head could get here.
+                    return Err(JournalError::Conflict {
+                        session,
+                        expected: expected_last_seq,
+                        actual: expected_last_seq.saturating_add(1),
+                    });
+                }
+                r => r?.ok_or_else(|| JournalError::NotFound(session.clone()))?,
+            };
+            let appended: bool = row.try_get(3).map_err(PgError::from)?;
             let head = head_of(
                 &session,
                 row.try_get(0).map_err(PgError::from)?,
                 row.try_get(1).map_err(PgError::from)?,
                 row.try_get(2).map_err(PgError::from)?,
             )?;
-            // Dropping `tx` on an error rolls back (and releases the row).
-            check_append(&session, &head, expected_last_seq, fence, &records)?;
-            let Some(last) = records.last() else {
-                return Ok(());
-            };
-            let inserted = tx
-                .execute(
-                    "INSERT INTO harness_record (session, seq, prev_hash, content_hash, fence, event) \
-                     SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::text[])",
-                    &[&session, &seqs, &prevs, &hashes, &fences, &events],
-                )
-                .await
-                .map_err(PgError::from);
-            match inserted {
-                Err(e) if e.is_unique_violation() => {
-                    // Only a writer that bypassed the head could get here.
-                    return Err(JournalError::Conflict {
-                        session,
-                        expected: expected_last_seq,
-                        actual: head.seq,
-                    });
-                }
-                r => {
-                    r?;
-                }
+            Ok((appended, head))
+        })?;
+        match before {
+            (true, _) => Ok(()),
+            (false, head) => {
+                check_append(session, &head, expected_last_seq, fence, records)?;
+                // The checks pass against the row as it was, yet the database refused: a
+                // stored head that does not parse back as it was written.
+                Err(JournalError::Corrupt {
+                    session: session.to_owned(),
+                    line: 0,
+                    reason: "the session's head does not compare as stored".into(),
+                })
             }
-            tx.execute(
-                "UPDATE harness_session SET head_seq = $2, head_hash = $3 WHERE session = $1",
-                &[
-                    &session,
-                    &to_db(last.seq, "seq")?,
-                    &last.content_hash.to_string(),
-                ],
-            )
-            .await
-            .map_err(PgError::from)?;
-            tx.commit().await.map_err(PgError::from)?;
-            Ok(())
-        })
+        }
     }
 
     fn read(&self, session: &str, from: Seq, to: Option<Seq>) -> Result<Vec<Record>, JournalError> {
