@@ -142,7 +142,7 @@ mod figures {
                     TURN,
                 )
             }),
-            ("PostgreSQL (a committed transaction per append)", {
+            ("PostgreSQL (one statement, committed, per append)", {
                 journal_rate(
                     &PgJournal::with_config(&schema("journal")).unwrap(),
                     n,
@@ -173,7 +173,7 @@ mod figures {
                 &mut no_sync as &mut dyn EventLog,
             ),
             ("file, fsync per event", &mut sync),
-            ("PostgreSQL (a committed statement per event)", &mut pg),
+            ("PostgreSQL (one statement, committed, per event)", &mut pg),
         ] {
             println!("| {name} | {:.0} |", log_rate(log, n));
         }

@@ -11,11 +11,14 @@
 //!
 //! ## Append: compare-and-set on the head, fence in the same transaction
 //!
-//! An append is one transaction: `SELECT … FOR UPDATE` the session's row (so concurrent
-//! appenders, on any host, queue on it), run the same checks as every store (fence lower:
-//! [`JournalError::Fenced`]; higher: [`JournalError::UnknownFence`]; head moved:
-//! [`JournalError::Conflict`]; records that do not chain: [`JournalError::BadRecords`]),
-//! insert the records and move the head, commit. The primary key `(session, seq)` is the
+//! An append is one statement, so one implicit transaction and one round trip: it locks the
+//! session's row (`SELECT … FOR UPDATE`, so concurrent appenders, on any host, queue on it),
+//! compares the row's fence and head with the writer's, and only when they match inserts the
+//! records and moves the head; it returns the row as it was, and the same checks as every
+//! store say why a refused append was refused (fence lower: [`JournalError::Fenced`]; higher:
+//! [`JournalError::UnknownFence`]; head moved: [`JournalError::Conflict`]; records that do not
+//! chain: [`JournalError::BadRecords`], checked among themselves before the statement is
+//! sent). The primary key `(session, seq)` is the
 //! backstop: two records for one seq can never both commit. Acquiring a fence is one
 //! `UPDATE … SET fence = fence + 1 RETURNING fence`, committed before it is returned, so a
 //! zombie writer on another host is fenced by its next append.
