@@ -374,7 +374,7 @@ impl SseDecoder {
     /// `id` of an event still arriving counts once its blank line is read, so a stream that
     /// breaks inside an event resumes from before it.
     pub fn last_event_id(&self) -> Option<&str> {
-        self.lines.fields.last_dispatched_id.as_deref()
+        self.lines.fields.last_event_id()
     }
 
     /// The reconnection time the stream asked for with `retry:`, if it did.
@@ -399,7 +399,10 @@ impl SseDecoder {
     /// Runs the line machine over the buffer: `true` when an event was dispatched.
     fn parse_buffered(&mut self) -> Result<bool, SseError> {
         let input = &mut self.input;
-        match self.lines.parse(&input.buf, &mut input.pos, &mut input.scan) {
+        match self
+            .lines
+            .parse(&input.buf, &mut input.pos, &mut input.scan)
+        {
             Parsed::Event => Ok(true),
             Parsed::Fail(e) => Err(e),
             Parsed::Wait => Ok(false),

@@ -24,15 +24,18 @@ pub(super) struct Fields {
     event_type: Vec<u8>,
     /// Interned event types, most recent last.
     types: Vec<Arc<str>>,
-    /// The last event ID buffer (`None` when empty).
-    last_event_id: Option<Arc<str>>,
+    /// The last event ID buffer (empty: none). A buffer, not a fresh string per `id:`
+    /// line, so that a stream that numbers its events costs no allocation per event.
+    id: String,
+    /// `id` shared with owned events, made when one is first taken after `id` changed.
+    id_shared: Option<Arc<str>>,
     /// An `id` field was read since the last blank line: the buffer may differ from
-    /// `last_dispatched_id`.
+    /// `dispatched_id`.
     id_pending: bool,
     /// The last event ID string: the buffer as the last blank line left it (WHATWG "dispatch
     /// the event", step 1). What a client resumes with; an `id` of an event that never got
     /// its blank line (cut off, or skipped for a limit) never becomes it.
-    pub(super) last_dispatched_id: Option<Arc<str>>,
+    dispatched_id: String,
     /// The reconnection time in milliseconds, when the stream set one.
     pub(super) retry_ms: Option<u64>,
     /// The type of the event just dispatched (and not yet taken).
@@ -98,13 +101,11 @@ impl Fields {
             }
             // Ignored when the value contains U+0000 NULL.
             b"id" if memchr::memchr(0, value).is_none() => {
-                self.last_event_id = if value.is_empty() {
-                    None
-                } else if self.last_event_id.as_deref().map(str::as_bytes) == Some(value) {
-                    self.last_event_id.take()
-                } else {
-                    Some(Arc::from(String::from_utf8_lossy(value)))
-                };
+                if self.id.as_bytes() != value {
+                    self.id.clear();
+                    push_utf8(&mut self.id, value);
+                    self.id_shared = None;
+                }
                 self.id_pending = true;
             }
             // Only when the value is all ASCII digits; saturates rather than overflows.
@@ -132,7 +133,7 @@ impl Fields {
     fn dispatch(&mut self) -> Step {
         // Step 1, before the empty-data check: an event with only an `id` sets it too.
         if self.id_pending {
-            self.last_dispatched_id = self.last_event_id.clone();
+            self.dispatched_id.clone_from(&self.id);
             self.id_pending = false;
         }
         if !self.has_data {
@@ -169,10 +170,18 @@ impl Fields {
             Some((lo, hi)) => decode_owned(&src[lo..hi]),
             None => std::mem::take(&mut self.data),
         };
+        let id = if self.id.is_empty() {
+            None
+        } else {
+            let id = self
+                .id_shared
+                .get_or_insert_with(|| Arc::from(self.id.as_str()));
+            Some(Arc::clone(id))
+        };
         SseEvent {
             event_type: self.out_type.take(),
             data,
-            id: self.last_event_id.clone(),
+            id,
         }
     }
 
@@ -194,7 +203,7 @@ impl Fields {
         SseEventRef {
             event_type: self.out_type.as_deref(),
             data,
-            id: self.last_event_id.as_deref(),
+            id: (!self.id.is_empty()).then_some(self.id.as_str()),
         }
     }
 
@@ -212,9 +221,15 @@ impl Fields {
         self.has_data = false;
         self.event_type.clear();
         if self.id_pending {
-            self.last_event_id = self.last_dispatched_id.clone();
+            self.id.clone_from(&self.dispatched_id);
+            self.id_shared = None;
             self.id_pending = false;
         }
+    }
+
+    /// The last event ID string (`None` when empty).
+    pub(super) fn last_event_id(&self) -> Option<&str> {
+        (!self.dispatched_id.is_empty()).then_some(self.dispatched_id.as_str())
     }
 
     /// Whether an event has data gathered, and how many bytes (at end of stream). A data
