@@ -6,6 +6,7 @@
 
 use std::alloc::System;
 
+use harness_core::ndjson::NdjsonDecoder;
 use harness_core::sse::SseDecoder;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
@@ -49,6 +50,40 @@ fn sse_pass(dec: &mut SseDecoder, stream: &[u8], chunk: usize) -> (usize, usize)
     (n, bytes)
 }
 
+/// NDJSON frames, CRLF now and then, parsed into a struct that borrows from the line.
+fn ndjson_stream() -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..EVENTS {
+        let eol = if i % 7 == 0 { "\r\n" } else { "\n" };
+        out.extend_from_slice(
+            format!("{{\"type\":\"harness.event\",\"seq\":{i},\"text\":\"tok{i}\"}}{eol}")
+                .as_bytes(),
+        );
+    }
+    out
+}
+
+#[derive(serde::Deserialize)]
+struct Frame<'a> {
+    #[serde(rename = "type")]
+    ty: &'a str,
+    seq: u64,
+}
+
+/// One pass of NDJSON feeds parsed into borrowing frames; the frames and a checksum.
+fn ndjson_pass(dec: &mut NdjsonDecoder, stream: &[u8], chunk: usize) -> (usize, u64) {
+    let (mut n, mut sum) = (0, 0);
+    for c in stream.chunks(chunk) {
+        let mut feed = dec.feed(c);
+        while let Some(f) = feed.next_value::<Frame<'_>>() {
+            let f = f.unwrap();
+            n += 1;
+            sum += f.seq + f.ty.len() as u64;
+        }
+    }
+    (n, sum)
+}
+
 fn check(name: &str, allocations: usize, events: usize) {
     println!("{name}: {allocations} allocations over {events} events");
     assert!(events >= EVENTS, "{name}: only {events} events");
@@ -70,6 +105,21 @@ fn main() {
             got.0,
         );
     }
+    let stream = ndjson_stream();
+    for chunk in [1024, 4096, 65536, 1 << 20] {
+        let mut dec = NdjsonDecoder::new();
+        let warm = ndjson_pass(&mut dec, &stream, chunk);
+        let region = Region::new(GLOBAL);
+        let got = ndjson_pass(&mut dec, &stream, chunk);
+        let stats = region.change();
+        assert_eq!(warm, got, "both passes see the same frames");
+        check(
+            &format!("ndjson borrowed frames, {chunk}-byte feeds"),
+            stats.allocations + stats.reallocations,
+            got.0,
+        );
+    }
+    let stream = sse_stream();
     // The owned path, for contrast: per event its data and, as every event here has a new id,
     // that id (shared with the events after it while it stays the same).
     let mut dec = SseDecoder::new();
