@@ -116,7 +116,7 @@ pub use client::{
     ClientRequest, CreateRequest, RequestError, RequestId, RequestKind, TaskClient,
     TaskClientConfig, TaskError, TaskEvent,
 };
-pub use decoder::{Finding, StreamDecoder};
+pub use decoder::{Finding, StreamDecoder, StreamFeed};
 pub use error::{ErrorEnvelope, ErrorObject};
 pub use event::{EventType, StreamEvent, StreamEventKind};
 pub use response::{

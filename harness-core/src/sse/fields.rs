@@ -235,7 +235,7 @@ impl Fields {
     /// Whether an event has data gathered, and how many bytes (at end of stream). A data
     /// value still in the source counts by its raw length; `finish` materializes first.
     pub(super) fn pending_data(&self) -> Option<usize> {
-        self.has_data.then(|| self.data.len())
+        self.has_data.then_some(self.data.len())
     }
 }
 
