@@ -252,6 +252,7 @@ impl NdjsonDecoder {
             dec: self,
             src: bytes,
             at: 0,
+            complete: memchr::memrchr(b'\n', bytes).map_or(0, |i| i + 1),
         }
     }
 
@@ -297,6 +298,48 @@ impl NdjsonDecoder {
             Got::Fail(e) => Err(e),
             Got::NeedMore => self.lines.hold(input).map(|()| None),
         }
+    }
+
+    /// The fast path of [`NdjsonFeed::next_value`]: framing and parse in one pass. A line in
+    /// `src[*at..complete]` that starts with `{` or `[` is parsed where it is, and the line
+    /// end looked for after the value rather than before it (a second pass over the line
+    /// saved). Anything else (a blank or BOM-led line, a value that does not parse or is
+    /// followed by more than whitespace, a line past the limit, bytes still buffered) is
+    /// left to the framing path, which reports it exactly (`None` here).
+    fn value_in_place<'a, T: Deserialize<'a>>(
+        &mut self,
+        src: &'a [u8],
+        at: &mut usize,
+        complete: usize,
+    ) -> Option<T> {
+        if *at >= complete || self.input.pending() > 0 || self.lines.dropping || self.lines.eof {
+            return None;
+        }
+        let rest = &src[*at..complete];
+        if !matches!(rest.first(), Some(b'{' | b'[')) {
+            return None;
+        }
+        let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<T>();
+        let value = values.next()?.ok()?;
+        let end = values.byte_offset();
+        let ws = rest[end..]
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t' | b'\r'))?;
+        let lf = end + ws;
+        if rest[lf] != b'\n' {
+            return None;
+        }
+        let len = if rest[..lf].ends_with(b"\r") {
+            lf - 1
+        } else {
+            lf
+        };
+        if len > self.lines.cfg.max_line_bytes {
+            return None;
+        }
+        self.lines.line_no += 1;
+        *at += lf + 1;
+        Some(value)
     }
 
     /// The next line from the buffer, then from `src[*at..]` in place: the buffer is only
@@ -348,6 +391,8 @@ pub struct NdjsonFeed<'d, 's> {
     dec: &'d mut NdjsonDecoder,
     src: &'s [u8],
     at: usize,
+    /// `src[..complete]` ends with a LF (0: `src` has none).
+    complete: usize,
 }
 
 impl NdjsonFeed<'_, '_> {
@@ -368,6 +413,9 @@ impl NdjsonFeed<'_, '_> {
     /// only; keep calling.
     pub fn next_value<'a, T: Deserialize<'a>>(&'a mut self) -> Option<Result<T, NdjsonError>> {
         let dec = &mut *self.dec;
+        if let Some(v) = dec.value_in_place(self.src, &mut self.at, self.complete) {
+            return Some(Ok(v));
+        }
         let line = match dec.next_in(self.src, &mut self.at) {
             Err(e) => return Some(Err(e)),
             Ok(None) => return None,

@@ -153,3 +153,48 @@ proptest! {
         }
     }
 }
+
+/// The one-pass parse of `next_value` (a value parsed before its line end is found) agrees
+/// with the framing path on every line it could get wrong: two values on a line, trailing
+/// garbage, trailing whitespace and CRs, a valid line past the limit, a line cut by the end
+/// of the push, a value of the wrong type.
+#[test]
+fn one_pass_values_agree_with_framing_on_edge_lines() {
+    let cases: &[&[u8]] = &[
+        b"{\"a\":1} {\"b\":2}\n{\"c\":3}\n",
+        b"{\"a\":1}x\n[1]\n",
+        b"{\"a\":1}  \t\r\r\n[2] \n",
+        b"{\"a\":\"0123456789012345678901234567890123456789\"}\n{}\n",
+        b"[1,2]\n{\"a\":",
+        b"{\"a\":[1,{\"b\":\"\\n\"}]}\r\n\n  \n{\"z\":null}\n",
+        b"{\"a\":1}\n\"str\"\n7\n[]\n",
+    ];
+    for (i, bytes) in cases.iter().enumerate() {
+        for limit in [16usize << 20, 24] {
+            let cfg = NdjsonConfig {
+                max_line_bytes: limit,
+            };
+            for split in 0..=bytes.len() {
+                assert_eq!(
+                    reference(cfg, bytes),
+                    mixed(cfg, bytes, &[split], &[1, 1]),
+                    "case {i}, limit {limit}, split at {split}"
+                );
+            }
+        }
+    }
+    // A typed value: the wrong shape is that line's error, with serde_json's own message.
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Frame {
+        n: u64,
+    }
+    let mut dec = NdjsonDecoder::new();
+    let mut feed = dec.feed(b"{\"n\":1}\n{\"n\":\"x\"}\n{\"n\":3}\n");
+    assert_eq!(feed.next_value::<Frame>().unwrap().unwrap(), Frame { n: 1 });
+    match feed.next_value::<Frame>().unwrap() {
+        Err(NdjsonError::Json { line: 2, message }) => assert!(message.contains("invalid type")),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(feed.next_value::<Frame>().unwrap().unwrap(), Frame { n: 3 });
+    assert!(feed.next_value::<Frame>().is_none());
+}
