@@ -50,7 +50,9 @@ enum Skip {
 ///
 /// Feed it bytes as they arrive with [`push`](Self::push) (which never fails and never
 /// parses), take events out with [`poll_event`](Self::poll_event) (which parses lazily, so
-/// an unread event costs nothing), and call [`finish`](Self::finish) at end of stream.
+/// an unread event costs nothing), and call [`finish`](Self::finish) at end of stream. On a
+/// hot path, [`feed`](Self::feed) parses the pushed bytes in place instead (only an
+/// incomplete line is copied) and lends each event ([`SseFeed::next_ref`]) with no allocation.
 ///
 /// The rules, all tested against the spec's wording:
 /// lines end in CRLF, LF or a lone CR (a CR at the end of one push and an LF at the start of
