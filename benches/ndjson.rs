@@ -1,7 +1,10 @@
-//! NDJSON (stdio transport) throughput on a 64 MiB stream of `harness.event` frames, in the
-//! same run as its limits: a bare memchr newline count (framing) and serde_json's own
-//! `StreamDeserializer` over the whole buffer (parsing), and the usual std-only reader
-//! (`BufRead::split` and a parse per line) as the peer.
+//! NDJSON (stdio transport) throughput on a 64 MiB stream of `harness.event` frames, push
+//! sizes 1 KiB to 1 MiB, in the same run as its limits: a bare memchr newline count
+//! (framing), serde_json's own `StreamDeserializer` over the whole buffer (parsing, with no
+//! isolation of a bad line), serde_json into a flat struct over the lines split beforehand,
+//! and the usual std-only reader (`BufRead::split` and a parse per line) as the peer. Ours:
+//! in place (`feed`) and the classic `push` + `poll`. Ratios for the README come from the
+//! interleaved `benches/codec_ratios.rs`.
 //!
 //! ```text
 //! cargo bench --bench ndjson
@@ -13,129 +16,62 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use harness_core::ndjson::NdjsonDecoder;
-use serde::de::IgnoredAny;
 
 #[path = "support/streams.rs"]
 mod streams;
+#[path = "support/workloads.rs"]
+mod workloads;
 
-/// A flat view of a frame: what a typed reader of the stdio transport parses.
-#[derive(serde::Deserialize)]
-struct Frame<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: &'a str,
-    #[serde(borrow)]
-    cursor: Option<&'a str>,
-}
-
-fn lines(stream: &[u8], chunk: usize) -> usize {
-    let mut dec = NdjsonDecoder::new();
-    let mut n = 0;
-    for c in stream.chunks(chunk) {
-        dec.push(c);
-        while let Some(line) = dec.poll_line().unwrap() {
-            n += line.len();
-        }
-    }
-    dec.finish();
-    while let Some(line) = dec.poll_line().unwrap() {
-        n += line.len();
-    }
-    n
-}
-
-fn parse_ignored(stream: &[u8], chunk: usize) -> usize {
-    let mut dec = NdjsonDecoder::new();
-    let mut n = 0;
-    for c in stream.chunks(chunk) {
-        dec.push(c);
-        while dec.poll::<IgnoredAny>().unwrap().is_some() {
-            n += 1;
-        }
-    }
-    n
-}
-
-/// The usual std-only reader: `BufRead::split(b'\n')` (a `Vec` per line) and a parse per line.
-fn std_bufread_split(stream: &[u8], chunk: usize) -> usize {
-    use std::io::BufRead;
-    let reader = std::io::BufReader::with_capacity(chunk, stream);
-    let mut n = 0;
-    for line in reader.split(b'\n') {
-        let line = line.unwrap();
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let _: IgnoredAny = serde_json::from_slice(&line).unwrap();
-        n += 1;
-    }
-    n
-}
-
-fn parse_typed(stream: &[u8], chunk: usize) -> usize {
-    let mut dec = NdjsonDecoder::new();
-    let mut n = 0;
-    for c in stream.chunks(chunk) {
-        dec.push(c);
-        while let Some(line) = dec.poll_line().unwrap() {
-            let f: Frame<'_> = serde_json::from_slice(line).unwrap();
-            n += f.kind.len() + f.cursor.map_or(0, str::len);
-        }
-    }
-    n
-}
+use workloads::{
+    PUSH_SIZES, bufread_split, flat_frames, memchr_newlines, nd_ignored, nd_lines, nd_push_ignored,
+    nd_push_lines, nd_typed, stream_deserializer,
+};
 
 fn bench(c: &mut Criterion) {
     let stream = streams::realistic_ndjson(64 << 20);
-    let frames = memchr::memchr_iter(b'\n', &stream).count();
-    assert_eq!(parse_ignored(&stream, 4096), frames);
-    assert_eq!(std_bufread_split(&stream, 4096), frames);
-    assert_eq!(
-        serde_json::Deserializer::from_slice(&stream)
-            .into_iter::<IgnoredAny>()
-            .count(),
-        frames
-    );
+    let frames = memchr_newlines(&stream);
+    let lines: Vec<&[u8]> = stream
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(nd_ignored(&stream, 4096), frames);
+    assert_eq!(nd_push_ignored(&stream, 4096), frames);
+    assert_eq!(bufread_split(&stream, 4096), frames);
+    assert_eq!(stream_deserializer(&stream), frames);
+    assert_eq!(nd_lines(&stream, 4096), nd_push_lines(&stream, 4096));
+    assert_eq!(nd_typed(&stream, 4096), flat_frames(&lines));
     eprintln!("stream: {} bytes, {frames} frames", stream.len());
 
     let mut g = c.benchmark_group("ndjson_64MiB");
     g.throughput(Throughput::Bytes(stream.len() as u64));
     g.sample_size(10);
-    g.warm_up_time(Duration::from_secs(2));
-    g.measurement_time(Duration::from_secs(6));
+    g.warm_up_time(Duration::from_secs(1));
+    g.measurement_time(Duration::from_secs(3));
 
     g.bench_function("memchr_newlines/whole", |b| {
-        b.iter(|| memchr::memchr_iter(b'\n', black_box(&stream)).count())
+        b.iter(|| memchr_newlines(black_box(&stream)))
     });
     g.bench_function("serde_json_StreamDeserializer_IgnoredAny/whole", |b| {
-        b.iter(|| {
-            serde_json::Deserializer::from_slice(black_box(&stream))
-                .into_iter::<IgnoredAny>()
-                .count()
-        })
+        b.iter(|| stream_deserializer(black_box(&stream)))
     });
-    for chunk in [4096usize, 65536] {
-        let label = if chunk == 4096 { "4KiB" } else { "64KiB" };
-        g.bench_with_input(
-            BenchmarkId::new("harness_core_NdjsonDecoder_lines", label),
-            &chunk,
-            |b, &chunk| b.iter(|| lines(black_box(&stream), chunk)),
+    g.bench_function("serde_json_flat_frame/pre_split", |b| {
+        b.iter(|| flat_frames(black_box(&lines)))
+    });
+    for (chunk, label) in PUSH_SIZES {
+        let mut f = |name: &str, w: fn(&[u8], usize) -> usize| {
+            g.bench_with_input(BenchmarkId::new(name, label), &chunk, |b, &chunk| {
+                b.iter(|| w(black_box(&stream), chunk))
+            });
+        };
+        f("harness_core_NdjsonDecoder_lines", nd_lines);
+        f("harness_core_NdjsonDecoder_push_lines", nd_push_lines);
+        f("harness_core_NdjsonDecoder_IgnoredAny", nd_ignored);
+        f(
+            "harness_core_NdjsonDecoder_push_IgnoredAny",
+            nd_push_ignored,
         );
-        g.bench_with_input(
-            BenchmarkId::new("harness_core_NdjsonDecoder_IgnoredAny", label),
-            &chunk,
-            |b, &chunk| b.iter(|| parse_ignored(black_box(&stream), chunk)),
-        );
-        g.bench_with_input(
-            BenchmarkId::new("std_BufRead_split_IgnoredAny", label),
-            &chunk,
-            |b, &chunk| b.iter(|| std_bufread_split(black_box(&stream), chunk)),
-        );
-        g.bench_with_input(
-            BenchmarkId::new("harness_core_NdjsonDecoder_typed_frame", label),
-            &chunk,
-            |b, &chunk| b.iter(|| parse_typed(black_box(&stream), chunk)),
-        );
+        f("harness_core_NdjsonDecoder_typed_frame", nd_typed);
+        f("std_BufRead_split_IgnoredAny", bufread_split);
     }
     g.finish();
 }

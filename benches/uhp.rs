@@ -16,149 +16,26 @@
 //! the memory an idle open stream holds (10 000 of them: machine, driver, turn future, body).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::borrow::Cow;
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group};
 use harness_core::sse::SseDecoder;
-use harness_uhp::builder::StreamBuilder;
 use harness_uhp::{StreamDecoder, TaskAccumulator};
-use serde::Deserialize;
-use serde::de::IgnoredAny;
+
+#[path = "support/uhp_stream.rs"]
+mod uhp_stream;
+use uhp_stream::{baseline, one_big_event, payloads, pipeline_fed, pipeline_push_poll, realistic};
 
 const CHUNK: usize = 4096;
-const WORDS: &[&str] = &[
-    " the",
-    " harness",
-    " wrote",
-    " tests;",
-    " README.md",
-    " and",
-    " latency",
-    " \"quoted\"",
-    " café",
-    " 東京",
-    " 🚀",
-    " line\n",
-    " findings",
-    " throughput",
-    " ran",
-    " passed.",
-];
-
-/// A task stream like the reference server's: reasoning, a tool call, then a long message of
-/// small deltas (escapes and non-ASCII included) whose done events and terminal response
-/// repeat the full text, as real servers do. ~`target` bytes.
-fn realistic(target: usize) -> Vec<u8> {
-    let mut b = StreamBuilder::new("resp_7f3a9c2e41d84b0f");
-    b.created();
-    b.reasoning(&["Reading", " the", " README", " first."]);
-    b.tool_call("call_1", "read_file", &["{\"path\":", " \"README.md\"}"]);
-    b.message_start();
-    // ~190 bytes per delta event on the wire, plus 4 copies of ~7 bytes of text each.
-    let n = target / 218;
-    for i in 0..n {
-        b.message_delta(WORDS[(i * 7 + i / 13) % WORDS.len()]);
-    }
-    b.message_end(&[]);
-    b.completed();
-    b.to_sse()
-}
-
-/// One message whose single delta is `size` bytes, then a small terminal event.
-fn one_big_event(size: usize) -> Vec<u8> {
-    let mut b = StreamBuilder::new("resp_big");
-    b.created();
-    b.message_start();
-    let big = "x".repeat(size);
-    b.message_delta(&big);
-    let mut sse = b.to_sse();
-    // A small terminal: the big event dominates the bytes.
-    let mut t = StreamBuilder::new("resp_big");
-    t.completed();
-    let mut ev = t.events()[0].clone();
-    ev["sequence_number"] = serde_json::json!(b.len());
-    sse.extend(StreamBuilder::sse_event(&ev));
-    sse
-}
-
-fn payloads(stream: &[u8]) -> Vec<String> {
-    let mut dec = SseDecoder::new();
-    dec.push(stream);
-    let mut out = Vec::new();
-    while let Some(ev) = dec.poll_event().unwrap() {
-        out.push(ev.into_data());
-    }
-    out
-}
-
-/// A string borrowed from the input unless escapes forced a copy.
-struct Str<'a>(#[allow(dead_code)] Cow<'a, str>);
-impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Cow<'de, str>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Cow::Borrowed(v))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Cow::Owned(v.to_owned()))
-            }
-        }
-        d.deserialize_str(V).map(Str)
-    }
-}
-
-/// The baseline: the event's scalar fields into a flat struct, borrowed; nested objects
-/// skipped (scanned and validated, not built). The least work a typed parse can do.
-#[derive(Deserialize)]
-#[allow(dead_code)]
-struct Flat<'a> {
-    #[serde(rename = "type", borrow)]
-    event_type: Str<'a>,
-    sequence_number: u64,
-    #[serde(borrow, default)]
-    item_id: Option<Str<'a>>,
-    #[serde(default)]
-    output_index: Option<u64>,
-    #[serde(default)]
-    content_index: Option<u64>,
-    #[serde(borrow, default)]
-    delta: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    text: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    arguments: Option<Str<'a>>,
-    #[serde(default)]
-    response: Option<IgnoredAny>,
-    #[serde(default)]
-    item: Option<IgnoredAny>,
-    #[serde(default)]
-    part: Option<IgnoredAny>,
-}
-
-fn baseline(payloads: &[String]) -> u64 {
-    let mut n = 0;
-    for p in payloads {
-        let f: Flat<'_> = serde_json::from_str(p).unwrap();
-        n += f.sequence_number;
-    }
-    n
-}
-
 fn sse_only(stream: &[u8]) -> usize {
     let mut dec = SseDecoder::new();
     let mut n = 0;
     for c in stream.chunks(CHUNK) {
-        dec.push(c);
-        while let Some(ev) = dec.poll_event().unwrap() {
-            n += ev.data().len();
+        let mut feed = dec.feed(c);
+        while let Some(ev) = feed.next_ref() {
+            n += ev.unwrap().data().len();
         }
     }
     n
@@ -168,29 +45,16 @@ fn decode_only(stream: &[u8]) -> u64 {
     let mut dec = StreamDecoder::new();
     let mut n = 0;
     for c in stream.chunks(CHUNK) {
-        dec.push(c);
-        while let Some(ev) = dec.poll_event().unwrap() {
-            n += ev.sequence_number().unwrap_or(0);
+        let mut feed = dec.feed(c);
+        while let Some(ev) = feed.next_ref() {
+            n += ev.unwrap().sequence_number().unwrap_or(0);
         }
     }
     n
 }
 
 fn pipeline(stream: &[u8]) -> TaskAccumulator {
-    let mut dec = StreamDecoder::new();
-    let mut task = TaskAccumulator::new();
-    for c in stream.chunks(CHUNK) {
-        dec.push(c);
-        loop {
-            match dec.poll_event() {
-                Ok(Some(ev)) => task.add(&ev),
-                Ok(None) => break,
-                Err(f) => task.add_finding(&f),
-            }
-        }
-    }
-    dec.finish().unwrap();
-    task
+    pipeline_fed(stream, CHUNK)
 }
 
 fn stream_50mb() -> Vec<u8> {
@@ -211,6 +75,9 @@ fn benches(c: &mut Criterion) {
     g.bench_function("decoder", |b| b.iter(|| decode_only(black_box(&stream))));
     g.bench_function("decoder_accumulator", |b| {
         b.iter(|| pipeline(black_box(&stream)).text().len())
+    });
+    g.bench_function("decoder_accumulator_push_poll", |b| {
+        b.iter(|| pipeline_push_poll(black_box(&stream), CHUNK).text().len())
     });
     g.finish();
     let _ = payload_bytes;
@@ -265,7 +132,7 @@ fn summary() {
     let len = stream.len();
     // Interleaved, so that load from elsewhere on a shared machine hits every workload alike.
     let reps = 15;
-    let mut times: [Vec<Duration>; 4] = Default::default();
+    let mut times: [Vec<Duration>; 5] = Default::default();
     let mut time = |i: usize, f: &mut dyn FnMut()| {
         let s = Instant::now();
         f();
@@ -284,6 +151,9 @@ fn summary() {
         time(3, &mut || {
             black_box(pipeline(&stream).text().len());
         });
+        time(4, &mut || {
+            black_box(pipeline_push_poll(&stream, CHUNK).text().len());
+        });
     }
     // Load from elsewhere only ever slows a run down, so the best of the interleaved runs is
     // the figure least disturbed by it; the median is shown beside it.
@@ -292,11 +162,12 @@ fn summary() {
         v.sort();
         (v[0], v[v.len() / 2])
     };
-    let [mut a, mut b, mut c, mut d] = times;
+    let [mut a, mut b, mut c, mut d, mut e] = times;
     let (base_min, base_med) = stats(&mut a);
     let (sse_min, sse_med) = stats(&mut b);
     let (dec_min, dec_med) = stats(&mut c);
     let (pipe_min, pipe_med) = stats(&mut d);
+    let (pp_min, pp_med) = stats(&mut e);
     let (t_base, t_sse, t_dec, t_pipe) = (base_min, sse_min, dec_min, pipe_min);
     let check = pipeline(&stream);
     assert!(check.is_terminal() && check.sequence().ok);
@@ -334,9 +205,22 @@ fn summary() {
         t_base,
         base_med,
     );
-    row("harness-core SseDecoder alone (framing)", t_sse, sse_med);
-    row("StreamDecoder (SSE + typed events)", t_dec, dec_med);
-    row("StreamDecoder + TaskAccumulator", t_pipe, pipe_med);
+    row(
+        "harness-core SseDecoder alone (framing, borrowed)",
+        t_sse,
+        sse_med,
+    );
+    row("StreamDecoder (SSE + typed events, lent)", t_dec, dec_med);
+    row(
+        "StreamDecoder + TaskAccumulator (`feed`, in place)",
+        t_pipe,
+        pipe_med,
+    );
+    row(
+        "StreamDecoder + TaskAccumulator (`push` + `poll_event`)",
+        pp_min,
+        pp_med,
+    );
     if let Some(p) = peer {
         let dec = p["decoder_mb_s"].as_f64().unwrap_or(f64::NAN);
         let pipe = p["pipeline_mb_s"].as_f64().unwrap_or(f64::NAN);
@@ -402,7 +286,7 @@ mod server {
     use harness_uhp::{StreamDecoder, TaskAccumulator};
 
     const DELTAS: usize = 10_000;
-    const WORDS: &[&str] = super::WORDS;
+    const WORDS: &[&str] = super::uhp_stream::WORDS;
 
     fn now() -> Now {
         Now::new(Instant::now(), 1_786_400_000_000)

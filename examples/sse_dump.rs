@@ -9,7 +9,8 @@
 //!
 //! Input, one case per line: `{"id":N,"chunks":["base64",...]}` (bytes as base64, so invalid
 //! UTF-8 and a CR at the end of a chunk survive). Each case gets a fresh decoder: every chunk
-//! is pushed and the events drained, then `finish()`. Output, one line per case:
+//! is pushed and the events drained (odd ids: fed in place with `feed`, borrowed events),
+//! then `finish()`. Output, one line per case:
 //! `{"id":N,"events":[{"event":..,"data":..,"id":..}],"last_event_id":..,"retry":ms|null}`,
 //! where an event's `id` is the last event ID at its dispatch and a skipped event is
 //! `{"error":".."}`.
@@ -62,10 +63,25 @@ fn main() {
             .unwrap_or_else(|| fail("no chunks"));
         let mut dec = SseDecoder::new();
         let mut events = Vec::new();
+        // Every other case goes in place (`feed`, borrowed events): both paths face the peer.
+        let in_place = case["id"].as_u64().is_some_and(|id| id % 2 == 1);
         for chunk in chunks {
             let bytes = chunk.as_str().and_then(base64);
-            dec.push(&bytes.unwrap_or_else(|| fail("a chunk is not base64")));
-            drain(&mut dec, &mut events);
+            let bytes = bytes.unwrap_or_else(|| fail("a chunk is not base64"));
+            if in_place {
+                let mut feed = dec.feed(&bytes);
+                while let Some(ev) = feed.next_ref() {
+                    events.push(match ev {
+                        Ok(ev) => {
+                            json!({"event": ev.event_type(), "data": ev.data(), "id": ev.id()})
+                        }
+                        Err(e) => json!({"error": e.to_string()}),
+                    });
+                }
+            } else {
+                dec.push(&bytes);
+                drain(&mut dec, &mut events);
+            }
         }
         // An unterminated event is reported here and never dispatched: nothing to print.
         let _ = dec.finish();

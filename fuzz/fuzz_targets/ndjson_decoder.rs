@@ -1,4 +1,5 @@
-//! Arbitrary bytes never panic the NDJSON decoder, whatever the chunking.
+//! Arbitrary bytes never panic the NDJSON decoder, and neither the chunking nor the path
+//! (`push` + `poll`, or in place with `feed`) changes what comes out.
 #![no_main]
 
 use harness_core::ndjson::{NdjsonConfig, NdjsonDecoder};
@@ -23,11 +24,37 @@ fn run(chunks: &[&[u8]]) -> Vec<String> {
     out
 }
 
+/// The same through `feed` and `next_value`.
+fn run_fed(chunks: &[&[u8]]) -> Vec<String> {
+    let mut dec = NdjsonDecoder::with_config(NdjsonConfig { max_line_bytes: 64 });
+    let mut out = Vec::new();
+    for c in chunks {
+        let mut feed = dec.feed(c);
+        while let Some(v) = feed.next_value::<serde_json::Value>() {
+            match v {
+                Ok(v) => out.push(v.to_string()),
+                Err(e) => out.push(format!("error {e}")),
+            }
+        }
+    }
+    dec.finish();
+    loop {
+        match dec.poll::<serde_json::Value>() {
+            Ok(Some(v)) => out.push(v.to_string()),
+            Ok(None) => break,
+            Err(e) => out.push(format!("error {e}")),
+        }
+    }
+    out
+}
+
 fuzz_target!(|data: &[u8]| {
     if data.is_empty() {
         return;
     }
     let body = &data[1..];
     let split = (usize::from(data[0]) % data.len()).min(body.len());
-    assert_eq!(run(&[body]), run(&[&body[..split], &body[split..]]));
+    let whole = run(&[body]);
+    assert_eq!(whole, run(&[&body[..split], &body[split..]]));
+    assert_eq!(whole, run_fed(&[&body[..split], &body[split..]]));
 });

@@ -1,4 +1,5 @@
-//! The input buffer both line decoders share.
+//! The input buffer both line decoders share. With `feed` it holds only what a push left
+//! incomplete (and what the caller has not read yet); complete lines are read in place.
 
 /// Bytes pushed and not yet consumed, with the scan position of the line search.
 ///
@@ -32,12 +33,6 @@ impl InputBuffer {
     /// Consumes everything buffered (the line search starts afresh).
     pub(crate) fn skip_all(&mut self) {
         self.pos = self.buf.len();
-        self.scan = self.pos;
-    }
-
-    /// Consumes up to and including the line end at `end`.
-    pub(crate) fn consume_through(&mut self, end: usize) {
-        self.pos = end + 1;
         self.scan = self.pos;
     }
 

@@ -24,7 +24,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The UTF-8 byte order mark, skipped once at the start of a stream.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -79,16 +79,130 @@ impl NdjsonError {
 }
 
 /// A sans-IO decoder of newline-delimited JSON.
+///
+/// Two ways in: [`push`](Self::push) copies bytes into the decoder's buffer, and
+/// [`poll_line`](Self::poll_line) / [`poll`](Self::poll) take lines out of it; or
+/// [`feed`](Self::feed) reads lines in place from the caller's bytes, copying only an
+/// incomplete last line. Both give the same lines and errors under any chunking.
 #[derive(Debug, Default)]
 pub struct NdjsonDecoder {
-    cfg: NdjsonConfig,
     input: InputBuffer,
+    lines: Lines,
+}
+
+/// The line state machine: everything but the bytes, so that it runs over the decoder's
+/// buffer or over the caller's slice alike.
+#[derive(Debug, Default)]
+struct Lines {
+    cfg: NdjsonConfig,
     /// Dropping the rest of an over-long line.
     dropping: bool,
     /// No more input: the unterminated tail is the last line.
     eof: bool,
     /// Lines seen so far (blank ones included).
     line_no: u64,
+}
+
+/// What one run of the line machine over a source found.
+enum Got {
+    /// A non-blank line, `source[lo..hi]`, without its line end.
+    Line(usize, usize),
+    Fail(NdjsonError),
+    /// The rest of the source holds no line end.
+    NeedMore,
+}
+
+impl Lines {
+    /// The next non-blank line of `buf[*pos..]`; `buf[*pos..*scan]` holds no LF. At `eof`, an
+    /// unterminated rest is a line.
+    fn next(&mut self, buf: &[u8], pos: &mut usize, scan: &mut usize, eof: bool) -> Got {
+        loop {
+            let (start, end) = match memchr::memchr(b'\n', &buf[*scan..]) {
+                Some(off) => {
+                    let end = *scan + off;
+                    let start = *pos;
+                    *pos = end + 1;
+                    *scan = *pos;
+                    (start, end)
+                }
+                None if eof && *pos < buf.len() => {
+                    let start = *pos;
+                    *pos = buf.len();
+                    *scan = *pos;
+                    (start, *pos)
+                }
+                None => {
+                    *scan = buf.len();
+                    return Got::NeedMore;
+                }
+            };
+            if self.dropping {
+                self.dropping = false; // the rest of a line already reported
+                continue;
+            }
+            self.line_no += 1;
+            let (mut lo, mut hi) = (start, end);
+            if buf[lo..hi].ends_with(b"\r") {
+                hi -= 1;
+            }
+            if self.line_no == 1 && buf[lo..hi].starts_with(BOM) {
+                lo += BOM.len(); // one BOM at the start of the stream (RFC 8259 §8.1)
+            }
+            if hi - lo > self.cfg.max_line_bytes {
+                return Got::Fail(NdjsonError::LineTooLong {
+                    line: self.line_no,
+                    limit: self.cfg.max_line_bytes,
+                });
+            }
+            if buf[lo..hi]
+                .iter()
+                .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+            {
+                continue; // blank lines are skipped
+            }
+            return Got::Line(lo, hi);
+        }
+    }
+
+    /// The buffer holds no LF: bound what it keeps (a line past the limit is reported as
+    /// soon as it is, and its rest dropped as it comes).
+    fn hold(&mut self, input: &mut InputBuffer) -> Result<(), NdjsonError> {
+        // A CR last may be the first half of a CRLF: not the line's.
+        let mut held = match input.buf[input.pos..] {
+            [.., b'\r'] => input.pending() - 1,
+            _ => input.pending(),
+        };
+        if self.line_no == 0 {
+            // Nor is a BOM the first line may start with (an early report only: the whole
+            // line is measured exactly at its line end).
+            held = held.saturating_sub(BOM.len());
+        }
+        if self.dropping {
+            input.skip_all();
+        } else if held > self.cfg.max_line_bytes {
+            input.skip_all();
+            self.dropping = true;
+            self.line_no += 1;
+            return Err(NdjsonError::LineTooLong {
+                line: self.line_no,
+                limit: self.cfg.max_line_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn parse<'a, T: Deserialize<'a>>(&self, line: &'a [u8]) -> Result<T, NdjsonError> {
+        serde_json::from_slice(line).map_err(|e| NdjsonError::Json {
+            line: self.line_no,
+            message: e.to_string(),
+        })
+    }
+}
+
+/// Where [`NdjsonDecoder::next_in`] found a line.
+enum Found {
+    Buffer(usize, usize),
+    Slice(usize, usize),
 }
 
 impl NdjsonDecoder {
@@ -100,113 +214,230 @@ impl NdjsonDecoder {
     /// A decoder with the given limit.
     pub fn with_config(cfg: NdjsonConfig) -> Self {
         NdjsonDecoder {
-            cfg,
-            ..Self::default()
+            input: InputBuffer::default(),
+            lines: Lines {
+                cfg,
+                ..Lines::default()
+            },
         }
     }
 
-    /// Appends input bytes. Never fails and never parses.
+    /// Appends input bytes to the decoder's buffer. Never fails and never parses.
+    /// [`feed`](Self::feed) reads complete lines without copying them.
     pub fn push(&mut self, bytes: &[u8]) {
         self.input.push(bytes);
     }
 
-    /// Marks the end of input: an unterminated last line becomes a line like the others.
-    pub fn finish(&mut self) {
-        self.eof = true;
+    /// Reads `bytes` in place: the returned [`NdjsonFeed`] yields the lines they complete,
+    /// borrowed from `bytes` itself (or parsed from it). Only an incomplete last line (and
+    /// what the feed was dropped before reading) is copied into the decoder's buffer. Lines
+    /// pushed before with [`push`](Self::push) and not yet polled come first.
+    ///
+    /// ```
+    /// use harness_core::ndjson::NdjsonDecoder;
+    /// use serde_json::Value;
+    ///
+    /// let mut dec = NdjsonDecoder::new();
+    /// let mut seen = Vec::new();
+    /// for chunk in [&b"{\"n\":1}\n{\"n\""[..], b":2}\r\nnot json\n"] {
+    ///     let mut feed = dec.feed(chunk);
+    ///     while let Some(v) = feed.next_value::<Value>() {
+    ///         seen.push(v.map(|v| v["n"].as_u64()).map_err(|e| e.line()));
+    ///     }
+    /// }
+    /// assert_eq!(seen, [Ok(Some(1)), Ok(Some(2)), Err(3)]); // a bad line is its own error
+    /// ```
+    pub fn feed<'d, 's>(&'d mut self, bytes: &'s [u8]) -> NdjsonFeed<'d, 's> {
+        NdjsonFeed {
+            dec: self,
+            src: bytes,
+            at: 0,
+            complete: memchr::memrchr(b'\n', bytes).map_or(0, |i| i + 1),
+        }
     }
 
-    /// Bytes pushed and not yet consumed.
+    /// Marks the end of input: an unterminated last line becomes a line like the others.
+    pub fn finish(&mut self) {
+        self.lines.eof = true;
+    }
+
+    /// Bytes held in the decoder's buffer: pushed and not yet consumed.
     pub fn buffered_bytes(&self) -> usize {
         self.input.pending()
     }
 
     /// The next non-blank line, without its line end (LF or CRLF), not parsed.
     pub fn poll_line(&mut self) -> Result<Option<&[u8]>, NdjsonError> {
-        loop {
-            let (start, end) = match memchr::memchr(b'\n', &self.input.buf[self.input.scan..]) {
-                Some(off) => {
-                    let end = self.input.scan + off;
-                    let start = self.input.pos;
-                    self.input.consume_through(end);
-                    (start, end)
-                }
-                None if self.eof && self.input.pos < self.input.buf.len() => {
-                    let start = self.input.pos;
-                    self.input.skip_all();
-                    (start, self.input.pos)
-                }
-                None => {
-                    self.input.scan = self.input.buf.len();
-                    // A CR last may be the first half of a CRLF: not the line's.
-                    let mut held = match self.input.buf[self.input.pos..] {
-                        [.., b'\r'] => self.input.pending() - 1,
-                        _ => self.input.pending(),
-                    };
-                    if self.line_no == 0 {
-                        // Nor is a BOM the first line may start with (an early report
-                        // only: the whole line is measured exactly at its line end).
-                        held = held.saturating_sub(BOM.len());
-                    }
-                    if self.dropping {
-                        self.input.skip_all();
-                    } else if held > self.cfg.max_line_bytes {
-                        self.input.skip_all();
-                        self.dropping = true;
-                        self.line_no += 1;
-                        return Err(NdjsonError::LineTooLong {
-                            line: self.line_no,
-                            limit: self.cfg.max_line_bytes,
-                        });
-                    }
-                    return Ok(None);
-                }
-            };
-            if self.dropping {
-                self.dropping = false; // the rest of a line already reported
-                continue;
-            }
-            self.line_no += 1;
-            let (mut lo, mut hi) = (start, end);
-            if self.input.buf[lo..hi].ends_with(b"\r") {
-                hi -= 1;
-            }
-            if self.line_no == 1 && self.input.buf[lo..hi].starts_with(BOM) {
-                lo += BOM.len(); // one BOM at the start of the stream (RFC 8259 §8.1)
-            }
-            if hi - lo > self.cfg.max_line_bytes {
-                return Err(NdjsonError::LineTooLong {
-                    line: self.line_no,
-                    limit: self.cfg.max_line_bytes,
-                });
-            }
-            if self.input.buf[lo..hi]
-                .iter()
-                .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
-            {
-                continue; // blank lines are skipped
-            }
-            return Ok(Some(&self.input.buf[lo..hi]));
-        }
+        Ok(self
+            .poll_buffered()?
+            .map(|(lo, hi)| &self.input.buf[lo..hi]))
     }
 
     /// The next line parsed as a `T`. A line that does not parse is an error for that line;
     /// the next call goes on with the next line.
     pub fn poll<T: DeserializeOwned>(&mut self) -> Result<Option<T>, NdjsonError> {
-        let Some(line) = self.poll_line()? else {
-            return Ok(None);
-        };
-        match serde_json::from_slice(line) {
-            Ok(v) => Ok(Some(v)),
-            Err(e) => Err(NdjsonError::Json {
-                line: self.line_no,
-                message: e.to_string(),
-            }),
+        match self.poll_buffered()? {
+            None => Ok(None),
+            Some((lo, hi)) => self.lines.parse(&self.input.buf[lo..hi]).map(Some),
         }
     }
 
     /// The 1-based number of the last line returned or reported.
     pub fn line_number(&self) -> u64 {
-        self.line_no
+        self.lines.line_no
+    }
+
+    /// The next line of the buffer, as a range of it.
+    fn poll_buffered(&mut self) -> Result<Option<(usize, usize)>, NdjsonError> {
+        let input = &mut self.input;
+        match self
+            .lines
+            .next(&input.buf, &mut input.pos, &mut input.scan, self.lines.eof)
+        {
+            Got::Line(lo, hi) => Ok(Some((lo, hi))),
+            Got::Fail(e) => Err(e),
+            Got::NeedMore => self.lines.hold(input).map(|()| None),
+        }
+    }
+
+    /// The fast path of [`NdjsonFeed::next_value`]: framing and parse in one pass. A line in
+    /// `src[*at..complete]` that starts with `{` or `[` is parsed where it is, and the line
+    /// end looked for after the value rather than before it (a second pass over the line
+    /// saved). Anything else (a blank or BOM-led line, a value that does not parse or is
+    /// followed by more than whitespace, a line past the limit, bytes still buffered) is
+    /// left to the framing path, which reports it exactly (`None` here).
+    fn value_in_place<'a, T: Deserialize<'a>>(
+        &mut self,
+        src: &'a [u8],
+        at: &mut usize,
+        complete: usize,
+    ) -> Option<T> {
+        if *at >= complete || self.input.pending() > 0 || self.lines.dropping || self.lines.eof {
+            return None;
+        }
+        let rest = &src[*at..complete];
+        if !matches!(rest.first(), Some(b'{' | b'[')) {
+            return None;
+        }
+        let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<T>();
+        let value = values.next()?.ok()?;
+        let end = values.byte_offset();
+        let ws = rest[end..]
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t' | b'\r'))?;
+        let lf = end + ws;
+        if rest[lf] != b'\n' {
+            return None;
+        }
+        let len = if rest[..lf].ends_with(b"\r") {
+            lf - 1
+        } else {
+            lf
+        };
+        if len > self.lines.cfg.max_line_bytes {
+            return None;
+        }
+        self.lines.line_no += 1;
+        *at += lf + 1;
+        Some(value)
+    }
+
+    /// The next line from the buffer, then from `src[*at..]` in place: the buffer is only
+    /// completed with the rest of its incomplete line, and what `src` leaves incomplete is
+    /// copied into it.
+    fn next_in(&mut self, src: &[u8], at: &mut usize) -> Result<Option<Found>, NdjsonError> {
+        loop {
+            if self.input.pending() > 0 {
+                if let Some((lo, hi)) = self.poll_buffered()? {
+                    return Ok(Some(Found::Buffer(lo, hi)));
+                }
+                if self.input.pending() == 0 {
+                    continue;
+                }
+                let rest = &src[*at..];
+                if rest.is_empty() {
+                    return Ok(None);
+                }
+                let take = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
+                self.input.push(&rest[..take]);
+                *at += take;
+                continue;
+            }
+            self.input.clear();
+            if *at == src.len() {
+                return Ok(None);
+            }
+            let mut scan = *at;
+            match self.lines.next(src, at, &mut scan, false) {
+                Got::Line(lo, hi) => return Ok(Some(Found::Slice(lo, hi))),
+                Got::Fail(e) => return Err(e),
+                Got::NeedMore => {
+                    // No LF in the rest: it waits in the buffer (which bounds it).
+                    self.input.push(&src[*at..]);
+                    self.input.scan = self.input.buf.len();
+                    *at = src.len();
+                }
+            }
+        }
+    }
+}
+
+/// The lines of one [`NdjsonDecoder::feed`], read in place from the fed bytes.
+///
+/// Dropping it copies the bytes it has not read yet into the decoder's buffer, so nothing is
+/// lost: the next `feed` or `poll` goes on from there.
+#[derive(Debug)]
+pub struct NdjsonFeed<'d, 's> {
+    dec: &'d mut NdjsonDecoder,
+    src: &'s [u8],
+    at: usize,
+    /// `src[..complete]` ends with a LF (0: `src` has none).
+    complete: usize,
+}
+
+impl NdjsonFeed<'_, '_> {
+    /// The next non-blank line, without its line end, borrowed until the next call. `None`:
+    /// the fed bytes are used up. An `Err` concerns one line; keep calling.
+    pub fn next_line(&mut self) -> Option<Result<&[u8], NdjsonError>> {
+        let dec = &mut *self.dec;
+        match dec.next_in(self.src, &mut self.at) {
+            Err(e) => Some(Err(e)),
+            Ok(None) => None,
+            Ok(Some(Found::Buffer(lo, hi))) => Some(Ok(&dec.input.buf[lo..hi])),
+            Ok(Some(Found::Slice(lo, hi))) => Some(Ok(&self.src[lo..hi])),
+        }
+    }
+
+    /// The next line parsed as a `T`, which may borrow from the line (`&str` fields without
+    /// escapes) until the next call. A line that does not parse is an error for that line
+    /// only; keep calling.
+    pub fn next_value<'a, T: Deserialize<'a>>(&'a mut self) -> Option<Result<T, NdjsonError>> {
+        let dec = &mut *self.dec;
+        if let Some(v) = dec.value_in_place(self.src, &mut self.at, self.complete) {
+            return Some(Ok(v));
+        }
+        let line = match dec.next_in(self.src, &mut self.at) {
+            Err(e) => return Some(Err(e)),
+            Ok(None) => return None,
+            Ok(Some(Found::Buffer(lo, hi))) => &dec.input.buf[lo..hi],
+            Ok(Some(Found::Slice(lo, hi))) => &self.src[lo..hi],
+        };
+        Some(dec.lines.parse(line))
+    }
+
+    /// The 1-based number of the last line returned or reported.
+    pub fn line_number(&self) -> u64 {
+        self.dec.lines.line_no
+    }
+}
+
+impl Drop for NdjsonFeed<'_, '_> {
+    fn drop(&mut self) {
+        if let Some(rest) = self.src.get(self.at..) {
+            if !rest.is_empty() {
+                self.dec.input.push(rest);
+            }
+        }
     }
 }
 

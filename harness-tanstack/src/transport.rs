@@ -95,6 +95,29 @@ impl SseFrameDecoder {
         self.sse.push(bytes);
     }
 
+    /// Reads the frames `bytes` complete, in place: each event's data is borrowed from
+    /// `bytes` (or from the decoder, for an event that began in an earlier push) and read
+    /// straight into its frame; only an incomplete event is copied into the decoder.
+    /// `visit` gets each frame, or the error that concerns one frame, in stream order.
+    /// Frames pushed with [`push`](Self::push) and not yet polled come first.
+    pub fn feed_frames(
+        &mut self,
+        bytes: &[u8],
+        mut visit: impl FnMut(Result<HostFrame, TransportError>),
+    ) {
+        let mut feed = self.sse.feed(bytes);
+        while let Some(ev) = feed.next_ref() {
+            match ev {
+                Ok(ev) => match read_host_frame(ev.data()) {
+                    Ok(Some(f)) => visit(Ok(f)),
+                    Ok(None) => {}
+                    Err(e) => visit(Err(e)),
+                },
+                Err(e) => visit(Err(e.into())),
+            }
+        }
+    }
+
     /// The next frame. `Ok(None)`: more bytes are needed. An error concerns one frame.
     pub fn poll_frame(&mut self) -> Result<Option<HostFrame>, TransportError> {
         match self.sse.poll_event()? {

@@ -6,7 +6,7 @@
 //! the stream goes on. It is driven like every codec here: `push`, drain `poll_event`,
 //! `finish` at the end ([`harness_core::run_loop`]).
 
-use harness_core::sse::{SseConfig, SseDecoder};
+use harness_core::sse::{SseConfig, SseDecoder, SseFeed};
 
 use crate::event::StreamEvent;
 
@@ -33,6 +33,10 @@ pub use crate::finding::Finding;
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
     sse: SseDecoder,
+    /// The event [`StreamFeed::next_ref`] lent out last.
+    lent: Option<StreamEvent>,
+    /// The raw text buffer of the event lent before it, reused for the next one.
+    spare: String,
 }
 
 impl StreamDecoder {
@@ -46,12 +50,39 @@ impl StreamDecoder {
     pub fn with_config(cfg: SseConfig) -> Self {
         StreamDecoder {
             sse: SseDecoder::with_config(cfg),
+            lent: None,
+            spare: String::new(),
         }
     }
 
     /// Appends body bytes. Never fails and never parses.
     pub fn push(&mut self, bytes: &[u8]) {
         self.sse.push(bytes);
+    }
+
+    /// Decodes `bytes` in place (harness-core's [`SseDecoder::feed`]): the returned
+    /// [`StreamFeed`] yields the events they complete, owned (it is an iterator) or lent
+    /// ([`StreamFeed::next_ref`], which reuses one event's buffer for the next). Only an
+    /// incomplete event is copied into the decoder. Events pushed with [`push`](Self::push)
+    /// and not yet polled come first.
+    ///
+    /// ```
+    /// use harness_uhp::StreamDecoder;
+    ///
+    /// let mut dec = StreamDecoder::new();
+    /// let body = b"data: {\"type\":\"response.output_text.delta\",\"sequence_number\":4,\"delta\":\"Hi\"}\n\ndata: [DONE]\n\n";
+    /// let mut feed = dec.feed(body);
+    /// assert_eq!(feed.next_ref().unwrap()?.delta(), Some("Hi"));
+    /// assert!(feed.next_ref().unwrap().is_err()); // the sentinel is a finding
+    /// assert!(feed.next_ref().is_none());
+    /// # Ok::<(), harness_uhp::Finding>(())
+    /// ```
+    pub fn feed<'d, 's>(&'d mut self, bytes: &'s [u8]) -> StreamFeed<'d, 's> {
+        StreamFeed {
+            sse: self.sse.feed(bytes),
+            lent: &mut self.lent,
+            spare: &mut self.spare,
+        }
     }
 
     /// The next event. `Ok(None)`: more bytes are needed. `Err`: a finding about one
@@ -80,5 +111,46 @@ impl StreamDecoder {
     /// Bytes pushed and not yet parsed.
     pub fn buffered_bytes(&self) -> usize {
         self.sse.buffered_bytes()
+    }
+}
+
+/// The events of one [`StreamDecoder::feed`], decoded in place from the fed bytes. As an
+/// [`Iterator`] it yields owned events; [`next_ref`](Self::next_ref) lends them. Dropping it
+/// keeps the bytes it has not decoded in the decoder, for the next call.
+#[derive(Debug)]
+pub struct StreamFeed<'d, 's> {
+    sse: SseFeed<'d, 's>,
+    lent: &'d mut Option<StreamEvent>,
+    spare: &'d mut String,
+}
+
+impl StreamFeed<'_, '_> {
+    /// The next event, lent until the next call: its raw text goes into the buffer of the
+    /// event lent before, so a stream of events costs no allocation for their text (their
+    /// escaped strings and nested objects aside). `None`: the fed bytes are used up. `Err`:
+    /// a finding about one message; keep calling.
+    pub fn next_ref(&mut self) -> Option<Result<&StreamEvent, Finding>> {
+        if let Some(ev) = self.lent.take() {
+            *self.spare = ev.into_raw_json();
+        }
+        let data = match self.sse.next_ref()? {
+            Ok(ev) => ev.data(),
+            Err(e) => return Some(Err(e.into())),
+        };
+        let mut raw = std::mem::take(self.spare);
+        raw.clear();
+        raw.push_str(data);
+        Some(StreamEvent::parse(raw).map(|ev| &*self.lent.insert(ev)))
+    }
+}
+
+impl Iterator for StreamFeed<'_, '_> {
+    type Item = Result<StreamEvent, Finding>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(match self.sse.next_ref()? {
+            Ok(ev) => StreamEvent::parse(ev.data().to_owned()),
+            Err(e) => Err(e.into()),
+        })
     }
 }

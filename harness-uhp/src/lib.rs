@@ -121,7 +121,7 @@ pub use client::{
 };
 #[cfg(feature = "client-hyper")]
 pub use client::{HttpClientConfig, HttpTaskClient, TaskRun};
-pub use decoder::{Finding, StreamDecoder};
+pub use decoder::{Finding, StreamDecoder, StreamFeed};
 pub use error::{ErrorEnvelope, ErrorObject};
 pub use event::{EventType, StreamEvent, StreamEventKind};
 pub use response::{

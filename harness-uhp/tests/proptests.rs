@@ -204,3 +204,107 @@ proptest! {
         let _ = task.summary();
     }
 }
+
+/// Decodes `body` in place with `StreamDecoder::feed` in chunks of the given sizes (cycled):
+/// owned events, lent events (cloned as they come), or straight into the task with
+/// `TaskAccumulator::feed`, as `mode` says. Then `finish_decoder`.
+fn run_fed(body: &[u8], sizes: &[usize], mode: u8) -> common::Run {
+    let mut dec = StreamDecoder::new();
+    let mut r = common::Run {
+        events: Vec::new(),
+        findings: Vec::new(),
+        task: TaskAccumulator::new(),
+    };
+    let mut rest = body;
+    let mut i = 0;
+    while !rest.is_empty() {
+        let n = sizes[i % sizes.len()].clamp(1, rest.len());
+        let chunk = &rest[..n];
+        rest = &rest[n..];
+        i += 1;
+        match mode % 3 {
+            0 => {
+                for ev in dec.feed(chunk) {
+                    match ev {
+                        Ok(ev) => {
+                            r.task.add(&ev);
+                            r.events.push(ev);
+                        }
+                        Err(f) => {
+                            r.task.add_finding(&f);
+                            r.findings.push(f);
+                        }
+                    }
+                }
+            }
+            1 => {
+                let mut feed = dec.feed(chunk);
+                while let Some(ev) = feed.next_ref() {
+                    match ev {
+                        Ok(ev) => {
+                            r.task.add(ev);
+                            r.events.push(ev.clone());
+                        }
+                        Err(f) => {
+                            r.task.add_finding(&f);
+                            r.findings.push(f);
+                        }
+                    }
+                }
+            }
+            _ => r.task.feed(&mut dec, chunk),
+        }
+    }
+    let end = dec.finish();
+    loop {
+        match dec.poll_event() {
+            Ok(Some(ev)) => {
+                r.task.add(&ev);
+                r.events.push(ev);
+            }
+            Ok(None) => break,
+            Err(f) => {
+                r.task.add_finding(&f);
+                r.findings.push(f);
+            }
+        }
+    }
+    if let Err(f) = end {
+        r.task.add_finding(&f);
+        r.findings.push(f);
+    }
+    r
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// Decoding in place (owned, lent, or into the task) gives the events, findings and
+    /// task of push-then-poll, under any chunking of any fixture.
+    #[test]
+    fn feeding_a_fixture_in_place_gives_the_same_task(
+        pick in any::<prop::sample::Index>(),
+        sizes in prop::collection::vec(1usize..300, 1..8),
+        mode in 0u8..3,
+    ) {
+        let fixtures = small_fixtures();
+        let body = &fixtures[pick.index(fixtures.len())];
+        let fed = run_fed(body, &sizes, mode);
+        let want = outcome(&run(body));
+        prop_assert_eq!(&serde_json::to_value(fed.task.summary()).unwrap(), &want.0);
+        if mode != 2 {
+            prop_assert_eq!(outcome(&fed), want);
+        }
+    }
+
+    /// The same over arbitrary bytes (which never panic).
+    #[test]
+    fn feeding_arbitrary_bytes_in_place(body in prop::collection::vec(any::<u8>(), 0..600), split in 1usize..50, mode in 0u8..3) {
+        let fed = run_fed(&body, &[split], mode);
+        let want = outcome(&run(&body));
+        prop_assert_eq!(&serde_json::to_value(fed.task.summary()).unwrap(), &want.0);
+        if mode != 2 {
+            prop_assert_eq!(outcome(&fed), want);
+        }
+    }
+}

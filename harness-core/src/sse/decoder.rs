@@ -2,10 +2,10 @@
 //! [`crate::run_loop`] states: `push`, drain `poll_event`, `finish` at the end.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::event::{SseError, SseEvent};
+use super::event::{SseError, SseEvent, SseEventRef};
+use super::fields::{Fields, Step};
 use crate::buffer::InputBuffer;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -45,166 +45,14 @@ enum Skip {
     Event,
 }
 
-/// The per-event buffers of the WHATWG algorithm (data, event type, last event ID).
-#[derive(Debug, Default)]
-struct Fields {
-    /// The data buffer, without the trailing LF the algorithm appends and later strips.
-    data: String,
-    /// Whether at least one `data` field was seen (an empty `data:` line still dispatches).
-    has_data: bool,
-    /// The raw bytes of the event type buffer.
-    event_type: Vec<u8>,
-    /// The last interned event type, reused while the stream repeats it.
-    last_type: Option<Arc<str>>,
-    /// The last event ID buffer (`None` when empty).
-    last_event_id: Option<Arc<str>>,
-    /// An `id` field was read since the last blank line: the buffer may differ from
-    /// `last_dispatched_id`.
-    id_pending: bool,
-    /// The last event ID string: the buffer as the last blank line left it (WHATWG "dispatch
-    /// the event", step 1). What a client resumes with; an `id` of an event that never got
-    /// its blank line (cut off, or skipped for a limit) never becomes it.
-    last_dispatched_id: Option<Arc<str>>,
-    /// The reconnection time in milliseconds, when the stream set one.
-    retry_ms: Option<u64>,
-}
-
-/// What one line did.
-enum Step {
-    Continue,
-    Dispatch(SseEvent),
-    Fail(SseError),
-}
-
-impl Fields {
-    /// Processes one complete line (without its terminator), per WHATWG "interpret a line".
-    fn line(&mut self, line: &[u8], max_event: usize) -> Step {
-        if line.is_empty() {
-            return self.dispatch();
-        }
-        if line[0] == b':' {
-            return Step::Continue; // a comment
-        }
-        // `data:` is most lines of a real stream: skip the colon search for it.
-        let split = if line.len() >= 5 && &line[..5] == b"data:" {
-            Some(4)
-        } else {
-            memchr::memchr(b':', line)
-        };
-        let (name, value) = match split {
-            Some(c) => {
-                let v = &line[c + 1..];
-                // Exactly one leading U+0020 SPACE is removed, never more, never a tab.
-                let v = v.strip_prefix(b" ").unwrap_or(v);
-                (&line[..c], v)
-            }
-            None => (line, &b""[..]), // a field name with an empty value
-        };
-        match name {
-            b"data" => {
-                let extra = value.len() + usize::from(self.has_data);
-                if self.data.len() + extra > max_event {
-                    return Step::Fail(SseError::EventTooLarge { limit: max_event });
-                }
-                if self.has_data {
-                    self.data.push('\n');
-                } else {
-                    self.has_data = true;
-                    self.data.reserve_exact(value.len());
-                }
-                push_utf8(&mut self.data, value);
-            }
-            b"event" => {
-                self.event_type.clear();
-                self.event_type.extend_from_slice(value);
-            }
-            // Ignored when the value contains U+0000 NULL.
-            b"id" if memchr::memchr(0, value).is_none() => {
-                self.last_event_id = if value.is_empty() {
-                    None
-                } else if self.last_event_id.as_deref().map(str::as_bytes) == Some(value) {
-                    self.last_event_id.take()
-                } else {
-                    Some(Arc::from(String::from_utf8_lossy(value)))
-                };
-                self.id_pending = true;
-            }
-            // Only when the value is all ASCII digits; saturates rather than overflows.
-            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
-                let ms = value.iter().fold(0u64, |acc, d| {
-                    acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))
-                });
-                self.retry_ms = Some(ms);
-            }
-            _ => {} // any other field (and a rejected id or retry) is ignored
-        }
-        Step::Continue
-    }
-
-    /// The blank line: dispatch the event when the data buffer is not empty.
-    fn dispatch(&mut self) -> Step {
-        // Step 1, before the empty-data check: an event with only an `id` sets it too.
-        if self.id_pending {
-            self.last_dispatched_id = self.last_event_id.clone();
-            self.id_pending = false;
-        }
-        if !self.has_data {
-            self.event_type.clear();
-            return Step::Continue;
-        }
-        let event_type = if self.event_type.is_empty() {
-            None
-        } else {
-            match &self.last_type {
-                Some(t) if t.as_bytes() == self.event_type.as_slice() => Some(Arc::clone(t)),
-                _ => {
-                    let t: Arc<str> = Arc::from(String::from_utf8_lossy(&self.event_type));
-                    self.last_type = Some(Arc::clone(&t));
-                    Some(t)
-                }
-            }
-        };
-        self.event_type.clear();
-        self.has_data = false;
-        Step::Dispatch(SseEvent {
-            event_type,
-            data: std::mem::take(&mut self.data),
-            id: self.last_event_id.clone(),
-        })
-    }
-
-    /// Drops the event being gathered (after an error or at end of stream), with the `id` it
-    /// may have set.
-    fn reset_event(&mut self) {
-        self.data = String::new();
-        self.has_data = false;
-        self.event_type.clear();
-        if self.id_pending {
-            self.last_event_id = self.last_dispatched_id.clone();
-            self.id_pending = false;
-        }
-    }
-}
-
-/// Appends bytes decoded as UTF-8, replacing invalid sequences with U+FFFD as the WHATWG
-/// "UTF-8 decode" does. Line terminators are ASCII, so a line never splits a character: a
-/// character split across two pushes is decoded whole.
-fn push_utf8(out: &mut String, bytes: &[u8]) {
-    // simdutf8's validation is several times faster than std's on this hot path; on
-    // invalid input std's lossy decoding (maximal-subpart replacement, as WHATWG's UTF-8
-    // decode) does the replacing.
-    match simdutf8::basic::from_utf8(bytes) {
-        Ok(s) => out.push_str(s),
-        Err(_) => out.push_str(&String::from_utf8_lossy(bytes)),
-    }
-}
-
 /// A sans-IO decoder of a `text/event-stream` body, implementing the WHATWG HTML parsing
 /// rules exactly.
 ///
 /// Feed it bytes as they arrive with [`push`](Self::push) (which never fails and never
 /// parses), take events out with [`poll_event`](Self::poll_event) (which parses lazily, so
-/// an unread event costs nothing), and call [`finish`](Self::finish) at end of stream.
+/// an unread event costs nothing), and call [`finish`](Self::finish) at end of stream. On a
+/// hot path, [`feed`](Self::feed) parses the pushed bytes in place instead (only an
+/// incomplete line is copied) and lends each event ([`SseFeed::next_ref`]) with no allocation.
 ///
 /// The rules, all tested against the spec's wording:
 /// lines end in CRLF, LF or a lone CR (a CR at the end of one push and an LF at the start of
@@ -238,16 +86,153 @@ fn push_utf8(out: &mut String, bytes: &[u8]) {
 /// ```
 #[derive(Debug)]
 pub struct SseDecoder {
-    cfg: SseConfig,
     input: InputBuffer,
+    lines: Lines,
+    /// Events parsed by `finish` that the caller has not polled yet.
+    queued: VecDeque<Result<SseEvent, SseError>>,
+    /// A queued event lent out by [`SseFeed::next_ref`].
+    lent: Option<SseEvent>,
+}
+
+/// The line state machine: everything but the bytes, so that it can run over the decoder's
+/// buffer or over the caller's slice alike.
+#[derive(Debug)]
+struct Lines {
+    cfg: SseConfig,
     /// The BOM check is still to be made (start of a stream).
     bom_pending: bool,
     /// The last line ended with CR: an LF that comes next is part of that line end.
     skip_lf: bool,
     skip: Skip,
     fields: Fields,
-    /// Events parsed by `finish` that the caller has not polled yet.
-    queued: VecDeque<Result<SseEvent, SseError>>,
+}
+
+/// What one run of the line machine over a source ended with.
+enum Parsed {
+    /// An event was dispatched; it is in the fields and may borrow from the source.
+    Event,
+    /// An error for one event.
+    Fail(SseError),
+    /// The rest of the source may be a BOM, or an LF after a CR: more bytes decide.
+    Wait,
+    /// The rest of the source holds no line end.
+    NeedMore,
+}
+
+/// Where the event [`SseDecoder::next_in`] found is.
+enum Found {
+    /// First in the queue `finish` filled.
+    Queued,
+    /// In the fields, borrowing from the decoder's buffer.
+    Buffer,
+    /// In the fields, borrowing from the caller's slice.
+    Slice,
+}
+
+impl Lines {
+    /// Interprets the lines of `buf[*pos..]` up to the next dispatched event or error.
+    /// `buf[*pos..*scan]` is known to hold no line end.
+    fn parse(&mut self, buf: &[u8], pos: &mut usize, scan: &mut usize) -> Parsed {
+        self.fields.release();
+        loop {
+            if self.bom_pending {
+                let avail = &buf[*pos..];
+                if avail.len() < BOM.len() && BOM.starts_with(avail) {
+                    return Parsed::Wait; // could still be a BOM
+                }
+                if avail.starts_with(BOM) {
+                    *pos += BOM.len();
+                    *scan = (*scan).max(*pos);
+                }
+                self.bom_pending = false;
+            }
+            if self.skip_lf {
+                match buf.get(*pos) {
+                    None => {
+                        self.fields.materialize(buf);
+                        return Parsed::Wait;
+                    }
+                    Some(&b) => {
+                        if b == b'\n' {
+                            *pos += 1;
+                            *scan = (*scan).max(*pos);
+                        }
+                        self.skip_lf = false;
+                    }
+                }
+            }
+            // Half the lines of a stream are the blank line that ends an event: look at the
+            // first byte before starting a vector search.
+            let found = match buf.get(*scan) {
+                Some(b'\n' | b'\r') => Some(0),
+                Some(_) => memchr::memchr2(b'\n', b'\r', &buf[*scan..]),
+                None => None,
+            };
+            let Some(off) = found else {
+                *scan = buf.len();
+                self.fields.materialize(buf);
+                return Parsed::NeedMore;
+            };
+            let end = *scan + off;
+            let start = *pos;
+            self.skip_lf = buf[end] == b'\r';
+            *pos = end + 1;
+            *scan = *pos;
+            match self.skip {
+                Skip::Line => {
+                    self.skip = Skip::Event;
+                    continue;
+                }
+                Skip::Event => {
+                    if end == start {
+                        self.skip = Skip::No;
+                    }
+                    continue;
+                }
+                Skip::No => {}
+            }
+            if end - start > self.cfg.max_line_bytes {
+                self.skip = Skip::Event;
+                self.fields.reset_event();
+                return Parsed::Fail(SseError::LineTooLong {
+                    limit: self.cfg.max_line_bytes,
+                });
+            }
+            match self.fields.line(buf, start, end, self.cfg.max_event_bytes) {
+                Step::Continue => {}
+                Step::Dispatch => return Parsed::Event,
+                Step::Fail(e) => {
+                    self.skip = Skip::Event;
+                    self.fields.reset_event();
+                    return Parsed::Fail(e);
+                }
+            }
+        }
+    }
+
+    /// The buffer holds no line end: bound what it keeps. A line being dropped, or a
+    /// non-blank line of an event being skipped, is dropped as it comes; a line past the
+    /// limit is an error for its event.
+    fn hold(&mut self, input: &mut InputBuffer) -> Result<(), SseError> {
+        let pending = input.pending();
+        match self.skip {
+            Skip::Line => input.skip_all(),
+            Skip::Event if pending > 0 => {
+                input.skip_all();
+                self.skip = Skip::Line;
+            }
+            Skip::No if pending > self.cfg.max_line_bytes => {
+                input.skip_all();
+                self.skip = Skip::Line;
+                self.fields.reset_event();
+                return Err(SseError::LineTooLong {
+                    limit: self.cfg.max_line_bytes,
+                });
+            }
+            _ => {}
+        }
+        Ok(())
+    }
 }
 
 impl Default for SseDecoder {
@@ -266,25 +251,64 @@ impl SseDecoder {
     /// error for that event; the decoder skips to the next event and stays usable.
     pub fn with_config(cfg: SseConfig) -> Self {
         SseDecoder {
-            cfg,
             input: InputBuffer::default(),
-            bom_pending: true,
-            skip_lf: false,
-            skip: Skip::No,
-            fields: Fields::default(),
+            lines: Lines {
+                cfg,
+                bom_pending: true,
+                skip_lf: false,
+                skip: Skip::No,
+                fields: Fields::default(),
+            },
             queued: VecDeque::new(),
+            lent: None,
         }
     }
 
     /// The decoder's limits.
     pub fn config(&self) -> SseConfig {
-        self.cfg
+        self.lines.cfg
     }
 
-    /// Appends bytes of the stream. Never fails and never parses; call
-    /// [`poll_event`](Self::poll_event) until it returns `Ok(None)` afterwards.
+    /// Appends bytes of the stream to the decoder's buffer. Never fails and never parses;
+    /// call [`poll_event`](Self::poll_event) until it returns `Ok(None)` afterwards.
+    ///
+    /// [`feed`](Self::feed) does the same without copying the complete events.
     pub fn push(&mut self, bytes: &[u8]) {
         self.input.push(bytes);
+    }
+
+    /// Decodes `bytes` in place: the returned [`SseFeed`] yields the events they complete,
+    /// parsed from `bytes` itself, as owned [`SseEvent`]s (it is an iterator) or borrowed
+    /// [`SseEventRef`]s ([`SseFeed::next_ref`]).
+    ///
+    /// Only an incomplete last line (and whatever the feed was dropped before yielding) is
+    /// copied into the decoder's buffer, so a push of whole events costs no copy. Events
+    /// pushed before with [`push`](Self::push) and not yet polled come first. The events and
+    /// errors are exactly those of `push` then `poll_event`, whatever the chunking.
+    ///
+    /// ```
+    /// use harness_core::sse::SseDecoder;
+    ///
+    /// let mut dec = SseDecoder::new();
+    /// let mut n = 0;
+    /// for chunk in [&b"data: hel"[..], b"lo\n\ndata: a\ndata: b\n\n: ping\n"] {
+    ///     let mut feed = dec.feed(chunk);
+    ///     while let Some(ev) = feed.next_ref() {
+    ///         let ev = ev?; // borrowed: valid until the next call
+    ///         assert_eq!(ev.data(), ["hello", "a\nb"][n]);
+    ///         n += 1;
+    ///     }
+    /// }
+    /// assert_eq!(n, 2);
+    /// assert_eq!(dec.buffered_bytes(), 0);
+    /// # Ok::<(), harness_core::sse::SseError>(())
+    /// ```
+    pub fn feed<'d, 's>(&'d mut self, bytes: &'s [u8]) -> SseFeed<'d, 's> {
+        SseFeed {
+            dec: self,
+            src: bytes,
+            at: 0,
+        }
     }
 
     /// The next complete event, parsed from the bytes pushed so far.
@@ -295,7 +319,7 @@ impl SseDecoder {
         if let Some(queued) = self.queued.pop_front() {
             return queued.map(Some);
         }
-        self.parse()
+        self.poll_buffered()
     }
 
     /// Ends the stream.
@@ -308,20 +332,21 @@ impl SseDecoder {
     /// reconnects.
     pub fn finish(&mut self) -> Result<(), SseError> {
         loop {
-            match self.parse() {
+            match self.poll_buffered() {
                 Ok(Some(ev)) => self.queued.push_back(Ok(ev)),
                 Ok(None) => break,
                 Err(e) => self.queued.push_back(Err(e)),
             }
         }
+        let lines = &mut self.lines;
         let tail = &self.input.buf[self.input.pos..];
-        let tail = if self.bom_pending && BOM.starts_with(tail) {
+        let tail = if lines.bom_pending && BOM.starts_with(tail) {
             &[][..]
         } else {
             tail
         };
         let tail_is_data =
-            self.skip == Skip::No && (tail.starts_with(b"data:") || tail == b"data".as_slice());
+            lines.skip == Skip::No && (tail.starts_with(b"data:") || tail == b"data".as_slice());
         let pending_data = if tail_is_data {
             let v = &tail[5.min(tail.len())..];
             let v = v.strip_prefix(b" ").unwrap_or(v);
@@ -329,18 +354,19 @@ impl SseDecoder {
         } else {
             None
         };
-        let result = if self.skip == Skip::No && (self.fields.has_data || pending_data.is_some()) {
+        let gathered = lines.fields.pending_data();
+        let result = if lines.skip == Skip::No && (gathered.is_some() || pending_data.is_some()) {
             Err(SseError::IncompleteEvent {
-                data_bytes: self.fields.data.len() + pending_data.unwrap_or(0),
+                data_bytes: gathered.unwrap_or(0) + pending_data.unwrap_or(0),
             })
         } else {
             Ok(())
         };
         self.input.clear();
-        self.bom_pending = true;
-        self.skip_lf = false;
-        self.skip = Skip::No;
-        self.fields.reset_event();
+        lines.bom_pending = true;
+        lines.skip_lf = false;
+        lines.skip = Skip::No;
+        lines.fields.reset_event();
         result
     }
 
@@ -350,111 +376,142 @@ impl SseDecoder {
     /// `id` of an event still arriving counts once its blank line is read, so a stream that
     /// breaks inside an event resumes from before it.
     pub fn last_event_id(&self) -> Option<&str> {
-        self.fields.last_dispatched_id.as_deref()
+        self.lines.fields.last_event_id()
     }
 
     /// The reconnection time the stream asked for with `retry:`, if it did.
     pub fn reconnection_time(&self) -> Option<Duration> {
-        self.fields.retry_ms.map(Duration::from_millis)
+        self.lines.fields.retry_ms.map(Duration::from_millis)
     }
 
-    /// Bytes pushed and not yet consumed by parsing.
+    /// Bytes held in the decoder's buffer: pushed and not yet consumed by parsing.
     pub fn buffered_bytes(&self) -> usize {
         self.input.pending()
     }
 
-    fn parse(&mut self) -> Result<Option<SseEvent>, SseError> {
+    /// The next event of the buffer, owned.
+    fn poll_buffered(&mut self) -> Result<Option<SseEvent>, SseError> {
+        if self.parse_buffered()? {
+            Ok(Some(self.lines.fields.take(&self.input.buf)))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Runs the line machine over the buffer: `true` when an event was dispatched.
+    fn parse_buffered(&mut self) -> Result<bool, SseError> {
+        let input = &mut self.input;
+        match self
+            .lines
+            .parse(&input.buf, &mut input.pos, &mut input.scan)
+        {
+            Parsed::Event => Ok(true),
+            Parsed::Fail(e) => Err(e),
+            Parsed::Wait => Ok(false),
+            Parsed::NeedMore => self.lines.hold(input).map(|()| false),
+        }
+    }
+
+    /// The next event from the queue, the buffer, then `src[*at..]`, parsed in place where
+    /// it can be: the buffer is only completed with the rest of its incomplete line, and
+    /// what `src` leaves incomplete is copied into it.
+    fn next_in(&mut self, src: &[u8], at: &mut usize) -> Result<Option<Found>, SseError> {
+        if !self.queued.is_empty() {
+            return Ok(Some(Found::Queued));
+        }
         loop {
-            if self.bom_pending {
-                let avail = &self.input.buf[self.input.pos..];
-                if avail.len() < BOM.len() && BOM.starts_with(avail) {
-                    return Ok(None); // could still be a BOM
+            if self.input.pending() > 0 {
+                if self.parse_buffered()? {
+                    return Ok(Some(Found::Buffer));
                 }
-                if avail.starts_with(BOM) {
-                    self.input.pos += BOM.len();
-                    self.input.scan = self.input.scan.max(self.input.pos);
+                if self.input.pending() == 0 {
+                    continue;
                 }
-                self.bom_pending = false;
+                // The buffer holds an incomplete line: complete it from `src`.
+                let rest = &src[*at..];
+                if rest.is_empty() {
+                    return Ok(None);
+                }
+                let take = memchr::memchr2(b'\n', b'\r', rest).map_or(rest.len(), |i| i + 1);
+                self.input.push(&rest[..take]);
+                *at += take;
+                continue;
             }
-            if self.skip_lf {
-                match self.input.buf.get(self.input.pos) {
-                    None => return Ok(None),
-                    Some(&b) => {
-                        if b == b'\n' {
-                            self.input.pos += 1;
-                            self.input.scan = self.input.scan.max(self.input.pos);
-                        }
-                        self.skip_lf = false;
-                    }
-                }
-            }
-            // Half the lines of a stream are the blank line that ends an event: look at the
-            // first byte before starting a vector search.
-            let found = match self.input.buf.get(self.input.scan) {
-                Some(b'\n' | b'\r') => Some(0),
-                Some(_) => memchr::memchr2(b'\n', b'\r', &self.input.buf[self.input.scan..]),
-                None => None,
-            };
-            let Some(off) = found else {
-                self.input.scan = self.input.buf.len();
-                let pending = self.input.pending();
-                match self.skip {
-                    // Inside a line that is being dropped, or a non-blank line of an event
-                    // that is being skipped: drop the bytes as they come (bounded memory).
-                    Skip::Line => {
-                        self.input.skip_all();
-                    }
-                    Skip::Event if pending > 0 => {
-                        self.input.skip_all();
-                        self.skip = Skip::Line;
-                    }
-                    Skip::No if pending > self.cfg.max_line_bytes => {
-                        self.input.skip_all();
-                        self.skip = Skip::Line;
-                        self.fields.reset_event();
-                        return Err(SseError::LineTooLong {
-                            limit: self.cfg.max_line_bytes,
-                        });
-                    }
-                    _ => {}
-                }
+            self.input.clear();
+            if *at == src.len() {
                 return Ok(None);
-            };
-            let end = self.input.scan + off;
-            let start = self.input.pos;
-            self.skip_lf = self.input.buf[end] == b'\r';
-            self.input.consume_through(end);
-            match self.skip {
-                Skip::Line => {
-                    self.skip = Skip::Event;
-                    continue;
-                }
-                Skip::Event => {
-                    if end == start {
-                        self.skip = Skip::No;
-                    }
-                    continue;
-                }
-                Skip::No => {}
             }
-            if end - start > self.cfg.max_line_bytes {
-                self.skip = Skip::Event;
-                self.fields.reset_event();
-                return Err(SseError::LineTooLong {
-                    limit: self.cfg.max_line_bytes,
-                });
-            }
-            match self
-                .fields
-                .line(&self.input.buf[start..end], self.cfg.max_event_bytes)
-            {
-                Step::Continue => {}
-                Step::Dispatch(ev) => return Ok(Some(ev)),
-                Step::Fail(e) => {
-                    self.skip = Skip::Event;
-                    self.fields.reset_event();
-                    return Err(e);
+            let mut scan = *at;
+            match self.lines.parse(src, at, &mut scan) {
+                Parsed::Event => return Ok(Some(Found::Slice)),
+                Parsed::Fail(e) => return Err(e),
+                Parsed::Wait | Parsed::NeedMore => {
+                    // No line end in the rest: it waits in the buffer (which bounds it).
+                    self.input.push(&src[*at..]);
+                    self.input.scan = self.input.buf.len();
+                    *at = src.len();
                 }
+            }
+        }
+    }
+}
+
+/// The events of one [`SseDecoder::feed`], parsed in place from the fed bytes.
+///
+/// As an [`Iterator`] it yields owned [`SseEvent`]s; [`next_ref`](Self::next_ref) yields
+/// borrowed ones. Dropping it copies the bytes it has not parsed yet into the decoder's
+/// buffer, so nothing is lost: the next `feed` or `poll_event` goes on from there.
+#[derive(Debug)]
+pub struct SseFeed<'d, 's> {
+    dec: &'d mut SseDecoder,
+    src: &'s [u8],
+    at: usize,
+}
+
+impl SseFeed<'_, '_> {
+    /// The next event, borrowed from the fed bytes or the decoder until the next call: no
+    /// allocation per event (unless its data is not valid UTF-8, or its type is new).
+    /// `None`: the fed bytes are used up. An `Err` concerns one event; keep calling.
+    pub fn next_ref(&mut self) -> Option<Result<SseEventRef<'_>, SseError>> {
+        let dec = &mut *self.dec;
+        match dec.next_in(self.src, &mut self.at) {
+            Err(e) => Some(Err(e)),
+            Ok(None) => None,
+            Ok(Some(Found::Queued)) => match dec.queued.pop_front()? {
+                Err(e) => Some(Err(e)),
+                Ok(ev) => Some(Ok(SseEventRef::from(&*dec.lent.insert(ev)))),
+            },
+            Ok(Some(Found::Buffer)) => Some(Ok(dec.lines.fields.borrow(&dec.input.buf))),
+            Ok(Some(Found::Slice)) => Some(Ok(dec.lines.fields.borrow(self.src))),
+        }
+    }
+
+    /// The decoder the bytes are fed to (its last event ID, its reconnection time).
+    pub fn decoder(&self) -> &SseDecoder {
+        self.dec
+    }
+}
+
+impl Iterator for SseFeed<'_, '_> {
+    type Item = Result<SseEvent, SseError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let dec = &mut *self.dec;
+        match dec.next_in(self.src, &mut self.at) {
+            Err(e) => Some(Err(e)),
+            Ok(None) => None,
+            Ok(Some(Found::Queued)) => dec.queued.pop_front(),
+            Ok(Some(Found::Buffer)) => Some(Ok(dec.lines.fields.take(&dec.input.buf))),
+            Ok(Some(Found::Slice)) => Some(Ok(dec.lines.fields.take(self.src))),
+        }
+    }
+}
+
+impl Drop for SseFeed<'_, '_> {
+    fn drop(&mut self) {
+        if let Some(rest) = self.src.get(self.at..) {
+            if !rest.is_empty() {
+                self.dec.input.push(rest);
             }
         }
     }

@@ -81,6 +81,66 @@ impl SseEvent {
     }
 }
 
+/// One dispatched event borrowed from an [`SseFeed`](super::SseFeed) (from the fed bytes or
+/// the decoder's buffers) until its next call: reading it allocates nothing. The same
+/// accessors as [`SseEvent`]; [`to_event`](Self::to_event) makes it owned.
+///
+/// ```
+/// use harness_core::sse::{SseEvent, SseEventRef};
+///
+/// let owned = SseEvent::new("hi").with_id("3");
+/// let ev = SseEventRef::from(&owned);
+/// assert_eq!((ev.event_type(), ev.data(), ev.id()), ("message", "hi", Some("3")));
+/// assert_eq!(ev.to_event(), owned);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SseEventRef<'a> {
+    pub(crate) event_type: Option<&'a str>,
+    pub(crate) data: &'a str,
+    pub(crate) id: Option<&'a str>,
+}
+
+impl<'a> SseEventRef<'a> {
+    /// The event type: the value of the last `event:` field of the event, or `message`.
+    pub fn event_type(&self) -> &'a str {
+        self.event_type.unwrap_or(DEFAULT_EVENT_TYPE)
+    }
+
+    /// Whether the stream set an explicit, non-empty event type.
+    pub fn has_explicit_type(&self) -> bool {
+        self.event_type.is_some()
+    }
+
+    /// The data: every `data:` line of the event joined with `\n`.
+    pub fn data(&self) -> &'a str {
+        self.data
+    }
+
+    /// The last-event-ID buffer at dispatch (`None` when it is empty).
+    pub fn id(&self) -> Option<&'a str> {
+        self.id
+    }
+
+    /// The event, owned (the data copied).
+    pub fn to_event(&self) -> SseEvent {
+        SseEvent {
+            event_type: self.event_type.map(Arc::from),
+            data: self.data.to_owned(),
+            id: self.id.map(Arc::from),
+        }
+    }
+}
+
+impl<'a> From<&'a SseEvent> for SseEventRef<'a> {
+    fn from(ev: &'a SseEvent) -> Self {
+        SseEventRef {
+            event_type: ev.event_type.as_deref(),
+            data: &ev.data,
+            id: ev.id.as_deref(),
+        }
+    }
+}
+
 /// An error reported by [`SseDecoder`](super::SseDecoder) for one event.
 ///
 /// Every error concerns one event; the decoder stays usable and goes on with the next one.

@@ -24,7 +24,8 @@
 mod decoder;
 mod encoder;
 mod event;
+mod fields;
 
-pub use decoder::{SseConfig, SseDecoder};
+pub use decoder::{SseConfig, SseDecoder, SseFeed};
 pub use encoder::{SseEncodeError, SseEncoder};
-pub use event::{DEFAULT_EVENT_TYPE, SseError, SseEvent};
+pub use event::{DEFAULT_EVENT_TYPE, SseError, SseEvent, SseEventRef};

@@ -13,20 +13,20 @@ impl Client {
     /// SSE bytes of `GET events`.
     pub fn handle_sse_bytes(&mut self, now: Instant, bytes: &[u8]) {
         self.last_bytes = Some(now);
-        self.sse.push(bytes);
-        loop {
-            match self.sse.poll_frame() {
-                Ok(Some(f)) => self.handle_host_frame(now, f),
-                Ok(None) => break,
-                Err(crate::transport::TransportError::Frame(e)) => {
-                    self.events.push_back(ClientEvent::BadFrame(e))
-                }
-                Err(e) => self.events.push_back(ClientEvent::BadFrame(FrameError {
-                    message: e.to_string(),
-                    request_id: None,
-                })),
+        // In place, each event borrowed from `bytes` (the decoder is lent out while the
+        // frames are handled: handling one never touches it).
+        let mut sse = std::mem::take(&mut self.sse);
+        sse.feed_frames(bytes, |frame| match frame {
+            Ok(f) => self.handle_host_frame(now, f),
+            Err(crate::transport::TransportError::Frame(e)) => {
+                self.events.push_back(ClientEvent::BadFrame(e))
             }
-        }
+            Err(e) => self.events.push_back(ClientEvent::BadFrame(FrameError {
+                message: e.to_string(),
+                request_id: None,
+            })),
+        });
+        self.sse = sse;
     }
 
     /// One frame (a WebSocket text frame, an NDJSON line).

@@ -273,6 +273,32 @@ impl TaskAccumulator {
         }
     }
 
+    /// Decodes `bytes` with `dec` in place and feeds every event (and finding) they complete
+    /// to the task: [`drain_decoder`](Self::drain_decoder) without copying the body into the
+    /// decoder (only an incomplete event is kept there) and with one event's buffer reused
+    /// for the next ([`StreamFeed::next_ref`](crate::StreamFeed::next_ref)).
+    ///
+    /// ```
+    /// use harness_uhp::{Finding, ProtocolFinding, StreamDecoder, TaskAccumulator};
+    ///
+    /// let mut dec = StreamDecoder::new();
+    /// let mut task = TaskAccumulator::new();
+    /// task.feed(&mut dec, b"data: {\"type\":\"response.output_text.delta\",\"sequence_number\":0,");
+    /// task.feed(&mut dec, b"\"delta\":\"Hello\"}\n\ndata: [DONE]\n\n");
+    /// assert_eq!((task.text().as_ref(), task.events_seen()), ("Hello", 1));
+    /// let done = ProtocolFinding::Decode(Finding::DoneSentinel);
+    /// assert!(task.findings().contains(&done));
+    /// ```
+    pub fn feed(&mut self, dec: &mut StreamDecoder, bytes: &[u8]) {
+        let mut feed = dec.feed(bytes);
+        while let Some(ev) = feed.next_ref() {
+            match ev {
+                Ok(ev) => self.add(ev),
+                Err(finding) => self.add_finding(&finding),
+            }
+        }
+    }
+
     /// Ends the stream of `dec` into the task: [`StreamDecoder::finish`], then every event
     /// still complete in the buffer (the end of the body can complete one, e.g. after a
     /// held-back CR), then the finding for an event the end cut short, if any. The

@@ -389,8 +389,7 @@ impl TaskClient {
         match &mut inflight.phase {
             Phase::Stream => {
                 self.inactivity = now.checked_add(inactivity);
-                self.decoder.push(bytes);
-                self.drain_stream(now);
+                self.feed_stream(now, bytes);
             }
             Phase::Body { buf, .. } => {
                 if buf.len() + bytes.len() > max {
@@ -402,6 +401,25 @@ impl TaskClient {
             }
             Phase::Sent => {}
         }
+    }
+
+    /// Decodes body bytes in place (only an incomplete event is copied into the decoder)
+    /// into the task and the events the application polls, then drains as
+    /// [`drain_stream`](Self::drain_stream) does (which ends the task on a terminal event).
+    fn feed_stream(&mut self, now: Instant, bytes: &[u8]) {
+        for ev in self.decoder.feed(bytes) {
+            match ev {
+                Ok(ev) => {
+                    self.acc.add(&ev);
+                    self.events.push_back(TaskEvent::Event(ev));
+                }
+                Err(f) => {
+                    self.acc.add_finding(&f);
+                    self.events.push_back(TaskEvent::Finding(f));
+                }
+            }
+        }
+        self.drain_stream(now);
     }
 
     fn drain_stream(&mut self, now: Instant) {

@@ -1,0 +1,282 @@
+//! Interleaved ratios of the core codecs against their baselines (issue 16): for each push
+//! size, ours and the baseline run alternately (ABBA order), and a ratio is the median of the
+//! per-pair ratios, so that the machine's drift between blocks cancels out. Throughputs are
+//! medians too. Prints the markdown tables of the README's performance section.
+//!
+//! ```text
+//! cargo bench --bench codec_ratios                  # 64 MiB SSE/NDJSON, 50 MB UHP, 7 pairs
+//! CODEC_RATIOS_MB=16 CODEC_RATIOS_PAIRS=5 cargo bench --bench codec_ratios   # quicker
+//! ```
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+#[path = "support/streams.rs"]
+mod streams;
+#[path = "support/uhp_stream.rs"]
+mod uhp_stream;
+#[path = "support/workloads.rs"]
+mod workloads;
+
+use workloads::*;
+
+/// The medians of a set of interleaved pairs.
+struct Pair {
+    /// Median of (baseline time / our time): above 1, ours is faster.
+    ratio: f64,
+    /// Our median throughput, MB/s.
+    ours: f64,
+    /// The baseline's median throughput, MB/s.
+    base: f64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The time `f` takes.
+fn timed<T>(f: impl FnOnce() -> T) -> Duration {
+    let t = Instant::now();
+    black_box(f());
+    t.elapsed()
+}
+
+/// `timed` as the closure `pair` takes.
+macro_rules! t {
+    ($e:expr) => {
+        &mut || timed(|| $e)
+    };
+}
+
+/// Runs `ours` and `base` (each timing itself, so that a baseline's input can be made
+/// outside its timing) alternately `pairs` times (ABBA), after one warm-up of each.
+fn pair(
+    bytes: usize,
+    pairs: usize,
+    ours: &mut dyn FnMut() -> Duration,
+    base: &mut dyn FnMut() -> Duration,
+) -> Pair {
+    let time = |f: &mut dyn FnMut() -> Duration| f();
+    time(ours);
+    time(base);
+    let (mut ratios, mut o, mut b) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..pairs {
+        let (to, tb): (Duration, Duration) = if i % 2 == 0 {
+            let to = time(ours);
+            (to, time(base))
+        } else {
+            let tb = time(base);
+            (time(ours), tb)
+        };
+        ratios.push(tb.as_secs_f64() / to.as_secs_f64());
+        o.push(bytes as f64 / 1e6 / to.as_secs_f64());
+        b.push(bytes as f64 / 1e6 / tb.as_secs_f64());
+    }
+    Pair {
+        ratio: median(ratios),
+        ours: median(o),
+        base: median(b),
+    }
+}
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn sse(mb: usize, pairs: usize) {
+    let stream = Bytes::from(streams::realistic_sse(mb << 20));
+    let len = stream.len();
+    let want = sse_push_poll(&stream, 4096);
+    for (chunk, _) in PUSH_SIZES {
+        assert_eq!(sse_owned(&stream, chunk), want);
+        assert_eq!(sse_borrowed(&stream, chunk), want);
+        assert_eq!(sse_stream_crate(byte_chunks(&stream, chunk)), want);
+    }
+    assert_eq!(eventsource_crate(byte_chunks(&stream, 4096)), want);
+    println!(
+        "\n### SSE: {:.1} MB, {} events (median of {pairs} interleaved pairs; ×: baseline time / ours)\n",
+        len as f64 / 1e6,
+        want.events
+    );
+    println!(
+        "| push | owned MB/s | × sse-stream | borrowed MB/s | × sse-stream | owned × eventsource-stream | push+poll × sse-stream | borrowed / memchr |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (chunk, label) in PUSH_SIZES {
+        // The baselines' chunks are made once, outside timing, and cloned (cheap `Bytes`).
+        let chunks = byte_chunks(&stream, chunk);
+        let clone = || -> Vec<Result<Bytes, std::io::Error>> {
+            chunks
+                .iter()
+                .map(|c| Ok(c.as_ref().unwrap().clone()))
+                .collect()
+        };
+        let owned = pair(len, pairs, t!(sse_owned(&stream, chunk)), &mut || {
+            let c = clone();
+            timed(|| sse_stream_crate(c))
+        });
+        let borrowed = pair(len, pairs, t!(sse_borrowed(&stream, chunk)), &mut || {
+            let c = clone();
+            timed(|| sse_stream_crate(c))
+        });
+        // eventsource-stream is quadratic in the push size (it re-scans its buffer): past
+        // 64 KiB one pass of 64 MiB takes minutes, so it is measured up to 64 KiB.
+        let es = (chunk <= 64 << 10).then(|| {
+            pair(len, pairs, t!(sse_owned(&stream, chunk)), &mut || {
+                let c = clone();
+                timed(|| eventsource_crate(c))
+            })
+        });
+        let classic = pair(len, pairs, t!(sse_push_poll(&stream, chunk)), &mut || {
+            let c = clone();
+            timed(|| sse_stream_crate(c))
+        });
+        let limit = pair(
+            len,
+            pairs,
+            t!(sse_borrowed(&stream, chunk)),
+            t!(memchr_newlines(&stream)),
+        );
+        println!(
+            "| {label} | {:.0} | {:.2}× | {:.0} | {:.2}× | {} | {:.2}× | {:.0}% (memchr {:.0} MB/s) |",
+            owned.ours,
+            owned.ratio,
+            borrowed.ours,
+            borrowed.ratio,
+            es.map_or("not run (quadratic)".to_owned(), |e| format!(
+                "{:.2}×",
+                e.ratio
+            )),
+            classic.ratio,
+            100.0 * limit.ratio,
+            limit.base
+        );
+    }
+}
+
+fn ndjson(mb: usize, pairs: usize) {
+    let stream = streams::realistic_ndjson(mb << 20);
+    let len = stream.len();
+    let frames = memchr_newlines(&stream);
+    let lines: Vec<&[u8]> = stream
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(stream_deserializer(&stream), frames);
+    for (chunk, _) in PUSH_SIZES {
+        assert_eq!(nd_ignored(&stream, chunk), frames);
+        assert_eq!(bufread_split(&stream, chunk), frames);
+        assert_eq!(nd_typed(&stream, chunk), flat_frames(&lines));
+    }
+    println!(
+        "\n### NDJSON: {:.1} MB, {frames} frames (median of {pairs} interleaved pairs; ×: baseline time / ours)\n",
+        len as f64 / 1e6
+    );
+    println!(
+        "| push | framing+parse MB/s | × StreamDeserializer | × BufRead::split | push+poll × StreamDeserializer | typed frame × flat serde_json (pre-split) | lines / memchr |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (chunk, label) in PUSH_SIZES {
+        let sd = pair(
+            len,
+            pairs,
+            t!(nd_ignored(&stream, chunk)),
+            t!(stream_deserializer(&stream)),
+        );
+        let split = pair(
+            len,
+            pairs,
+            t!(nd_ignored(&stream, chunk)),
+            t!(bufread_split(&stream, chunk)),
+        );
+        let classic = pair(
+            len,
+            pairs,
+            t!(nd_push_ignored(&stream, chunk)),
+            t!(stream_deserializer(&stream)),
+        );
+        let typed = pair(
+            len,
+            pairs,
+            t!(nd_typed(&stream, chunk)),
+            t!(flat_frames(&lines)),
+        );
+        let limit = pair(
+            len,
+            pairs,
+            t!(nd_lines(&stream, chunk)),
+            t!(memchr_newlines(&stream)),
+        );
+        println!(
+            "| {label} | {:.0} | {:.2}× | {:.2}× | {:.2}× | {:.0}% | {:.0}% |",
+            sd.ours,
+            sd.ratio,
+            split.ratio,
+            classic.ratio,
+            100.0 * typed.ratio,
+            100.0 * limit.ratio
+        );
+    }
+}
+
+fn uhp(mb: usize, pairs: usize) {
+    let stream = uhp_stream::realistic(mb * 1_000_000 * 50 / 64);
+    let len = stream.len();
+    let loads = uhp_stream::payloads(&stream);
+    let check = uhp_stream::pipeline_fed(&stream, 4096);
+    assert!(check.is_terminal() && check.sequence().ok);
+    println!(
+        "\n### UHP decode + accumulate: {:.1} MB, {} events (median of {pairs} interleaved pairs; baseline: serde_json into a flat struct over the payloads split beforehand)\n",
+        len as f64 / 1e6,
+        loads.len()
+    );
+    println!("| push | `feed` MB/s | `feed` vs flat struct | `push`+`poll_event` vs flat struct |");
+    println!("| --- | ---: | ---: | ---: |");
+    for (chunk, label) in PUSH_SIZES {
+        let fed = pair(
+            len,
+            pairs,
+            t!(uhp_stream::pipeline_fed(&stream, chunk).text().len()),
+            t!(uhp_stream::baseline(&loads)),
+        );
+        let classic = pair(
+            len,
+            pairs,
+            t!(uhp_stream::pipeline_push_poll(&stream, chunk).text().len()),
+            t!(uhp_stream::baseline(&loads)),
+        );
+        println!(
+            "| {label} | {:.0} | {:.0}% | {:.0}% |",
+            fed.ours,
+            100.0 * fed.ratio,
+            100.0 * classic.ratio
+        );
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter word picks sections.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let on = |s: &str| args.is_empty() || args.iter().any(|a| s.contains(a.as_str()));
+    let mb = env("CODEC_RATIOS_MB", 64);
+    let pairs = env("CODEC_RATIOS_PAIRS", 7).max(5);
+    if on("sse") {
+        sse(mb, pairs);
+    }
+    if on("ndjson") {
+        ndjson(mb, pairs);
+    }
+    if on("uhp") {
+        uhp(mb, pairs);
+    }
+}
