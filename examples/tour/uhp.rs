@@ -180,7 +180,10 @@ fn faq_endpoint() -> Result<(), Box<dyn std::error::Error>> {
             .header("authorization", "Bearer tour-key")
             .header("content-type", "application/json")
             .body(body.into_bytes())?;
-        let Body::Full(bytes) = rt.block_on(host.handle(CallerAuth::Bearer, req)).into_body() else {
+        let Body::Full(bytes) = rt
+            .block_on(host.handle(CallerAuth::Bearer, req))
+            .into_body()
+        else {
             return Err("a stream for a non-streaming request".into());
         };
         let task: serde_json::Value = serde_json::from_slice(&bytes)?;

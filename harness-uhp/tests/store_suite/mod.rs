@@ -13,7 +13,7 @@ use harness_uhp::server::Principal;
 use harness_uhp::server::axum::{RouterConfig, UhpServeConfig, router, serve};
 use harness_uhp::server::driver::UhpService;
 use harness_uhp::server::file::StoredFile;
-use harness_uhp::server::{StoreRecord, Store};
+use harness_uhp::server::{Store, StoreRecord};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// One storage location of a store.

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use harness_core::pg::{Migration, Pg, PgConfig, PgError};
 
-use super::store::{StoreRecord, Store, StoreError};
+use super::store::{Store, StoreError, StoreRecord};
 
 static MIGRATIONS: &[Migration] = &[Migration {
     version: 1,
