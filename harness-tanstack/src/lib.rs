@@ -14,6 +14,9 @@
 //!   `Tools` and their rules; a turn that waits for a person (an approval, a question, a
 //!   hand-off) ends with its interrupt, and a `resolve` or `answer` drives it again
 //!   ([`host::Wait`], kept durably with the thread by a [`log::FileLog`]).
+//! - `server` (feature `axum`): the runtime adapter, an axum `Router` carrying every route
+//!   of the spec and a hyper server bounded against hostile clients; `stdio` (feature
+//!   `tokio`): the stdio worker runner.
 //!
 //! The types named first are at the root too: [`Host`], [`HostConfig`], [`Client`],
 //! [`ClientConfig`], [`Service`], [`AguiEvent`], [`HarnessEvent`], [`MemoryLog`], …
@@ -77,6 +80,10 @@ pub mod host;
 pub mod http;
 pub mod log;
 mod lru;
+#[cfg(feature = "axum")]
+pub mod server;
+#[cfg(feature = "tokio")]
+pub mod stdio;
 pub mod transport;
 mod wire;
 

@@ -178,6 +178,17 @@ impl Default for HostConfig {
     }
 }
 
+impl HostConfig {
+    /// The defaults with [`AccessPolicy::MembersOnly`]: a user is required, and each
+    /// thread is its user's.
+    pub fn members_only() -> Self {
+        HostConfig {
+            access: AccessPolicy::MembersOnly,
+            ..HostConfig::default()
+        }
+    }
+}
+
 /// A connection of the host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnId(pub u64);
