@@ -38,6 +38,7 @@ mod connection;
 mod input;
 mod read;
 mod registry;
+mod resume;
 mod subscribe;
 mod thread;
 mod transmit;
@@ -343,6 +344,8 @@ pub struct Host<L: EventLog> {
     /// The threads the host has (in memory or in the log only), and each user's.
     thread_count: usize,
     user_threads: HashMap<String, usize>,
+    /// Runs by id, for `joinRun` (which names no thread).
+    runs: resume::RunIndex,
 }
 
 impl<L: EventLog> std::fmt::Debug for Host<L> {
@@ -390,6 +393,7 @@ impl<L: EventLog> Host<L> {
             resident: Lru::default(),
             thread_count: keys.len(),
             user_threads,
+            runs: resume::RunIndex::default(),
         }
     }
 

@@ -256,16 +256,31 @@ pub(super) async fn run_post<L: EventLog + 'static>(State(st): St<L>, req: Reque
     }
 }
 
-/// `GET run`: with `runId`, the run's events from its start (SSE: `joinRun`); else with
-/// `threadId`, the thread for `hydrate` (JSON).
+/// `GET run`: with `runId`, `joinRun` (the run's events from its start, SSE; `offset`
+/// `-1` or `now`); else with `threadId`, `hydrate` (JSON). `@tanstack/ai-client` sends both
+/// to the one URL it POSTs runs to, told apart by their query.
 pub(super) async fn run_get<L: EventLog + 'static>(State(st): St<L>, req: Request) -> Response {
     let h = try_head!(st, req.into_parts().0);
-    let t = h.q("threadId").unwrap_or_default();
-    match h.q("runId") {
-        Some(r) => match st.svc.open_run(&t, &r, h.user.as_deref(), &h.rid) {
-            Ok(s) => sse_answer(s, &h.rid),
-            Err(a) => json_answer(a),
-        },
-        None => json_answer(HttpAnswer::error(400, "runId is missing", &h.rid)),
+    let t = h.q("threadId");
+    match (h.q("runId"), t) {
+        (Some(r), t) => {
+            let offset = h.q("offset");
+            match st.svc.join_run(
+                t.as_deref(),
+                &r,
+                offset.as_deref(),
+                h.user.as_deref(),
+                &h.rid,
+            ) {
+                Ok(s) => sse_answer(s, &h.rid),
+                Err(a) => json_answer(a),
+            }
+        }
+        (None, Some(t)) => json_answer(st.svc.hydrate(&t, h.user.as_deref(), &h.rid)),
+        (None, None) => json_answer(HttpAnswer::error(
+            400,
+            "runId or threadId is missing",
+            &h.rid,
+        )),
     }
 }
