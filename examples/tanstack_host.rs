@@ -267,6 +267,7 @@ async fn main() {
     let max_body = args
         .limit("--max-body-bytes")
         .unwrap_or_else(|| (cfg.max_input_bytes + (64 << 10)).max(2 << 20));
+    let slow_consumer = cfg.stream.slow_consumer;
     let svc = Service::new(Host::new(cfg, log), Instant::now);
 
     // The FAQ agent and the host share one tool registry; its refund is gated.
@@ -281,7 +282,8 @@ async fn main() {
         rc = rc.with_bearer(BearerTokens::new(tokens.iter().zip(users)));
     }
     let app = axum::Router::new().nest("/api/harness", router(svc, rc));
-    let mut serve_cfg = ServeConfig::default();
+    // A connection whose writes stay blocked as long as `slowConsumerMs` is closed.
+    let mut serve_cfg = ServeConfig::default().with_write_timeout(slow_consumer);
     if let Some(n) = args.limit("--max-connections") {
         serve_cfg = serve_cfg.with_max_connections(n);
     }

@@ -35,6 +35,12 @@ pub struct ServeConfig {
     pub accept_pause: Duration,
     /// How long connections in progress may go on after shutdown begins (default 10 s).
     pub shutdown_grace: Duration,
+    /// How long a write to a connection may stay blocked (the client does not read) before
+    /// the connection is closed (default 30 s, the spec's default `slowConsumerMs`). The
+    /// host gives a slow SSE consumer up on its own (`slowConsumerMs`), but the bytes
+    /// already handed to the connection would hold it, and its descriptor, for as long as
+    /// the client does not read: this closes it.
+    pub write_timeout: Duration,
 }
 
 impl Default for ServeConfig {
@@ -44,6 +50,7 @@ impl Default for ServeConfig {
             max_connections: 16_384,
             accept_pause: Duration::from_millis(100),
             shutdown_grace: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -60,6 +67,13 @@ impl ServeConfig {
     #[must_use]
     pub fn with_max_connections(mut self, n: usize) -> Self {
         self.max_connections = n;
+        self
+    }
+
+    /// Sets [`write_timeout`](Self::write_timeout).
+    #[must_use]
+    pub fn with_write_timeout(mut self, t: Duration) -> Self {
+        self.write_timeout = t;
         self
     }
 
@@ -113,10 +127,35 @@ impl Drop for Slot {
     }
 }
 
-/// A TCP stream holding its [`Slot`].
+/// A TCP stream holding its [`Slot`], whose writes fail once blocked for `write_timeout`.
 struct Counted {
     tcp: TcpStream,
     _slot: Slot,
+    write_timeout: Duration,
+    /// Since a write was first refused (the socket's buffer full): the deadline.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Counted {
+    /// After the inner write: a write that went through clears the stall; one that is
+    /// refused starts (or checks) the deadline, and past it fails with `TimedOut`.
+    fn stall<T>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if r.is_ready() {
+            self.stalled = None;
+            return r;
+        }
+        let t = self.write_timeout;
+        let sleep = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(t)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client did not read for the write timeout",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 impl AsyncRead for Counted {
@@ -135,11 +174,13 @@ impl AsyncWrite for Counted {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.tcp).poll_write(cx, buf)
+        let r = Pin::new(&mut self.tcp).poll_write(cx, buf);
+        self.stall(cx, r)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.tcp).poll_flush(cx)
+        let r = Pin::new(&mut self.tcp).poll_flush(cx);
+        self.stall(cx, r)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -151,7 +192,8 @@ impl AsyncWrite for Counted {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
+        let r = Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs);
+        self.stall(cx, r)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -169,6 +211,8 @@ impl AsyncWrite for Counted {
 /// - **Heads.** A request's head must arrive within [`ServeConfig::header_timeout`]; a
 ///   client that trickles it (or sends nothing) is dropped then. (The router bounds bodies:
 ///   [`RouterConfig::body_timeout`](super::RouterConfig::body_timeout).)
+/// - **Writes.** A write blocked for [`ServeConfig::write_timeout`] (a client that does
+///   not read) closes the connection, WebSockets included.
 /// - **Shutdown.** When `shutdown` completes the listener is closed; connections finish the
 ///   request in progress and close (kept-alive ones at once); those still open after
 ///   [`ServeConfig::shutdown_grace`] (streams) are closed. Upgraded WebSockets run on their
@@ -206,7 +250,7 @@ where
                         continue;
                     };
                     let _ = tcp.set_nodelay(true); // ok: a latency hint, not required
-                    let io = Counted { tcp, _slot: slot };
+                    let io = Counted { tcp, _slot: slot, write_timeout: cfg.write_timeout, stalled: None };
                     tasks.spawn(connection(io, app.clone(), cfg.header_timeout, stop_rx.clone()));
                 }
                 Err(e) if is_per_connection(&e) => {}
