@@ -20,12 +20,15 @@
 //!     [--max-threads N] [--max-threads-per-user N] [--max-input-bytes N] [--max-body-bytes N]
 //!     [--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N]
 //!     [--max-open-files N] [--memory-log-bytes N] [--max-connections N] [--header-timeout-ms N]
+//!     [--write-timeout-ms N]
 //! ```
 //!
 //! The server is the library's runtime adapter (`harness_tanstack::server`, feature `axum`):
 //! this file only reads its flags and picks the agent. A request head must arrive within
 //! `--header-timeout-ms` (default 10 s), and past `--max-connections` open connections
-//! (default 16,384) a new one is answered `503` at once; Ctrl-C shuts down gracefully.
+//! (default 16,384) a new one is answered `503` at once; with `--write-timeout-ms` a
+//! connection whose writes stay blocked that long (a client that does not read) is closed;
+//! Ctrl-C shuts down gracefully.
 //!
 //! The stream values are the spec's (`heartbeatMs`, …): a value that is not a finite number
 //! above 0 stops the host at the start, with an error that names the field.
@@ -109,10 +112,10 @@ const USAGE: &str = "usage: tanstack_host [--addr HOST:PORT] [--token T]... [--m
 [--heartbeat-ms N] [--sse-queue-bytes N] [--socket-buffer-bytes N] [--slow-consumer-ms N] \
 [--max-threads N] [--max-threads-per-user N] [--max-input-bytes N] [--max-body-bytes N] \
 [--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N] \
-[--max-open-files N] [--memory-log-bytes N] [--max-connections N] [--header-timeout-ms N]";
+[--max-open-files N] [--memory-log-bytes N] [--max-connections N] [--header-timeout-ms N] [--write-timeout-ms N]";
 
 /// The flags that set a limit of the host or its log (a whole number).
-const LIMITS: [&str; 11] = [
+const LIMITS: [&str; 12] = [
     "--max-threads",
     "--max-threads-per-user",
     "--max-input-bytes",
@@ -124,6 +127,7 @@ const LIMITS: [&str; 11] = [
     "--memory-log-bytes",
     "--max-connections",
     "--header-timeout-ms",
+    "--write-timeout-ms",
 ];
 
 /// The command line, strictly: an unknown flag, a flag without its value or a value that is
@@ -267,7 +271,6 @@ async fn main() {
     let max_body = args
         .limit("--max-body-bytes")
         .unwrap_or_else(|| (cfg.max_input_bytes + (64 << 10)).max(2 << 20));
-    let slow_consumer = cfg.stream.slow_consumer;
     let svc = Service::new(Host::new(cfg, log), Instant::now);
 
     // The FAQ agent and the host share one tool registry; its refund is gated.
@@ -282,8 +285,10 @@ async fn main() {
         rc = rc.with_bearer(BearerTokens::new(tokens.iter().zip(users)));
     }
     let app = axum::Router::new().nest("/api/harness", router(svc, rc));
-    // A connection whose writes stay blocked as long as `slowConsumerMs` is closed.
-    let mut serve_cfg = ServeConfig::default().with_write_timeout(slow_consumer);
+    let mut serve_cfg = ServeConfig::default();
+    if let Some(ms) = args.limit("--write-timeout-ms") {
+        serve_cfg = serve_cfg.with_write_timeout(Duration::from_millis(ms as u64));
+    }
     if let Some(n) = args.limit("--max-connections") {
         serve_cfg = serve_cfg.with_max_connections(n);
     }

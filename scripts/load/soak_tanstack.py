@@ -333,7 +333,8 @@ def main():
         host_env.setdefault("MALLOC_TRIM_THRESHOLD_", "131072")
     host = subprocess.Popen(
         [os.path.join(ROOT, "target", profile, "examples", "tanstack_host"), "--addr", f"127.0.0.1:{port}",
-         "--memory", "--memory-log-bytes", str(MEMORY_LOG_BYTES), "--header-timeout-ms", str(HEADER_TIMEOUT_MS), "--slow-consumer-ms", str(SLOW_CONSUMER_MS)],
+         "--memory", "--memory-log-bytes", str(MEMORY_LOG_BYTES), "--header-timeout-ms", str(HEADER_TIMEOUT_MS), "--slow-consumer-ms", str(SLOW_CONSUMER_MS),
+         "--write-timeout-ms", str(4 * SLOW_CONSUMER_MS)],
         stdout=log, stderr=subprocess.STDOUT, env=host_env,
     )
     try:

@@ -36,11 +36,13 @@ pub struct ServeConfig {
     /// How long connections in progress may go on after shutdown begins (default 10 s).
     pub shutdown_grace: Duration,
     /// How long a write to a connection may stay blocked (the client does not read) before
-    /// the connection is closed (default 30 s, the spec's default `slowConsumerMs`). The
-    /// host gives a slow SSE consumer up on its own (`slowConsumerMs`), but the bytes
-    /// already handed to the connection would hold it, and its descriptor, for as long as
-    /// the client does not read: this closes it.
-    pub write_timeout: Duration,
+    /// the connection is closed; `None` (the default): no limit. The host gives a slow
+    /// consumer up on its own after `slowConsumerMs` and queues `slow_consumer` and the
+    /// close for when the client reads again, but the bytes already handed to the
+    /// connection hold it, and its descriptor, for as long as the client does not read:
+    /// this drops it. Keep it well above `slowConsumerMs`, so that a client that reads
+    /// again late still gets the spec's `slow_consumer` rather than a cut connection.
+    pub write_timeout: Option<Duration>,
 }
 
 impl Default for ServeConfig {
@@ -50,7 +52,7 @@ impl Default for ServeConfig {
             max_connections: 16_384,
             accept_pause: Duration::from_millis(100),
             shutdown_grace: Duration::from_secs(10),
-            write_timeout: Duration::from_secs(30),
+            write_timeout: None,
         }
     }
 }
@@ -73,7 +75,7 @@ impl ServeConfig {
     /// Sets [`write_timeout`](Self::write_timeout).
     #[must_use]
     pub fn with_write_timeout(mut self, t: Duration) -> Self {
-        self.write_timeout = t;
+        self.write_timeout = Some(t);
         self
     }
 
@@ -131,7 +133,7 @@ impl Drop for Slot {
 struct Counted {
     tcp: TcpStream,
     _slot: Slot,
-    write_timeout: Duration,
+    write_timeout: Option<Duration>,
     /// Since a write was first refused (the socket's buffer full): the deadline.
     stalled: Option<Pin<Box<tokio::time::Sleep>>>,
 }
@@ -144,7 +146,9 @@ impl Counted {
             self.stalled = None;
             return r;
         }
-        let t = self.write_timeout;
+        let Some(t) = self.write_timeout else {
+            return r;
+        };
         let sleep = self
             .stalled
             .get_or_insert_with(|| Box::pin(tokio::time::sleep(t)));
@@ -179,8 +183,7 @@ impl AsyncWrite for Counted {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let r = Pin::new(&mut self.tcp).poll_flush(cx);
-        self.stall(cx, r)
+        Pin::new(&mut self.tcp).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -211,8 +214,8 @@ impl AsyncWrite for Counted {
 /// - **Heads.** A request's head must arrive within [`ServeConfig::header_timeout`]; a
 ///   client that trickles it (or sends nothing) is dropped then. (The router bounds bodies:
 ///   [`RouterConfig::body_timeout`](super::RouterConfig::body_timeout).)
-/// - **Writes.** A write blocked for [`ServeConfig::write_timeout`] (a client that does
-///   not read) closes the connection, WebSockets included.
+/// - **Writes.** With [`ServeConfig::write_timeout`], a write blocked that long (a client
+///   that does not read) closes the connection, WebSockets included.
 /// - **Shutdown.** When `shutdown` completes the listener is closed; connections finish the
 ///   request in progress and close (kept-alive ones at once); those still open after
 ///   [`ServeConfig::shutdown_grace`] (streams) are closed. Upgraded WebSockets run on their
