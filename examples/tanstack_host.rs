@@ -19,8 +19,16 @@
 //!     [--heartbeat-ms N] [--sse-queue-bytes N] [--socket-buffer-bytes N] [--slow-consumer-ms N]
 //!     [--max-threads N] [--max-threads-per-user N] [--max-input-bytes N] [--max-body-bytes N]
 //!     [--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N]
-//!     [--max-open-files N] [--memory-log-bytes N]
+//!     [--max-open-files N] [--memory-log-bytes N] [--max-connections N] [--header-timeout-ms N]
+//!     [--write-timeout-ms N]
 //! ```
+//!
+//! The server is the library's runtime adapter (`harness_tanstack::server`, feature `axum`):
+//! this file only reads its flags and picks the agent. A request head must arrive within
+//! `--header-timeout-ms` (default 10 s), and past `--max-connections` open connections
+//! (default 16,384) a new one is answered `503` at once; with `--write-timeout-ms` a
+//! connection whose writes stay blocked that long (a client that does not read) is closed;
+//! Ctrl-C shuts down gracefully.
 //!
 //! The stream values are the spec's (`heartbeatMs`, …): a value that is not a finite number
 //! above 0 stops the host at the start, with an error that names the field.
@@ -40,7 +48,8 @@
 //! `GET transcript`, `GET capabilities`, `GET host-events` (SSE), `POST run` / `GET run`
 //! (standard AG-UI), and the WebSocket at `GET socket`. With `--token T` a request must carry
 //! `authorization: Bearer T` (or `?token=T` on the socket, since a browser cannot set
-//! headers there); without it the host is open. `--token` may be given more than once: the
+//! headers there), the scheme in any case (`bearer`, `BEARER`), checked in constant time;
+//! without it the host is open. `--token` may be given more than once: the
 //! n-th token signs in the user `user-n`, each with threads of their own. The two `curl` commands at the top of the
 //! spec work as written against `http://127.0.0.1:8080`:
 //!
@@ -52,27 +61,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::ws::{CloseFrame, Message as WsMessage, WebSocket, WebSocketUpgrade};
-use axum::extract::{DefaultBodyLimit, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
 use harness_core::message::ModelRequest;
 use harness_core::message::{Message, Role};
 use harness_core::model::{Model, ModelEvent, ModelStream, ScriptedModel};
-use harness_tanstack::agui::RunAgentInput;
-use harness_tanstack::driver::{ConnStream, Service, run_turns};
-use harness_tanstack::host::{AccessPolicy, Host, HostConfig, Transport};
-use harness_tanstack::http::{HttpAnswer, StreamOptions, request_id};
+use harness_tanstack::driver::Service;
+use harness_tanstack::host::{AccessPolicy, Host, HostConfig};
+use harness_tanstack::http::StreamOptions;
 use harness_tanstack::log::{EventLog, FileLog, FileLogConfig, MemoryLog};
+use harness_tanstack::server::{
+    BearerTokens, TanstackRouterConfig, TanstackServeConfig, drive, router, serve,
+};
 
 #[path = "tanstack_shared/mod.rs"]
 mod tanstack_shared;
@@ -82,251 +84,6 @@ mod trace_arg;
 use tanstack_shared::{faq_agent, faq_model, faq_tools};
 
 type Log = Box<dyn EventLog>;
-
-#[derive(Clone)]
-struct App {
-    svc: Service<Log>,
-    /// The tokens: the n-th signs in `user-n`.
-    tokens: Vec<String>,
-    /// `slowConsumerMs`: a socket write that does not complete for this long is a client
-    /// that does not read (the host closes it 4408; the socket goes too).
-    slow_consumer: Duration,
-    /// The largest request body, and WebSocket message, taken.
-    max_body: usize,
-}
-
-impl App {
-    /// `getUser`: the bearer token (or `?token=`) must be one of the tokens, and signs in
-    /// its user; with no token configured, every request is the anonymous user.
-    fn user(&self, headers: &HeaderMap, query_token: Option<&str>) -> Option<String> {
-        if self.tokens.is_empty() {
-            return Some("anonymous".into());
-        }
-        let bearer = headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        let n = self
-            .tokens
-            .iter()
-            .position(|t| bearer == Some(t.as_str()) || query_token == Some(t.as_str()))?;
-        Some(format!("user-{}", n + 1))
-    }
-}
-
-/// The request id (`with_request_id` already put a safe one in the header).
-fn rid(headers: &HeaderMap) -> String {
-    request_id(headers.get("x-request-id").and_then(|v| v.to_str().ok()))
-}
-
-/// "Every HTTP answer of the handler sends the id back in the X-Request-Id header": the
-/// client's id when it is a short safe id, else a new UUID, on every answer (the WebSocket
-/// upgrade, a wrong method and a bad query string included).
-async fn with_request_id(mut req: Request, next: Next) -> Response {
-    let id = rid(req.headers());
-    let Ok(v) = HeaderValue::from_str(&id) else {
-        return next.run(req).await;
-    };
-    req.headers_mut().insert("x-request-id", v.clone());
-    let mut res = next.run(req).await;
-    if res.status().as_u16() >= 400 && !is_json(res.headers()) {
-        // axum's own answers (404, 405, 413 of a body over the limit) are plain text or empty;
-        // every answer of this host carries `{error}`, as the spec's `POST control` ones do.
-        let error = res.status().canonical_reason().unwrap_or("error");
-        let body = serde_json::json!({ "error": error.to_ascii_lowercase() }).to_string();
-        let (mut parts, _) = res.into_parts();
-        parts.headers.remove("content-length");
-        parts
-            .headers
-            .insert("content-type", HeaderValue::from_static("application/json"));
-        res = Response::from_parts(parts, Body::from(body));
-    }
-    res.headers_mut().entry("x-request-id").or_insert(v);
-    res
-}
-
-fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"))
-}
-
-fn json_answer(a: HttpAnswer) -> Response {
-    let mut r = Response::new(Body::from(a.body));
-    *r.status_mut() = StatusCode::from_u16(a.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    r.headers_mut()
-        .insert("content-type", HeaderValue::from_static("application/json"));
-    if let Ok(v) = HeaderValue::from_str(&a.request_id) {
-        r.headers_mut().insert("x-request-id", v);
-    }
-    r
-}
-
-fn sse_answer(stream: ConnStream<Log>, request_id: &str) -> Response {
-    let body = Body::from_stream(stream.map(Ok::<Bytes, Infallible>));
-    let mut r = Response::new(body);
-    let h = r.headers_mut();
-    h.insert(
-        "content-type",
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert("cache-control", HeaderValue::from_static("no-cache"));
-    if let Ok(v) = HeaderValue::from_str(request_id) {
-        h.insert("x-request-id", v);
-    }
-    r
-}
-
-type Q = Query<HashMap<String, String>>;
-
-async fn events(State(app): State<App>, Query(q): Q, headers: HeaderMap) -> Response {
-    let rid = rid(&headers);
-    let user = app.user(&headers, None);
-    let last = headers.get("last-event-id").and_then(|v| v.to_str().ok());
-    match app.svc.open_sse(
-        q.get("threadId").map(String::as_str),
-        q.get("v").map(String::as_str),
-        q.get("from").map(String::as_str),
-        last,
-        user.as_deref(),
-        &rid,
-    ) {
-        Ok(s) => sse_answer(s, &rid),
-        Err(a) => json_answer(a),
-    }
-}
-
-async fn host_events(State(app): State<App>, Query(q): Q, headers: HeaderMap) -> Response {
-    let rid = rid(&headers);
-    let user = app.user(&headers, None);
-    let last = headers.get("last-event-id").and_then(|v| v.to_str().ok());
-    match app.svc.open_host_events(
-        q.get("v").map(String::as_str),
-        q.get("from").map(String::as_str),
-        last,
-        user.as_deref(),
-        &rid,
-    ) {
-        Ok(s) => sse_answer(s, &rid),
-        Err(a) => json_answer(a),
-    }
-}
-
-async fn control(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
-    let rid = rid(&headers);
-    let user = app.user(&headers, None);
-    let tp = headers.get("traceparent").and_then(|v| v.to_str().ok());
-    json_answer(app.svc.control(user.as_deref(), &body, &rid, tp))
-}
-
-async fn snapshot(State(app): State<App>, Query(q): Q, headers: HeaderMap) -> Response {
-    let rid = rid(&headers);
-    let user = app.user(&headers, None);
-    let t = q.get("threadId").cloned().unwrap_or_default();
-    json_answer(app.svc.snapshot(&t, user.as_deref(), &rid))
-}
-
-async fn transcript(State(app): State<App>, Query(q): Q, headers: HeaderMap) -> Response {
-    let rid = rid(&headers);
-    let user = app.user(&headers, None);
-    let t = q.get("threadId").cloned().unwrap_or_default();
-    json_answer(app.svc.transcript(&t, user.as_deref(), &rid))
-}
-
-async fn capabilities(State(app): State<App>, headers: HeaderMap) -> Response {
-    json_answer(app.svc.capabilities("acme/assistant", &rid(&headers)))
-}
-
-async fn run_post(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
-    let rid = rid(&headers);
-    let user = app.user(&headers, None);
-    let input: RunAgentInput = match serde_json::from_slice(&body) {
-        Ok(i) => i,
-        Err(e) => return json_answer(HttpAnswer::error(400, &e.to_string(), &rid)),
-    };
-    let tp = headers.get("traceparent").and_then(|v| v.to_str().ok());
-    match app.svc.run_agui(&input, user.as_deref(), &rid, tp) {
-        Ok(s) => sse_answer(s, &rid),
-        Err(a) => json_answer(a),
-    }
-}
-
-async fn run_get(State(app): State<App>, Query(q): Q, headers: HeaderMap) -> Response {
-    let rid = rid(&headers);
-    let user = app.user(&headers, None);
-    let (t, r) = (
-        q.get("threadId").cloned().unwrap_or_default(),
-        q.get("runId").cloned().unwrap_or_default(),
-    );
-    match app.svc.open_run(&t, &r, user.as_deref(), &rid) {
-        Ok(s) => sse_answer(s, &rid),
-        Err(a) => json_answer(a),
-    }
-}
-
-async fn socket(
-    State(app): State<App>,
-    Query(q): Q,
-    headers: HeaderMap,
-    ws: WebSocketUpgrade,
-) -> Response {
-    let rid = rid(&headers);
-    let user = app.user(&headers, q.get("token").map(String::as_str));
-    ws.max_message_size(app.max_body)
-        .max_frame_size(app.max_body)
-        .on_upgrade(move |socket| serve_socket(app, socket, user, rid))
-        .into_response()
-}
-
-async fn serve_socket(app: App, mut socket: WebSocket, user: Option<String>, rid: String) {
-    let conn = app.svc.connect(Transport::WebSocket, user.as_deref(), &rid);
-    let Ok(mut out) = conn.stream() else {
-        return; // a new connection's first stream
-    };
-    let slow = app.slow_consumer;
-    loop {
-        tokio::select! {
-            msg = socket.recv() => match msg {
-                Some(Ok(WsMessage::Text(t))) => conn.handle_text(t.as_str()),
-                Some(Ok(WsMessage::Binary(b))) => conn.handle_text(&String::from_utf8_lossy(&b)),
-                Some(Ok(WsMessage::Close(_))) => {
-                    // The close from the client gets its close back (RFC 6455 5.5.1: "the
-                    // endpoint MUST send a Close frame in response"): the reply is queued
-                    // by the socket and goes out on the flush of `close` (dropping the
-                    // socket instead leaves the client with 1006, an abnormal closure).
-                    let _ = tokio::time::timeout(slow, SinkExt::close(&mut socket)).await;
-                    break;
-                }
-                None | Some(Err(_)) => break,
-                Some(Ok(_)) => {}
-            },
-            item = out.next() => match item {
-                Some(b) => {
-                    let text = String::from_utf8_lossy(&b).into_owned();
-                    // A client that does not read: the write does not complete and the stream
-                    // is not polled, so the host gives the connection up (4408). Queue the
-                    // close behind what waits (a client that reads again gets it, and
-                    // subscribes again from its last cursor); drop a client that does not.
-                    match tokio::time::timeout(slow, socket.send(WsMessage::Text(text.into()))).await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(_)) => break,
-                        Err(_) => {
-                            let close = CloseFrame { code: 4408, reason: "slow_consumer".into() };
-                            let _ = tokio::time::timeout(slow, socket.send(WsMessage::Close(Some(close)))).await;
-                            break;
-                        }
-                    }
-                }
-                None => {
-                    let code = out.close_code().unwrap_or(1000);
-                    let _ = socket.send(WsMessage::Close(Some(CloseFrame { code, reason: "".into() }))).await;
-                    break;
-                }
-            },
-        }
-    }
-}
 
 /// The demo model: the FAQ agent's (`tanstack_shared::faq_model`), except that a message
 /// starting with "wait" streams "Waiting... " and then takes 30 s (a turn to cancel, or to
@@ -359,10 +116,11 @@ const USAGE: &str = "usage: tanstack_host [--addr HOST:PORT] [--token T]... [--m
 [--heartbeat-ms N] [--sse-queue-bytes N] [--socket-buffer-bytes N] [--slow-consumer-ms N] \
 [--max-threads N] [--max-threads-per-user N] [--max-input-bytes N] [--max-body-bytes N] \
 [--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N] \
-[--max-open-files N] [--memory-log-bytes N] [--trace[=debug]] [--otlp URL]";
+[--max-open-files N] [--memory-log-bytes N] [--max-connections N] [--header-timeout-ms N] [--write-timeout-ms N] \
+[--trace[=debug]] [--otlp URL]";
 
 /// The flags that set a limit of the host or its log (a whole number).
-const LIMITS: [&str; 9] = [
+const LIMITS: [&str; 12] = [
     "--max-threads",
     "--max-threads-per-user",
     "--max-input-bytes",
@@ -372,6 +130,9 @@ const LIMITS: [&str; 9] = [
     "--max-resident-bytes",
     "--max-open-files",
     "--memory-log-bytes",
+    "--max-connections",
+    "--header-timeout-ms",
+    "--write-timeout-ms",
 ];
 
 /// The command line, strictly: an unknown flag, a flag without its value or a value that is
@@ -561,7 +322,6 @@ async fn main() {
     let max_body = args
         .limit("--max-body-bytes")
         .unwrap_or_else(|| (cfg.max_input_bytes + (64 << 10)).max(2 << 20));
-    let slow_consumer = cfg.stream.slow_consumer;
     let svc = Service::new(Host::new(cfg, log), Instant::now);
     if shared.is_some() {
         // Another host's appends wake this host's streams of the thread (LISTEN/NOTIFY).
@@ -576,35 +336,25 @@ async fn main() {
     // The FAQ agent and the host share one tool registry; its refund is gated.
     let tools = faq_tools(Arc::default());
     let agent = faq_agent(&tools);
-    tokio::spawn(run_turns(svc.clone(), agent, DemoModel(faq_model()), tools));
-    let ticker = svc.clone();
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_millis(100));
-        loop {
-            every.tick().await;
-            ticker.tick();
-        }
-    });
+    tokio::spawn(drive(svc.clone(), agent, DemoModel(faq_model()), tools));
 
-    let app = App {
-        svc,
-        tokens,
-        slow_consumer,
-        max_body,
-    };
-    let router = Router::new()
-        .route("/api/harness/events", get(events))
-        .route("/api/harness/host-events", get(host_events))
-        .route("/api/harness/control", post(control))
-        .route("/api/harness/snapshot", get(snapshot))
-        .route("/api/harness/transcript", get(transcript))
-        .route("/api/harness/capabilities", get(capabilities))
-        .route("/api/harness/run", post(run_post).get(run_get))
-        .route("/api/harness/socket", get(socket))
-        .with_state(app)
-        // A body over the limit: `413 {error}` (axum's answer, made JSON below).
-        .layer(DefaultBodyLimit::max(max_body))
-        .layer(middleware::from_fn(with_request_id));
+    let mut rc = TanstackRouterConfig::new("acme/assistant").with_max_body_bytes(max_body);
+    if !tokens.is_empty() {
+        // The n-th token signs in `user-n`.
+        let users = (1..).map(|n| format!("user-{n}"));
+        rc = rc.with_bearer(BearerTokens::new(tokens.iter().zip(users)));
+    }
+    let app = axum::Router::new().nest("/api/harness", router(svc, rc));
+    let mut serve_cfg = TanstackServeConfig::default();
+    if let Some(ms) = args.limit("--write-timeout-ms") {
+        serve_cfg = serve_cfg.with_write_timeout(Duration::from_millis(ms as u64));
+    }
+    if let Some(n) = args.limit("--max-connections") {
+        serve_cfg = serve_cfg.with_max_connections(n);
+    }
+    if let Some(ms) = args.limit("--header-timeout-ms") {
+        serve_cfg = serve_cfg.with_header_timeout(Duration::from_millis(ms as u64));
+    }
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .unwrap_or_else(|e| exit_with(format!("cannot listen on {addr}: {e}"), 1));
@@ -612,5 +362,8 @@ async fn main() {
         "tanstack host on http://{}/api/harness/",
         listener.local_addr().expect("addr")
     );
-    axum::serve(listener, router).await.expect("serve");
+    let stop = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    serve(listener, app, serve_cfg, stop).await;
 }

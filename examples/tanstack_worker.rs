@@ -21,141 +21,27 @@
 //! whose message is over `HostConfig::max_input_bytes` (1 MiB) gets a `rejected` receipt
 //! with reason `too_large`, and a message holding a lone surrogate (`"\ud800"`) is
 //! `invalid_frame`; the log and the thread's state are the host's bounded ones.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//!
+//! The loop is the library's stdio runner (`harness_tanstack::stdio::run_stdio`, feature
+//! `tokio`).
 
-use std::time::{Duration, Instant};
-
-use futures::StreamExt;
 use harness_core::Tools;
 use harness_core::agent::ToolLoopAgent;
 use harness_core::model::ScriptedModel;
-use harness_tanstack::driver::{Service, run_turns};
-use harness_tanstack::host::{Host, HostConfig, Transport};
-use harness_tanstack::log::MemoryLog;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Stdin};
-
-/// The longest line taken (the NDJSON limit of harness-core).
-const MAX_LINE_BYTES: usize = 16 << 20;
+use harness_tanstack::stdio::{StdioConfig, run_stdio};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let svc = Service::new(
-        Host::new(HostConfig::default(), MemoryLog::default()),
-        Instant::now,
-    );
-    tokio::spawn(run_turns(
-        svc.clone(),
-        ToolLoopAgent::new("acme/assistant"),
+    let agent = ToolLoopAgent::new("acme/assistant");
+    let _ = run_stdio(
+        agent,
         ScriptedModel::echo(),
         Tools::new(),
-    ));
-    let conn = svc.connect(Transport::Stdio, None, "stdio");
-    let Ok(mut out) = conn.stream() else {
-        return; // a new connection's first stream
-    };
-    let mut stdout = tokio::io::stdout();
-    let mut lines = Lines::new(tokio::io::stdin());
-    let mut stdin_open = true;
-    loop {
-        tokio::select! {
-            line = lines.next_line(), if stdin_open => match line {
-                // "one JSON object per line": a blank line is no frame (as in the NDJSON
-                // decoder of harness-core).
-                Ok(Line::Text(l)) if l.trim().is_empty() => {}
-                Ok(Line::Text(l)) => conn.handle_text(&l),
-                // Not JSON, so the host answers `invalid_frame` (and the reading goes on).
-                Ok(Line::TooLong) => {
-                    conn.handle_text(&format!("a line longer than {MAX_LINE_BYTES} bytes"))
-                }
-                Ok(Line::Eof) | Err(_) => stdin_open = false,
-            },
-            item = out.next() => match item {
-                Some(b) => {
-                    if stdout.write_all(&b).await.is_err() {
-                        break;
-                    }
-                    let _ = stdout.flush().await;
-                }
-                // The host closed the stream (after `unsupported_version`): exit.
-                None => break,
-            },
-            // stdin closed and nothing more came for a moment: exit.
-            _ = tokio::time::sleep(Duration::from_millis(300)), if !stdin_open && !busy(&svc) => break,
-        }
-    }
-    let _ = stdout.flush().await;
+        StdioConfig::default(),
+    )
+    .await;
     // Not a return: tokio reads stdin with a blocking read on a thread of its own that
     // cannot be cancelled, and the runtime's shutdown waits for it, so after
     // `unsupported_version` a worker whose stdin stayed open never exited.
     std::process::exit(0)
-}
-
-/// Whether a turn is still running (or an input waiting) on some thread.
-fn busy(svc: &Service<MemoryLog>) -> bool {
-    svc.with_host(|h, _| h.is_busy())
-}
-
-enum Line {
-    Text(String),
-    TooLong,
-    Eof,
-}
-
-/// Lines of stdin as bytes, each at most `MAX_LINE_BYTES` (the rest of a longer one is
-/// dropped as it comes). Cancel-safe: what was read stays in `buf` across a `select!`.
-struct Lines {
-    r: BufReader<Stdin>,
-    buf: Vec<u8>,
-    too_long: bool,
-}
-
-impl Lines {
-    fn new(stdin: Stdin) -> Self {
-        Lines {
-            r: BufReader::new(stdin),
-            buf: Vec::new(),
-            too_long: false,
-        }
-    }
-
-    async fn next_line(&mut self) -> std::io::Result<Line> {
-        loop {
-            let avail = self.r.fill_buf().await?;
-            if avail.is_empty() {
-                // EOF: a last line without its newline is still a line.
-                if self.buf.is_empty() && !self.too_long {
-                    return Ok(Line::Eof);
-                }
-                return Ok(self.take());
-            }
-            let (chunk, used, end) = match avail.iter().position(|&b| b == b'\n') {
-                Some(i) => (&avail[..i], i + 1, true),
-                None => (avail, avail.len(), false),
-            };
-            if !self.too_long {
-                if self.buf.len() + chunk.len() > MAX_LINE_BYTES {
-                    self.too_long = true;
-                    self.buf = Vec::new();
-                } else {
-                    self.buf.extend_from_slice(chunk);
-                }
-            }
-            self.r.consume(used);
-            if end {
-                return Ok(self.take());
-            }
-        }
-    }
-
-    fn take(&mut self) -> Line {
-        if std::mem::take(&mut self.too_long) {
-            return Line::TooLong;
-        }
-        if self.buf.last() == Some(&b'\r') {
-            self.buf.pop();
-        }
-        let line = String::from_utf8_lossy(&self.buf).into_owned();
-        self.buf.clear();
-        Line::Text(line)
-    }
 }

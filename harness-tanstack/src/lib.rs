@@ -16,6 +16,9 @@
 //!   `Tools` and their rules; a turn that waits for a person (an approval, a question, a
 //!   hand-off) ends with its interrupt, and a `resolve` or `answer` drives it again
 //!   ([`host::Wait`], kept durably with the thread by a [`log::FileLog`]).
+//! - `server` (feature `axum`): the runtime adapter, an axum `Router` carrying every route
+//!   of the spec and a hyper server bounded against hostile clients; `stdio` (feature
+//!   `tokio`): the stdio worker runner.
 //!
 //! - [`telemetry`]: `tracing` spans (`harness.operation` per turn, linked to the input's
 //!   W3C `traceparent` with the feature `opentelemetry`; `harness.model`, `harness.tool`,
@@ -84,6 +87,10 @@ pub mod host;
 pub mod http;
 pub mod log;
 mod lru;
+#[cfg(feature = "axum")]
+pub mod server;
+#[cfg(feature = "tokio")]
+pub mod stdio;
 pub mod telemetry;
 pub mod transport;
 mod wire;

@@ -180,6 +180,25 @@ impl<L: EventLog + 'static> Service<L> {
         Ok(self.stream(id))
     }
 
+    /// `GET run?runId=&offset=` (`joinRun`): see [`Host::join_run`].
+    pub fn join_run(
+        &self,
+        thread_id: Option<&str>,
+        run_id: &str,
+        offset: Option<&str>,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> Result<ConnStream<L>, HttpAnswer> {
+        let id =
+            self.with_host(|h, now| h.join_run(now, thread_id, run_id, offset, user, request_id))?;
+        Ok(self.stream(id))
+    }
+
+    /// `GET run?threadId=` (`hydrate`): see [`Host::hydrate`].
+    pub fn hydrate(&self, thread_id: &str, user: Option<&str>, request_id: &str) -> HttpAnswer {
+        self.with_host(|h, _| h.hydrate(thread_id, user, request_id))
+    }
+
     /// A WebSocket or stdio connection: feed its frames with [`Connection::handle_text`],
     /// send what [`Connection::stream`] yields.
     pub fn connect(

@@ -38,6 +38,7 @@ mod connection;
 mod input;
 mod read;
 mod registry;
+mod resume;
 mod subscribe;
 mod thread;
 mod transmit;
@@ -174,6 +175,17 @@ impl Default for HostConfig {
             max_resident_threads: 1_024,
             max_resident_bytes: 256 << 20,
             max_parked_bytes: 4 << 20,
+        }
+    }
+}
+
+impl HostConfig {
+    /// The defaults with [`AccessPolicy::MembersOnly`]: a user is required, and each
+    /// thread is its user's.
+    pub fn members_only() -> Self {
+        HostConfig {
+            access: AccessPolicy::MembersOnly,
+            ..HostConfig::default()
         }
     }
 }
@@ -334,6 +346,8 @@ pub struct Host<L: EventLog> {
     user_threads: HashMap<String, usize>,
     /// Bytes and events out, not yet handed to the metrics recorder.
     outflow: crate::telemetry::Outflow,
+    /// Runs by id, for `joinRun` (which names no thread).
+    runs: resume::RunIndex,
 }
 
 impl<L: EventLog> std::fmt::Debug for Host<L> {
@@ -382,6 +396,7 @@ impl<L: EventLog> Host<L> {
             resident: Lru::default(),
             thread_count: keys.len(),
             user_threads,
+            runs: resume::RunIndex::default(),
         }
     }
 

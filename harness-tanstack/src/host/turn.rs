@@ -92,6 +92,7 @@ impl<L: EventLog> Host<L> {
         traceparent: Option<String>,
         resume: Option<Box<Resume>>,
     ) -> Result<(), Refusal> {
+        self.runs.insert(op, thread_id);
         let (history, wire) = match self.threads.get_mut(thread_id) {
             Some(t) => {
                 t.running = Some(Running {

@@ -4,8 +4,9 @@
 # scripted session; a Node client reads our SSE and WebSocket and resumes exactly once;
 # the @ag-ui/client HttpAgent runs a turn against POST run; readers that stop reading are
 # slow consumers and lose nothing; the example's FAQ agent waits for an approval, a question
-# and a person, and runs its gated refund once when approved, never when denied. Exits
-# non-zero on any mismatch.
+# and a person, and runs its gated refund once when approved, never when denied; the real
+# @tanstack/ai-client ChatClient chats, runs a server tool, resolves an approval, joins a
+# run mid-way and after its end, and hydrates a thread. Exits non-zero on any mismatch.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
@@ -13,7 +14,9 @@ cd "$here"
 
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/pip install -q 'ag-ui-protocol==1.0.0'
-if [ ! -d node_modules/@ag-ui/client ] || [ ! -d node_modules/ws ]; then npm install --no-audit --no-fund --silent; fi
+if [ ! -d node_modules/@ag-ui/client ] || [ ! -d node_modules/ws ] || [ ! -d node_modules/@tanstack/ai-client ]; then
+    npm install --no-audit --no-fund --silent
+fi
 
 (cd "$root" && cargo build -q --example tanstack_host)
 port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -27,6 +30,8 @@ done
 
 events_file="$(mktemp)"
 node check.mjs "http://127.0.0.1:$port" "$events_file"
+# @tanstack/ai-client (pinned in package.json): chat, tools, approvals, joinRun, hydrate.
+node ai_client.mjs "http://127.0.0.1:$port"
 .venv/bin/python check.py "$events_file"
 
 # The heartbeat: an idle stream gets `: ping` (1 s here).

@@ -1,0 +1,303 @@
+//! What `@tanstack/ai-client` reads back after a reload, on `GET run`: `joinRun` (a run's
+//! events from its start, live until its end) and `hydrate` (the thread as UI messages,
+//! its active run and its pending interrupts).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::connection::ConnState;
+use super::wait::WaitFor;
+use super::{AccessPolicy, ConnId, Host, Transport, may_read};
+use crate::agui::AguiMessage;
+use crate::http::HttpAnswer;
+use crate::log::EventLog;
+
+/// The runs the host can find by id alone (`joinRun` sends no thread): the newest this
+/// many; an older run is found with its `threadId`.
+pub(super) const MAX_INDEXED_RUNS: usize = 16_384;
+/// A run id longer than this is not indexed (it is still found with its `threadId`).
+const MAX_INDEXED_RUN_ID_BYTES: usize = 256;
+
+/// Run id → the key of its thread, the newest [`MAX_INDEXED_RUNS`].
+#[derive(Debug, Default)]
+pub(super) struct RunIndex {
+    at: HashMap<String, String>,
+    order: crate::lru::Lru,
+}
+
+impl RunIndex {
+    pub(super) fn insert(&mut self, run_id: &str, key: &str) {
+        if run_id.len() > MAX_INDEXED_RUN_ID_BYTES {
+            return;
+        }
+        self.at.insert(run_id.to_owned(), key.to_owned());
+        self.order.touch(run_id);
+        while self.order.len() > MAX_INDEXED_RUNS {
+            match self.order.pop_oldest_except(run_id) {
+                Some(old) => {
+                    self.at.remove(&old);
+                }
+                None => break,
+            }
+        }
+    }
+
+    fn get(&self, run_id: &str) -> Option<&String> {
+        self.at.get(run_id)
+    }
+}
+
+impl<L: EventLog> Host<L> {
+    /// `GET run?runId=&offset=` (`joinRun`): the plain AG-UI events of a run (SSE, no
+    /// `harness.*` frames), from its `RUN_STARTED` when `offset` is `-1` (or absent), from
+    /// now on when it is `now`; live while the run goes on; the stream ends after its
+    /// `RUN_FINISHED` or `RUN_ERROR`. The thread is `thread_id` when given, else the one
+    /// the run was started on. A run the host does not know, or that the user may not
+    /// read, is `404` ("Unknown or expired run: return 404": the client then quietly
+    /// forgets it); any other `offset` is `400` (this host hands out no `id:` cursors on
+    /// these streams).
+    #[allow(clippy::too_many_arguments)]
+    pub fn join_run(
+        &mut self,
+        now: Instant,
+        thread_id: Option<&str>,
+        run_id: &str,
+        offset: Option<&str>,
+        user: Option<&str>,
+        request_id: &str,
+    ) -> Result<ConnId, HttpAnswer> {
+        self.clock(now);
+        if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
+            return Err(HttpAnswer::error(401, "unauthorized", request_id));
+        }
+        let from_now = match offset {
+            None | Some("-1") => false,
+            Some("now") => true,
+            Some(_) => return Err(HttpAnswer::error(400, "bad offset", request_id)),
+        };
+        let not_found = || HttpAnswer::error(404, "not_found", request_id);
+        let key = match thread_id.filter(|t| !t.is_empty()) {
+            Some(t) => self.thread_key(user, t),
+            None => self.runs.get(run_id).cloned().ok_or_else(not_found)?,
+        };
+        if !self.ensure(&key, thread_id) {
+            return Err(not_found());
+        }
+        match self.threads.get(&key) {
+            // Someone else's run is no run of this user's: the same 404 as an unknown one.
+            Some(t) if !may_read(&self.cfg.access, t, user) => return Err(not_found()),
+            Some(t) if !t.knows_run(run_id) => return Err(not_found()),
+            None => return Err(not_found()),
+            _ => {}
+        }
+        let pos = if from_now {
+            self.log.head_seq(&key)
+        } else {
+            self.log.first_seq(&key).saturating_sub(1)
+        };
+        let id = self.new_conn(
+            now,
+            Transport::Sse,
+            user.map(str::to_owned),
+            request_id,
+            ConnState::Run {
+                thread: key.clone(),
+                operation_id: run_id.to_owned(),
+                pos,
+            },
+        );
+        self.watch(&key, id);
+        self.wake(id);
+        Ok(id)
+    }
+
+    /// `GET run?threadId=` (`hydrate`): `{messages, activeRun, interrupts}` as
+    /// `@tanstack/ai-client` reads them: the thread's saved messages as UI messages
+    /// (`{id, role, parts}`; a tool's result joins the call it answers, a call waiting for
+    /// its approval is `approval-requested` with `approval.id` its interrupt's id), the
+    /// running run (`{runId}`, or `null`) and the interrupts the thread waits on
+    /// (`{runId, pending}`, or `null`). A thread the host does not have is `200` with no
+    /// messages; one the user may not read `403`.
+    pub fn hydrate(&mut self, thread_id: &str, user: Option<&str>, request_id: &str) -> HttpAnswer {
+        if self.cfg.access == AccessPolicy::MembersOnly && user.is_none() {
+            return HttpAnswer::error(401, "unauthorized", request_id);
+        }
+        if let Some(e) = self.thread_id_error(thread_id) {
+            return HttpAnswer::error(400, &e, request_id);
+        }
+        let empty = json!({ "messages": [], "activeRun": null, "interrupts": null });
+        let key = self.thread_key(user, thread_id);
+        if !self.ensure(&key, Some(thread_id)) {
+            return HttpAnswer::ok(empty.to_string(), request_id);
+        }
+        let Some(t) = self.threads.get(&key) else {
+            return HttpAnswer::ok(empty.to_string(), request_id);
+        };
+        if !may_read(&self.cfg.access, t, user) {
+            return HttpAnswer::error(403, "forbidden", request_id);
+        }
+        // One read under one borrow: the active run and the transcript agree.
+        let active = t
+            .running
+            .as_ref()
+            .map(|r| json!({ "runId": r.operation_id }));
+        let parked = t.parked.as_ref().filter(|p| !p.open.is_empty());
+        let approvals: HashMap<&str, &str> = parked
+            .iter()
+            .flat_map(|p| p.open.iter())
+            .filter_map(|w| match &w.what {
+                WaitFor::Approval { tool_call_id, .. } => {
+                    Some((tool_call_id.as_str(), w.wait_id.as_str()))
+                }
+                _ => None,
+            })
+            .collect();
+        let interrupts = parked.map(|p| {
+            let pending: Vec<Value> = p
+                .open
+                .iter()
+                .filter_map(|w| serde_json::to_value(w.interrupt()).ok())
+                .collect();
+            json!({ "runId": p.run_id, "pending": pending })
+        });
+        let messages = ui_messages(&t.transcript(), &approvals);
+        let body = json!({
+            "messages": messages,
+            "activeRun": active,
+            "interrupts": interrupts,
+        });
+        HttpAnswer::ok(body.to_string(), request_id)
+    }
+}
+
+/// AG-UI messages as TanStack UI messages (`{id, role, parts}`): user and system text;
+/// an assistant's text, thinking and tool calls; a tool's result on the call it answers
+/// (and as a `tool-result` part of the same message).
+fn ui_messages(msgs: &[AguiMessage], approvals: &HashMap<&str, &str>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    // Whether the last UI message is an assistant's that later parts may join.
+    let mut open_assistant = false;
+    let text_part = |s: String| json!({ "type": "text", "content": s });
+    for m in msgs {
+        match m {
+            AguiMessage::User(u) => {
+                out.push(json!({ "id": u.id, "role": "user", "parts": [text_part(m.text())] }));
+                open_assistant = false;
+            }
+            AguiMessage::System(s) => {
+                out.push(json!({ "id": s.id, "role": "system", "parts": [text_part(m.text())] }));
+                open_assistant = false;
+            }
+            AguiMessage::Developer(d) => {
+                out.push(json!({ "id": d.id, "role": "system", "parts": [text_part(m.text())] }));
+                open_assistant = false;
+            }
+            AguiMessage::Assistant(a) => {
+                let mut parts = Vec::new();
+                if let Some(c) = a.content.as_ref().filter(|c| !c.is_empty()) {
+                    parts.push(text_part(c.clone()));
+                }
+                for call in a.tool_calls.iter().flatten() {
+                    let mut p = json!({
+                        "type": "tool-call",
+                        "id": call.id,
+                        "name": call.function.name,
+                        "arguments": call.function.arguments,
+                        "state": "input-complete",
+                    });
+                    if let Ok(input) = serde_json::from_str::<Value>(&call.function.arguments) {
+                        p["input"] = input;
+                    }
+                    if let Some(wait) = approvals.get(call.id.as_str()) {
+                        p["state"] = json!("approval-requested");
+                        p["approval"] = json!({ "id": wait, "needsApproval": true });
+                    }
+                    parts.push(p);
+                }
+                // The next assistant message of one reply joins this one.
+                if open_assistant {
+                    if let Some(last) = out.last_mut().and_then(|l| l["parts"].as_array_mut()) {
+                        last.extend(parts);
+                        continue;
+                    }
+                }
+                out.push(json!({ "id": a.id, "role": "assistant", "parts": parts }));
+                open_assistant = true;
+            }
+            AguiMessage::Reasoning(r) => {
+                let part = json!({ "type": "thinking", "content": r.content });
+                push_assistant_part(&mut out, &mut open_assistant, &r.id, part);
+            }
+            AguiMessage::Tool(tm) => {
+                let content = m.text();
+                let state = if tm.error.is_some() {
+                    "error"
+                } else {
+                    "complete"
+                };
+                // The call it answers gets its output.
+                let output = serde_json::from_str::<Value>(&content)
+                    .unwrap_or_else(|_| Value::String(content.clone()));
+                if let Some(call) = out
+                    .iter_mut()
+                    .rev()
+                    .filter_map(|u| u["parts"].as_array_mut())
+                    .flat_map(|ps| ps.iter_mut())
+                    .find(|p| p["type"] == "tool-call" && p["id"] == tm.tool_call_id.as_str())
+                {
+                    call["output"] = output;
+                    call["state"] = json!(if state == "error" {
+                        "error"
+                    } else {
+                        "complete"
+                    });
+                }
+                let mut part = json!({
+                    "type": "tool-result",
+                    "toolCallId": tm.tool_call_id,
+                    "content": content,
+                    "state": state,
+                });
+                if let Some(e) = &tm.error {
+                    part["error"] = json!(e);
+                }
+                push_assistant_part(&mut out, &mut open_assistant, &tm.id, part);
+            }
+            AguiMessage::Activity(_) => {}
+        }
+    }
+    out
+}
+
+/// A part that belongs to the assistant's reply: onto its message, or a new one.
+fn push_assistant_part(out: &mut Vec<Value>, open: &mut bool, id: &str, part: Value) {
+    if *open {
+        if let Some(parts) = out.last_mut().and_then(|l| l["parts"].as_array_mut()) {
+            parts.push(part);
+            return;
+        }
+    }
+    out.push(json!({ "id": id, "role": "assistant", "parts": [part] }));
+    *open = true;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_index_is_bounded() {
+        let mut ix = RunIndex::default();
+        for i in 0..MAX_INDEXED_RUNS + 10 {
+            ix.insert(&format!("run-{i}"), "t");
+        }
+        assert_eq!(ix.at.len(), MAX_INDEXED_RUNS);
+        assert!(ix.get("run-0").is_none());
+        assert!(ix.get(&format!("run-{}", MAX_INDEXED_RUNS + 9)).is_some());
+        ix.insert(&"x".repeat(MAX_INDEXED_RUN_ID_BYTES + 1), "t");
+        assert_eq!(ix.at.len(), MAX_INDEXED_RUNS);
+    }
+}
