@@ -16,6 +16,15 @@
 //! cargo run --example sessions -- --dir ./journal log --session UID
 //! ```
 //!
+//! Several processes, or several machines, can share the sessions on one PostgreSQL
+//! (`--features postgres`): `--database-url` puts the journal and the receipts there, and any
+//! process can resume, approve or fork what another started (the journal's fences and
+//! compare-and-set keep one writer per turn):
+//!
+//! ```text
+//! cargo run --features postgres --example sessions -- --database-url postgres://postgres@127.0.0.1:5432/postgres exec --input hello
+//! ```
+//!
 //! Approvals: the `publish` harness answers, then asks to publish the answer with an
 //! approval-gated tool (REQUIRES_APPROVAL), which parks the turn. `approve` (or `deny`)
 //! records the decision and resumes the turn, as agentctl's approve and deny do:
@@ -81,11 +90,15 @@ use harness_sessions::controller::{Controller, ExecRequest, Observer, TurnReport
 use harness_sessions::harnesses::{ChatHarness, CounterHarness, EchoHarness};
 use harness_sessions::journal::{FileJournal, Journal};
 use harness_sessions::testing::CrashAfter;
-use harness_sessions::tools::FileReceipts;
+use harness_sessions::tools::{FileReceipts, ReceiptStore};
 use harness_sessions::verify::HeadPin;
 use harness_sessions::{Error, Record};
 
-const USAGE: &str = "usage: sessions --dir DIR [--harness NAME=ADDRESS]... <command> [options]
+const USAGE: &str = "usage: sessions [--dir DIR] [--database-url URL] [--harness NAME=ADDRESS]... <command> [options]
+  --dir DIR                the journal folder (default ./journal); with --database-url, where
+           the publish tool's log is kept
+  --database-url URL       the journal and receipts in PostgreSQL (postgres://user@host:port/db),
+           shared by every process on the database (feature `postgres`)
   --harness NAME=ADDRESS   registers a remote harness (Harness.Connect over gRPC) as
            agentsessionsd does: host:port, dns:///host:port, dns://resolver/host:port,
            unix:PATH, unix:///ABSOLUTE or unix://RELATIVE; exec --harness NAME selects it
@@ -283,6 +296,7 @@ fn publish(log: &Path, cx: &ToolContext, call: &ToolCall) -> ToolResult {
 
 fn controller(
     journal: Arc<dyn Journal>,
+    receipts: Arc<dyn ReceiptStore>,
     dir: &Path,
     print: Arc<Print>,
     remotes: &[(String, HarnessAddress)],
@@ -296,7 +310,7 @@ fn controller(
     }
     b.model(builtin_model())
         .tools(tools(dir))
-        .receipts(FileReceipts::new(dir.join("receipts.jsonl")))
+        .receipts(receipts)
         .harness("chat", ChatHarness::new("builtin"))
         .harness("echo", EchoHarness)
         .harness("publish", PublishHarness)
@@ -310,6 +324,8 @@ fn controller(
 #[derive(Default)]
 struct Args {
     dir: Option<String>,
+    /// `--database-url postgres://…`: the journal and receipts in PostgreSQL.
+    database_url: Option<String>,
     cmd: Option<String>,
     session: Option<String>,
     harness: Option<String>,
@@ -330,6 +346,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
         match arg.as_str() {
             "--dir" => a.dir = Some(value("--dir")?),
+            "--database-url" => a.database_url = Some(value("--database-url")?),
             "--session" => a.session = Some(value("--session")?),
             "--harness" => {
                 let v = value("--harness")?;
@@ -449,8 +466,41 @@ fn writes(cmd: Option<&str>) -> bool {
     matches!(cmd, Some("exec" | "resume" | "approve" | "deny" | "fork"))
 }
 
+/// The journal and receipts in PostgreSQL (`--database-url`): several processes, on one
+/// machine or several, share the sessions.
+#[cfg(feature = "postgres")]
+async fn run_on_database(a: &Args, url: &str, dir: &str) -> Outcome {
+    use harness_sessions::journal::{PgJournal, PgReceipts};
+    let opened = PgJournal::connect(url).and_then(|j| Ok((PgReceipts::new(j.pg().clone())?, j)));
+    let result = match opened {
+        Ok((receipts, journal)) => {
+            // The publish tool's log stays a file in --dir.
+            let _ = std::fs::create_dir_all(dir);
+            command(a, dir, Arc::new(journal), Arc::new(receipts)).await
+        }
+        Err(e) => Err(Error::from(e).into()),
+    };
+    Outcome {
+        result,
+        notes: Vec::new(),
+    }
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn run_on_database(_: &Args, _: &str, _: &str) -> Outcome {
+    Outcome {
+        result: Err("--database-url needs the postgres feature: \
+                     cargo run --features postgres --example sessions -- --database-url URL …"
+            .into()),
+        notes: Vec::new(),
+    }
+}
+
 async fn run(a: Args) -> Outcome {
     let dir = a.dir.clone().unwrap_or_else(|| "./journal".into());
+    if let Some(url) = &a.database_url {
+        return run_on_database(&a, url, &dir).await;
+    }
     let opened = if writes(a.cmd.as_deref()) {
         FileJournal::open(&dir)
     } else {
@@ -466,7 +516,8 @@ async fn run(a: Args) -> Outcome {
         }
     };
     let journal: Arc<dyn Journal> = files.clone();
-    let result = command(&a, &dir, journal).await;
+    let receipts = Arc::new(FileReceipts::new(Path::new(&dir).join("receipts.jsonl")));
+    let result = command(&a, &dir, journal, receipts).await;
     // A torn last record (a crash mid-write): a writer set it aside, a reader left it.
     let notes = files
         .torn_tails()
@@ -502,9 +553,16 @@ async fn command(
     a: &Args,
     dir: &str,
     journal: Arc<dyn Journal>,
+    receipts: Arc<dyn ReceiptStore>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let print = Arc::new(Print::default());
-    let host = controller(journal.clone(), Path::new(dir), print.clone(), &a.remotes);
+    let host = controller(
+        journal.clone(),
+        receipts.clone(),
+        Path::new(dir),
+        print.clone(),
+        &a.remotes,
+    );
     let session = || a.session.clone().ok_or("--session UID is required");
     match a.cmd.as_deref() {
         Some("exec") => {
@@ -526,6 +584,7 @@ async fn command(
             let host = match a.interrupt_after {
                 Some(n) => controller(
                     Arc::new(CrashAfter::new(journal, n)),
+                    receipts,
                     Path::new(dir),
                     print.clone(),
                     &a.remotes,

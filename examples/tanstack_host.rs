@@ -355,7 +355,7 @@ impl Model for DemoModel {
     }
 }
 
-const USAGE: &str = "usage: tanstack_host [--addr HOST:PORT] [--token T]... [--memory] [--log-dir DIR] \
+const USAGE: &str = "usage: tanstack_host [--addr HOST:PORT] [--token T]... [--memory] [--log-dir DIR] [--database-url URL] \
 [--heartbeat-ms N] [--sse-queue-bytes N] [--socket-buffer-bytes N] [--slow-consumer-ms N] \
 [--max-threads N] [--max-threads-per-user N] [--max-input-bytes N] [--max-body-bytes N] \
 [--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N] \
@@ -382,6 +382,8 @@ struct Args {
     tokens: Vec<String>,
     memory: bool,
     log_dir: Option<String>,
+    /// `--database-url`: the event log in PostgreSQL, shared with other hosts.
+    database_url: Option<String>,
     stream: StreamOptions,
     /// The limit flags that were given, by flag.
     limits: HashMap<&'static str, usize>,
@@ -394,10 +396,11 @@ impl Args {
 }
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
-    const WITH_VALUE: [&str; 7] = [
+    const WITH_VALUE: [&str; 8] = [
         "--addr",
         "--token",
         "--log-dir",
+        "--database-url",
         "--heartbeat-ms",
         "--sse-queue-bytes",
         "--socket-buffer-bytes",
@@ -442,6 +445,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--addr" => a.addr = Some(value),
             "--token" => a.tokens.push(value),
             "--log-dir" => a.log_dir = Some(value),
+            "--database-url" => a.database_url = Some(value),
             "--heartbeat-ms" => a.stream.heartbeat_ms = Some(num("heartbeatMs")?),
             "--sse-queue-bytes" => a.stream.sse_queue_bytes = Some(num("sseQueueBytes")?),
             "--socket-buffer-bytes" => {
@@ -451,6 +455,34 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         }
     }
     Ok(a)
+}
+
+/// The event log in PostgreSQL and a listener that sends the key of each thread appended to
+/// (by any host) to `appended`. Connecting blocks: it runs before the server starts.
+#[cfg(feature = "postgres")]
+fn database_log(
+    url: &str,
+    appended: std::sync::mpsc::Sender<String>,
+) -> (Log, Box<dyn std::any::Any + Send>) {
+    let log = harness_tanstack::log::PgLog::connect(url)
+        .unwrap_or_else(|e| exit_with(format!("cannot open the event log in {url}: {e}"), 1));
+    let listener = log
+        .listen(move |key, _| {
+            let _ = appended.send(key.to_owned());
+        })
+        .unwrap_or_else(|e| exit_with(format!("cannot listen on {url}: {e}"), 1));
+    (Box::new(log), Box::new(listener))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn database_log(
+    _: &str,
+    _: std::sync::mpsc::Sender<String>,
+) -> (Log, Box<dyn std::any::Any + Send>) {
+    exit_with(
+        "--database-url needs the postgres feature (cargo run --features postgres --example tanstack_host -- …)",
+        2,
+    )
 }
 
 fn exit_with(message: impl std::fmt::Display, code: i32) -> ! {
@@ -474,7 +506,14 @@ async fn main() {
     let stream = args.stream.validate().unwrap_or_else(|e| exit_with(e, 2));
     let addr = args.addr.clone().unwrap_or_else(|| "127.0.0.1:8080".into());
     let tokens = args.tokens.clone();
-    let log: Log = if args.memory {
+    // `--database-url`: the shared log, and the keys of threads other hosts append to.
+    let (appended_tx, appended) = std::sync::mpsc::channel::<String>();
+    let mut shared = None;
+    let log: Log = if let Some(url) = &args.database_url {
+        let (log, listener) = database_log(url, appended_tx);
+        shared = Some(listener);
+        log
+    } else if args.memory {
         let mut log = MemoryLog::default();
         if let Some(n) = args.limit("--memory-log-bytes") {
             log = log.with_max_total_bytes(n);
@@ -524,6 +563,15 @@ async fn main() {
         .unwrap_or_else(|| (cfg.max_input_bytes + (64 << 10)).max(2 << 20));
     let slow_consumer = cfg.stream.slow_consumer;
     let svc = Service::new(Host::new(cfg, log), Instant::now);
+    if shared.is_some() {
+        // Another host's appends wake this host's streams of the thread (LISTEN/NOTIFY).
+        let woken = svc.clone();
+        std::thread::spawn(move || {
+            while let Ok(key) = appended.recv() {
+                woken.handle_appended(&key);
+            }
+        });
+    }
 
     // The FAQ agent and the host share one tool registry; its refund is gated.
     let tools = faq_tools(Arc::default());

@@ -7,7 +7,9 @@
 //! ```
 //!
 //! `--data DIR` keeps responses, sessions, harnesses and idempotency keys on disk (they
-//! survive a restart); without it everything lives in memory. The model is a deterministic
+//! survive a restart); `--database-url postgres://…` keeps them in PostgreSQL (`--features
+//! postgres`: a replacement host started on the database takes over); without either
+//! everything lives in memory. The model is a deterministic
 //! stand-in that answers the tasks the official conformance suite sends, paced like a real
 //! model (a short wait before the first token, then one delta at a time): the pacing is the
 //! example's, the library never sleeps.
@@ -36,7 +38,7 @@ use serde_json::json;
 #[path = "uhp_shared/mod.rs"]
 mod uhp_shared;
 
-const USAGE: &str = "usage: uhp_server --addr HOST:PORT --api-key KEY [--data DIR]   (--addr 127.0.0.1:0 picks a port)";
+const USAGE: &str = "usage: uhp_server --addr HOST:PORT --api-key KEY [--data DIR | --database-url URL]   (--addr 127.0.0.1:0 picks a port; --database-url needs the postgres feature)";
 
 /// What the model does for one request, before pacing.
 struct Plan {
@@ -200,6 +202,24 @@ fn wall_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// The PostgreSQL store (connecting blocks: off the async workers).
+#[cfg(feature = "postgres")]
+async fn database_store(
+    url: String,
+) -> Result<harness_uhp::server::postgres::PgStore, Box<dyn std::error::Error>> {
+    Ok(
+        tokio::task::spawn_blocking(move || harness_uhp::server::postgres::PgStore::connect(&url))
+            .await??,
+    )
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn database_store(_: String) -> Result<FileStore, Box<dyn std::error::Error>> {
+    usage_error(
+        "--database-url needs the postgres feature (cargo run --features postgres --example uhp_server -- …)",
+    )
+}
+
 fn usage_error(why: &str) -> ! {
     eprintln!("uhp_server: {why}\n{USAGE}");
     std::process::exit(2);
@@ -210,13 +230,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut addr = "127.0.0.1:8080".to_owned();
     let mut key: Option<String> = None;
     let mut data: Option<String> = None;
-    let opts = ["--addr", "--api-key", "--data"];
+    let mut database_url: Option<String> = None;
+    let opts = ["--addr", "--api-key", "--data", "--database-url"];
     for (name, value) in uhp_shared::parse_args("uhp_server", USAGE, &[], &opts) {
         match name.as_str() {
             "--addr" => addr = value.unwrap_or(addr),
             "--api-key" => key = value,
+            "--database-url" => database_url = value,
             _ => data = value,
         }
+    }
+    if data.is_some() && database_url.is_some() {
+        usage_error("--data and --database-url are two stores: pick one");
     }
     let key = key
         .or_else(|| std::env::var("UHP_API_KEY").ok())
@@ -246,6 +271,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         });
     if let Some(dir) = &data {
         builder = builder.store(FileStore::open(dir).await?);
+    }
+    if let Some(url) = database_url {
+        builder = builder.store(database_store(url).await?);
     }
     let host = builder.build(Instant::now, wall_ms).await?;
     tokio::spawn(host.run(tokio::time::sleep));

@@ -277,7 +277,7 @@ fn a_jambonz_call_and_its_turn() {
 fn a_uhp_task_on_the_server_and_on_the_client() {
     use harness_uhp::builder::StreamBuilder;
     use harness_uhp::client::{CreateRequest, TaskClient, TaskClientConfig};
-    use harness_uhp::server::driver::{Body, Caller, Service};
+    use harness_uhp::server::driver::{Body, CallerAuth, UhpService};
     use harness_uhp::telemetry::names;
 
     let (spans, metrics) = collect(|| {
@@ -292,7 +292,7 @@ fn a_uhp_task_on_the_server_and_on_the_client() {
             let model = ScriptedModel::new()
                 .tool_call("get_hours", json!({}))
                 .reply("We open at eight.");
-            let host = Service::builder(model)
+            let host = UhpService::builder(model)
                 .harness("faq", "FAQ", ToolLoopAgent::new("faq").with_tools(&tools))
                 .tools(tools)
                 .api_key("k", "alice")
@@ -307,7 +307,7 @@ fn a_uhp_task_on_the_server_and_on_the_client() {
                 .header("authorization", "Bearer k")
                 .body(serde_json::to_vec(&json!({"input": "When?"})).unwrap())
                 .unwrap();
-            let resp = host.handle(Caller::Bearer, req).await;
+            let resp = host.handle(CallerAuth::Bearer, req).await;
             assert_eq!(resp.status(), 200);
             if let Body::Stream(s) = resp.into_body() {
                 futures::StreamExt::concat(s).await;

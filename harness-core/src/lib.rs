@@ -68,6 +68,8 @@ pub mod message;
 pub mod model;
 pub mod ndjson;
 pub mod openai;
+#[cfg(feature = "postgres")]
+pub mod pg;
 mod proto_json;
 pub mod run_loop;
 pub mod sse;

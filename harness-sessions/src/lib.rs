@@ -7,7 +7,9 @@
 //! - [`journal`]: the storage trait ([`Journal`]) with CAS on the expected last seq and a
 //!   fence, and two stores: [`MemoryJournal`] and the embedded default [`FileJournal`] (one
 //!   append-only file per session, torn tails set aside by a writer and only reported by a
-//!   read-only journal, fsync per turn by default).
+//!   read-only journal, fsync per turn by default); with the `postgres` feature, `PgJournal`
+//!   and `PgReceipts`, for several hosts on one PostgreSQL (see [`journal`] for how storage
+//!   meets the sans-IO controller).
 //! - [`record`] and [`hash`]: records and their `content_hash`, computed exactly as
 //!   agentsessions does (RFC 8785 canonical JSON of `{event, prev_hash, seq}`, SHA-256), so
 //!   its golden vectors reproduce; [`verify`] names the first record that does not hold.

@@ -77,7 +77,7 @@ pub(crate) fn appended(r: &Result<(), crate::JournalError>, records: usize) {
 
 /// Records a turn's result on the current span (`execution_id`, `outcome`) and counts it.
 pub(crate) fn turn_result(
-    r: &Result<crate::controller::TurnOutcome, crate::Error>,
+    r: &Result<crate::controller::TurnReport, crate::Error>,
 ) -> &'static str {
     let span = tracing::Span::current();
     let outcome = match r {

@@ -2,17 +2,20 @@
 //! format, and `verify`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[macro_use]
+mod journal_suite;
+
 use std::fs;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use harness_core::event::{Event, EventBody, ExecutionStart};
+use harness_core::event::{Event, EventBody};
 use harness_core::message::Message;
-use harness_sessions::journal::{
-    Durability, FileJournal, Journal, JournalError, MemoryJournal, SessionMeta,
-};
-use harness_sessions::record::{Head, Record};
+use harness_sessions::journal::{Durability, FileJournal, Journal, JournalError, MemoryJournal};
+use harness_sessions::record::Record;
 use harness_sessions::verify::VerifyError;
+use journal_suite::{Store, event, fill, meta};
 
 static DIRS: AtomicUsize = AtomicUsize::new(0);
 
@@ -28,143 +31,34 @@ fn tmpdir(name: &str) -> PathBuf {
     d
 }
 
-fn meta() -> SessionMeta {
-    SessionMeta {
-        harness: "echo".into(),
-        parent: None,
+/// The memory store: every "reopen" is the same journal.
+struct Memory(Arc<MemoryJournal>);
+
+impl Store for Memory {
+    fn open(&self) -> Arc<dyn Journal> {
+        self.0.clone()
     }
 }
 
-fn event(i: usize) -> Event {
-    if i == 0 {
-        Event::new(
-            "e1",
-            EventBody::ExecutionStart(ExecutionStart {
-                input_count: Some(1),
-                harness: "echo".into(),
-                ..Default::default()
-            }),
-        )
-    } else {
-        Event::new(
-            "e1",
-            EventBody::Output(Message::assistant(format!("out <{i}> é"))),
-        )
+/// The file store: a folder; each reopen a new `FileJournal` on it.
+struct Folder(PathBuf);
+
+impl Store for Folder {
+    fn open(&self) -> Arc<dyn Journal> {
+        Arc::new(FileJournal::open(&self.0).unwrap())
     }
 }
 
-/// Appends `n` records one at a time under a fresh fence.
-fn fill(j: &dyn Journal, session: &str, n: usize) -> Vec<Record> {
-    let fence = j.acquire_fence(session).unwrap();
-    let mut out = Vec::new();
-    for i in 0..n {
-        let h = j.head(session).unwrap();
-        let r = Record::seal(event(i), h.seq + 1, h.hash, fence).unwrap();
-        j.append(session, h.seq, fence, std::slice::from_ref(&r))
-            .unwrap();
-        out.push(r);
-    }
-    out
+/// The shared conformance suite on the memory store.
+mod memory {
+    use super::{Arc, Memory, MemoryJournal};
+    journal_suite!(Memory(Arc::new(MemoryJournal::new())));
 }
 
-fn stores() -> Vec<(&'static str, Box<dyn Journal>)> {
-    vec![
-        ("memory", Box::new(MemoryJournal::new())),
-        (
-            "file",
-            Box::new(FileJournal::open(tmpdir("conformance")).unwrap()),
-        ),
-    ]
-}
-
-/// Issue: "append with compare-and-set on the expected last seq and a fence (a lower fence
-/// and a head mismatch are distinct errors)". Research §7: "The log rejects a lower fence
-/// (eventlog.ErrFenced) and a head mismatch (eventlog.ErrConflict)."
-#[test]
-fn append_is_cas_on_head_and_fence() {
-    for (name, j) in stores() {
-        j.create("s", &meta()).unwrap();
-        assert_eq!(
-            j.create("s", &meta()),
-            Err(JournalError::AlreadyExists("s".into())),
-            "{name}"
-        );
-        let old = j.acquire_fence("s").unwrap();
-        let new = j.acquire_fence("s").unwrap();
-        assert!(new > old, "{name}");
-        let r1 = Record::seal(event(0), 1, None, old).unwrap();
-        // A lower fence: Fenced, not Conflict.
-        match j.append("s", 0, old, std::slice::from_ref(&r1)) {
-            Err(JournalError::Fenced { fence, current, .. }) => {
-                assert_eq!((fence, current), (old, new), "{name}")
-            }
-            other => panic!("{name}: {other:?}"),
-        }
-        let r1 = Record::seal(event(0), 1, None, new).unwrap();
-        j.append("s", 0, new, std::slice::from_ref(&r1)).unwrap();
-        // A head mismatch: Conflict, not Fenced.
-        let r2 = Record::seal(event(1), 2, Some(r1.content_hash), new).unwrap();
-        match j.append("s", 0, new, std::slice::from_ref(&r2)) {
-            Err(JournalError::Conflict {
-                expected, actual, ..
-            }) => {
-                assert_eq!((expected, actual), (0, 1), "{name}")
-            }
-            other => panic!("{name}: {other:?}"),
-        }
-        // A record that does not chain onto the head.
-        let bad = Record::seal(event(1), 2, None, new).unwrap();
-        assert!(matches!(
-            j.append("s", 1, new, std::slice::from_ref(&bad)),
-            Err(JournalError::BadRecords(_))
-        ));
-        // A fence never acquired.
-        assert!(matches!(
-            j.append("s", 1, new + 5, std::slice::from_ref(&r2)),
-            Err(JournalError::UnknownFence { .. })
-        ));
-        j.append("s", 1, new, std::slice::from_ref(&r2)).unwrap();
-        assert_eq!(
-            j.head("s").unwrap(),
-            Head {
-                seq: 2,
-                hash: Some(r2.content_hash),
-                fence: new
-            }
-        );
-        assert_eq!(j.read("s", 1, None).unwrap(), vec![r1.clone(), r2.clone()]);
-        assert_eq!(j.read("s", 2, Some(2)).unwrap(), vec![r2.clone()]);
-        assert_eq!(j.read("s", 3, None).unwrap(), vec![]);
-        assert_eq!(j.verify("s").unwrap().records, 2, "{name}");
-        assert!(matches!(j.head("nope"), Err(JournalError::NotFound(_))));
-    }
-}
-
-/// Research §7: "Fork(parent, child, atSeq): the child must be an empty log. It mints a new
-/// fence, copies records 1..atSeq verbatim".
-#[test]
-fn fork_copies_a_prefix_verbatim() {
-    for (name, j) in stores() {
-        j.create("p", &meta()).unwrap();
-        let recs = fill(&*j, "p", 5);
-        j.fork("p", 3, "c", &meta()).unwrap();
-        assert_eq!(j.read("c", 1, None).unwrap(), recs[..3].to_vec(), "{name}");
-        // The child's next fence is new (higher than any copied).
-        let f = j.acquire_fence("c").unwrap();
-        assert!(f > recs[2].fence);
-        // The child must not exist; the fork point must exist.
-        assert!(matches!(
-            j.fork("p", 1, "c", &meta()),
-            Err(JournalError::AlreadyExists(_))
-        ));
-        assert!(matches!(
-            j.fork("p", 6, "d", &meta()),
-            Err(JournalError::ForkPoint { .. })
-        ));
-        j.fork("p", 0, "e", &meta()).unwrap();
-        assert!(j.read("e", 1, None).unwrap().is_empty());
-        assert_eq!(j.verify("c").unwrap().head, Some(recs[2].content_hash));
-    }
+/// The shared conformance suite on the file store.
+mod file {
+    use super::{Folder, tmpdir};
+    journal_suite!(Folder(tmpdir("conformance")));
 }
 
 #[test]

@@ -8,8 +8,10 @@
 //! - [`agui`]: the 31 AG-UI 1.0 events and their types, strict to the reference schemas,
 //!   unknown keys kept; [`catalog`]: the `harness.*` CUSTOM events, typed.
 //! - [`frame`], [`transport`]: the frames both ways, and their SSE / WebSocket / NDJSON forms.
-//! - [`host`]: the host state machine over an [`log::EventLog`] ([`log::MemoryLog`] or the
-//!   durable [`log::FileLog`]); [`client`]: the client state machine.
+//! - [`host`]: the host state machine over an [`log::EventLog`] ([`log::MemoryLog`], the
+//!   durable [`log::FileLog`], or, with the `postgres` feature, `log::PgLog`, one log shared
+//!   by several hosts: the log is the one place the host's storage does I/O); [`client`]: the
+//!   client state machine.
 //! - [`driver`]: serve any [`harness_core::Harness`] as a host (futures only), with the core
 //!   `Tools` and their rules; a turn that waits for a person (an approval, a question, a
 //!   hand-off) ends with its interrupt, and a `resolve` or `answer` drives it again

@@ -2,6 +2,9 @@
 //! truncation, and thread ids that are not file-name safe.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[macro_use]
+mod log_suite;
+
 use std::io::Write;
 
 use harness_tanstack::agui::AguiEvent;
@@ -379,4 +382,43 @@ fn memory_log_is_bounded_in_all_and_the_largest_thread_pays() {
         assert!(log.get(&format!("t{i}"), 1).unwrap().is_some());
     }
     assert!(log.total_bytes() <= 200_000, "{}", log.total_bytes());
+}
+
+/// The memory store: every "reopen" is a new log (it keeps nothing over a restart).
+struct Memory;
+
+impl log_suite::Store for Memory {
+    fn open(&self) -> Box<dyn log_suite::Log> {
+        Box::new(MemoryLog::default())
+    }
+}
+
+/// The file store: a folder; each reopen a new `FileLog` on it.
+struct Folder(std::path::PathBuf);
+
+impl Folder {
+    fn fresh() -> Folder {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Folder(dir(&format!("suite-{n}")))
+    }
+}
+
+impl log_suite::Store for Folder {
+    fn open(&self) -> Box<dyn log_suite::Log> {
+        Box::new(FileLog::open(&self.0).unwrap())
+    }
+}
+
+/// The shared log suite on the memory log.
+mod memory {
+    use super::{Memory, log_suite};
+    log_suite!(Memory);
+}
+
+/// The shared log suite on the file log, durable part included.
+mod file {
+    use super::{Folder, log_suite};
+    log_suite!(Folder::fresh());
+    durable_log_suite!(Folder::fresh());
 }

@@ -10,7 +10,7 @@
 //! | span | where | fields |
 //! | --- | --- | --- |
 //! | `uhp.task` (`side = "client"`) | a [`TaskClient`](crate::client::TaskClient) | `response_id`, `creates`, `outcome` |
-//! | `uhp.task` (`side = "server"`) | a task the [`Service`](crate::server::driver::Service) runs | `response_id`, `session`, `harness`, `model`, `outcome` |
+//! | `uhp.task` (`side = "server"`) | a task the [`UhpService`](crate::server::driver::UhpService) runs | `response_id`, `session`, `harness`, `model`, `outcome` |
 //! | `uhp.model` | a model call of a server task | `response_id`, `first_token_ms`, `input_tokens`, `output_tokens`, `outcome` |
 //! | `uhp.tool` | a tool call of a server task | `response_id`, `name`, `mediation` (`run`, `approved`, `denied`, `disabled`), `outcome` |
 //!

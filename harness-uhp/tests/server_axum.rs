@@ -4,6 +4,9 @@
 #![cfg(feature = "axum")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[macro_use]
+mod store_suite;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -212,4 +215,30 @@ async fn the_file_store_survives_a_restart_and_stays_compact() {
         "the key still names the first task: {again}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A folder for the file store; each open a new `FileStore` on it (a restart).
+struct Folder(std::path::PathBuf);
+
+impl Folder {
+    fn fresh() -> Folder {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("uhp-store-suite-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        Folder(dir)
+    }
+}
+
+#[async_trait]
+impl store_suite::Backend for Folder {
+    async fn open(&self) -> Arc<dyn Store> {
+        Arc::new(FileStore::open(&self.0).await.unwrap())
+    }
+}
+
+/// The shared store suite on the file store.
+mod file_store {
+    use super::{Folder, store_suite};
+    store_suite!(Folder::fresh());
 }

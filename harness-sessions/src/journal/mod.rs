@@ -3,18 +3,31 @@
 //! - [`MemoryJournal`]: in memory, for tests and short-lived hosts.
 //! - [`FileJournal`]: the embedded default, one append-only file per session in a folder,
 //!   crash-safe, with an explicit [`Durability`] policy.
+//! - `PgJournal` (feature `postgres`): PostgreSQL, for several hosts on one database: a table
+//!   of `(session, seq, prev_hash, content_hash, fence, event)` rows, a per-session fence and
+//!   head, and a transaction per [`append`](Journal::append) that checks the fence and the
+//!   head (see its module, `journal::postgres`).
 //!
-//! The trait is small so that a database-backed journal is easy: a table of
-//! `(session, seq, prev_hash, content_hash, fence, event)` rows, a per-session fence, and a
-//! transaction per [`append`](Journal::append) that checks the fence and the head.
+//! ## Storage and the sans-IO machines
+//!
+//! The trait is synchronous and is called by the [`Controller`](crate::Controller) (the
+//! driver level), never by the harness or the codecs. A store does its I/O inside the call:
+//! the file journal blocks the calling thread on the disk, the PostgreSQL journal on one
+//! round trip to the server (its pool runs on a small runtime of its own,
+//! `harness_core::pg::Pg`, so the call works from any thread, in or out of an async
+//! runtime). Nothing above the trait changes with the store.
 
 mod file;
 mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 
 use serde::{Deserialize, Serialize};
 
 pub use file::{Durability, FileJournal, TornTail, verify_file_bytes, verify_file_bytes_head};
 pub use memory::MemoryJournal;
+#[cfg(feature = "postgres")]
+pub use postgres::{PgJournal, PgReceipts};
 
 pub use crate::journal_error::JournalError;
 use crate::record::{Fence, Head, Record, Seq};

@@ -211,6 +211,13 @@ impl<L: EventLog + 'static> Service<L> {
         self.with_host(|h, _| h.capabilities(name, request_id))
     }
 
+    /// Another host appended to the thread stored under `key` on a shared log: this host's
+    /// streams of the thread read the new records ([`Host::handle_appended`]). Call it from a
+    /// log listener (`PgLog::listen`), for example.
+    pub fn handle_appended(&self, key: &str) {
+        self.with_host(|h, now| h.handle_appended(now, key));
+    }
+
     /// Heartbeats and slow consumers: call at [`next_timeout`](Self::next_timeout).
     pub fn tick(&self) {
         let now = self.now();

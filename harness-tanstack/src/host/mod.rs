@@ -411,6 +411,14 @@ impl<L: EventLog> Host<L> {
         self.threads.contains_key(key) || self.log.contains(key)
     }
 
+    /// Records were appended to the thread stored under `key` by another host on a shared
+    /// log (a `PgLog`'s NOTIFY, say): wakes the thread's connections, which read them from the
+    /// log as they read this host's own. A thread with no connection here costs nothing.
+    pub fn handle_appended(&mut self, now: Instant, key: &str) {
+        self.clock(now);
+        self.wake_thread(key);
+    }
+
     /// The next thing the application must do.
     #[must_use = "a dropped event is a turn never run or a connection never woken"]
     pub fn poll_event(&mut self) -> Option<HostEvent> {

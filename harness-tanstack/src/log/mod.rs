@@ -34,6 +34,8 @@
 
 mod file;
 mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -46,6 +48,8 @@ use crate::catalog::GapReason;
 
 pub use file::{FileLog, FileLogConfig};
 pub use memory::MemoryLog;
+#[cfg(feature = "postgres")]
+pub use postgres::PgLog;
 
 /// One event of a thread's log, rendered.
 #[derive(Clone, Debug, PartialEq)]
@@ -66,7 +70,12 @@ impl LogRecord {
         Self::render_raw(thread_id, seq, operation_id, &event_json)
     }
 
-    fn render_raw(thread_id: &str, seq: u64, operation_id: &str, event_json: &str) -> LogRecord {
+    pub(crate) fn render_raw(
+        thread_id: &str,
+        seq: u64,
+        operation_id: &str,
+        event_json: &str,
+    ) -> LogRecord {
         let cursor = seq.to_string();
         let mut out = Vec::with_capacity(event_json.len() + thread_id.len() + 96);
         out.extend_from_slice(b"id: ");

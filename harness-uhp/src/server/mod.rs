@@ -96,6 +96,8 @@ mod task;
 
 #[cfg(feature = "axum")]
 pub mod axum;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;

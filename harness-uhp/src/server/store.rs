@@ -12,7 +12,7 @@
 //! `Idempotency-Key` survives a crash — and when it ends), a session (its turns,
 //! conversation, artifacts and share), a configured harness, an upload, and each deletion.
 //! [`MemoryStore`] keeps nothing (the machine's memory is the store); the `axum` feature's
-//! `FileStore` writes them to disk, and a later PostgreSQL store implements the same trait.
+//! `FileStore` writes them to disk, and the `postgres` feature's `PgStore` to PostgreSQL.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -152,6 +152,19 @@ pub trait Store: Send + Sync {
     /// [`UhpServerConfig::persist`](super::UhpServerConfig::persist) from it).
     fn durable(&self) -> bool {
         true
+    }
+}
+
+#[async_trait]
+impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+    async fn load(&self) -> Result<Vec<StoreRecord>, StoreError> {
+        (**self).load().await
+    }
+    async fn append(&self, records: Vec<StoreRecord>) -> Result<(), StoreError> {
+        (**self).append(records).await
+    }
+    fn durable(&self) -> bool {
+        (**self).durable()
     }
 }
 
