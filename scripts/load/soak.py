@@ -60,7 +60,7 @@ TRICKLE = 100  # trickling clients
 TRICKLE_EVERY_S = 2.0
 UHP_STREAMS = 100  # UHP: 100 + 150 slow streams + the normal client's < 256 running tasks
 UHP_SLOW = 150
-HOLD_S = 40  # past the UHP server's 30 s header-read timeout
+HOLD_S = 35  # past the UHP server's 30 s header-read timeout
 BEFORE_S = 4
 SETTLE_S = 4
 AFTER_S = 4
@@ -426,8 +426,9 @@ class TanStack:
             self.seen = 0
         s, f = self.events
         receipt = self.prompt()
-        # Its answer, over the subscription (chunked SSE: each data line arrives whole).
-        done = f'"type":"RUN_FINISHED","threadId":"{self.thread}","runId":"{receipt["operationId"]}"'.encode()
+        # Its answer, over the subscription (chunked SSE: each data line arrives whole), to
+        # the input's `harness.input.settled`.
+        done = f'"name":"harness.input.settled","value":{{"inputId":"{receipt.get("inputId")}"'.encode()
         s.settimeout(10)
         while True:
             line = f.readline()
@@ -437,6 +438,8 @@ class TanStack:
             if line.startswith(b"id: "):
                 self.cursor = line[4:].strip().decode()
             if line.startswith(b"data: ") and done in line:
+                if b'"outcome":"completed"' not in line:
+                    raise RuntimeError(f"the prompt did not complete: {line[:300]!r}")
                 return
 
     def close(self):
