@@ -10,7 +10,7 @@ For each server, on loopback, release builds:
 - `uhp_server` (UHP): SSE streams of tasks (`POST /v1/responses`, `stream: true`, a slow
   count that lasts the hold). UHP has no WebSocket, and its host runs at most 256 tasks at
   once (`max_running_tasks`, more is `503 harness_unavailable`) and every stream is a
-  running task: the hostile streams stay under it (UHP_STREAMS + half the slow readers), so
+  running task: the hostile streams stay under it (UHP_STREAMS + UHP_SLOW slow readers), so
   that the normal client can still run its task;
 - `jambonz_server --agent minimal` (jambonz): WebSocket calls (`session:start` and the
   greeting turn, then idle). jambonz has no SSE.
@@ -545,6 +545,21 @@ class Jambonz:
         pass
 
 
+def closed_by_peer(s):
+    """Whether the server closed this socket: what it holds is read (without waiting) up to
+    the end of the stream, or to the point where nothing more is there."""
+    s.setblocking(False)
+    try:
+        for _ in range(10_000):
+            if not s.recv(65536):
+                return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    return False
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -571,6 +586,7 @@ def soak(server):
         drain = Drain()
         drain.start()
         hostile = []
+        slow = []
         open_errors = {}
 
         def note(e):
@@ -600,6 +616,7 @@ def soak(server):
                 else:
                     s = server.ws_open(rcvbuf=4096)
                 hostile.append(s)
+                slow.append(s)
             except OSError as e:
                 note(e)
         trickle = Tricklers(server.port, server.trickle_head)
@@ -617,6 +634,7 @@ def soak(server):
         during = {"rss": max(x["rss"] for x in samples), "fds": max(x["fds"] for x in samples)}
         statuses = drain.statuses()
         dropped = drain.closed
+        slow_closed = sum(1 for s in slow if closed_by_peer(s))
         trickle.stop()
         tricklers_closed = len(trickle.closed_at)
         last_close = max(trickle.closed_at.values(), default=0)
@@ -646,6 +664,7 @@ def soak(server):
     errors = [(ph, e) for ph, _, e in normal.records if e]
     print(f"subscribers' first answers: {statuses}; {dropped} closed by the server during the hold; "
           f"{drain.bytes / 1e6:.1f} MB read", flush=True)
+    print(f"slow readers closed by the server: {slow_closed} of {len(slow)} (reported, not checked)")
     print(f"tricklers closed by the server: {tricklers_closed} of {TRICKLE} (the last after {last_close:.0f} s)")
     row = {
         "server": server.name,
