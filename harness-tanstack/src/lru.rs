@@ -15,6 +15,9 @@ pub(crate) struct Lru {
 impl Lru {
     /// Makes `key` the most recently used (adding it).
     pub(crate) fn touch(&mut self, key: &str) {
+        if self.at.get(key) == Some(&self.tick) {
+            return; // already the newest (a turn touches its thread at every event)
+        }
         self.tick += 1;
         let owned = match self.at.get_mut(key) {
             Some(t) => {
@@ -74,5 +77,20 @@ mod tests {
         assert_eq!(l.pop_oldest_except("b"), None);
         assert_eq!(l.pop_oldest_except("x").as_deref(), Some("b"));
         assert_eq!(l.len(), 0);
+    }
+
+    #[test]
+    fn touching_the_newest_again_changes_nothing_and_an_older_key_still_moves() {
+        let mut l = Lru::default();
+        for k in ["a", "b", "a", "a", "c", "a"] {
+            l.touch(k);
+        }
+        assert_eq!(l.iter().collect::<Vec<_>>(), ["b", "c", "a"]);
+        l.touch("b");
+        l.touch("b");
+        assert_eq!(l.iter().collect::<Vec<_>>(), ["c", "a", "b"]);
+        assert_eq!(l.pop_oldest_except("a").as_deref(), Some("c"));
+        l.touch("c");
+        assert_eq!(l.iter().collect::<Vec<_>>(), ["a", "b", "c"]);
     }
 }
