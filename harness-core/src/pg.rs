@@ -129,6 +129,29 @@ impl PgConfig {
         self
     }
 
+    /// A configuration for one test: the server named by `HARNESS_PG_URL` (what
+    /// `scripts/pg.sh start` prints), a schema of its own that no other call in any process
+    /// gets (`t_{prefix}_{pid}_{n}`), and a pool of 2. Without the variable, an error that says
+    /// how to get a server: a test that needs PostgreSQL fails, it never passes silently.
+    pub fn for_test(prefix: &str) -> Result<Self, PgError> {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let url = match std::env::var("HARNESS_PG_URL") {
+            Ok(u) if !u.is_empty() => u,
+            _ => {
+                return Err(PgError::Config(
+                    "HARNESS_PG_URL is not set: the `postgres` feature's tests need a PostgreSQL \
+                     server. Run `bash scripts/interop/postgres/run.sh`, or `scripts/pg.sh start` \
+                     and export the URL it prints as HARNESS_PG_URL."
+                        .into(),
+                ));
+            }
+        };
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(PgConfig::new(url)
+            .schema(format!("t_{prefix}_{}_{n}", std::process::id()))
+            .pool_size(2))
+    }
+
     /// The URL.
     pub fn url(&self) -> &str {
         &self.url

@@ -27,25 +27,10 @@ use harness_sessions::tools::{DedupExecutor, ReceiptStore, ToolError, ToolExecut
 use harness_sessions::verify::VerifyError;
 use journal_suite::{Store, event, fill, meta};
 
-/// The server's URL, or a failure that says how to get one (never a silent pass).
-fn pg_url() -> String {
-    match std::env::var("HARNESS_PG_URL") {
-        Ok(u) if !u.is_empty() => u,
-        _ => panic!(
-            "HARNESS_PG_URL is not set: the `postgres` feature's tests need a PostgreSQL server. \
-             Run `bash scripts/interop/postgres/run.sh`, or `scripts/pg.sh start` and export the \
-             URL it prints as HARNESS_PG_URL."
-        ),
-    }
-}
-
-static SCHEMAS: AtomicUsize = AtomicUsize::new(0);
-
-/// A schema of this test's own.
+/// A schema of this test's own (or a failure saying how to get a server: never a silent pass).
 fn fresh_config() -> PgConfig {
-    let n = SCHEMAS.fetch_add(1, Ordering::SeqCst);
-    PgConfig::new(pg_url())
-        .schema(format!("t_sessions_{}_{n}", std::process::id()))
+    PgConfig::for_test("sessions")
+        .unwrap_or_else(|e| panic!("{e}"))
         .pool_size(4)
 }
 

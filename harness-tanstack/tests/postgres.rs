@@ -9,7 +9,6 @@
 #[macro_use]
 mod log_suite;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,29 +16,12 @@ use harness_core::pg::PgConfig;
 use harness_tanstack::log::{EventLog, PgLog};
 use log_suite::text;
 
-fn pg_url() -> String {
-    match std::env::var("HARNESS_PG_URL") {
-        Ok(u) if !u.is_empty() => u,
-        _ => panic!(
-            "HARNESS_PG_URL is not set: the `postgres` feature's tests need a PostgreSQL server. \
-             Run `bash scripts/interop/postgres/run.sh`, or `scripts/pg.sh start` and export the \
-             URL it prints as HARNESS_PG_URL."
-        ),
-    }
-}
-
 /// A schema of this test's own; each open is a new host (a new pool).
 struct Schema(PgConfig);
 
 impl Schema {
     fn fresh() -> Schema {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::SeqCst);
-        Schema(
-            PgConfig::new(pg_url())
-                .schema(format!("t_tanstack_{}_{n}", std::process::id()))
-                .pool_size(2),
-        )
+        Schema(PgConfig::for_test("tanstack").unwrap_or_else(|e| panic!("{e}")))
     }
     fn host(&self) -> PgLog {
         PgLog::with_config(&self.0).unwrap()

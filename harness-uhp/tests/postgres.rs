@@ -9,36 +9,18 @@
 mod store_suite;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use harness_core::pg::PgConfig;
 use harness_uhp::server::Store;
 use harness_uhp::server::postgres::PgStore;
 
-fn pg_url() -> String {
-    match std::env::var("HARNESS_PG_URL") {
-        Ok(u) if !u.is_empty() => u,
-        _ => panic!(
-            "HARNESS_PG_URL is not set: the `postgres` feature's tests need a PostgreSQL server. \
-             Run `bash scripts/interop/postgres/run.sh`, or `scripts/pg.sh start` and export the \
-             URL it prints as HARNESS_PG_URL."
-        ),
-    }
-}
-
 /// A schema of this test's own; each open is a new pool (a restarted host).
 struct Schema(PgConfig);
 
 impl Schema {
     fn fresh() -> Schema {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::SeqCst);
-        Schema(
-            PgConfig::new(pg_url())
-                .schema(format!("t_uhp_{}_{n}", std::process::id()))
-                .pool_size(2),
-        )
+        Schema(PgConfig::for_test("uhp").unwrap_or_else(|e| panic!("{e}")))
     }
 }
 
