@@ -303,6 +303,7 @@ mod server {
         );
         cfg.max_open_streams = max_streams;
         cfg.max_running_tasks = max_streams;
+        cfg.max_running_tasks_per_principal = max_streams;
         cfg.max_sessions_per_principal = max_streams;
         let mut s = UhpServer::new(cfg);
         s.add_api_key("k", Principal::new("p"));
@@ -459,6 +460,7 @@ mod server {
                 .configure(move |c| {
                     c.max_open_streams = n;
                     c.max_running_tasks = n;
+                    c.max_running_tasks_per_principal = n;
                     c.max_sessions_per_principal = n;
                 })
                 .build(Instant::now, wall)

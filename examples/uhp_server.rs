@@ -6,6 +6,11 @@
 //! cargo run --example uhp_server -- --addr 127.0.0.1:8080 --api-key KEY [--data DIR]
 //! ```
 //!
+//! `--api-key` may be given more than once: the first key is the principal `default`, the
+//! next ones `key2`, `key3`, … (each sees only its own objects). `--max-running-per-key N`
+//! caps the tasks one principal runs at once (default 64; past it `429 rate_limited`), so
+//! one caller cannot take the host's 256 slots from the others.
+//!
 //! `--data DIR` keeps responses, sessions, harnesses and idempotency keys on disk (they
 //! survive a restart); `--database-url postgres://…` keeps them in PostgreSQL (`--features
 //! postgres`: a replacement host started on the database takes over); without either
@@ -38,7 +43,7 @@ use serde_json::json;
 #[path = "uhp_shared/mod.rs"]
 mod uhp_shared;
 
-const USAGE: &str = "usage: uhp_server --addr HOST:PORT --api-key KEY [--data DIR | --database-url URL]   (--addr 127.0.0.1:0 picks a port; --database-url needs the postgres feature)";
+const USAGE: &str = "usage: uhp_server --addr HOST:PORT --api-key KEY [--api-key KEY2 …] [--max-running-per-key N] [--data DIR | --database-url URL]   (--addr 127.0.0.1:0 picks a port; --database-url needs the postgres feature)";
 
 /// What the model does for one request, before pacing.
 struct Plan {
@@ -228,14 +233,31 @@ fn usage_error(why: &str) -> ! {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut addr = "127.0.0.1:8080".to_owned();
-    let mut key: Option<String> = None;
+    let mut keys: Vec<String> = Vec::new();
+    let mut per_key: Option<usize> = None;
     let mut data: Option<String> = None;
     let mut database_url: Option<String> = None;
-    let opts = ["--addr", "--api-key", "--data", "--database-url"];
+    let opts = [
+        "--addr",
+        "--api-key",
+        "--data",
+        "--database-url",
+        "--max-running-per-key",
+    ];
     for (name, value) in uhp_shared::parse_args("uhp_server", USAGE, &[], &opts) {
         match name.as_str() {
             "--addr" => addr = value.unwrap_or(addr),
-            "--api-key" => key = value,
+            "--api-key" => keys.extend(value),
+            "--max-running-per-key" => {
+                per_key = Some(
+                    value
+                        .and_then(|v| v.parse().ok())
+                        .filter(|n| *n > 0)
+                        .unwrap_or_else(|| {
+                            usage_error("--max-running-per-key needs a positive integer")
+                        }),
+                );
+            }
             "--database-url" => database_url = value,
             _ => data = value,
         }
@@ -243,9 +265,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if data.is_some() && database_url.is_some() {
         usage_error("--data and --database-url are two stores: pick one");
     }
-    let key = key
-        .or_else(|| std::env::var("UHP_API_KEY").ok())
-        .unwrap_or_else(|| usage_error("--api-key is required"));
+    if keys.is_empty() {
+        keys.extend(std::env::var("UHP_API_KEY").ok());
+    }
+    if keys.is_empty() {
+        usage_error("--api-key is required");
+    }
 
     // The tour's FAQ agent, with the host's file tools beside its own.
     let files = FileTools::new();
@@ -264,11 +289,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .models(["scripted"])
         .tools(tools)
         .file_tools(&files)
-        .api_key(&key, "default")
         .configure(move |c| {
             c.implementation_name = "harness-rs uhp_server example".into();
             c.public_url = Some(public);
+            if let Some(n) = per_key {
+                c.max_running_tasks_per_principal = n;
+            }
         });
+    for (i, key) in keys.iter().enumerate() {
+        let principal = match i {
+            0 => "default".to_owned(),
+            _ => format!("key{}", i + 1),
+        };
+        builder = builder.api_key(key, &principal);
+    }
     if let Some(dir) = &data {
         builder = builder.store(FileStore::open(dir).await?);
     }

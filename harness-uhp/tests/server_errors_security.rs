@@ -4,6 +4,7 @@
 
 mod server_rig;
 
+use harness_uhp::server::Principal;
 use http::HeaderMap;
 use serde_json::json;
 use server_rig::{ALICE, BOB, Rig};
@@ -204,4 +205,43 @@ fn bounds() {
         Some(json!({"input": "c", "previous_response_id": first})),
     );
     assert_eq!((a.status, a.code().as_str()), (429, "quota_exhausted"));
+}
+
+/// security.md:90 "A server SHOULD rate-limit task creation per principal": one caller at its
+/// share of running tasks is told `429 rate_limited` with `Retry-After` (errors.md:84 "`Retry-After`
+/// SHOULD be set"), while another caller still runs; the host-wide cap still answers `503`; a
+/// task that ends frees its caller's slot.
+#[test]
+fn one_caller_cannot_take_every_running_slot() {
+    let mut cfg = server_rig::config();
+    cfg.max_running_tasks = 3;
+    cfg.max_running_tasks_per_principal = 2;
+    let mut r = Rig::with(cfg);
+    let task = json!({"input": "x", "background": true});
+    let (a1, _) = r.start(json!({"input": "a1"}));
+    let (_a2, _) = r.start(json!({"input": "a2"}));
+    // Alice at her cap: refused, rate-limited, with Retry-After, nothing started.
+    let a = r.call("POST", "/v1/responses", Some(task.clone()));
+    assert_eq!((a.status, a.code().as_str()), (429, "rate_limited"));
+    assert_eq!(a.json()["error"]["type"], "rate_limit_error");
+    assert_eq!(a.json()["error"]["detail"]["max_running_tasks"], 2);
+    assert!(a.header("retry-after").parse::<u64>().is_ok_and(|s| s >= 1));
+    assert_eq!(r.server.running_tasks(), 2);
+    // Bob is not Alice: his task runs.
+    let b = r
+        .send_as(BOB, "POST", "/v1/responses", Some(task.clone()))
+        .now();
+    assert_eq!(b.status, 200, "{}", String::from_utf8_lossy(&b.body));
+    assert_eq!(r.server.running_tasks_of(&Principal::new("bob")), 1);
+    // The host is full now: Bob, under his own share, gets the host-wide answer.
+    let b = r
+        .send_as(BOB, "POST", "/v1/responses", Some(task.clone()))
+        .now();
+    assert_eq!((b.status, b.code().as_str()), (503, "harness_unavailable"));
+    // One of Alice's tasks ends: she may start another.
+    r.end(&a1);
+    assert_eq!(r.server.running_tasks_of(&Principal::new("alice")), 1);
+    let a = r.call("POST", "/v1/responses", Some(task));
+    assert_eq!(a.status, 200, "{}", String::from_utf8_lossy(&a.body));
+    assert_eq!(r.server.running_tasks_of(&Principal::new("alice")), 2);
 }

@@ -8,10 +8,12 @@ For each server, on loopback, release builds:
   subscribers (`GET socket`, `harness.subscribe`) on the normal client's thread, so that its
   every answer fans out to all of them;
 - `uhp_server` (UHP): SSE streams of tasks (`POST /v1/responses`, `stream: true`, a slow
-  count that lasts the hold). UHP has no WebSocket, and its host runs at most 256 tasks at
-  once (`max_running_tasks`, more is `503 harness_unavailable`) and every stream is a
-  running task: the hostile streams stay under it (UHP_STREAMS + UHP_SLOW slow readers), so
-  that the normal client can still run its task;
+  count that lasts the hold). UHP has no WebSocket; every stream is a running task, and the
+  host runs at most 256 at once (`max_running_tasks`, more is `503 harness_unavailable`),
+  one API key at most 64 (`max_running_tasks_per_principal`, more is `429 rate_limited`
+  with `Retry-After`). The hostile key attempts UHP_STREAMS streams: UHP_PER_KEY are served,
+  every other one is answered 429 with Retry-After at once; UHP_SLOW slow readers come from
+  a second key (under its cap), and the normal client from a third, which keeps working;
 - `jambonz_server --agent minimal` (jambonz): WebSocket calls (`session:start` and the
   greeting turn, then idle). jambonz has no SSE.
 
@@ -58,8 +60,9 @@ WS = 1000  # WebSocket connections, where it has WebSocket
 SLOW = 300  # slow readers
 TRICKLE = 100  # trickling clients
 TRICKLE_EVERY_S = 2.0
-UHP_STREAMS = 100  # UHP: 100 + 150 slow streams + the normal client's < 256 running tasks
-UHP_SLOW = 150
+UHP_STREAMS = 1000  # UHP: attempted by one key; UHP_PER_KEY served, the rest 429
+UHP_PER_KEY = 64  # uhp_server's default max_running_tasks_per_principal
+UHP_SLOW = 50  # slow streams from a second key (under its cap)
 HOLD_S = 35  # past the UHP server's 30 s header-read timeout
 BEFORE_S = 4
 SETTLE_S = 4
@@ -71,6 +74,8 @@ RSS_SLACK_MIB = 50
 FDS_SLACK = 20
 
 TOKEN = "soak-token"
+UHP_SLOW_TOKEN = "soak-slow-token"  # UHP: the slow readers' key
+UHP_NORMAL_TOKEN = "soak-normal-token"  # UHP: the normal client's key
 failures = []
 
 
@@ -238,7 +243,7 @@ class Drain(threading.Thread):
                     data = b""
                 self.bytes += len(data)
                 if key.data not in self.first and data:
-                    self.first[key.data] = data[:16]
+                    self.first[key.data] = data[:1024]
                 if not data:
                     with self.lock:
                         self.sel.unregister(s)
@@ -250,6 +255,12 @@ class Drain(threading.Thread):
             k = v.split(b" ")[1].decode(errors="replace") if v.startswith(b"HTTP/") else "ws"
             out[k] = out.get(k, 0) + 1
         return out
+
+    def with_header(self, status, name):
+        """How many first answers of `status` carry the header `name` (lower case)."""
+        head = f"HTTP/1.1 {status} ".encode()
+        line = f"\r\n{name}:".encode()
+        return sum(1 for v in self.first.values() if v.startswith(head) and line in v.lower())
 
     def stop(self):
         self.running = False
@@ -451,16 +462,22 @@ class Uhp:
     name = "uhp_server"
     sse, ws = UHP_STREAMS, 0
     slow_sse, slow_ws = UHP_SLOW, 0
+    # One key's streams past its cap are refused at once (429 with Retry-After), not served.
+    expected = {"200": UHP_PER_KEY, "429": UHP_STREAMS - UHP_PER_KEY}
 
     def start(self):
+        keys = [TOKEN, UHP_SLOW_TOKEN, UHP_NORMAL_TOKEN]
         self.proc, self.port = start(
-            [os.path.join(BIN, "uhp_server"), "--addr", "127.0.0.1:0", "--api-key", TOKEN], "http://"
+            [os.path.join(BIN, "uhp_server"), "--addr", "127.0.0.1:0",
+             "--max-running-per-key", str(UHP_PER_KEY)]
+            + [a for k in keys for a in ("--api-key", k)],
+            "http://",
         )
 
-    def post(self, body):
+    def post(self, body, token=TOKEN):
         data = json.dumps(body).encode()
         return (
-            f"POST /v1/responses HTTP/1.1\r\nHost: x\r\nauthorization: Bearer {TOKEN}\r\n"
+            f"POST /v1/responses HTTP/1.1\r\nHost: x\r\nauthorization: Bearer {token}\r\n"
             f"content-type: application/json\r\ncontent-length: {len(data)}\r\nconnection: close\r\n\r\n"
         ).encode() + data
 
@@ -468,11 +485,17 @@ class Uhp:
         n = int((HOLD_S + 20) / 0.05)  # one number every 50 ms: it lasts the hold
         return self.post({"input": f"Count slowly from 1 to {n}, one number per line.", "stream": True})
 
+    def slow_request(self, i):
+        n = int((HOLD_S + 20) / 0.05)
+        return self.post(
+            {"input": f"Count slowly from 1 to {n}, one number per line.", "stream": True}, UHP_SLOW_TOKEN
+        )
+
     trickle_head = b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nx-pad: " + b"a" * 4000
 
     def work(self):
         c = connect(self.port)
-        c.sendall(self.post({"input": "Reply with exactly: ok", "stream": True}))
+        c.sendall(self.post({"input": "Reply with exactly: ok", "stream": True}, UHP_NORMAL_TOKEN))
         status, rest = http_head(c)
         c.settimeout(10)
         while b"response.completed" not in rest:
@@ -612,7 +635,7 @@ def soak(server):
             try:
                 if i < server.slow_sse:
                     s = connect(server.port, rcvbuf=4096)
-                    s.sendall(server.sse_request(i))
+                    s.sendall(getattr(server, "slow_request", server.sse_request)(i))
                 else:
                     s = server.ws_open(rcvbuf=4096)
                 hostile.append(s)
@@ -685,9 +708,17 @@ def soak(server):
     check(not errors, f"{n}: the normal client never failed ({len(errors)} failures: {errors[:3]})")
     check(all(row["lat"][p][2] > 0 for p in lat), f"{n}: the normal client worked in every phase")
     check(row["lat"]["during"][1] < P99_DURING_S, f"{n}: p99 during {row['lat']['during'][1]:.3f} s < {P99_DURING_S} s")
-    expected = server.sse + server.ws
-    ok200 = statuses.get("200", 0) + statuses.get("ws", 0)
-    check(ok200 == expected and not open_errors, f"{n}: {ok200} of {expected} subscribers served")
+    expected = getattr(server, "expected", None)
+    if expected is None:
+        expected = server.sse + server.ws
+        ok200 = statuses.get("200", 0) + statuses.get("ws", 0)
+        check(ok200 == expected and not open_errors, f"{n}: {ok200} of {expected} subscribers served")
+    else:
+        check(statuses == expected and not open_errors, f"{n}: subscribers answered {statuses}, expected {expected}")
+        for status in expected:
+            if status == "429":
+                with_ra = drain.with_header(status, "retry-after")
+                check(with_ra == expected[status], f"{n}: {with_ra} of {expected[status]} 429s carry Retry-After")
     rss_bound = max(2 * before["rss"], before["rss"] + RSS_SLACK_MIB)
     check(after["rss"] <= rss_bound, f"{n}: RSS after {after['rss']:.1f} MiB <= {rss_bound:.1f} MiB")
     check(after["fds"] <= before["fds"] + FDS_SLACK, f"{n}: fds after {after['fds']} <= {before['fds']} + {FDS_SLACK}")

@@ -28,6 +28,10 @@ pub struct UhpServerConfig {
     pub max_open_streams: usize,
     /// Tasks running at once (default 256); more is `503 harness_unavailable`.
     pub max_running_tasks: usize,
+    /// Tasks one principal (the caller an API key names) runs at once (default 64, below
+    /// `max_running_tasks`, so one caller cannot take every slot); more is `429 rate_limited`
+    /// with `Retry-After` (security.md:90, §5: "SHOULD rate-limit task creation per principal").
+    pub max_running_tasks_per_principal: usize,
     /// Terminal responses kept (default 10 000); the oldest is forgotten first.
     pub max_stored_responses: usize,
     /// Tasks in one session (default 1 000); more is `429 quota_exhausted`.
@@ -78,6 +82,7 @@ impl UhpServerConfig {
             max_upload_bytes: 32 << 20,
             max_open_streams: 16_384,
             max_running_tasks: 256,
+            max_running_tasks_per_principal: 64,
             max_stored_responses: 10_000,
             max_turns_per_session: 1_000,
             max_sessions_per_principal: 1_000,

@@ -276,6 +276,8 @@ pub struct UhpServer {
     tasks: HashMap<String, task::Task>,
     stored_order: VecDeque<String>,
     running: HashSet<String>,
+    /// Running tasks per principal (an entry only while at least one runs).
+    running_per: HashMap<Principal, usize>,
     sessions: HashMap<String, session::Session>,
     expired: HashSet<String>,
     expired_order: VecDeque<String>,
@@ -309,6 +311,7 @@ impl UhpServer {
             tasks: HashMap::new(),
             stored_order: VecDeque::new(),
             running: HashSet::new(),
+            running_per: HashMap::new(),
             sessions: HashMap::new(),
             expired: HashSet::new(),
             expired_order: VecDeque::new(),
@@ -588,6 +591,11 @@ impl UhpServer {
     /// Tasks running now.
     pub fn running_tasks(&self) -> usize {
         self.running.len()
+    }
+
+    /// Tasks `principal` runs now.
+    pub fn running_tasks_of(&self, principal: &Principal) -> usize {
+        self.running_per.get(principal).copied().unwrap_or(0)
     }
 
     fn persist(&mut self, record: impl FnOnce() -> StoreRecord) {

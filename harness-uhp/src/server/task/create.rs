@@ -207,6 +207,19 @@ impl UhpServer {
             )
             .param("model"));
         }
+        // One caller cannot take every slot (security.md:90): past its own share it is told
+        // to slow down (errors.md:84, `429 rate_limited` with `Retry-After`), before the
+        // host-wide cap answers anyone `503`.
+        let cap = self.cfg.max_running_tasks_per_principal;
+        if self.running_tasks_of(p) >= cap {
+            let mut e = ApiError::new(
+                "rate_limited",
+                "Too many tasks running for this credential; retry once one has ended.",
+            )
+            .detail(serde_json::json!({ "max_running_tasks": cap }));
+            e.retry_after = Some(1);
+            return Err(e);
+        }
         if self.running.len() >= self.cfg.max_running_tasks {
             return Err(ApiError::new(
                 "harness_unavailable",
@@ -337,6 +350,7 @@ impl UhpServer {
         self.persist(|| StoreRecord::task(&task));
         self.tasks.insert(rid.clone(), task);
         self.running.insert(rid);
+        *self.running_per.entry(p.clone()).or_insert(0) += 1;
         self.events
             .push_back(ServerEvent::StartTurn(Box::new(turn)));
         Ok(reply)

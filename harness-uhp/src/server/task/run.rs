@@ -121,6 +121,14 @@ impl UhpServer {
         if !self.running.remove(rid) {
             return;
         }
+        if let Some(p) = self.tasks.get(rid).map(|t| &t.principal) {
+            if let Some(n) = self.running_per.get_mut(p) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.running_per.remove(p);
+                }
+            }
+        }
         let mut out = Out {
             streams: &mut self.streams,
             events: &mut self.events,
