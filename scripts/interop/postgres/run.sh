@@ -55,6 +55,10 @@ expect '^nothing to resume' "$work/again.out"
 [ "$(grep -c "^$p " "$work/published.log")" = 1 ] || { echo "FAIL: published.log:"; cat "$work/published.log"; exit 1; }
 echo "interop postgres: sessions tool across processes: 4 passed, 0 failed"
 
+# A real SIGKILL mid-turn (a loopback OpenAI-compatible server streaming slowly, a tool with an
+# effect in a ledger), resumed by another process: about 10 s.
+bash scripts/interop/postgres/sigkill.sh
+
 # The UHP server on --database-url: a task posted with an Idempotency-Key on one process, the
 # process SIGKILLed, a second process on the database serves the task and the key still names
 # it (no second task).
