@@ -9,7 +9,9 @@
 //!
 //! Every append is sequential (one writer, the next after the previous returned), each
 //! journal append one record, each event one `TEXT_MESSAGE_CONTENT`. The server runs with its
-//! defaults (`fsync` on, `synchronous_commit` on: each commit waits for its WAL flush).
+//! defaults (`fsync` on, `synchronous_commit` on: each commit waits for its WAL flush); the
+//! journal's `Durability::EveryTurn` and `Never` rows turn the wait off for their appends'
+//! own transactions, and `EveryTurn` waits once per turn of 8 records, at `sync`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -142,9 +144,33 @@ mod figures {
                     TURN,
                 )
             }),
-            ("PostgreSQL (one statement, committed, per append)", {
+            (
+                "PostgreSQL, commit waits for the WAL flush per append (the default)",
+                {
+                    journal_rate(
+                        &PgJournal::with_config(&schema("journal")).unwrap(),
+                        n,
+                        TURN,
+                    )
+                },
+            ),
+            (
+                "PostgreSQL, WAL flush waited for per turn of 8 records (Durability::EveryTurn)",
+                {
+                    journal_rate(
+                        &PgJournal::with_config(&schema("journal_turn"))
+                            .unwrap()
+                            .with_durability(Durability::EveryTurn),
+                        n,
+                        TURN,
+                    )
+                },
+            ),
+            ("PostgreSQL, never waited for (Durability::Never)", {
                 journal_rate(
-                    &PgJournal::with_config(&schema("journal")).unwrap(),
+                    &PgJournal::with_config(&schema("journal_never"))
+                        .unwrap()
+                        .with_durability(Durability::Never),
                     n,
                     TURN,
                 )
