@@ -182,6 +182,28 @@ fn row_to_record(session: &str, row: &tokio_postgres::Row) -> Result<Record, Jou
 }
 
 use harness_core::pg::tokio_postgres;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+/// `query_opt` with the statement prepared once per pooled connection (one round trip).
+async fn q_opt(
+    c: &harness_core::pg::PgClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Option<Row>, PgError> {
+    let stmt = c.prepare_cached(sql).await?;
+    Ok(c.query_opt(&stmt, params).await?)
+}
+
+/// `query` with the statement prepared once per pooled connection (one round trip).
+async fn q(
+    c: &harness_core::pg::PgClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, PgError> {
+    let stmt = c.prepare_cached(sql).await?;
+    Ok(c.query(&stmt, params).await?)
+}
 
 /// Session journals in PostgreSQL, shared by every host on the database: see the
 /// [module docs](self) for the tables and the append transaction.
@@ -278,14 +300,13 @@ impl Journal for PgJournal {
         let session = session.to_owned();
         self.run(|pool| async move {
             let c = pool.get().await.map_err(PgError::from)?;
-            let row = c
-                .query_opt(
-                    "SELECT meta FROM harness_session WHERE session = $1",
-                    &[&session],
-                )
-                .await
-                .map_err(PgError::from)?
-                .ok_or_else(|| JournalError::NotFound(session.clone()))?;
+            let row = q_opt(
+                &c,
+                "SELECT meta FROM harness_session WHERE session = $1",
+                &[&session],
+            )
+            .await?
+            .ok_or_else(|| JournalError::NotFound(session.clone()))?;
             let meta: String = row.try_get(0).map_err(PgError::from)?;
             serde_json::from_str(&meta).map_err(|e| JournalError::Corrupt {
                 session,
@@ -312,14 +333,13 @@ impl Journal for PgJournal {
         let session = session.to_owned();
         self.run(|pool| async move {
             let c = pool.get().await.map_err(PgError::from)?;
-            let row = c
-                .query_opt(
-                    "SELECT fence, head_seq, head_hash FROM harness_session WHERE session = $1",
-                    &[&session],
-                )
-                .await
-                .map_err(PgError::from)?
-                .ok_or_else(|| JournalError::NotFound(session.clone()))?;
+            let row = q_opt(
+                &c,
+                "SELECT fence, head_seq, head_hash FROM harness_session WHERE session = $1",
+                &[&session],
+            )
+            .await?
+            .ok_or_else(|| JournalError::NotFound(session.clone()))?;
             head_of(
                 &session,
                 row.try_get(0).map_err(PgError::from)?,
@@ -333,28 +353,26 @@ impl Journal for PgJournal {
         let session = session.to_owned();
         self.run(|pool| async move {
             let c = pool.get().await.map_err(PgError::from)?;
-            let row = c
-                .query_opt(
-                    "UPDATE harness_session SET fence = fence + 1 \
+            let row = q_opt(
+                &c,
+                "UPDATE harness_session SET fence = fence + 1 \
                      WHERE session = $1 AND fence < 9223372036854775807 RETURNING fence",
-                    &[&session],
-                )
-                .await
-                .map_err(PgError::from)?;
+                &[&session],
+            )
+            .await?;
             match row {
                 Some(row) => {
                     let f: i64 = row.try_get(0).map_err(PgError::from)?;
                     from_db(&session, f, 0, "fence")
                 }
                 None => {
-                    let exists = c
-                        .query_opt(
-                            "SELECT 1 FROM harness_session WHERE session = $1",
-                            &[&session],
-                        )
-                        .await
-                        .map_err(PgError::from)?
-                        .is_some();
+                    let exists = q_opt(
+                        &c,
+                        "SELECT 1 FROM harness_session WHERE session = $1",
+                        &[&session],
+                    )
+                    .await?
+                    .is_some();
                     Err(if exists {
                         JournalError::Corrupt {
                             session,
@@ -518,23 +536,21 @@ impl Journal for PgJournal {
         let to = to.map_or(i64::MAX, |t| i64::try_from(t).unwrap_or(i64::MAX));
         self.run(|pool| async move {
             let c = pool.get().await.map_err(PgError::from)?;
-            let rows = c
-                .query(
-                    "SELECT seq, prev_hash, content_hash, fence, event FROM harness_record \
+            let rows = q(
+                &c,
+                "SELECT seq, prev_hash, content_hash, fence, event FROM harness_record \
                      WHERE session = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
-                    &[&session, &from, &to],
-                )
-                .await
-                .map_err(PgError::from)?;
+                &[&session, &from, &to],
+            )
+            .await?;
             if rows.is_empty() {
-                let exists = c
-                    .query_opt(
-                        "SELECT 1 FROM harness_session WHERE session = $1",
-                        &[&session],
-                    )
-                    .await
-                    .map_err(PgError::from)?
-                    .is_some();
+                let exists = q_opt(
+                    &c,
+                    "SELECT 1 FROM harness_session WHERE session = $1",
+                    &[&session],
+                )
+                .await?
+                .is_some();
                 if !exists {
                     return Err(JournalError::NotFound(session));
                 }

@@ -176,8 +176,9 @@ impl EventLog for PgLog {
             .pg
             .block_on(async move {
                 let c = pool.get().await?;
-                let row = c
-                    .query_one(
+                // Prepared once per pooled connection: one round trip per append after that.
+                let stmt = c
+                    .prepare_cached(
                         "WITH t AS ( \
                            INSERT INTO harness_tanstack_thread AS t (key, head) VALUES ($1, 1) \
                            ON CONFLICT (key) DO UPDATE SET head = t.head + 1 \
@@ -186,8 +187,10 @@ impl EventLog for PgLog {
                            INSERT INTO harness_tanstack_event (key, seq, operation_id, thread_id, event) \
                            SELECT $1, head, $2, $3, $4 FROM t RETURNING seq) \
                          SELECT seq, pg_notify($5, current_schema() || ' ' || seq::text || ' ' || $1) FROM e",
-                        &[&k, &op, &t, &ev, &NOTIFY_CHANNEL],
                     )
+                    .await?;
+                let row = c
+                    .query_one(&stmt, &[&k, &op, &t, &ev, &NOTIFY_CHANNEL])
                     .await?;
                 Ok(row.try_get(0)?)
             })
