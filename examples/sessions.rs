@@ -25,6 +25,9 @@
 //! cargo run --features postgres --example sessions -- --database-url postgres://postgres@127.0.0.1:5432/postgres exec --input hello
 //! ```
 //!
+//! `--durability turn` commits the appends of a turn without waiting for the server's WAL
+//! flush and waits once at the turn's end (`record`, the default, waits at every append).
+//!
 //! Approvals: the `publish` harness answers, then asks to publish the answer with an
 //! approval-gated tool (REQUIRES_APPROVAL), which parks the turn. `approve` (or `deny`)
 //! records the decision and resumes the turn, as agentctl's approve and deny do:
@@ -107,9 +110,11 @@ use harness_sessions::{Error, Record};
 #[path = "common/model_arg.rs"]
 mod model_arg;
 
-const USAGE: &str = "usage: sessions [--dir DIR] [--database-url URL] [--model SPEC] [--harness NAME=ADDRESS]... <command> [options]
+const USAGE: &str = "usage: sessions [--dir DIR] [--database-url URL] [--durability D] [--model SPEC] [--harness NAME=ADDRESS]... <command> [options]
   --dir DIR                the journal folder (default ./journal); with --database-url, where
            the publish tool's log and the charge tool's ledger are kept
+  --durability record|turn|never   with --database-url: whether each append's commit waits
+           for the WAL flush (record, the default), only the turn's end does (turn), or none
   --model SPEC             builtin (default: deterministic, no network) or openai:MODEL, an
            OpenAI-compatible server from OPENAI_BASE_URL and OPENAI_API_KEY
   --effect-pause-ms N      the agent's charge tool waits N ms after its effect (the line in
@@ -440,6 +445,8 @@ struct Args {
     head: Option<HeadPin>,
     /// `--model SPEC`: `builtin` (the default) or `openai:MODEL`.
     model: Option<String>,
+    /// `--durability record|turn|never`: when a PostgreSQL append waits for its WAL flush.
+    durability: Option<String>,
     /// `--effect-pause-ms N`: the charge tool's wait after its effect.
     effect_pause_ms: u64,
     /// `--harness name=ADDRESS`: remote harnesses, as agentsessionsd registers them.
@@ -469,6 +476,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--config" => a.config = Some(value("--config")?),
             "--model" => a.model = Some(value("--model")?),
+            "--durability" => a.durability = Some(value("--durability")?),
             "--effect-pause-ms" => {
                 a.effect_pause_ms = value("--effect-pause-ms")?
                     .parse()
@@ -582,8 +590,22 @@ fn writes(cmd: Option<&str>) -> bool {
 /// machine or several, share the sessions.
 #[cfg(feature = "postgres")]
 async fn run_on_database(a: &Args, url: &str, dir: &str) -> Outcome {
+    use harness_sessions::journal::Durability;
     use harness_sessions::journal::{PgJournal, PgReceipts};
-    let opened = PgJournal::connect(url).and_then(|j| Ok((PgReceipts::new(j.pg().clone())?, j)));
+    let durability = match a.durability.as_deref() {
+        None | Some("record") => Durability::EveryRecord,
+        Some("turn") => Durability::EveryTurn,
+        Some("never") => Durability::Never,
+        Some(other) => {
+            return Outcome {
+                result: Err(format!("--durability {other}: record, turn or never").into()),
+                notes: Vec::new(),
+            };
+        }
+    };
+    let opened = PgJournal::connect(url)
+        .map(|j| j.with_durability(durability))
+        .and_then(|j| Ok((PgReceipts::new(j.pg().clone())?, j)));
     let result = match opened {
         Ok((receipts, journal)) => {
             // The publish tool's log stays a file in --dir.
