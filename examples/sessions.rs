@@ -1147,6 +1147,34 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// The charge tool deduplicates on (session uid, idempotency key), as the spec asks of a
+    /// side-effecting tool (agentsessions-writing-a-harness.txt:133: "the tool side dedups on
+    /// session UID plus idempotency key"): its code run twice with one key records two
+    /// attempts and one charge; another key, or the same key in another session, charges.
+    #[test]
+    fn charge_charges_once_per_session_and_key() {
+        let dir = tmpdir();
+        let ledger = dir.join("ledger.log");
+        let mut args = JsonObject::new();
+        args.insert("amount".into(), 42.into());
+        let call =
+            |key: &str| ToolCall::new("c1", "charge", args.clone()).with_idempotency_key(key);
+        let a = ToolContext::new("s1", "e1");
+        let b = ToolContext::new("s2", "e1");
+        let first = charge(&ledger, &a, &call("k1"));
+        let again = charge(&ledger, &a, &call("k1"));
+        assert!(!first.is_error && !again.is_error);
+        charge(&ledger, &a, &call("k2"));
+        charge(&ledger, &b, &call("k1"));
+        let text = std::fs::read_to_string(&ledger).unwrap();
+        let count = |prefix: &str| text.lines().filter(|l| l.starts_with(prefix)).count();
+        assert_eq!(count("attempt s1 k1"), 2, "{text}");
+        assert_eq!(count("charged s1 k1 42"), 1, "{text}");
+        assert_eq!(count("charged s1 k2 42"), 1, "{text}");
+        assert_eq!(count("charged s2 k1 42"), 1, "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A journal changed after it was written is corruption: the diagnostic names gRPC
     /// `DATA_LOSS`, not `INTERNAL`, for `verify` and for any command that opens it.
     #[test]
