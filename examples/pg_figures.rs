@@ -145,17 +145,19 @@ mod figures {
                 )
             }),
             (
-                "PostgreSQL, commit waits for the WAL flush per append (the default)",
+                "PostgreSQL, commit waits for the WAL flush per append (Durability::EveryRecord)",
                 {
                     journal_rate(
-                        &PgJournal::with_config(&schema("journal")).unwrap(),
+                        &PgJournal::with_config(&schema("journal"))
+                            .unwrap()
+                            .with_durability(Durability::EveryRecord),
                         n,
                         TURN,
                     )
                 },
             ),
             (
-                "PostgreSQL, WAL flush waited for per turn of 8 records (Durability::EveryTurn)",
+                "PostgreSQL, WAL flush waited for per turn of 8 records (the default)",
                 {
                     journal_rate(
                         &PgJournal::with_config(&schema("journal_turn"))

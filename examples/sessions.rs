@@ -25,8 +25,9 @@
 //! cargo run --features postgres --example sessions -- --database-url postgres://postgres@127.0.0.1:5432/postgres exec --input hello
 //! ```
 //!
-//! `--durability turn` commits the appends of a turn without waiting for the server's WAL
-//! flush and waits once at the turn's end (`record`, the default, waits at every append).
+//! `--durability turn` (the default, as for the file journal) commits the appends of a turn
+//! without waiting for the server's WAL flush and waits once at the turn's end; `record`
+//! waits at every append.
 //!
 //! Approvals: the `publish` harness answers, then asks to publish the answer with an
 //! approval-gated tool (REQUIRES_APPROVAL), which parks the turn. `approve` (or `deny`)
@@ -114,7 +115,7 @@ const USAGE: &str = "usage: sessions [--dir DIR] [--database-url URL] [--durabil
   --dir DIR                the journal folder (default ./journal); with --database-url, where
            the publish tool's log and the charge tool's ledger are kept
   --durability record|turn|never   with --database-url: whether each append's commit waits
-           for the WAL flush (record, the default), only the turn's end does (turn), or none
+           for the WAL flush (record), only the turn's end does (turn, the default), or none
   --model SPEC             builtin (default: deterministic, no network) or openai:MODEL, an
            OpenAI-compatible server from OPENAI_BASE_URL and OPENAI_API_KEY
   --effect-pause-ms N      the agent's charge tool waits N ms after its effect (the line in
@@ -593,8 +594,8 @@ async fn run_on_database(a: &Args, url: &str, dir: &str) -> Outcome {
     use harness_sessions::journal::Durability;
     use harness_sessions::journal::{PgJournal, PgReceipts};
     let durability = match a.durability.as_deref() {
-        None | Some("record") => Durability::EveryRecord,
-        Some("turn") => Durability::EveryTurn,
+        Some("record") => Durability::EveryRecord,
+        None | Some("turn") => Durability::EveryTurn,
         Some("never") => Durability::Never,
         Some(other) => {
             return Outcome {

@@ -31,10 +31,10 @@
 //! [`Durability`]) decides is whether the commit waits for its WAL to reach the disk (most of
 //! an append's cost: the server's `fsync`):
 //!
-//! - [`Durability::EveryRecord`], the default: every commit waits, as the server's
+//! - [`Durability::EveryRecord`]: every commit waits, as the server's
 //!   `synchronous_commit` says (`on` by default). A record survives a crash of the server or
 //!   its machine once `append` returns, before the effect it precedes runs.
-//! - [`Durability::EveryTurn`]: an append sets `synchronous_commit = off` for its own
+//! - [`Durability::EveryTurn`], the default (as for the file journal): an append sets `synchronous_commit = off` for its own
 //!   transaction (`set_config(…, true)` inside the statement: still one round trip; the
 //!   pooled connection keeps the server's setting), and [`sync`](Journal::sync), which the
 //!   host calls when a turn ends, commits a no-op update of the session's row that does wait:
@@ -238,14 +238,15 @@ impl PgJournal {
         pg.migrate("sessions", MIGRATIONS)?;
         Ok(PgJournal {
             pg,
-            durability: Durability::EveryRecord,
+            durability: Durability::default(),
         })
     }
 
     /// When an append's commit waits for its WAL flush (see the [module docs](self)):
-    /// [`Durability::EveryRecord`] (the default: every append), [`Durability::EveryTurn`]
-    /// (the appends of a turn commit without waiting, and [`sync`](Journal::sync), at the
-    /// turn's end, waits for the flush of all of them) or [`Durability::Never`].
+    /// [`Durability::EveryRecord`] (every append), [`Durability::EveryTurn`] (the default,
+    /// as for the file journal: the appends of a turn commit without waiting, and
+    /// [`sync`](Journal::sync), at the turn's end, waits for the flush of all of them) or
+    /// [`Durability::Never`].
     #[must_use]
     pub fn with_durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
