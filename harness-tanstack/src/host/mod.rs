@@ -36,6 +36,7 @@
 mod agui_run;
 mod connection;
 mod input;
+mod lease;
 mod read;
 mod registry;
 mod resume;

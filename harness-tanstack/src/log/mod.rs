@@ -44,7 +44,7 @@ use bytes::Bytes;
 use harness_core::Cursor;
 
 use crate::agui::AguiEvent;
-use crate::catalog::GapReason;
+use crate::catalog::{GapReason, OwnershipReason};
 
 pub use file::{FileLog, FileLogConfig};
 pub use memory::MemoryLog;
@@ -181,6 +181,35 @@ pub enum LogError {
     /// A stored record does not read.
     #[error("event log record is corrupt: {0}")]
     Corrupt(String),
+    /// The append was refused: this host does not hold the thread's lease (another host
+    /// took it over, or it was never taken; see [`EventLog::lease`]).
+    #[error("this host does not own the thread: another host took it over")]
+    Fenced,
+}
+
+/// Who may write a thread of a log that several hosts share (see [`EventLog::lease`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Lease {
+    /// This host holds the thread's lease, and held it already: what it keeps of the
+    /// thread in memory is current (a log of one process always answers this).
+    Held,
+    /// This host just took the lease, under a new `epoch`: the thread's newest record is
+    /// `harness.ownership.changed {epoch, reason}`. Another host may have written the
+    /// thread since this one last read it, and a run of the old holder may be open: read
+    /// the thread again from the log.
+    Acquired {
+        /// The new epoch.
+        epoch: u64,
+        /// `taken_over` (the old holder's lease expired with no release) or `acquired`.
+        reason: OwnershipReason,
+    },
+    /// Another host holds a live lease: it runs the thread's turns, and an input for the
+    /// thread goes to it.
+    HeldBy {
+        /// The holder's id.
+        holder: String,
+    },
 }
 
 impl From<std::io::Error> for LogError {
@@ -271,6 +300,23 @@ pub trait EventLog: Send {
         let _ = thread_id;
         Ok(None)
     }
+
+    /// Takes (or keeps) the lease of the thread stored under `key` before a write: on a log
+    /// that several hosts share, one host at a time runs a thread's turns, and an append of
+    /// any other host is [`LogError::Fenced`]. `thread_id` is the id the thread's records
+    /// name (for the `harness.ownership.changed` record of a new epoch). A log of one
+    /// process (memory, file) has no other writer: the default is always [`Lease::Held`].
+    fn lease(&mut self, key: &str, thread_id: &str) -> Result<Lease, LogError> {
+        let _ = (key, thread_id);
+        Ok(Lease::Held)
+    }
+
+    /// Lets the lease of a thread go (the thread is idle here): the next host to write it
+    /// takes it with reason `acquired`. The default does nothing.
+    fn release(&mut self, key: &str) -> Result<(), LogError> {
+        let _ = key;
+        Ok(())
+    }
 }
 
 impl<L: EventLog + ?Sized> EventLog for Box<L> {
@@ -315,5 +361,11 @@ impl<L: EventLog + ?Sized> EventLog for Box<L> {
     }
     fn waits(&mut self, thread_id: &str) -> Result<Option<String>, LogError> {
         (**self).waits(thread_id)
+    }
+    fn lease(&mut self, key: &str, thread_id: &str) -> Result<Lease, LogError> {
+        (**self).lease(key, thread_id)
+    }
+    fn release(&mut self, key: &str) -> Result<(), LogError> {
+        (**self).release(key)
     }
 }
