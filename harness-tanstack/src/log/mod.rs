@@ -317,6 +317,13 @@ pub trait EventLog: Send {
         let _ = key;
         Ok(())
     }
+
+    /// Lets every lease of this host go (a graceful shutdown): the next host to write each
+    /// thread takes it at once (`acquired`), not after the lease's TTL (`taken_over`). The
+    /// default does nothing.
+    fn release_all(&mut self) -> Result<(), LogError> {
+        Ok(())
+    }
 }
 
 impl<L: EventLog + ?Sized> EventLog for Box<L> {
@@ -367,5 +374,8 @@ impl<L: EventLog + ?Sized> EventLog for Box<L> {
     }
     fn release(&mut self, key: &str) -> Result<(), LogError> {
         (**self).release(key)
+    }
+    fn release_all(&mut self) -> Result<(), LogError> {
+        (**self).release_all()
     }
 }

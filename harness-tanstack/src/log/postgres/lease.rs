@@ -16,7 +16,7 @@
 //!   TTL/3, on the pool's runtime (a task of the adapter; the host machine reads no clock).
 //! - **Release**: the host lets a thread go when it is idle
 //!   ([`EventLog::release`](crate::log::EventLog::release)), and
-//!   [`PgLog::release_all`] on a graceful shutdown.
+//!   [`EventLog::release_all`](crate::log::EventLog::release_all) on a graceful shutdown.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -154,8 +154,9 @@ impl PgLog {
     }
 
     /// Releases every lease this host holds (a graceful shutdown): the next host to write
-    /// each thread takes it with reason `acquired`, at once, not after the TTL.
-    pub fn release_all(&self) -> Result<(), LogError> {
+    /// each thread takes it with reason `acquired`, at once, not after the TTL
+    /// ([`EventLog::release_all`](crate::log::EventLog::release_all)).
+    pub(super) fn release_every_lease(&self) -> Result<(), LogError> {
         let Some(l) = &self.leases else { return Ok(()) };
         let holder = l.holder.clone();
         let pool = self.pg.pool().clone();

@@ -58,7 +58,7 @@ fn log_err(e: PgError) -> LogError {
 /// turns on one of them: a host takes the thread's lease before it writes
 /// ([`EventLog::lease`]), renews it while it runs turns ([`PgLog::keep_leases`]), lets it go
 /// when the thread is idle ([`EventLog::release`]) or on a graceful shutdown
-/// ([`PgLog::release_all`]); an append by a host that does not hold it is
+/// ([`EventLog::release_all`]); an append by a host that does not hold it is
 /// [`LogError::Fenced`], checked in the appending statement itself. The first record of
 /// every new holder is `harness.ownership.changed {epoch, reason}`. See [`lease`] for the
 /// rules, and [`Host`](crate::host::Host) for what the host does on a takeover. A tool that
@@ -425,6 +425,10 @@ impl EventLog for PgLog {
 
     fn release(&mut self, key: &str) -> Result<(), LogError> {
         self.release_lease(key)
+    }
+
+    fn release_all(&mut self) -> Result<(), LogError> {
+        self.release_every_lease()
     }
 
     fn waits(&mut self, thread_id: &str) -> Result<Option<String>, LogError> {
