@@ -224,34 +224,54 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     Ok(a)
 }
 
-/// The event log in PostgreSQL, a listener that sends the key of each thread appended to
-/// (by any host) to `appended`, and the task that renews this host's thread leases every
-/// TTL/3. Connecting blocks: it runs before the server starts.
+/// What the database tells this host: another host appended to a thread (its key), forwarded
+/// an input to this host, or answered an input this host forwarded (its id).
+enum Note {
+    Appended(String),
+    Forwarded,
+    Answered(u64),
+}
+
+/// The event log in PostgreSQL, listeners that send what the database tells this host to
+/// `appended`, and the task that renews this host's thread leases every TTL/3. Connecting
+/// blocks: it runs before the server starts.
 #[cfg(feature = "postgres")]
 fn database_log(
     url: &str,
     lease_ttl_ms: Option<usize>,
-    appended: std::sync::mpsc::Sender<String>,
+    appended: std::sync::mpsc::Sender<Note>,
 ) -> (Log, Box<dyn std::any::Any + Send>) {
     let mut log = harness_tanstack::log::PgLog::connect(url)
         .unwrap_or_else(|e| exit_with(format!("cannot open the event log in {url}: {e}"), 1));
     if let Some(ms) = lease_ttl_ms {
         log = log.with_lease_ttl(Duration::from_millis(ms as u64));
     }
+    let tx = appended.clone();
     let listener = log
         .listen(move |key, _| {
-            let _ = appended.send(key.to_owned());
+            let _ = tx.send(Note::Appended(key.to_owned()));
         })
         .unwrap_or_else(|e| exit_with(format!("cannot listen on {url}: {e}"), 1));
+    let tx = appended.clone();
+    let forwards = log
+        .listen_forwards(
+            move || {
+                let _ = tx.send(Note::Forwarded);
+            },
+            move |id| {
+                let _ = appended.send(Note::Answered(id));
+            },
+        )
+        .unwrap_or_else(|e| exit_with(format!("cannot listen on {url}: {e}"), 1));
     let keeper = log.keep_leases();
-    (Box::new(log), Box::new((listener, keeper)))
+    (Box::new(log), Box::new((listener, forwards, keeper)))
 }
 
 #[cfg(not(feature = "postgres"))]
 fn database_log(
     _: &str,
     _: Option<usize>,
-    _: std::sync::mpsc::Sender<String>,
+    _: std::sync::mpsc::Sender<Note>,
 ) -> (Log, Box<dyn std::any::Any + Send>) {
     exit_with(
         "--database-url needs the postgres feature (cargo run --features postgres --example tanstack_host -- …)",
@@ -281,7 +301,7 @@ async fn main() {
     let addr = args.addr.clone().unwrap_or_else(|| "127.0.0.1:8080".into());
     let tokens = args.tokens.clone();
     // `--database-url`: the shared log, and the keys of threads other hosts append to.
-    let (appended_tx, appended) = std::sync::mpsc::channel::<String>();
+    let (appended_tx, appended) = std::sync::mpsc::channel::<Note>();
     let mut shared = None;
     let log: Log = if let Some(url) = &args.database_url {
         let (log, listener) = database_log(url, args.limit("--lease-ttl-ms"), appended_tx);
@@ -340,8 +360,12 @@ async fn main() {
         // Another host's appends wake this host's streams of the thread (LISTEN/NOTIFY).
         let woken = svc.clone();
         std::thread::spawn(move || {
-            while let Ok(key) = appended.recv() {
-                woken.handle_appended(&key);
+            while let Ok(note) = appended.recv() {
+                match note {
+                    Note::Appended(key) => woken.handle_appended(&key),
+                    Note::Forwarded => woken.handle_forwarded(),
+                    Note::Answered(id) => woken.handle_forward_answer(id),
+                }
             }
         });
     }

@@ -605,3 +605,162 @@ mod lease {
         assert_eq!(ownership(&ev).last(), Some(&(3, OwnershipReason::Acquired)));
     }
 }
+
+/// Forwarding (issue 15: "an input that reaches another host is forwarded to the owner"; spec
+/// :392: the traceparent "goes to that server with the input" and is stored "on the
+/// `harness.input` record of the log"; issue 17).
+mod forwarding {
+    use super::*;
+    use harness_tanstack::agui::AguiEvent;
+    use harness_tanstack::catalog::HarnessEvent;
+    use harness_tanstack::driver::Service;
+    use harness_tanstack::host::{Host, HostConfig};
+
+    const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    /// A deadline future that completes after `ms` (a thread, no runtime).
+    fn after(ms: u64) -> impl std::future::Future<Output = ()> {
+        let (tx, rx) = futures::channel::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(ms));
+            let _ = tx.send(());
+        });
+        async move {
+            let _ = rx.await;
+        }
+    }
+
+    fn body(thread: &str, msg: &str, input_id: &str) -> Vec<u8> {
+        format!(
+            r#"{{"threadId":"{thread}","input":{{"op":"prompt","message":"{msg}","inputId":"{input_id}"}}}}"#
+        )
+        .into_bytes()
+    }
+
+    /// A service on a leased log whose forwarding listener feeds it (as the example does).
+    fn service(schema: &Schema, ttl_ms: u64) -> (Service<PgLog>, Box<dyn std::any::Any>) {
+        let log = schema.leased(ttl_ms);
+        let (tx, rx) = std::sync::mpsc::channel::<Option<u64>>();
+        let tx2 = tx.clone();
+        let l = log
+            .listen_forwards(
+                move || {
+                    let _ = tx.send(None);
+                },
+                move |id| {
+                    let _ = tx2.send(Some(id));
+                },
+            )
+            .unwrap()
+            .unwrap();
+        let svc = Service::new(Host::new(HostConfig::default(), log), Instant::now);
+        let s = svc.clone();
+        std::thread::spawn(move || {
+            while let Ok(n) = rx.recv() {
+                match n {
+                    None => s.handle_forwarded(),
+                    Some(id) => s.handle_forward_answer(id),
+                }
+            }
+        });
+        (svc, Box::new(l))
+    }
+
+    fn accepted_records(log: &mut PgLog, key: &str, input_id: &str) -> Vec<Option<String>> {
+        (1..=log.head_seq(key))
+            .filter_map(|s| log.get(key, s).unwrap())
+            .filter_map(|r| match r.event().unwrap() {
+                AguiEvent::Custom(c) => match HarnessEvent::from_custom(&c.name, &c.value) {
+                    Ok(HarnessEvent::InputAccepted(a)) if a.input_id == input_id => {
+                        Some(a.traceparent)
+                    }
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_input_to_a_non_owner_runs_on_the_owner_once_with_its_traceparent() {
+        let schema = Schema::fresh();
+        let (a, _la) = service(&schema, 5_000);
+        let (b, _lb) = service(&schema, 5_000);
+        // A owns the thread: its turn runs (never finished here; the service queues it for
+        // a driver that this test does not run).
+        let r = a.control(None, &body("th", "wait", "in-a1"), "r-a1", None);
+        assert!(r.body.contains("accepted"), "{}", r.body);
+        // To B: forwarded to A, which queues it behind its turn; B answers with A's receipt.
+        let fwd = |rid: &str| {
+            futures::executor::block_on(b.control_forwarding(
+                None,
+                &body("th", "and then", "in-b1"),
+                rid,
+                Some(TP),
+                after(5_000),
+            ))
+        };
+        let t0 = Instant::now();
+        let first = fwd("r-b1");
+        eprintln!("forwarded round trip: {:?}", t0.elapsed());
+        assert_eq!(first.status, 200, "{}", first.body);
+        assert!(
+            first.body.contains(r#""status":"queued""#),
+            "{}",
+            first.body
+        );
+        assert!(
+            first.body.contains(r#""inputId":"in-b1""#),
+            "{}",
+            first.body
+        );
+        assert_eq!(first.request_id, "r-b1");
+        // The same input again (a lost answer): the owner's idempotency, the same receipt.
+        let again = fwd("r-b2");
+        assert_eq!(again.body, first.body);
+        // In the log: one `harness.input.accepted` for it, written by A (no new epoch), with
+        // the traceparent that came to B.
+        let mut log = schema.host();
+        assert_eq!(
+            accepted_records(&mut log, "th", "in-b1"),
+            vec![Some(TP.to_owned())]
+        );
+        let owners = (1..=log.head_seq("th"))
+            .filter_map(|s| log.get("th", s).unwrap())
+            .filter(|r| r.json_str().contains("harness.ownership.changed"))
+            .count();
+        assert_eq!(owners, 1);
+    }
+
+    /// The owner does not answer in time (here: it does not listen): the input is taken back
+    /// and answered by the host that got it — `not_owner` while the owner's lease is live,
+    /// and the owner never runs it afterwards.
+    #[test]
+    fn an_unanswered_forward_is_taken_back() {
+        let schema = Schema::fresh();
+        let a = Service::new(
+            Host::new(HostConfig::default(), schema.leased(5_000)),
+            Instant::now,
+        );
+        let (b, _lb) = service(&schema, 5_000);
+        let r = a.control(None, &body("th", "wait", "in-a1"), "r-a1", None);
+        assert!(r.body.contains("accepted"), "{}", r.body);
+        let got = futures::executor::block_on(b.control_forwarding(
+            None,
+            &body("th", "late", "in-b1"),
+            "r-b1",
+            Some(TP),
+            after(300),
+        ));
+        assert!(
+            got.body.contains("not_owner"),
+            "{} {}",
+            got.status,
+            got.body
+        );
+        // A looks at its inbox now: nothing is left to run.
+        assert_eq!(a.with_host(|h, now| h.handle_forwarded(now)), 0);
+        let mut log = schema.host();
+        assert!(accepted_records(&mut log, "th", "in-b1").is_empty());
+    }
+}

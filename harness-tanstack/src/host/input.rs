@@ -145,6 +145,15 @@ impl<L: EventLog> Host<L> {
                         holder,
                         "input for a thread another host owns"
                     );
+                    // `control_routed`: the input goes to the owner, which answers it.
+                    if let Some(mut f) = self.forwarding.take() {
+                        f.key = key.to_owned();
+                        match self.log.forward(&holder, &f) {
+                            Ok(Some(id)) => self.forwarded = Some(id),
+                            Ok(None) => {}
+                            Err(e) => return Err(Refusal::Internal(e.to_string())),
+                        }
+                    }
                     let id = match input.input_id() {
                         Some(id) => id.to_owned(),
                         None => self.new_input_id(key),

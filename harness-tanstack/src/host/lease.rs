@@ -23,7 +23,20 @@
 use std::time::Instant;
 
 use super::{Host, HostEvent};
-use crate::log::{EventLog, Lease, LogError};
+use crate::http::HttpAnswer;
+use crate::log::{EventLog, Forward, Lease, LogError};
+
+/// What [`Host::control_routed`] did with a `POST control`.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Routed {
+    /// This host answered it.
+    Answer(HttpAnswer),
+    /// Another host owns the thread: the input went to it, under this id. Its answer comes
+    /// back through the log ([`EventLog::forwarded_answer`]); see
+    /// [`Service::control_forwarding`](crate::driver::Service::control_forwarding).
+    Forwarded(u64),
+}
 
 /// Whose a thread is, for an input.
 pub(super) enum Claim {
@@ -34,6 +47,56 @@ pub(super) enum Claim {
 }
 
 impl<L: EventLog> Host<L> {
+    /// `POST control` as [`control`](Self::control), except that an input for a thread whose
+    /// lease another host holds is forwarded to that host (when the log forwards: a
+    /// `PgLog`), its `traceparent` with it (spec: "When another server owns the thread, the
+    /// value goes to that server with the input"), instead of the `rejected` receipt with
+    /// reason `not_owner`.
+    pub fn control_routed(
+        &mut self,
+        now: Instant,
+        user: Option<&str>,
+        body: &[u8],
+        request_id: &str,
+        traceparent: Option<&str>,
+    ) -> Routed {
+        self.forwarding = Some(Forward::new("", request_id, user, body, traceparent));
+        self.forwarded = None;
+        let answer = self.control(now, user, body, request_id, traceparent);
+        self.forwarding = None;
+        match self.forwarded.take() {
+            Some(id) => Routed::Forwarded(id),
+            None => Routed::Answer(answer),
+        }
+    }
+
+    /// Runs the inputs other hosts forwarded to this one, each exactly as a local
+    /// `POST control` (the same validation, idempotency by `inputId`, receipts and
+    /// refusals), and writes each answer back for its sender. How many it ran.
+    pub fn handle_forwarded(&mut self, now: Instant) -> usize {
+        let taken = match self.log.take_forwarded() {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading forwarded inputs failed");
+                return 0;
+            }
+        };
+        let n = taken.len();
+        for (id, f) in taken {
+            let a = self.control(
+                now,
+                f.user.as_deref(),
+                f.body.as_bytes(),
+                &f.request_id,
+                f.traceparent.as_deref(),
+            );
+            if let Err(e) = self.log.answer_forwarded(id, a.status, &a.body) {
+                tracing::warn!(error = %e, "answering a forwarded input failed");
+            }
+        }
+        n
+    }
+
     /// Takes (or keeps) the lease of the thread stored under `key` before writing to it.
     pub(super) fn claim(
         &mut self,

@@ -46,6 +46,7 @@ mod transmit;
 mod turn;
 mod wait;
 
+pub use lease::Routed;
 pub use wait::{Interrupted, Resolution, Resume, Wait, WaitFor};
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -349,6 +350,10 @@ pub struct Host<L: EventLog> {
     outflow: crate::telemetry::Outflow,
     /// Runs by id, for `joinRun` (which names no thread).
     runs: resume::RunIndex,
+    /// The input [`control_routed`](Host::control_routed) may forward to the thread's owner,
+    /// and the id it was forwarded under.
+    forwarding: Option<crate::log::Forward>,
+    forwarded: Option<u64>,
 }
 
 impl<L: EventLog> std::fmt::Debug for Host<L> {
@@ -398,6 +403,8 @@ impl<L: EventLog> Host<L> {
             thread_count: keys.len(),
             user_threads,
             runs: resume::RunIndex::default(),
+            forwarding: None,
+            forwarded: None,
         }
     }
 

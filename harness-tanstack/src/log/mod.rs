@@ -187,6 +187,43 @@ pub enum LogError {
     Fenced,
 }
 
+/// An input (the body of `POST control`) that reached a host that does not own its thread,
+/// forwarded to the owner ([`EventLog::forward`]), which runs it as a local input.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Forward {
+    /// The thread's key.
+    pub key: String,
+    /// The request id of the HTTP request that brought it.
+    pub request_id: String,
+    /// The user `getUser` returned on the receiving host.
+    pub user: Option<String>,
+    /// The body, as received.
+    pub body: String,
+    /// The `traceparent` header, as received ("When another server owns the thread, the
+    /// value goes to that server with the input").
+    pub traceparent: Option<String>,
+}
+
+impl Forward {
+    /// A forwarded input.
+    pub fn new(
+        key: &str,
+        request_id: &str,
+        user: Option<&str>,
+        body: &[u8],
+        traceparent: Option<&str>,
+    ) -> Forward {
+        Forward {
+            key: key.to_owned(),
+            request_id: request_id.to_owned(),
+            user: user.map(str::to_owned),
+            body: String::from_utf8_lossy(body).into_owned(),
+            traceparent: traceparent.map(str::to_owned),
+        }
+    }
+}
+
 /// Who may write a thread of a log that several hosts share (see [`EventLog::lease`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -324,6 +361,39 @@ pub trait EventLog: Send {
     fn release_all(&mut self) -> Result<(), LogError> {
         Ok(())
     }
+
+    /// Sends an input to `holder`, the host that owns its thread: its id, to wait for the
+    /// answer ([`forwarded_answer`](Self::forwarded_answer)). `None`: the log forwards
+    /// nothing (the default).
+    fn forward(&mut self, holder: &str, input: &Forward) -> Result<Option<u64>, LogError> {
+        let _ = (holder, input);
+        Ok(None)
+    }
+
+    /// The inputs other hosts forwarded to this one, not taken yet (each is given once).
+    fn take_forwarded(&mut self) -> Result<Vec<(u64, Forward)>, LogError> {
+        Ok(Vec::new())
+    }
+
+    /// The answer to a forwarded input (the HTTP status and body of `POST control`).
+    fn answer_forwarded(&mut self, id: u64, status: u16, body: &str) -> Result<(), LogError> {
+        let _ = (id, status, body);
+        Ok(())
+    }
+
+    /// The owner's answer to an input this host forwarded, once there is one (then
+    /// forgotten).
+    fn forwarded_answer(&mut self, id: u64) -> Result<Option<(u16, String)>, LogError> {
+        let _ = id;
+        Ok(None)
+    }
+
+    /// Takes back a forwarded input the owner has not taken yet: whether it was (then the
+    /// owner never runs it).
+    fn withdraw_forwarded(&mut self, id: u64) -> Result<bool, LogError> {
+        let _ = id;
+        Ok(false)
+    }
 }
 
 impl<L: EventLog + ?Sized> EventLog for Box<L> {
@@ -377,5 +447,20 @@ impl<L: EventLog + ?Sized> EventLog for Box<L> {
     }
     fn release_all(&mut self) -> Result<(), LogError> {
         (**self).release_all()
+    }
+    fn forward(&mut self, holder: &str, input: &Forward) -> Result<Option<u64>, LogError> {
+        (**self).forward(holder, input)
+    }
+    fn take_forwarded(&mut self) -> Result<Vec<(u64, Forward)>, LogError> {
+        (**self).take_forwarded()
+    }
+    fn answer_forwarded(&mut self, id: u64, status: u16, body: &str) -> Result<(), LogError> {
+        (**self).answer_forwarded(id, status, body)
+    }
+    fn forwarded_answer(&mut self, id: u64) -> Result<Option<(u16, String)>, LogError> {
+        (**self).forwarded_answer(id)
+    }
+    fn withdraw_forwarded(&mut self, id: u64) -> Result<bool, LogError> {
+        (**self).withdraw_forwarded(id)
     }
 }

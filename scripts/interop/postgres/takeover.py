@@ -5,7 +5,8 @@ usage: takeover.py HOST_BINARY DATABASE_URL WORKDIR
 
 Host A runs a slow turn ("wait..." streams, then takes 30 s); host B reads the thread with
 A's cursors (Last-Event-ID) and gets the same records, none lost or repeated; an input
-POSTed to B while A owns the thread is not run on B (A's lease is live); A is SIGKILLed
+POSTed to B while A owns the thread is forwarded to A, which writes it to the log with its
+traceparent, and B answers with A's receipt; A is SIGKILLed
 mid-turn; after the lease TTL a prompt to B takes the thread over: B writes
 `harness.ownership.changed` reason `taken_over`, A's turn settles `interrupted`
 (`RUN_ERROR` code `interrupted`, `harness.operation.finished` status `interrupted`,
@@ -24,6 +25,7 @@ import threading
 import time
 
 TTL_MS = 1500
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 DEADLINE = time.monotonic() + 55
 
 
@@ -64,7 +66,7 @@ def control(port, thread, inp):
     c.request("POST", "/api/harness/control",
               body=json.dumps({"threadId": thread, "input": inp}),
               headers={"content-type": "application/json",
-                       "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
+                       "traceparent": TRACEPARENT})
     r = c.getresponse()
     body = r.read().decode()
     if r.status != 200:
@@ -140,14 +142,28 @@ def main():
         op_a = r["operationId"]
         got_a = ra.until(lambda f: event(f).get("type") == "TEXT_MESSAGE_CONTENT", "A's slow turn streaming")
         a_cursors = [c for c, _ in got_a if c]
-        # An input to B while A's lease is live: B does not run it, and writes nothing.
+        # An input to B while A's lease is live: forwarded to A, which queues it behind its
+        # turn and writes it to the log (its traceparent on `harness.input.accepted`); B
+        # answers with A's receipt.
+        t0 = time.monotonic()
         rb = control(pb, thread, {"op": "prompt", "message": "hello from b", "inputId": "in-b0"})
-        if rb.get("status") != "rejected" or rb.get("reason") != "not_owner":
+        fwd_ms = (time.monotonic() - t0) * 1000
+        if rb.get("status") != "queued" or rb.get("inputId") != "in-b0":
             fail(f"input on B while A owns the thread: {rb}")
+        got = ra.until(lambda f: (custom(f, "harness.input.queued") or {}).get("inputId") == "in-b0",
+                       "the forwarded input in A's stream")
+        got_a += got
+        acc = [custom(f, "harness.input.accepted") for _, f in got
+               if (custom(f, "harness.input.accepted") or {}).get("inputId") == "in-b0"]
+        if len(acc) != 1 or acc[0].get("traceparent") != TRACEPARENT:
+            fail(f"the forwarded input's record in A's log: {acc}")
+        if any(custom(f, "harness.ownership.changed") for _, f in got):
+            fail("a new owner wrote the forwarded input, not A")
         passed += 1
         # B reads the thread from A's first cursor: the same records after it, in order.
         rb_stream = Reader(pb, thread, last_event_id=a_cursors[0])
-        got_b = rb_stream.until(lambda f: event(f).get("type") == "TEXT_MESSAGE_CONTENT", "B's replay")
+        got_b = rb_stream.until(lambda f: (custom(f, "harness.input.queued") or {}).get("inputId") == "in-b0",
+                                "B's replay")
         b_frames = [(c, f) for c, f in got_b if c]
         a_after = [(c, f) for c, f in got_a if c][1:]
         if b_frames != a_after:
@@ -180,6 +196,10 @@ def main():
             fail(f"A's operation did not finish interrupted: {fin_a}")
         if len(settled_a) != 1 or settled_a[0].get("outcome") != "interrupted":
             fail(f"A's input did not settle interrupted: {settled_a}")
+        settled_q = [custom(f, "harness.input.settled") for f in frames
+                     if (custom(f, "harness.input.settled") or {}).get("inputId") == "in-b0"]
+        if len(settled_q) != 1 or settled_q[0].get("outcome") != "interrupted":
+            fail(f"the input queued behind A's turn did not settle interrupted: {settled_q}")
         if not run_err or run_err[0].get("code") != "interrupted":
             fail(f"A's AG-UI run did not end with RUN_ERROR interrupted: {run_err}")
         passed += 1
@@ -194,8 +214,8 @@ def main():
         if cursors != list(range(cursors[0], cursors[0] + len(cursors))):
             fail(f"B's cursors are not gapless and unique: {cursors}")
         passed += 1
-        print(f"takeover: A killed, B took the thread {took:.1f} s later (TTL {TTL_MS} ms); "
-              f"B answered: {texts.strip()!r}")
+        print(f"takeover: an input forwarded B -> A answered in {fwd_ms:.0f} ms; A killed, B took "
+              f"the thread {took:.1f} s later (TTL {TTL_MS} ms); B answered: {texts.strip()!r}")
         print(f"interop postgres: two tanstack hosts, SIGKILL and takeover: {passed} passed, 0 failed")
     finally:
         for p in (a, b):

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use harness_core::pg::{Migration, Pg, PgConfig, PgError};
 
-use super::{EventLog, Lease, LogError, LogRecord};
+use super::{EventLog, Forward, Lease, LogError, LogRecord};
 use crate::agui::AguiEvent;
 use crate::catalog::GapReason;
 
@@ -191,9 +191,11 @@ impl PgLog {
     }
 }
 
+mod forward;
 pub mod lease;
 mod listen;
 
+pub use forward::{ANSWER_CHANNEL, ForwardListener, INBOX_CHANNEL};
 pub use lease::LeaseKeeper;
 pub use listen::Listener;
 
@@ -429,6 +431,26 @@ impl EventLog for PgLog {
 
     fn release_all(&mut self) -> Result<(), LogError> {
         self.release_every_lease()
+    }
+
+    fn forward(&mut self, holder: &str, input: &Forward) -> Result<Option<u64>, LogError> {
+        self.forward_to(holder, input)
+    }
+
+    fn take_forwarded(&mut self) -> Result<Vec<(u64, Forward)>, LogError> {
+        self.take_inbox()
+    }
+
+    fn answer_forwarded(&mut self, id: u64, status: u16, body: &str) -> Result<(), LogError> {
+        self.answer(id, status, body)
+    }
+
+    fn forwarded_answer(&mut self, id: u64) -> Result<Option<(u16, String)>, LogError> {
+        self.answer_of(id)
+    }
+
+    fn withdraw_forwarded(&mut self, id: u64) -> Result<bool, LogError> {
+        self.withdraw(id)
     }
 
     fn waits(&mut self, thread_id: &str) -> Result<Option<String>, LogError> {
