@@ -346,6 +346,10 @@ mod lease {
         ));
         let head = b.head_seq("t");
         assert_eq!(a.append("t", "op-1", &text("stale")), Err(LogError::Fenced));
+        // The waits record is the owner's too.
+        b.set_waits("t", Some("b's")).unwrap();
+        assert_eq!(a.set_waits("t", Some("a's")), Err(LogError::Fenced));
+        assert_eq!(a.waits("t").unwrap().as_deref(), Some("b's"));
         // Even after B lets it go, A's old epoch writes nothing.
         b.release("t").unwrap();
         assert_eq!(

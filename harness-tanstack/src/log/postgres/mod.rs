@@ -396,6 +396,30 @@ impl EventLog for PgLog {
     fn set_waits(&mut self, thread_id: &str, record: Option<&str>) -> Result<(), LogError> {
         let (k, w) = (thread_id.to_owned(), record.map(str::to_owned));
         let pool = self.pg.pool().clone();
+        // With leases the waits record is the owner's, fenced as an append is.
+        if let Some(l) = &self.leases {
+            let Some(epoch) = l.epoch(thread_id) else {
+                return Err(LogError::Fenced);
+            };
+            let holder = l.holder.clone();
+            let n = self
+                .pg
+                .block_on(async move {
+                    let c = pool.get().await?;
+                    Ok(c.execute(
+                        "UPDATE harness_tanstack_thread SET waits = $2 \
+                         WHERE key = $1 AND lease_holder = $3 AND lease_epoch = $4",
+                        &[&k, &w, &holder, &epoch],
+                    )
+                    .await?)
+                })
+                .map_err(log_err)?;
+            if n == 0 {
+                l.set(thread_id, None);
+                return Err(LogError::Fenced);
+            }
+            return Ok(());
+        }
         self.pg
             .block_on(async move {
                 let c = pool.get().await?;
