@@ -226,6 +226,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
 
 /// What the database tells this host: another host appended to a thread (its key), forwarded
 /// an input to this host, or answered an input this host forwarded (its id).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 enum Note {
     Appended(String),
     Forwarded,
