@@ -9,6 +9,7 @@
 
 #[macro_use]
 mod log_suite;
+mod support;
 
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -766,5 +767,130 @@ mod forwarding {
         assert_eq!(a.with_host(|h, now| h.handle_forwarded(now)), 0);
         let mut log = schema.host();
         assert!(accepted_records(&mut log, "th", "in-b1").is_empty());
+    }
+}
+
+/// A turn parked for an approval on host A (its lease released: the thread is idle) is
+/// approved through host B: B takes the thread (`acquired`, not `taken_over`: A let it go),
+/// reads the waits record A kept, drives the turn again, and the gated tool runs once, on B
+/// (spec "Waits for a person", tanstack-harness-wire-protocol.md:425-433; :455).
+mod parked {
+    use super::*;
+    use futures::executor::LocalPool;
+    use futures::task::LocalSpawnExt;
+    use harness_core::agent::ToolLoopAgent;
+    use harness_core::message::{Message, Part, Role, ToolCall};
+    use harness_core::model::ScriptedModel;
+    use harness_core::tool::{Tool, Tools};
+    use harness_tanstack::driver::{Service, run_turns};
+    use harness_tanstack::host::HostConfig;
+    use serde_json::json;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use support::driver::{read_all, send, service_over};
+
+    fn refund_host(log: PgLog, runs: &Arc<AtomicUsize>) -> (Service<PgLog>, LocalPool) {
+        let (svc, _) = service_over(HostConfig::default(), log);
+        let pool = LocalPool::new();
+        let counted = Arc::clone(runs);
+        let tools = Tools::new().with(
+            Tool::json("refund", "Refund an order", move |_| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Ok(json!({"refunded": true}))
+            })
+            .requires_approval(),
+        );
+        let model = ScriptedModel::new().otherwise(|req| {
+            let answered = req
+                .messages
+                .last()
+                .is_some_and(|m| m.parts.iter().any(|p| matches!(p, Part::ToolResult(_))));
+            if answered {
+                return Ok(Message::assistant("Refunded."));
+            }
+            let args = json!({"order_id": 42})
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            Ok(Message {
+                role: Role::Assistant,
+                parts: vec![Part::ToolCall(ToolCall::new("call_1", "refund", args))],
+            })
+        });
+        let agent = ToolLoopAgent::new("shop").with_tools(&tools);
+        pool.spawner()
+            .spawn_local(run_turns(svc.clone(), agent, model, tools))
+            .unwrap();
+        (svc, pool)
+    }
+
+    #[test]
+    fn a_turn_parked_on_one_host_is_approved_and_runs_once_on_another() {
+        let schema = Schema::fresh();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let (a, mut pool_a) = refund_host(schema.leased(60_000), &runs);
+        let r = send(
+            &a,
+            &mut pool_a,
+            "thread-1",
+            json!({"op": "prompt", "message": "Refund order 42"}),
+        );
+        assert_eq!(r["status"], "accepted");
+        let frames = read_all(&mut pool_a, &a);
+        assert!(
+            frames
+                .iter()
+                .any(|f| f["event"]["name"] == "harness.wait.opened")
+        );
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+        // A is alive (its lease TTL is a minute) but the thread is idle there: B takes it.
+        let (b, mut pool_b) = refund_host(schema.leased(60_000), &runs);
+        let r = send(
+            &b,
+            &mut pool_b,
+            "thread-1",
+            json!({"op": "resolve", "resume": [
+                {"interruptId": "approval-call_1", "status": "resolved", "payload": {"approved": true}}
+            ]}),
+        );
+        assert_eq!(r["status"], "accepted", "{r}");
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        let frames = read_all(&mut pool_b, &b);
+        let owners: Vec<&serde_json::Value> = frames
+            .iter()
+            .filter(|f| f["event"]["name"] == "harness.ownership.changed")
+            .map(|f| &f["event"]["value"])
+            .collect();
+        assert_eq!(
+            owners,
+            vec![
+                &json!({"epoch": 1, "reason": "acquired"}),
+                &json!({"epoch": 2, "reason": "acquired"})
+            ]
+        );
+        let after = frames
+            .iter()
+            .position(|f| f["event"]["value"] == json!({"epoch": 2, "reason": "acquired"}))
+            .unwrap();
+        assert!(
+            frames[after..]
+                .iter()
+                .any(|f| f["event"]["type"] == "TOOL_CALL_RESULT")
+        );
+        assert!(
+            frames[after..]
+                .iter()
+                .any(|f| f["event"]["name"] == "harness.wait.settled")
+        );
+        // The same approval again, on A: the wait is settled, nothing runs.
+        let r = send(
+            &a,
+            &mut pool_a,
+            "thread-1",
+            json!({"op": "resolve", "resume": [
+                {"interruptId": "approval-call_1", "status": "resolved", "payload": {"approved": true}}
+            ]}),
+        );
+        assert_eq!(r["reason"], "not_waiting", "{r}");
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
     }
 }
