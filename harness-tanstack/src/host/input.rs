@@ -34,7 +34,10 @@ impl<L: EventLog> Host<L> {
     /// ([`max_threads`](super::HostConfig::max_threads),
     /// [`max_threads_per_user`](super::HostConfig::max_threads_per_user)), `queue_full`
     /// ([`max_waiting_inputs`](super::HostConfig::max_waiting_inputs),
-    /// [`max_waiting_bytes`](super::HostConfig::max_waiting_bytes)).
+    /// [`max_waiting_bytes`](super::HostConfig::max_waiting_bytes)); on a log several hosts
+    /// share, `not_owner` while another host holds the thread's lease (not kept, nothing
+    /// written: [`control_routed`](Self::control_routed) forwards the input to that host
+    /// instead).
     pub fn control(
         &mut self,
         now: Instant,
