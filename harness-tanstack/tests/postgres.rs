@@ -823,6 +823,52 @@ mod parked {
         (svc, pool)
     }
 
+    /// What host B keeps of a thread in memory follows what host A writes: B's listener
+    /// hears A's appends (and not B's own), and B's transcript reads them.
+    #[test]
+    fn a_transcript_on_host_b_follows_the_turns_of_host_a() {
+        let schema = Schema::fresh();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let (a, mut pool_a) = refund_host(schema.leased(60_000), &runs);
+        let (b, _pool_b) = refund_host(schema.leased(60_000), &runs);
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let _l = b.with_host(|h, _| {
+            h.log()
+                .listen(move |key, _| {
+                    let _ = tx.send(key.to_owned());
+                })
+                .unwrap()
+        });
+        let transcript = |svc: &Service<PgLog>| svc.transcript("thread-1", None, "r").body;
+        send(
+            &a,
+            &mut pool_a,
+            "thread-1",
+            json!({"op": "append", "message": "first"}),
+        );
+        while rx.recv_timeout(Duration::from_millis(300)).is_ok() {}
+        assert!(transcript(&b).contains("first"));
+        send(
+            &a,
+            &mut pool_a,
+            "thread-1",
+            json!({"op": "append", "message": "second"}),
+        );
+        let key = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("B hears A's append");
+        b.handle_appended(&key);
+        assert!(transcript(&b).contains("second"), "{}", transcript(&b));
+        // B's own appends are not announced to B.
+        send(
+            &b,
+            &mut LocalPool::new(),
+            "thread-1",
+            json!({"op": "append", "message": "third"}),
+        );
+        assert!(rx.recv_timeout(Duration::from_millis(500)).is_err());
+    }
+
     #[test]
     fn a_turn_parked_on_one_host_is_approved_and_runs_once_on_another() {
         let schema = Schema::fresh();

@@ -437,9 +437,15 @@ impl<L: EventLog> Host<L> {
     /// Records were appended to the thread stored under `key` by another host on a shared
     /// log (a `PgLog`'s NOTIFY, say): wakes the thread's connections, which read them from the
     /// log as they read this host's own. A thread with no connection here costs nothing.
+    /// What this host kept of the thread in memory is stale then: when no turn of it runs
+    /// here, it is dropped, and read again from the log when next used (a snapshot, a
+    /// transcript).
     pub fn handle_appended(&mut self, now: Instant, key: &str) {
         self.clock(now);
         self.wake_thread(key);
+        if self.threads.get(key).is_some_and(|t| !t.is_busy()) {
+            self.forget_thread(key);
+        }
     }
 
     /// The next thing the application must do.

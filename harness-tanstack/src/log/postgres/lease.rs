@@ -252,8 +252,8 @@ impl PgLog {
                         )
                         .await?;
                         tx.execute(
-                            "SELECT pg_notify($1, current_schema() || ' ' || $2::bigint::text || ' ' || $3)",
-                            &[&NOTIFY_CHANNEL, &seq, &k],
+                            "SELECT pg_notify($1, current_schema() || ' ' || $2::bigint::text || ' ' || $4 || ' ' || $3)",
+                            &[&NOTIFY_CHANNEL, &seq, &k, &holder],
                         )
                         .await?;
                         Took::New(next, reason)

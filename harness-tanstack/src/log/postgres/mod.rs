@@ -27,8 +27,9 @@ static MIGRATIONS: &[Migration] = &[
 /// TTL/3 by [`PgLog::keep_leases`]).
 pub const DEFAULT_LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The channel [`PgLog`] notifies on each append, with the payload `<schema> <seq> <key>`
-/// (notifications are per database: a listener keeps its own schema's).
+/// The channel [`PgLog`] notifies on each append, with the payload
+/// `<schema> <seq> <holder> <key>` (`-` for a log without leases; notifications are per
+/// database: a listener keeps its own schema's, and skips its own appends).
 pub const NOTIFY_CHANNEL: &str = "harness_tanstack";
 
 /// How many records a read past the window fetches at once.
@@ -168,7 +169,7 @@ impl PgLog {
         &self,
         on_append: impl Fn(&str, u64) + Send + Sync + 'static,
     ) -> Result<Listener, LogError> {
-        listen::start(&self.pg, on_append)
+        listen::start(&self.pg, self.holder().map(str::to_owned), on_append)
     }
 
     /// One row of a thread: (head, first_seq, owner).
@@ -237,7 +238,7 @@ impl EventLog for PgLog {
                          e AS ( \
                            INSERT INTO harness_tanstack_event (key, seq, operation_id, thread_id, event) \
                            SELECT $1, head, $2, $3, $4 FROM t RETURNING seq) \
-                         SELECT seq, pg_notify($5, current_schema() || ' ' || seq::text || ' ' || $1) FROM e",
+                         SELECT seq, pg_notify($5, current_schema() || ' ' || seq::text || ' - ' || $1) FROM e",
                         &[&k, &op, &t, &ev, &NOTIFY_CHANNEL],
                     )
                     .await?),
@@ -249,7 +250,7 @@ impl EventLog for PgLog {
                          e AS ( \
                            INSERT INTO harness_tanstack_event (key, seq, operation_id, thread_id, event) \
                            SELECT $1, head, $2, $3, $4 FROM t RETURNING seq) \
-                         SELECT seq, pg_notify($5, current_schema() || ' ' || seq::text || ' ' || $1) FROM e",
+                         SELECT seq, pg_notify($5, current_schema() || ' ' || seq::text || ' ' || $6 || ' ' || $1) FROM e",
                         &[&k, &op, &t, &ev, &NOTIFY_CHANNEL, &holder, &epoch],
                     )
                     .await?,
