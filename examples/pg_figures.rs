@@ -76,6 +76,8 @@ mod figures {
     }
 
     fn log_rate(log: &mut dyn EventLog, n: usize) -> f64 {
+        // The thread's lease first (a PgLog fences every append on it; a file log holds it).
+        log.lease("t", "t").unwrap();
         let t = Instant::now();
         for i in 0..n {
             log.append(
@@ -219,7 +221,11 @@ mod figures {
             Instant::now,
         );
         host_a
-            .with_host(|h, now| h.emit(now, "t", "op", AguiEvent::text_content("m", "first")))
+            .with_host(|h, now| {
+                h.log_mut().lease("t", "t")?;
+                h.emit(now, "t", "op", AguiEvent::text_content("m", "first"))
+                    .map_err(|e| harness_tanstack::log::LogError::Io(e.to_string()))
+            })
             .unwrap();
         let (tx, rx) = mpsc::channel::<String>();
         let _listener = host_b.with_host(|h, _| {

@@ -20,8 +20,13 @@
 //!     [--max-threads N] [--max-threads-per-user N] [--max-input-bytes N] [--max-body-bytes N]
 //!     [--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N]
 //!     [--max-open-files N] [--memory-log-bytes N] [--max-connections N] [--header-timeout-ms N]
-//!     [--write-timeout-ms N]
+//!     [--write-timeout-ms N] [--database-url URL [--lease-ttl-ms N]]
 //! ```
+//!
+//! With `--database-url` several hosts share one database: one cursor space per thread, and
+//! one host at a time runs a thread's turns (a lease of `--lease-ttl-ms`, default 10 s,
+//! renewed every third of it; another host takes a thread over when its owner stopped, and
+//! the interrupted turn settles `interrupted`; see the README, "Several hosts").
 //!
 //! The server is the library's runtime adapter (`harness_tanstack::server`, feature `axum`):
 //! this file only reads its flags and picks the agent. A request head must arrive within
@@ -117,10 +122,10 @@ const USAGE: &str = "usage: tanstack_host [--addr HOST:PORT] [--token T]... [--m
 [--max-threads N] [--max-threads-per-user N] [--max-input-bytes N] [--max-body-bytes N] \
 [--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N] \
 [--max-open-files N] [--memory-log-bytes N] [--max-connections N] [--header-timeout-ms N] [--write-timeout-ms N] \
-[--trace[=debug]] [--otlp URL]";
+[--lease-ttl-ms N] [--trace[=debug]] [--otlp URL]";
 
 /// The flags that set a limit of the host or its log (a whole number).
-const LIMITS: [&str; 12] = [
+const LIMITS: [&str; 13] = [
     "--max-threads",
     "--max-threads-per-user",
     "--max-input-bytes",
@@ -133,6 +138,7 @@ const LIMITS: [&str; 12] = [
     "--max-connections",
     "--header-timeout-ms",
     "--write-timeout-ms",
+    "--lease-ttl-ms",
 ];
 
 /// The command line, strictly: an unknown flag, a flag without its value or a value that is
@@ -218,27 +224,55 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     Ok(a)
 }
 
-/// The event log in PostgreSQL and a listener that sends the key of each thread appended to
-/// (by any host) to `appended`. Connecting blocks: it runs before the server starts.
+/// What the database tells this host: another host appended to a thread (its key), forwarded
+/// an input to this host, or answered an input this host forwarded (its id).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+enum Note {
+    Appended(String),
+    Forwarded,
+    Answered(u64),
+}
+
+/// The event log in PostgreSQL, listeners that send what the database tells this host to
+/// `appended`, and the task that renews this host's thread leases every TTL/3. Connecting
+/// blocks: it runs before the server starts.
 #[cfg(feature = "postgres")]
 fn database_log(
     url: &str,
-    appended: std::sync::mpsc::Sender<String>,
+    lease_ttl_ms: Option<usize>,
+    appended: std::sync::mpsc::Sender<Note>,
 ) -> (Log, Box<dyn std::any::Any + Send>) {
-    let log = harness_tanstack::log::PgLog::connect(url)
+    let mut log = harness_tanstack::log::PgLog::connect(url)
         .unwrap_or_else(|e| exit_with(format!("cannot open the event log in {url}: {e}"), 1));
+    if let Some(ms) = lease_ttl_ms {
+        log = log.with_lease_ttl(Duration::from_millis(ms as u64));
+    }
+    let tx = appended.clone();
     let listener = log
         .listen(move |key, _| {
-            let _ = appended.send(key.to_owned());
+            let _ = tx.send(Note::Appended(key.to_owned()));
         })
         .unwrap_or_else(|e| exit_with(format!("cannot listen on {url}: {e}"), 1));
-    (Box::new(log), Box::new(listener))
+    let tx = appended.clone();
+    let forwards = log
+        .listen_forwards(
+            move || {
+                let _ = tx.send(Note::Forwarded);
+            },
+            move |id| {
+                let _ = appended.send(Note::Answered(id));
+            },
+        )
+        .unwrap_or_else(|e| exit_with(format!("cannot listen on {url}: {e}"), 1));
+    let keeper = log.keep_leases();
+    (Box::new(log), Box::new((listener, forwards, keeper)))
 }
 
 #[cfg(not(feature = "postgres"))]
 fn database_log(
     _: &str,
-    _: std::sync::mpsc::Sender<String>,
+    _: Option<usize>,
+    _: std::sync::mpsc::Sender<Note>,
 ) -> (Log, Box<dyn std::any::Any + Send>) {
     exit_with(
         "--database-url needs the postgres feature (cargo run --features postgres --example tanstack_host -- …)",
@@ -268,10 +302,10 @@ async fn main() {
     let addr = args.addr.clone().unwrap_or_else(|| "127.0.0.1:8080".into());
     let tokens = args.tokens.clone();
     // `--database-url`: the shared log, and the keys of threads other hosts append to.
-    let (appended_tx, appended) = std::sync::mpsc::channel::<String>();
+    let (appended_tx, appended) = std::sync::mpsc::channel::<Note>();
     let mut shared = None;
     let log: Log = if let Some(url) = &args.database_url {
-        let (log, listener) = database_log(url, appended_tx);
+        let (log, listener) = database_log(url, args.limit("--lease-ttl-ms"), appended_tx);
         shared = Some(listener);
         log
     } else if args.memory {
@@ -327,8 +361,12 @@ async fn main() {
         // Another host's appends wake this host's streams of the thread (LISTEN/NOTIFY).
         let woken = svc.clone();
         std::thread::spawn(move || {
-            while let Ok(key) = appended.recv() {
-                woken.handle_appended(&key);
+            while let Ok(note) = appended.recv() {
+                match note {
+                    Note::Appended(key) => woken.handle_appended(&key),
+                    Note::Forwarded => woken.handle_forwarded(),
+                    Note::Answered(id) => woken.handle_forward_answer(id),
+                }
             }
         });
     }
@@ -344,7 +382,7 @@ async fn main() {
         let users = (1..).map(|n| format!("user-{n}"));
         rc = rc.with_bearer(BearerTokens::new(tokens.iter().zip(users)));
     }
-    let app = axum::Router::new().nest("/api/harness", router(svc, rc));
+    let app = axum::Router::new().nest("/api/harness", router(svc.clone(), rc));
     let mut serve_cfg = TanstackServeConfig::default();
     if let Some(ms) = args.limit("--write-timeout-ms") {
         serve_cfg = serve_cfg.with_write_timeout(Duration::from_millis(ms as u64));
@@ -366,4 +404,11 @@ async fn main() {
         let _ = tokio::signal::ctrl_c().await;
     };
     serve(listener, app, serve_cfg, stop).await;
+    // A graceful shutdown lets this host's thread leases go: another host takes each thread
+    // at once (`acquired`), not after the TTL (`taken_over`).
+    let released = svc.with_host(|h, _| h.log_mut().release_all());
+    if let Err(e) = released {
+        eprintln!("tanstack_host: releasing the thread leases failed: {e}");
+    }
+    drop(shared);
 }

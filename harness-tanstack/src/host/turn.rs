@@ -202,8 +202,22 @@ impl<L: EventLog> Host<L> {
         let rec = match self.threads.get(thread_id) {
             Some(t) => self
                 .log
-                .append_as(thread_id, &t.thread_id, operation_id, &event)?,
-            None => self.log.append(thread_id, operation_id, &event)?,
+                .append_as(thread_id, &t.thread_id, operation_id, &event),
+            None => self.log.append(thread_id, operation_id, &event),
+        };
+        let rec = match rec {
+            Ok(r) => r,
+            Err(LogError::Fenced) => {
+                // Another host took the thread over: this host's turn of it ends here,
+                // and what it kept of the thread is stale (see `lease`).
+                tracing::warn!(
+                    threadId = thread_id,
+                    "append fenced: another host owns the thread"
+                );
+                self.forget_thread(thread_id);
+                return Err(LogError::Fenced.into());
+            }
+            Err(e) => return Err(e.into()),
         };
         if let Some(t) = self.threads.get_mut(thread_id) {
             t.observe(&event);
@@ -355,7 +369,9 @@ impl<L: EventLog> Host<L> {
             Refusal::Internal(m) => HostError::Log(LogError::Io(m)),
             Refusal::Forbidden => HostError::Log(LogError::Io("forbidden".into())),
         })?;
-        // Idle now: past the limits of memory, threads that idle longest leave it.
+        // Idle now: the lease goes (another host may take the thread at once), and past
+        // the limits of memory, threads that idle longest leave it.
+        self.release_if_idle(thread_id);
         self.trim(thread_id);
         Ok(())
     }
