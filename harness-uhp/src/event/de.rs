@@ -174,7 +174,8 @@ impl StreamEvent {
     /// wrong JSON type (the finding carries the `sequence_number` when it could be read).
     pub fn parse(data: String) -> Result<StreamEvent, Finding> {
         // Most events are flat objects of strings and integers: read those directly.
-        if let Some(f) = super::flat::fields(&data) {
+        let mut f = Fields::default();
+        if super::flat::read(&data, &mut f).is_some() {
             return f.into_event(data);
         }
         Self::parse_serde(data)

@@ -14,13 +14,21 @@ use super::types::{SeqField, Text};
 use harness_core::wire;
 
 /// The fields of `raw` when it is a flat event object this path reads; `None`: use serde.
-pub(super) fn fields(raw: &str) -> Option<Fields> {
+#[cfg(test)]
+fn fields(raw: &str) -> Option<Fields> {
+    let mut f = Fields::default();
+    read(raw, &mut f).map(|()| f)
+}
+
+/// Reads the fields of `raw` into `f` when it is a flat event object this path reads;
+/// `None`: use serde (`f` may be left half-filled).
+#[inline]
+pub(super) fn read(raw: &str, f: &mut Fields) -> Option<()> {
     let mut r = Reader {
         raw,
         b: raw.as_bytes(),
         i: 0,
     };
-    let mut f = Fields::default();
     r.ws();
     r.eat(b'{')?;
     r.ws();
@@ -39,13 +47,13 @@ pub(super) fn fields(raw: &str) -> Option<Fields> {
                 Key::ItemId => f.item_id = Some(r.text()?),
                 Key::OutputIndex => f.output_index = Some(r.uint()?),
                 Key::ContentIndex => f.content_index = Some(r.uint()?),
-                Key::SummaryIndex => rare(&mut f).summary_index = Some(r.uint()?),
-                Key::AnnotationIndex => rare(&mut f).annotation_index = Some(r.uint()?),
-                Key::Text => rare(&mut f).text = Some(r.text()?),
-                Key::Arguments => rare(&mut f).arguments = Some(r.text()?),
-                Key::Code => rare(&mut f).code = Some(r.text()?),
-                Key::Message => rare(&mut f).message = Some(r.text()?),
-                Key::Param => rare(&mut f).param = Some(r.text()?),
+                Key::SummaryIndex => rare(f).summary_index = Some(r.uint()?),
+                Key::AnnotationIndex => rare(f).annotation_index = Some(r.uint()?),
+                Key::Text => rare(f).text = Some(r.text()?),
+                Key::Arguments => rare(f).arguments = Some(r.text()?),
+                Key::Code => rare(f).code = Some(r.text()?),
+                Key::Message => rare(f).message = Some(r.text()?),
+                Key::Param => rare(f).param = Some(r.text()?),
                 Key::Other => r.scalar()?,
                 Key::Response | Key::Item | Key::Part | Key::Annotation => return None,
             }
@@ -64,11 +72,17 @@ pub(super) fn fields(raw: &str) -> Option<Fields> {
         }
     }
     r.ws();
-    (r.i == r.b.len()).then_some(f)
+    (r.i == r.b.len()).then_some(())
 }
 
 fn rare(f: &mut Fields) -> &mut super::types::Rare {
     f.rare.get_or_insert_with(Box::default)
+}
+
+/// A string read: a span of the payload, or unescaped.
+enum Str {
+    Span(usize, usize),
+    Escaped(String),
 }
 
 struct Reader<'a> {
@@ -101,9 +115,9 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// From an opening quote: the index of the first `"`, `\` or control character after it
+    /// From after an opening quote: the index of the first `"`, `\` or control character after it
     /// (eight bytes at a time), or `None` at the end of the input.
-    #[inline]
+    #[inline(always)]
     fn special(&self, from: usize) -> Option<usize> {
         let mut j = from;
         while let Some(w) = self.b.get(j..j + 8) {
@@ -129,71 +143,88 @@ impl<'a> Reader<'a> {
             .map(|p| j + p)
     }
 
-    /// A string at the cursor: borrowed as a span when it has no escape, else unescaped by
-    /// serde_json itself. `None`: not a string, or not a valid one.
-    fn string(&mut self) -> Option<Cow<'a, str>> {
+    /// A string at the cursor: `Span` (of the payload, without the quotes) when it has no
+    /// escape, else unescaped by serde_json itself. `None`: not a string, or not a valid one.
+    #[inline]
+    fn string(&mut self) -> Option<Str> {
         if self.peek()? != b'"' {
             return None;
         }
         let start = self.i + 1;
         let at = self.special(start)?;
-        match self.b[at] {
-            b'"' => {
-                self.i = at + 1;
-                self.raw.get(start..at).map(Cow::Borrowed)
-            }
-            b'\\' => {
-                // Find the closing quote (an escape is a backslash and the byte after it),
-                // then let serde_json decode and validate the escapes.
-                let mut j = at;
-                loop {
-                    match *self.b.get(j)? {
-                        b'\\' => j += 2,
-                        b'"' => break,
-                        c if c < 0x20 => return None,
-                        _ => j += 1,
-                    }
-                }
-                let quoted = self.raw.get(self.i..=j)?;
-                let s: String = serde_json::from_str(quoted).ok()?;
-                self.i = j + 1;
-                Some(Cow::Owned(s))
-            }
-            _ => None, // a control character: serde reports it
+        if self.b[at] == b'"' {
+            self.i = at + 1;
+            return Some(Str::Span(start, at));
         }
+        self.escaped(at).map(Str::Escaped)
+    }
+
+    /// The rest of a string whose first special byte, at `at`, is not its closing quote.
+    #[cold]
+    fn escaped(&mut self, at: usize) -> Option<String> {
+        if self.b[at] != b'\\' {
+            return None; // a control character: serde reports it
+        }
+        // Find the closing quote (an escape is a backslash and the byte after it), then let
+        // serde_json decode and validate the escapes.
+        let mut j = at;
+        loop {
+            match *self.b.get(j)? {
+                b'\\' => j += 2,
+                b'"' => break,
+                c if c < 0x20 => return None,
+                _ => j += 1,
+            }
+        }
+        let quoted = self.raw.get(self.i..=j)?;
+        let s: String = serde_json::from_str(quoted).ok()?;
+        self.i = j + 1;
+        Some(s)
     }
 
     /// A key (no escapes: a key with one goes the serde way).
+    #[inline]
     fn key(&mut self) -> Option<Key> {
         match self.string()? {
-            Cow::Borrowed(k) => Some(Key::of(k)),
-            Cow::Owned(_) => None,
+            Str::Span(s, e) => self.raw.get(s..e).map(Key::of),
+            Str::Escaped(_) => None,
         }
     }
 
-    /// A string value as the event keeps it.
+    /// A string value as the event keeps it (what [`Text::of`] makes of serde's string).
+    #[inline]
     fn text(&mut self) -> Option<Text> {
-        let s = self.string()?;
-        Some(Text::of(self.raw, wire::Key(s)))
+        Some(match self.string()? {
+            Str::Span(s, e) => match (u32::try_from(s), u32::try_from(e)) {
+                (Ok(s32), Ok(e32)) => Text::Span(s32, e32),
+                _ => Text::of(self.raw, wire::Key(Cow::Borrowed(self.raw.get(s..e)?))),
+            },
+            Str::Escaped(o) => Text::of(self.raw, wire::Key(Cow::Owned(o))),
+        })
     }
 
     /// A plain non-negative integer that fits a `u64` (no sign, fraction, exponent or
     /// leading zero).
+    #[inline]
     fn uint(&mut self) -> Option<u64> {
         let start = self.i;
         let mut n: u64 = 0;
         while let Some(d @ b'0'..=b'9') = self.peek() {
-            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+            n = n.wrapping_mul(10).wrapping_add(u64::from(d - b'0'));
             self.i += 1;
         }
         let len = self.i - start;
         if len == 0 || (len > 1 && self.b[start] == b'0') {
             return None;
         }
-        match self.peek() {
-            Some(b'.' | b'e' | b'E') => None,
-            _ => Some(n),
+        if let Some(b'.' | b'e' | b'E') = self.peek() {
+            return None;
         }
+        if len > 19 {
+            // Past 19 digits it may not fit: checked (and too big goes the serde way).
+            return self.raw.get(start..self.i)?.parse().ok();
+        }
+        Some(n)
     }
 
     /// A value of a key the event does not keep: a string, a plain integer, `true`, `false`
