@@ -26,9 +26,11 @@
 //! The server is the library's runtime adapter (`harness_tanstack::server`, feature `axum`):
 //! this file only reads its flags and picks the agent. A request head must arrive within
 //! `--header-timeout-ms` (default 10 s), and past `--max-connections` open connections
-//! (default 16,384) a new one is answered `503` at once; with `--write-timeout-ms` a
-//! connection whose writes stay blocked that long (a client that does not read) is closed;
-//! Ctrl-C shuts down gracefully.
+//! (default 16,384) a new one is answered `503` at once; a connection whose writes stay
+//! blocked for `--write-timeout-ms` (a client that does not read) is closed (default: 60 s,
+//! or twice `--slow-consumer-ms` if that is longer, so that a client that reads again after
+//! `slowConsumerMs` still gets `slow_consumer`; `0`: never); Ctrl-C shuts down gracefully
+//! (WebSockets get the close 1001, and the host prints what the shutdown closed).
 //!
 //! The stream values are the spec's (`heartbeatMs`, …): a value that is not a finite number
 //! above 0 stops the host at the start, with an error that names the field.
@@ -73,7 +75,8 @@ use harness_tanstack::host::{AccessPolicy, Host, HostConfig};
 use harness_tanstack::http::StreamOptions;
 use harness_tanstack::log::{EventLog, FileLog, FileLogConfig, MemoryLog};
 use harness_tanstack::server::{
-    BearerTokens, TanstackRouterConfig, TanstackServeConfig, drive, router, serve,
+    BearerTokens, DEFAULT_WRITE_TIMEOUT, TanstackRouterConfig, TanstackServeConfig, drive, router,
+    serve,
 };
 
 #[path = "tanstack_shared/mod.rs"]
@@ -322,6 +325,7 @@ async fn main() {
     let max_body = args
         .limit("--max-body-bytes")
         .unwrap_or_else(|| (cfg.max_input_bytes + (64 << 10)).max(2 << 20));
+    let slow_consumer = cfg.stream.slow_consumer;
     let svc = Service::new(Host::new(cfg, log), Instant::now);
     if shared.is_some() {
         // Another host's appends wake this host's streams of the thread (LISTEN/NOTIFY).
@@ -346,9 +350,11 @@ async fn main() {
     }
     let app = axum::Router::new().nest("/api/harness", router(svc, rc));
     let mut serve_cfg = TanstackServeConfig::default();
-    if let Some(ms) = args.limit("--write-timeout-ms") {
-        serve_cfg = serve_cfg.with_write_timeout(Duration::from_millis(ms as u64));
-    }
+    serve_cfg = match args.limit("--write-timeout-ms") {
+        Some(0) => serve_cfg.without_write_timeout(),
+        Some(ms) => serve_cfg.with_write_timeout(Duration::from_millis(ms as u64)),
+        None => serve_cfg.with_write_timeout(DEFAULT_WRITE_TIMEOUT.max(slow_consumer * 2)),
+    };
     if let Some(n) = args.limit("--max-connections") {
         serve_cfg = serve_cfg.with_max_connections(n);
     }
@@ -365,5 +371,9 @@ async fn main() {
     let stop = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    serve(listener, app, serve_cfg, stop).await;
+    let report = serve(listener, app, serve_cfg, stop).await;
+    println!(
+        "tanstack host stopped: {} connections open at the shutdown, {} closed by it; {} closed by the write timeout",
+        report.open_at_shutdown, report.ended_by_shutdown, report.write_timeouts
+    );
 }
