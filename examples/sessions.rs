@@ -78,7 +78,7 @@ use async_trait::async_trait;
 use harness_core::agent::faq::{Refunds, faq_tools};
 use harness_core::event::EventBody;
 use harness_core::message::{JsonObject, Mediation, Message, ModelRequest, ToolCall, ToolResult};
-use harness_core::model::ScriptedModel;
+use harness_core::model::{Model, ScriptedModel};
 use harness_core::tool::ToolContext;
 use harness_core::{
     Capabilities, Descriptor, EventSink, Harness, HarnessError, Resumability, Start, Timestamp,
@@ -94,7 +94,12 @@ use harness_sessions::tools::{FileReceipts, ReceiptStore};
 use harness_sessions::verify::HeadPin;
 use harness_sessions::{Error, Record};
 
-const USAGE: &str = "usage: sessions [--dir DIR] [--database-url URL] [--harness NAME=ADDRESS]... <command> [options]
+#[path = "common/model_arg.rs"]
+mod model_arg;
+#[path = "common/trace_arg.rs"]
+mod trace_arg;
+
+const USAGE: &str = "usage: sessions [--dir DIR] [--database-url URL] [--harness NAME=ADDRESS]... [--model SPEC] [--trace[=debug]] [--otlp URL] <command> [options]
   --dir DIR                the journal folder (default ./journal); with --database-url, where
            the publish tool's log is kept
   --database-url URL       the journal and receipts in PostgreSQL (postgres://user@host:port/db),
@@ -102,6 +107,11 @@ const USAGE: &str = "usage: sessions [--dir DIR] [--database-url URL] [--harness
   --harness NAME=ADDRESS   registers a remote harness (Harness.Connect over gRPC) as
            agentsessionsd does: host:port, dns:///host:port, dns://resolver/host:port,
            unix:PATH, unix:///ABSOLUTE or unix://RELATIVE; exec --harness NAME selects it
+  --model scripted|openai:MODEL
+                           the host's model (default scripted: the built-in one, no key, no
+           network; openai:MODEL: an OpenAI-compatible server, OPENAI_API_KEY and OPENAI_BASE_URL)
+  --trace[=debug]          prints the spans (exec, replay, resume, Connect streams) on stderr
+  --otlp URL               exports them to an OpenTelemetry collector (OTLP/HTTP)
   exec     [--session UID] [--harness echo|chat|publish|counter] [--config JSON] --input TEXT... [--interrupt-after N]
   resume   --session UID
   pending  --session UID
@@ -300,6 +310,7 @@ fn controller(
     dir: &Path,
     print: Arc<Print>,
     remotes: &[(String, HarnessAddress)],
+    model: Arc<dyn Model>,
 ) -> Controller {
     let mut b = Controller::builder(journal);
     // Remote harnesses (`--harness name=ADDRESS`), driven over Harness.Connect.
@@ -308,7 +319,7 @@ fn controller(
             b = b.remote_harness(name.clone(), h);
         }
     }
-    b.model(builtin_model())
+    b.model(model)
         .tools(tools(dir))
         .receipts(receipts)
         .harness("chat", ChatHarness::new("builtin"))
@@ -338,6 +349,8 @@ struct Args {
     head: Option<HeadPin>,
     /// `--harness name=ADDRESS`: remote harnesses, as agentsessionsd registers them.
     remotes: Vec<(String, HarnessAddress)>,
+    /// `--model SPEC`: the host's model (`scripted`, the built-in one, by default).
+    model: Option<String>,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -379,6 +392,13 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                         .parse()
                         .map_err(|_| "--interrupt-after needs a number")?,
                 )
+            }
+            "--model" => a.model = Some(value("--model")?),
+            m if m.starts_with("--model=") => a.model = Some(m["--model=".len()..].to_owned()),
+            // Read by `trace_arg` in `main`.
+            t if trace_arg::is_trace_flag(t) || t.starts_with("--otlp=") => {}
+            "--otlp" => {
+                value("--otlp")?;
             }
             "-h" | "--help" => return Err(String::new()),
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
@@ -556,12 +576,14 @@ async fn command(
     receipts: Arc<dyn ReceiptStore>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let print = Arc::new(Print::default());
+    let model = model_arg::from_spec(a.model.as_deref(), builtin_model)?;
     let host = controller(
         journal.clone(),
         receipts.clone(),
         Path::new(dir),
         print.clone(),
         &a.remotes,
+        model.clone(),
     );
     let session = || a.session.clone().ok_or("--session UID is required");
     match a.cmd.as_deref() {
@@ -588,6 +610,7 @@ async fn command(
                     Path::new(dir),
                     print.clone(),
                     &a.remotes,
+                    model,
                 ),
                 None => host,
             };
@@ -717,6 +740,7 @@ async fn command(
 }
 
 fn main() -> ExitCode {
+    let _trace = trace_arg::install_if_asked();
     let args = match parse(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) => {

@@ -20,8 +20,12 @@
 //!     [--max-threads N] [--max-threads-per-user N] [--max-input-bytes N] [--max-body-bytes N]
 //!     [--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N]
 //!     [--max-open-files N] [--memory-log-bytes N] [--max-connections N] [--header-timeout-ms N]
-//!     [--write-timeout-ms N]
+//!     [--write-timeout-ms N] [--model scripted|openai:MODEL] [--trace[=debug]] [--otlp URL]
 //! ```
+//!
+//! `--model openai:MODEL` runs the agent on an OpenAI-compatible server (`OPENAI_API_KEY`,
+//! `OPENAI_BASE_URL`) instead of the built-in scripted model; the default needs no key and
+//! no network.
 //!
 //! The server is the library's runtime adapter (`harness_tanstack::server`, feature `axum`):
 //! this file only reads its flags and picks the agent. A request head must arrive within
@@ -79,6 +83,8 @@ use harness_tanstack::server::{
     serve,
 };
 
+#[path = "common/model_arg.rs"]
+mod model_arg;
 #[path = "tanstack_shared/mod.rs"]
 mod tanstack_shared;
 #[path = "common/trace_arg.rs"]
@@ -120,7 +126,7 @@ const USAGE: &str = "usage: tanstack_host [--addr HOST:PORT] [--token T]... [--m
 [--max-threads N] [--max-threads-per-user N] [--max-input-bytes N] [--max-body-bytes N] \
 [--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N] \
 [--max-open-files N] [--memory-log-bytes N] [--max-connections N] [--header-timeout-ms N] [--write-timeout-ms N] \
-[--trace[=debug]] [--otlp URL]";
+[--model scripted|openai:MODEL] [--trace[=debug]] [--otlp URL]";
 
 /// The flags that set a limit of the host or its log (a whole number).
 const LIMITS: [&str; 12] = [
@@ -179,10 +185,11 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--help" | "-h" => return Err(String::new()),
             t if trace_arg::is_trace_flag(t) => continue,
-            "--otlp" => {
+            "--otlp" | "--model" => {
                 it.next();
                 continue;
             }
+            m if model_arg::is_model_flag(m) => continue,
             o if trace_arg::is_otlp_flag(o) => continue,
             f if !WITH_VALUE.contains(&f) && !LIMITS.contains(&f) => {
                 return Err(format!("unknown argument {flag:?}"));
@@ -260,7 +267,7 @@ async fn main() {
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) if e.is_empty() => {
-            println!("{USAGE}");
+            println!("{USAGE}\n  {}", model_arg::HELP);
             return;
         }
         Err(e) => exit_with(format!("{e}\n{USAGE}"), 2),
@@ -340,7 +347,9 @@ async fn main() {
     // The FAQ agent and the host share one tool registry; its refund is gated.
     let tools = faq_tools(Arc::default());
     let agent = faq_agent(&tools);
-    tokio::spawn(drive(svc.clone(), agent, DemoModel(faq_model()), tools));
+    let model = model_arg::from_command_line(|| Arc::new(DemoModel(faq_model())))
+        .unwrap_or_else(|e| exit_with(e, 2));
+    tokio::spawn(drive(svc.clone(), agent, model, tools));
 
     let mut rc = TanstackRouterConfig::new("acme/assistant").with_max_body_bytes(max_body);
     if !tokens.is_empty() {
