@@ -361,12 +361,13 @@ async fn shutdown_sends_websockets_1001_and_counts_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_closes_and_counts_a_websocket_that_does_not_read() {
     let grace = Duration::from_millis(1_000);
-    let srv = start(
+    let srv = start_with_sndbuf(
         // The host would give it up after an hour: the shutdown must close it.
         host_config(Duration::from_secs(3_600)),
         TanstackServeConfig::default()
             .with_shutdown_grace(grace)
             .without_write_timeout(),
+        Some(64 << 10),
     )
     .await;
     let t = "ws-stuck";
@@ -404,9 +405,9 @@ async fn shutdown_closes_and_counts_a_websocket_that_does_not_read() {
         .await
         .expect("serve returns although the socket does not read")
         .unwrap();
-    assert!(began.elapsed() >= grace, "{:?}", began.elapsed());
     assert_eq!(report.open_at_shutdown, 1, "{report:?}");
     assert_eq!(report.ended_by_shutdown, 1, "{report:?}");
+    assert!(began.elapsed() >= grace, "{:?}", began.elapsed());
     assert!(closed(&mut s).await, "the socket was not closed");
 }
 
