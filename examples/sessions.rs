@@ -110,13 +110,16 @@ use harness_sessions::{Error, Record};
 
 #[path = "common/model_arg.rs"]
 mod model_arg;
+#[path = "common/trace_arg.rs"]
+mod trace_arg;
 
-const USAGE: &str = "usage: sessions [--dir DIR] [--database-url URL] [--durability D] [--model SPEC] [--harness NAME=ADDRESS]... <command> [options]
+const USAGE: &str = "usage: sessions [--dir DIR] [--database-url URL] [--durability D] [--harness NAME=ADDRESS]... [--model SPEC] [--trace[=debug]] [--otlp URL] <command> [options]
   --dir DIR                the journal folder (default ./journal); with --database-url, where
            the publish tool's log and the charge tool's ledger are kept
   --durability record|turn|never   with --database-url: whether each append's commit waits
            for the WAL flush (record), only the turn's end does (turn, the default), or none
-  --model SPEC             builtin (default: deterministic, no network) or openai:MODEL, an
+  --model SPEC             scripted (the default, also `builtin`: deterministic, no key, no
+           network) or openai:MODEL, an
            OpenAI-compatible server from OPENAI_BASE_URL and OPENAI_API_KEY
   --effect-pause-ms N      the agent's charge tool waits N ms after its effect (the line in
            DIR/ledger.log), before its receipt and result are recorded: a window to kill in
@@ -125,6 +128,8 @@ const USAGE: &str = "usage: sessions [--dir DIR] [--database-url URL] [--durabil
   --harness NAME=ADDRESS   registers a remote harness (Harness.Connect over gRPC) as
            agentsessionsd does: host:port, dns:///host:port, dns://resolver/host:port,
            unix:PATH, unix:///ABSOLUTE or unix://RELATIVE; exec --harness NAME selects it
+  --trace[=debug]          prints the spans (exec, replay, resume, Connect streams) on stderr
+  --otlp URL               exports them to an OpenTelemetry collector (OTLP/HTTP)
   exec     [--session UID] [--harness echo|chat|publish|agent|counter] [--config JSON] --input TEXT... [--interrupt-after N]
   resume   --session UID
   pending  --session UID
@@ -452,6 +457,8 @@ struct Args {
     effect_pause_ms: u64,
     /// `--harness name=ADDRESS`: remote harnesses, as agentsessionsd registers them.
     remotes: Vec<(String, HarnessAddress)>,
+    /// `--model SPEC`: the host's model (`scripted`, the built-in one, by default).
+    model: Option<String>,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -500,6 +507,13 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                         .parse()
                         .map_err(|_| "--interrupt-after needs a number")?,
                 )
+            }
+            "--model" => a.model = Some(value("--model")?),
+            m if m.starts_with("--model=") => a.model = Some(m["--model=".len()..].to_owned()),
+            // Read by `trace_arg` in `main`.
+            t if trace_arg::is_trace_flag(t) || t.starts_with("--otlp=") => {}
+            "--otlp" => {
+                value("--otlp")?;
             }
             "-h" | "--help" => return Err(String::new()),
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
@@ -859,6 +873,7 @@ async fn command(
 }
 
 fn main() -> ExitCode {
+    let _trace = trace_arg::install_if_asked();
     let args = match parse(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) => {

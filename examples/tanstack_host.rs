@@ -21,6 +21,7 @@
 //!     [--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N]
 //!     [--max-open-files N] [--memory-log-bytes N] [--max-connections N] [--header-timeout-ms N]
 //!     [--write-timeout-ms N] [--database-url URL [--lease-ttl-ms N]]
+//!     [--model scripted|openai:MODEL] [--trace[=debug]] [--otlp URL]
 //! ```
 //!
 //! With `--database-url` several hosts share one database: one cursor space per thread, and
@@ -28,12 +29,18 @@
 //! renewed every third of it; another host takes a thread over when its owner stopped, and
 //! the interrupted turn settles `interrupted`; see the README, "Several hosts").
 //!
+//! `--model openai:MODEL` runs the agent on an OpenAI-compatible server (`OPENAI_API_KEY`,
+//! `OPENAI_BASE_URL`) instead of the built-in scripted model; the default needs no key and
+//! no network.
+//!
 //! The server is the library's runtime adapter (`harness_tanstack::server`, feature `axum`):
 //! this file only reads its flags and picks the agent. A request head must arrive within
 //! `--header-timeout-ms` (default 10 s), and past `--max-connections` open connections
-//! (default 16,384) a new one is answered `503` at once; with `--write-timeout-ms` a
-//! connection whose writes stay blocked that long (a client that does not read) is closed;
-//! Ctrl-C shuts down gracefully.
+//! (default 16,384) a new one is answered `503` at once; a connection whose writes stay
+//! blocked for `--write-timeout-ms` (a client that does not read) is closed (default: 60 s,
+//! or twice `--slow-consumer-ms` if that is longer, so that a client that reads again after
+//! `slowConsumerMs` still gets `slow_consumer`; `0`: never); Ctrl-C shuts down gracefully
+//! (WebSockets get the close 1001, and the host prints what the shutdown closed).
 //!
 //! The stream values are the spec's (`heartbeatMs`, …): a value that is not a finite number
 //! above 0 stops the host at the start, with an error that names the field.
@@ -78,9 +85,12 @@ use harness_tanstack::host::{AccessPolicy, Host, HostConfig};
 use harness_tanstack::http::StreamOptions;
 use harness_tanstack::log::{EventLog, FileLog, FileLogConfig, MemoryLog};
 use harness_tanstack::server::{
-    BearerTokens, TanstackRouterConfig, TanstackServeConfig, drive, router, serve,
+    BearerTokens, DEFAULT_WRITE_TIMEOUT, TanstackRouterConfig, TanstackServeConfig, drive, router,
+    serve,
 };
 
+#[path = "common/model_arg.rs"]
+mod model_arg;
 #[path = "tanstack_shared/mod.rs"]
 mod tanstack_shared;
 #[path = "common/trace_arg.rs"]
@@ -122,7 +132,7 @@ const USAGE: &str = "usage: tanstack_host [--addr HOST:PORT] [--token T]... [--m
 [--max-threads N] [--max-threads-per-user N] [--max-input-bytes N] [--max-body-bytes N] \
 [--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N] \
 [--max-open-files N] [--memory-log-bytes N] [--max-connections N] [--header-timeout-ms N] [--write-timeout-ms N] \
-[--lease-ttl-ms N] [--trace[=debug]] [--otlp URL]";
+[--lease-ttl-ms N] [--model scripted|openai:MODEL] [--trace[=debug]] [--otlp URL]";
 
 /// The flags that set a limit of the host or its log (a whole number).
 const LIMITS: [&str; 13] = [
@@ -182,10 +192,11 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--help" | "-h" => return Err(String::new()),
             t if trace_arg::is_trace_flag(t) => continue,
-            "--otlp" => {
+            "--otlp" | "--model" => {
                 it.next();
                 continue;
             }
+            m if model_arg::is_model_flag(m) => continue,
             o if trace_arg::is_otlp_flag(o) => continue,
             f if !WITH_VALUE.contains(&f) && !LIMITS.contains(&f) => {
                 return Err(format!("unknown argument {flag:?}"));
@@ -291,7 +302,7 @@ async fn main() {
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) if e.is_empty() => {
-            println!("{USAGE}");
+            println!("{USAGE}\n  {}", model_arg::HELP);
             return;
         }
         Err(e) => exit_with(format!("{e}\n{USAGE}"), 2),
@@ -356,6 +367,7 @@ async fn main() {
     let max_body = args
         .limit("--max-body-bytes")
         .unwrap_or_else(|| (cfg.max_input_bytes + (64 << 10)).max(2 << 20));
+    let slow_consumer = cfg.stream.slow_consumer;
     let svc = Service::new(Host::new(cfg, log), Instant::now);
     if shared.is_some() {
         // Another host's appends wake this host's streams of the thread (LISTEN/NOTIFY).
@@ -374,7 +386,9 @@ async fn main() {
     // The FAQ agent and the host share one tool registry; its refund is gated.
     let tools = faq_tools(Arc::default());
     let agent = faq_agent(&tools);
-    tokio::spawn(drive(svc.clone(), agent, DemoModel(faq_model()), tools));
+    let model = model_arg::from_command_line(|| Arc::new(DemoModel(faq_model())))
+        .unwrap_or_else(|e| exit_with(e, 2));
+    tokio::spawn(drive(svc.clone(), agent, model, tools));
 
     let mut rc = TanstackRouterConfig::new("acme/assistant").with_max_body_bytes(max_body);
     if !tokens.is_empty() {
@@ -384,9 +398,11 @@ async fn main() {
     }
     let app = axum::Router::new().nest("/api/harness", router(svc.clone(), rc));
     let mut serve_cfg = TanstackServeConfig::default();
-    if let Some(ms) = args.limit("--write-timeout-ms") {
-        serve_cfg = serve_cfg.with_write_timeout(Duration::from_millis(ms as u64));
-    }
+    serve_cfg = match args.limit("--write-timeout-ms") {
+        Some(0) => serve_cfg.without_write_timeout(),
+        Some(ms) => serve_cfg.with_write_timeout(Duration::from_millis(ms as u64)),
+        None => serve_cfg.with_write_timeout(DEFAULT_WRITE_TIMEOUT.max(slow_consumer * 2)),
+    };
     if let Some(n) = args.limit("--max-connections") {
         serve_cfg = serve_cfg.with_max_connections(n);
     }
@@ -403,7 +419,11 @@ async fn main() {
     let stop = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    serve(listener, app, serve_cfg, stop).await;
+    let report = serve(listener, app, serve_cfg, stop).await;
+    println!(
+        "tanstack host stopped: {} connections open at the shutdown, {} closed by it; {} closed by the write timeout",
+        report.open_at_shutdown, report.ended_by_shutdown, report.write_timeouts
+    );
     // A graceful shutdown lets this host's thread leases go: another host takes each thread
     // at once (`acquired`), not after the TTL (`taken_over`).
     let released = svc.with_host(|h, _| h.log_mut().release_all());

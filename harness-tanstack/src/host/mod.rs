@@ -376,10 +376,12 @@ impl<L: EventLog> Host<L> {
     /// gets `harness.input.settled` with outcome `interrupted`. So the host starts in the
     /// memory of an empty one, however big its log (it counts the log's threads and their
     /// owners, for [`max_threads`](HostConfig::max_threads) and
-    /// [`max_threads_per_user`](HostConfig::max_threads_per_user)).
-    pub fn new(cfg: HostConfig, log: L) -> Self {
+    /// [`max_threads_per_user`](HostConfig::max_threads_per_user), and indexes the newest
+    /// runs, so that `joinRun` finds them by id alone: at most 65,536 records read).
+    pub fn new(cfg: HostConfig, mut log: L) -> Self {
         let mut user_threads: HashMap<String, usize> = HashMap::new();
         let keys = log.threads();
+        let runs = resume::RunIndex::rebuild(&mut log, &keys);
         for key in &keys {
             if let Some(owner) = log.owner(key) {
                 *user_threads.entry(owner).or_default() += 1;
@@ -402,7 +404,7 @@ impl<L: EventLog> Host<L> {
             resident: Lru::default(),
             thread_count: keys.len(),
             user_threads,
-            runs: resume::RunIndex::default(),
+            runs,
             forwarding: None,
             forwarded: None,
         }
