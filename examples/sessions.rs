@@ -449,15 +449,14 @@ struct Args {
     reason: Option<String>,
     interrupt_after: Option<usize>,
     head: Option<HeadPin>,
-    /// `--model SPEC`: `builtin` (the default) or `openai:MODEL`.
-    model: Option<String>,
     /// `--durability record|turn|never`: when a PostgreSQL append waits for its WAL flush.
     durability: Option<String>,
     /// `--effect-pause-ms N`: the charge tool's wait after its effect.
     effect_pause_ms: u64,
     /// `--harness name=ADDRESS`: remote harnesses, as agentsessionsd registers them.
     remotes: Vec<(String, HarnessAddress)>,
-    /// `--model SPEC`: the host's model (`scripted`, the built-in one, by default).
+    /// `--model SPEC`: the host's model (`scripted` or `builtin`, the built-in one, by
+    /// default; or `openai:MODEL`).
     model: Option<String>,
 }
 
@@ -483,7 +482,6 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                 }
             }
             "--config" => a.config = Some(value("--config")?),
-            "--model" => a.model = Some(value("--model")?),
             "--durability" => a.durability = Some(value("--durability")?),
             "--effect-pause-ms" => {
                 a.effect_pause_ms = value("--effect-pause-ms")?
