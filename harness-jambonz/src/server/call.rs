@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::stream::{SplitSink, SplitStream, Stream};
 use futures::{Sink, SinkExt, StreamExt};
@@ -26,7 +26,7 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use super::{CallEnd, CallError, DRAINING, ENDING, Shared, Slot};
-use crate::driver::{CallReport, Incoming, serve};
+use crate::driver::{CallReport, Incoming, serve_env};
 use crate::frame::peek_type;
 use crate::harness_side::Transmit;
 use crate::upgrade::check_upgrade;
@@ -35,29 +35,27 @@ use crate::ws::to_ws;
 /// How long the server waits to send a close frame (the peer may not be reading).
 pub(super) const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// An accepted connection, as its task starts with it (boxed: the task's future keeps what
+/// it starts with for its whole life, and this is needed only until the upgrade).
+pub(super) struct Accepted {
+    pub(super) tcp: TcpStream,
+    pub(super) peer: SocketAddr,
+    pub(super) handshake: Slot,
+    pub(super) shared: Arc<Shared>,
+    pub(super) stage: watch::Receiver<u8>,
+}
+
 /// Serves one accepted connection and says how it ended.
-pub(super) async fn connection(
-    tcp: TcpStream,
-    peer: SocketAddr,
-    handshake: Slot,
-    shared: Arc<Shared>,
-    mut stage: watch::Receiver<u8>,
-) {
+pub(super) async fn connection(accepted: Box<Accepted>) {
+    let Accepted {
+        tcp,
+        peer,
+        handshake,
+        shared,
+        mut stage,
+    } = *accepted;
     let outcome = match Box::pin(upgrade(tcp, handshake, &shared, &mut stage)).await {
-        Ok(((sink, stream), slot)) => {
-            let mut incoming = Frames {
-                stream,
-                session_deadline: Some(Box::pin(tokio::time::sleep(
-                    shared.config.session_start_timeout,
-                ))),
-                close: None,
-            };
-            let mut outgoing =
-                sink.with(|t: Transmit| futures::future::ready(Ok::<_, WsError>(to_ws(t))));
-            let outcome = call(&mut incoming, &mut outgoing, &shared, &mut stage).await;
-            drop(slot);
-            outcome
-        }
+        Ok(socket) => on_socket(socket, &shared, &mut stage).await,
         Err(e) => Err(e),
     };
     shared.stats.count(&outcome);
@@ -69,6 +67,25 @@ pub(super) async fn connection(
     if let Some(f) = &shared.on_call_end {
         f(&CallEnd { peer, outcome });
     }
+}
+
+/// The call on an upgraded socket, its slot given back at the end.
+async fn on_socket(
+    ((sink, stream), slot): (Socket, Slot),
+    shared: &Shared,
+    stage: &mut watch::Receiver<u8>,
+) -> Result<CallReport, CallError> {
+    let mut incoming = Frames {
+        stream,
+        session_deadline: Some(Box::pin(tokio::time::sleep(
+            shared.config.session_start_timeout,
+        ))),
+        close: None,
+    };
+    let mut outgoing = sink.with(|t: Transmit| futures::future::ready(Ok::<_, WsError>(to_ws(t))));
+    let outcome = call(&mut incoming, &mut outgoing, shared, stage).await;
+    drop(slot);
+    outcome
 }
 
 /// The connection, plain or TLS, with the batch of frames written and not yet flushed.
@@ -232,17 +249,12 @@ async fn call<O>(
 where
     O: Sink<Transmit, Error = WsError> + Unpin,
 {
-    let config = &shared.config;
     let served = {
         // Boxed: the driver's state is most of a call's memory, allocated at its size.
-        let serve = Box::pin(serve(
-            Arc::clone(&shared.harness),
-            Arc::clone(&shared.model),
-            shared.tools.clone(),
-            Instant::now,
+        let serve = Box::pin(serve_env(
+            Arc::clone(&shared.env),
             &mut *incoming,
             &mut *outgoing,
-            config.serve.clone(),
         ));
         tokio::select! {
             // The report boxed: it is kept across the close below.
