@@ -18,6 +18,13 @@ use harness_jambonz::server::{JambonzServer, JambonzServerConfig};
 #[path = "common/trace_arg.rs"]
 mod trace_arg;
 
+/// mimalloc, not glibc's malloc: a call is many small allocations (its task, socket, driver
+/// state, a turn's frames), which mimalloc serves from per-size pages without a header per
+/// allocation or glibc's bin consolidation: less memory per idle call and less CPU per turn
+/// (`scripts/load/jambonz_vs_node.py` measures both).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "usage: jambonz_server [--addr 127.0.0.1:8080] [--secret S] [--agent faq|minimal] [--quiet] [--threads N] [--trace[=debug]] [--otlp URL]";
 
 fn main() {

@@ -8,11 +8,11 @@
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::stream::{SplitSink, SplitStream, Stream};
+use futures::stream::Stream;
 use futures::{Sink, SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -54,10 +54,21 @@ pub(super) async fn connection(accepted: Box<Accepted>) {
         shared,
         mut stage,
     } = *accepted;
-    let outcome = match Box::pin(upgrade(tcp, handshake, &shared, &mut stage)).await {
-        Ok(socket) => on_socket(socket, &shared, &mut stage).await,
-        Err(e) => Err(e),
+    // The upgraded socket comes boxed and is moved out at once: what a task's future holds
+    // across an await (a `match` on the result, say) it holds for the life of the call.
+    let socket = match Box::pin(upgrade(tcp, handshake, &shared, &mut stage)).await {
+        Ok(socket) => socket,
+        Err(e) => return ended(&shared, peer, Err(e)),
     };
+    let (ws, slot) = *socket;
+    let ws = Mutex::new(ws);
+    let outcome = call(&ws, &shared, &mut stage).await;
+    drop(slot);
+    ended(&shared, peer, outcome);
+}
+
+/// Counts how a connection ended, and tells `on_call_end`.
+fn ended(shared: &Shared, peer: SocketAddr, outcome: Result<CallReport, CallError>) {
     shared.stats.count(&outcome);
     if let Err(e) = &outcome {
         // A refused upgrade, a failed handshake, a call that broke: at debug level (what a
@@ -67,25 +78,6 @@ pub(super) async fn connection(accepted: Box<Accepted>) {
     if let Some(f) = &shared.on_call_end {
         f(&CallEnd { peer, outcome });
     }
-}
-
-/// The call on an upgraded socket, its slot given back at the end.
-async fn on_socket(
-    ((sink, stream), slot): (Socket, Slot),
-    shared: &Shared,
-    stage: &mut watch::Receiver<u8>,
-) -> Result<CallReport, CallError> {
-    let mut incoming = Frames {
-        stream,
-        session_deadline: Some(Box::pin(tokio::time::sleep(
-            shared.config.session_start_timeout,
-        ))),
-        close: None,
-    };
-    let mut outgoing = sink.with(|t: Transmit| futures::future::ready(Ok::<_, WsError>(to_ws(t))));
-    let outcome = call(&mut incoming, &mut outgoing, shared, stage).await;
-    drop(slot);
-    outcome
 }
 
 /// The connection, plain or TLS, with the batch of frames written and not yet flushed.
@@ -112,11 +104,11 @@ enum Io {
     Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
 }
 
-/// The socket of a call, split for the driver.
-type Socket = (
-    SplitSink<WebSocketStream<Conn>, WsMessage>,
-    SplitStream<WebSocketStream<Conn>>,
-);
+/// The socket of a call. The driver reads it through [`Frames`] and writes it through
+/// [`Out`], one at a time (never both at once: the lock is never contended); a lock, not
+/// `StreamExt::split`'s two halves, which would add a shared allocation and a slot for a
+/// message to every call.
+type Ws = WebSocketStream<Conn>;
 
 /// The handshake, within its deadline: TLS (when the server has it), then the upgrade.
 async fn upgrade(
@@ -124,7 +116,7 @@ async fn upgrade(
     handshake: Slot,
     shared: &Shared,
     stage: &mut watch::Receiver<u8>,
-) -> Result<(Socket, Slot), CallError> {
+) -> Result<Box<(Ws, Slot)>, CallError> {
     let _ = tcp.set_nodelay(true);
     let deadline = tokio::time::Instant::now() + shared.config.handshake_timeout;
     #[cfg(feature = "tls")]
@@ -209,7 +201,7 @@ async fn upgrade(
         .stats
         .calls
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Ok((ws.split(), call_slot))
+    Ok(Box::new((ws, call_slot)))
 }
 
 /// Runs a step of the handshake until the deadline or the shutdown.
@@ -240,15 +232,20 @@ async fn reached(stage: &mut watch::Receiver<u8>, at: u8) {
 
 /// The call, once upgraded: the driver until the call ends (or the shutdown ends it), then
 /// the close.
-async fn call<O>(
-    incoming: &mut Frames,
-    outgoing: &mut O,
+async fn call(
+    ws: &Mutex<Ws>,
     shared: &Shared,
     stage: &mut watch::Receiver<u8>,
-) -> Result<CallReport, CallError>
-where
-    O: Sink<Transmit, Error = WsError> + Unpin,
-{
+) -> Result<CallReport, CallError> {
+    let mut incoming = Frames {
+        ws,
+        session_deadline: Some(Box::pin(tokio::time::sleep(
+            shared.config.session_start_timeout,
+        ))),
+        close: None,
+    };
+    let incoming = &mut incoming;
+    let outgoing = &mut Out(ws);
     let served = {
         // Boxed: the driver's state is most of a call's memory, allocated at its size.
         let serve = Box::pin(serve_env(
@@ -286,8 +283,9 @@ where
             (None, r) => (None, r.map_err(CallError::from)),
         },
     };
-    // Best effort: the peer may be gone, or not reading.
-    let _ = tokio::time::timeout(CLOSE_TIMEOUT, async {
+    // Best effort: the peer may be gone, or not reading. Boxed: the future of a call is
+    // sized for its largest phase, and this one runs once, at the end.
+    let _ = Box::pin(tokio::time::timeout(CLOSE_TIMEOUT, async {
         if let Some((code, reason)) = close {
             let close = Transmit::Close {
                 code,
@@ -296,7 +294,7 @@ where
             let _ = outgoing.send(close).await;
         }
         let _ = outgoing.close().await;
-    })
+    }))
     .await;
     outcome.map(|r| *r)
 }
@@ -311,14 +309,14 @@ enum Ending {
 }
 
 /// The socket's messages as the driver's frames, with the `session:start` deadline.
-struct Frames {
-    stream: SplitStream<WebSocketStream<Conn>>,
+struct Frames<'a> {
+    ws: &'a Mutex<Ws>,
     /// Armed until a `session:start` arrives (then dropped: an idle call keeps no timer).
     session_deadline: Option<Pin<Box<Sleep>>>,
     close: Option<Ending>,
 }
 
-impl Stream for Frames {
+impl Stream for Frames<'_> {
     type Item = Incoming;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Incoming>> {
@@ -334,7 +332,7 @@ impl Stream for Frames {
             }
         }
         loop {
-            let msg = match this.stream.poll_next_unpin(cx) {
+            let msg = match lock(this.ws).poll_next_unpin(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Ready(Some(m)) => m,
@@ -369,6 +367,35 @@ impl Stream for Frames {
             }));
         }
     }
+}
+
+/// What the driver sends, onto the socket.
+struct Out<'a>(&'a Mutex<Ws>);
+
+impl Sink<Transmit> for Out<'_> {
+    type Error = WsError;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), WsError>> {
+        lock(self.0).poll_ready_unpin(cx)
+    }
+
+    fn start_send(self: Pin<&mut Self>, t: Transmit) -> Result<(), WsError> {
+        lock(self.0).start_send_unpin(to_ws(t))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), WsError>> {
+        lock(self.0).poll_flush_unpin(cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), WsError>> {
+        lock(self.0).poll_close_unpin(cx)
+    }
+}
+
+fn lock(ws: &Mutex<Ws>) -> MutexGuard<'_, Ws> {
+    // Poisoned only by a panic while polling the socket: the call is then over anyway, and
+    // the socket's state is tungstenite's own, consistent between polls.
+    ws.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Io {
