@@ -60,11 +60,18 @@ pub(super) async fn connection(accepted: Box<Accepted>) {
         Ok(socket) => socket,
         Err(e) => return ended(&shared, peer, Err(e)),
     };
-    let (ws, slot) = *socket;
+    // Out of its box, and the box freed now (a box moved out of is freed at the end of its
+    // scope: here, the end of the call).
+    let (ws, slot) = unbox(socket);
     let ws = Mutex::new(ws);
     let outcome = call(&ws, &shared, &mut stage).await;
     drop(slot);
     ended(&shared, peer, outcome);
+}
+
+/// The value, its box freed.
+fn unbox<T>(b: Box<T>) -> T {
+    *b
 }
 
 /// Counts how a connection ended, and tells `on_call_end`.
