@@ -2,8 +2,10 @@
 //! then the driver over the WebSocket, with the `session:start` deadline and the shutdown.
 //!
 //! Memory per idle call is what a call holds while it waits for its next frame: the task
-//! (kept small: the handshake and the driver are boxed, so that the task is not sized for
-//! the largest phase of a call), the driver's state, the socket and its buffers.
+//! (kept small: the handshake, the driver and the close are boxed, so that the task is not
+//! sized for the largest phase of a call, and nothing is held across an await that the call
+//! no longer needs), the socket in it (one lock, not two split halves), the driver's state
+//! (its `Env` shared by every call of the server), and the socket's buffers.
 
 use std::io;
 use std::net::SocketAddr;
@@ -53,7 +55,11 @@ pub(super) async fn connection(accepted: Box<Accepted>) {
         handshake,
         shared,
         mut stage,
-    } = *accepted;
+    } = {
+        // Moved out in a block of its own: the box is freed here, not at the end of the call.
+        let accepted = accepted;
+        *accepted
+    };
     // The upgraded socket comes boxed and is moved out at once: what a task's future holds
     // across an await (a `match` on the result, say) it holds for the life of the call.
     let socket = match Box::pin(upgrade(tcp, handshake, &shared, &mut stage)).await {
@@ -62,16 +68,14 @@ pub(super) async fn connection(accepted: Box<Accepted>) {
     };
     // Out of its box, and the box freed now (a box moved out of is freed at the end of its
     // scope: here, the end of the call).
-    let (ws, slot) = unbox(socket);
+    let (ws, slot) = {
+        let socket = socket;
+        *socket
+    };
     let ws = Mutex::new(ws);
     let outcome = call(&ws, &shared, &mut stage).await;
     drop(slot);
     ended(&shared, peer, outcome);
-}
-
-/// The value, its box freed.
-fn unbox<T>(b: Box<T>) -> T {
-    *b
 }
 
 /// Counts how a connection ended, and tells `on_call_end`.
