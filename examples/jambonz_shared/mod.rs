@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use futures::StreamExt;
 use harness_core::agent::faq::{FaqAgent, Refunds, faq_model, faq_tools};
 use harness_core::event::EventBody;
-use harness_core::message::{Message, ModelRequest};
-use harness_core::model::ScriptedModel;
+use harness_core::message::{Message, ModelRequest, ModelResponse, Usage};
+use harness_core::model::{Model, ModelEvent, ModelStream, word_deltas};
 use harness_core::{Descriptor, EventSink, Harness, HarnessError, Start, Tools};
 use harness_jambonz::simulator::{Script, SimConfig, Simulator};
 
@@ -36,10 +37,10 @@ pub fn platform_tools() -> Tools {
 }
 
 /// The FAQ agent, its model and its own tools, as `jambonz_server` serves them.
-pub fn faq() -> (Arc<dyn Harness>, ScriptedModel, Tools) {
+pub fn faq() -> (Arc<dyn Harness>, Arc<dyn Model>, Tools) {
     (
         Arc::new(FaqAgent::new()),
-        faq_model(),
+        Arc::new(faq_model()),
         own_tools(&Refunds::default()),
     )
 }
@@ -85,17 +86,37 @@ impl Harness for Minimal {
     }
 }
 
-/// [`Minimal`], its scripted model, and no tools of its own.
-pub fn minimal() -> (Arc<dyn Harness>, ScriptedModel, Tools) {
-    let model = ScriptedModel::new().with_id("scripted").otherwise(|req| {
+/// The model of `scripts/interop/jambonz/minimal_harness.mjs`, in Rust: it answers from the
+/// caller's last words ("Thanks for calling Acme." to the greeting, the hours to a question
+/// about them, else "Goodbye."), streamed a word a delta. Like the JavaScript one it reads
+/// only the last message; `ScriptedModel` would also count tokens over the whole history
+/// (its `usage`), which the load test would then measure instead of the server.
+pub struct MinimalModel;
+
+impl Model for MinimalModel {
+    fn stream<'a>(&'a self, req: &'a ModelRequest) -> ModelStream<'a> {
         let said = req.last_user_text().unwrap_or_default().to_lowercase();
-        Ok(Message::assistant(if said == "(call connected)" {
+        let text = if said == "(call connected)" {
             "Thanks for calling Acme."
         } else if said.contains("open") || said.contains("hours") {
             "We're open eight to six on weekdays."
         } else {
             "Goodbye."
-        }))
-    });
-    (Arc::new(Minimal), model, Tools::new())
+        };
+        let done = ModelResponse {
+            message: Message::assistant(text),
+            usage: Usage {
+                model: "scripted".into(),
+                output_tokens: text.len().div_ceil(4) as u64,
+                ..Usage::default()
+            },
+        };
+        let deltas = word_deltas(text).into_iter().map(ModelEvent::TextDelta);
+        futures::stream::iter(deltas.chain([ModelEvent::Completed(done)]).map(Ok)).boxed()
+    }
+}
+
+/// [`Minimal`], its model, and no tools of its own.
+pub fn minimal() -> (Arc<dyn Harness>, Arc<dyn Model>, Tools) {
+    (Arc::new(Minimal), Arc::new(MinimalModel), Tools::new())
 }

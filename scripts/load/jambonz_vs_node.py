@@ -88,7 +88,10 @@ class Server:
         self.kind = kind
         if kind == "rust":
             cmd = [RUST_BIN, "--addr", "127.0.0.1:0", "--agent", "minimal", "--quiet"] + RUST_ARGS
-            env = dict(os.environ)
+            # The example's allocator is mimalloc, which asks for transparent huge pages: RSS
+            # then grows 2 MiB at a time, 1 KB a call over IDLE_CALLS calls, too coarse for
+            # the figure. Without them RSS counts the 4 KiB pages the calls touch.
+            env = dict(os.environ, MIMALLOC_ALLOW_THP="0")
         else:
             cmd = ["node", os.path.join(INTEROP, "minimal_harness.mjs")]
             env = dict(os.environ, CHUNK_DELAY_MS="0")

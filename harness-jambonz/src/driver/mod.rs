@@ -237,14 +237,34 @@ struct Shared {
 }
 
 /// What every turn of the call runs with: the agent, its model, its own tools, the clock,
-/// and the parts of the config a turn reads.
-struct Env {
+/// and the parts of the config a turn reads. A server builds one for all its calls.
+pub(crate) struct Env {
     harness: Arc<dyn Harness>,
     model: Arc<dyn Model>,
     tools: Tools,
     clock: Arc<dyn MonotonicClock>,
     /// The config, kept here once (not also in the serve loop's state: memory per call).
     config: ServeConfig,
+}
+
+impl Env {
+    /// What every call of a server shares.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn new(
+        harness: Arc<dyn Harness>,
+        model: Arc<dyn Model>,
+        tools: Tools,
+        clock: Arc<dyn MonotonicClock>,
+        config: ServeConfig,
+    ) -> Self {
+        Env {
+            harness,
+            model,
+            tools,
+            clock,
+            config,
+        }
+    }
 }
 
 fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
@@ -316,8 +336,31 @@ where
     O: Sink<Transmit> + Unpin,
     O::Error: fmt::Display,
 {
+    let env = Arc::new(Env {
+        harness: Arc::new(harness),
+        model: Arc::new(model),
+        tools,
+        clock: Arc::new(clock),
+        config,
+    });
+    serve_env(env, incoming, outgoing)
+}
+
+/// [`serve`] with what every call of a server shares, built once for all its calls (not
+/// once a call: memory per idle call).
+pub(crate) fn serve_env<I, O>(
+    env: Arc<Env>,
+    incoming: I,
+    outgoing: O,
+) -> impl Future<Output = Result<CallReport, ServeError>>
+where
+    I: Stream<Item = Incoming> + Unpin,
+    O: Sink<Transmit> + Unpin,
+    O::Error: fmt::Display,
+{
     // Set up here, not in the future: an async fn keeps its arguments for its whole life,
     // and the future is what every call holds while it waits (memory per idle call).
+    let config = &env.config;
     let shared = Arc::new(Mutex::new(Shared {
         call: HarnessCall::with_config(config.harness.clone()),
         history: CallHistory::with_max_entries(config.max_history),
@@ -326,13 +369,6 @@ where
         space: Vec::new(),
         max_pending: config.max_pending_frames.max(1),
     }));
-    let env = Arc::new(Env {
-        harness: Arc::new(harness),
-        model: Arc::new(model),
-        tools,
-        clock: Arc::new(clock),
-        config,
-    });
     let span = tracing::info_span!(
         "jambonz.call",
         call_sid = tracing::field::Empty,
@@ -377,7 +413,7 @@ where
     // the handle that drops their future.
     let mut aborts: HashMap<TurnId, (u64, AbortHandle)> = HashMap::new();
     let mut turns_started = 0u64;
-    let mut report = CallReport::default();
+    let mut report = Tally::default();
     let mut over = false;
 
     loop {
@@ -415,7 +451,7 @@ where
                 h.abort();
             }
             lock(&shared).waiters.clear();
-            return Ok(report);
+            return Ok(report.into_report());
         }
 
         // 2. Wait for a frame, a turn to finish, or frames to send.
@@ -482,7 +518,7 @@ where
                             if let Some(sid) = &s.call_sid {
                                 tracing::Span::current().record("call_sid", sid.as_str());
                             }
-                            report.session = Some(s);
+                            report.session = Some(Box::new(s));
                         }
                         CallEvent::TurnStarted(t) => {
                             let Some(turn_id) = t.turn_id else { continue };
@@ -543,7 +579,7 @@ where
                             }
                         }
                         CallEvent::SessionEnded(e) => {
-                            report.end = Some(e);
+                            report.end = Some(Box::new(e));
                             over = true;
                         }
                         _ => {}
@@ -566,7 +602,34 @@ where
                 outgoing.feed(t).await.map_err(transport)?;
             }
             outgoing.flush().await.map_err(transport)?;
-            return Ok(report);
+            return Ok(report.into_report());
+        }
+    }
+}
+
+/// What the serve loop keeps for the [`CallReport`] while the call runs: the large parts
+/// boxed, set once (the loop's state is what an idle call holds).
+#[derive(Default)]
+struct Tally {
+    session: Option<Box<SessionStart>>,
+    turns: u32,
+    cancelled: u32,
+    failed: u32,
+    frame_errors: Vec<JambonzFrameError>,
+    end: Option<Box<SessionEnd>>,
+    closed: Option<(u16, String)>,
+}
+
+impl Tally {
+    fn into_report(self) -> CallReport {
+        CallReport {
+            session: self.session.map(|s| *s),
+            turns: self.turns,
+            cancelled: self.cancelled,
+            failed: self.failed,
+            frame_errors: self.frame_errors,
+            end: self.end.map(|e| *e),
+            closed: self.closed,
         }
     }
 }
@@ -575,7 +638,7 @@ fn transport(e: impl fmt::Display) -> ServeError {
     ServeError::Transport(e.to_string())
 }
 
-fn push_error(report: &mut CallReport, e: JambonzFrameError) {
+fn push_error(report: &mut Tally, e: JambonzFrameError) {
     // What the peer sent: at debug level, so that a flood of bad frames floods no log.
     tracing::debug!(error = %e, "jambonz frame not taken");
     if report.frame_errors.len() < 100 {

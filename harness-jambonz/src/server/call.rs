@@ -2,17 +2,19 @@
 //! then the driver over the WebSocket, with the `session:start` deadline and the shutdown.
 //!
 //! Memory per idle call is what a call holds while it waits for its next frame: the task
-//! (kept small: the handshake and the driver are boxed, so that the task is not sized for
-//! the largest phase of a call), the driver's state, the socket and its buffers.
+//! (kept small: the handshake, the driver and the close are boxed, so that the task is not
+//! sized for the largest phase of a call, and nothing is held across an await that the call
+//! no longer needs), the socket in it (one lock, not two split halves), the driver's state
+//! (its `Env` shared by every call of the server), and the socket's buffers.
 
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures::stream::{SplitSink, SplitStream, Stream};
+use futures::stream::Stream;
 use futures::{Sink, SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -26,7 +28,7 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use super::{CallEnd, CallError, DRAINING, ENDING, Shared, Slot};
-use crate::driver::{CallReport, Incoming, serve};
+use crate::driver::{CallReport, Incoming, serve_env};
 use crate::frame::peek_type;
 use crate::harness_side::Transmit;
 use crate::upgrade::check_upgrade;
@@ -35,31 +37,49 @@ use crate::ws::to_ws;
 /// How long the server waits to send a close frame (the peer may not be reading).
 pub(super) const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// An accepted connection, as its task starts with it (boxed: the task's future keeps what
+/// it starts with for its whole life, and this is needed only until the upgrade).
+pub(super) struct Accepted {
+    pub(super) tcp: TcpStream,
+    pub(super) peer: SocketAddr,
+    pub(super) handshake: Slot,
+    pub(super) shared: Arc<Shared>,
+    pub(super) stage: watch::Receiver<u8>,
+}
+
 /// Serves one accepted connection and says how it ended.
-pub(super) async fn connection(
-    tcp: TcpStream,
-    peer: SocketAddr,
-    handshake: Slot,
-    shared: Arc<Shared>,
-    mut stage: watch::Receiver<u8>,
-) {
-    let outcome = match Box::pin(upgrade(tcp, handshake, &shared, &mut stage)).await {
-        Ok(((sink, stream), slot)) => {
-            let mut incoming = Frames {
-                stream,
-                session_deadline: Some(Box::pin(tokio::time::sleep(
-                    shared.config.session_start_timeout,
-                ))),
-                close: None,
-            };
-            let mut outgoing =
-                sink.with(|t: Transmit| futures::future::ready(Ok::<_, WsError>(to_ws(t))));
-            let outcome = call(&mut incoming, &mut outgoing, &shared, &mut stage).await;
-            drop(slot);
-            outcome
-        }
-        Err(e) => Err(e),
+pub(super) async fn connection(accepted: Box<Accepted>) {
+    let Accepted {
+        tcp,
+        peer,
+        handshake,
+        shared,
+        mut stage,
+    } = {
+        // Moved out in a block of its own: the box is freed here, not at the end of the call.
+        let accepted = accepted;
+        *accepted
     };
+    // The upgraded socket comes boxed and is moved out at once: what a task's future holds
+    // across an await (a `match` on the result, say) it holds for the life of the call.
+    let socket = match Box::pin(upgrade(tcp, handshake, &shared, &mut stage)).await {
+        Ok(socket) => socket,
+        Err(e) => return ended(&shared, peer, Err(e)),
+    };
+    // Out of its box, and the box freed now (a box moved out of is freed at the end of its
+    // scope: here, the end of the call).
+    let (ws, slot) = {
+        let socket = socket;
+        *socket
+    };
+    let ws = Mutex::new(ws);
+    let outcome = call(&ws, &shared, &mut stage).await;
+    drop(slot);
+    ended(&shared, peer, outcome);
+}
+
+/// Counts how a connection ended, and tells `on_call_end`.
+fn ended(shared: &Shared, peer: SocketAddr, outcome: Result<CallReport, CallError>) {
     shared.stats.count(&outcome);
     if let Err(e) = &outcome {
         // A refused upgrade, a failed handshake, a call that broke: at debug level (what a
@@ -95,11 +115,11 @@ enum Io {
     Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
 }
 
-/// The socket of a call, split for the driver.
-type Socket = (
-    SplitSink<WebSocketStream<Conn>, WsMessage>,
-    SplitStream<WebSocketStream<Conn>>,
-);
+/// The socket of a call. The driver reads it through [`Frames`] and writes it through
+/// [`Out`], one at a time (never both at once: the lock is never contended); a lock, not
+/// `StreamExt::split`'s two halves, which would add a shared allocation and a slot for a
+/// message to every call.
+type Ws = WebSocketStream<Conn>;
 
 /// The handshake, within its deadline: TLS (when the server has it), then the upgrade.
 async fn upgrade(
@@ -107,7 +127,7 @@ async fn upgrade(
     handshake: Slot,
     shared: &Shared,
     stage: &mut watch::Receiver<u8>,
-) -> Result<(Socket, Slot), CallError> {
+) -> Result<Box<(Ws, Slot)>, CallError> {
     let _ = tcp.set_nodelay(true);
     let deadline = tokio::time::Instant::now() + shared.config.handshake_timeout;
     #[cfg(feature = "tls")]
@@ -192,7 +212,7 @@ async fn upgrade(
         .stats
         .calls
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Ok((ws.split(), call_slot))
+    Ok(Box::new((ws, call_slot)))
 }
 
 /// Runs a step of the handshake until the deadline or the shutdown.
@@ -223,26 +243,26 @@ async fn reached(stage: &mut watch::Receiver<u8>, at: u8) {
 
 /// The call, once upgraded: the driver until the call ends (or the shutdown ends it), then
 /// the close.
-async fn call<O>(
-    incoming: &mut Frames,
-    outgoing: &mut O,
+async fn call(
+    ws: &Mutex<Ws>,
     shared: &Shared,
     stage: &mut watch::Receiver<u8>,
-) -> Result<CallReport, CallError>
-where
-    O: Sink<Transmit, Error = WsError> + Unpin,
-{
-    let config = &shared.config;
+) -> Result<CallReport, CallError> {
+    let mut incoming = Frames {
+        ws,
+        session_deadline: Some(Box::pin(tokio::time::sleep(
+            shared.config.session_start_timeout,
+        ))),
+        close: None,
+    };
+    let incoming = &mut incoming;
+    let outgoing = &mut Out(ws);
     let served = {
         // Boxed: the driver's state is most of a call's memory, allocated at its size.
-        let serve = Box::pin(serve(
-            Arc::clone(&shared.harness),
-            Arc::clone(&shared.model),
-            shared.tools.clone(),
-            Instant::now,
+        let serve = Box::pin(serve_env(
+            Arc::clone(&shared.env),
             &mut *incoming,
             &mut *outgoing,
-            config.serve.clone(),
         ));
         tokio::select! {
             // The report boxed: it is kept across the close below.
@@ -274,8 +294,9 @@ where
             (None, r) => (None, r.map_err(CallError::from)),
         },
     };
-    // Best effort: the peer may be gone, or not reading.
-    let _ = tokio::time::timeout(CLOSE_TIMEOUT, async {
+    // Best effort: the peer may be gone, or not reading. Boxed: the future of a call is
+    // sized for its largest phase, and this one runs once, at the end.
+    let _ = Box::pin(tokio::time::timeout(CLOSE_TIMEOUT, async {
         if let Some((code, reason)) = close {
             let close = Transmit::Close {
                 code,
@@ -284,7 +305,7 @@ where
             let _ = outgoing.send(close).await;
         }
         let _ = outgoing.close().await;
-    })
+    }))
     .await;
     outcome.map(|r| *r)
 }
@@ -299,14 +320,14 @@ enum Ending {
 }
 
 /// The socket's messages as the driver's frames, with the `session:start` deadline.
-struct Frames {
-    stream: SplitStream<WebSocketStream<Conn>>,
+struct Frames<'a> {
+    ws: &'a Mutex<Ws>,
     /// Armed until a `session:start` arrives (then dropped: an idle call keeps no timer).
     session_deadline: Option<Pin<Box<Sleep>>>,
     close: Option<Ending>,
 }
 
-impl Stream for Frames {
+impl Stream for Frames<'_> {
     type Item = Incoming;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Incoming>> {
@@ -322,7 +343,7 @@ impl Stream for Frames {
             }
         }
         loop {
-            let msg = match this.stream.poll_next_unpin(cx) {
+            let msg = match lock(this.ws).poll_next_unpin(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Ready(Some(m)) => m,
@@ -357,6 +378,35 @@ impl Stream for Frames {
             }));
         }
     }
+}
+
+/// What the driver sends, onto the socket.
+struct Out<'a>(&'a Mutex<Ws>);
+
+impl Sink<Transmit> for Out<'_> {
+    type Error = WsError;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), WsError>> {
+        lock(self.0).poll_ready_unpin(cx)
+    }
+
+    fn start_send(self: Pin<&mut Self>, t: Transmit) -> Result<(), WsError> {
+        lock(self.0).start_send_unpin(to_ws(t))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), WsError>> {
+        lock(self.0).poll_flush_unpin(cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), WsError>> {
+        lock(self.0).poll_close_unpin(cx)
+    }
+}
+
+fn lock(ws: &Mutex<Ws>) -> MutexGuard<'_, Ws> {
+    // Poisoned only by a panic while polling the socket: the call is then over anyway, and
+    // the socket's state is tungstenite's own, consistent between polls.
+    ws.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Io {

@@ -62,7 +62,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use harness_core::Harness;
 use harness_core::model::Model;
@@ -71,7 +71,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::driver::{CallReport, ServeConfig, ServeError};
+use crate::driver::{CallReport, Env, ServeConfig, ServeError};
 
 /// How a [`JambonzServer`] accepts and serves calls. Every field has a default fit for production;
 /// the `with_*` methods change one.
@@ -384,9 +384,9 @@ const ENDING: u8 = 2;
 /// What every call task shares.
 struct Shared {
     config: JambonzServerConfig,
-    harness: Arc<dyn Harness>,
-    model: Arc<dyn Model>,
-    tools: Tools,
+    /// The agent, its model, its tools, the clock and how calls are served: one for all
+    /// calls.
+    env: Arc<Env>,
     stats: Arc<Stats>,
     on_call_end: Option<Arc<OnCallEnd>>,
     #[cfg(feature = "tls")]
@@ -455,10 +455,14 @@ impl JambonzServer {
     {
         let stats = Arc::new(Stats::default());
         let shared = Arc::new(Shared {
+            env: Arc::new(Env::new(
+                Arc::new(harness),
+                Arc::new(model),
+                tools,
+                Arc::new(Instant::now),
+                self.config.serve.clone(),
+            )),
             config: self.config,
-            harness: Arc::new(harness),
-            model: Arc::new(model),
-            tools,
             stats: Arc::clone(&stats),
             on_call_end: self.on_call_end,
             #[cfg(feature = "tls")]
@@ -484,8 +488,14 @@ impl JambonzServer {
                             drop(tcp);
                             continue;
                         };
-                        let call = call::connection(tcp, peer, slot, Arc::clone(&shared), stage_rx.clone());
-                        tasks.spawn(call);
+                        let accepted = call::Accepted {
+                            tcp,
+                            peer,
+                            handshake: slot,
+                            shared: Arc::clone(&shared),
+                            stage: stage_rx.clone(),
+                        };
+                        tasks.spawn(call::connection(Box::new(accepted)));
                     }
                     Err(e) if is_per_connection(&e) => {}
                     Err(_) => {
