@@ -124,14 +124,7 @@ impl<L: EventLog> Host<L> {
         input: Input,
         traceparent: Option<String>,
     ) -> Result<Receipt, Refusal> {
-        let creates = matches!(
-            input,
-            Input::Prompt(_)
-                | Input::FollowUp(_)
-                | Input::Steer(_)
-                | Input::Append(_)
-                | Input::Agent(_)
-        );
+        let creates = creates_thread(&input);
         let known = self.threads.contains_key(key) || self.log.contains(key);
         // Only an input that writes takes the lease (a refusal that makes no thread
         // writes nothing).
@@ -202,14 +195,7 @@ impl<L: EventLog> Host<L> {
             Some(id) => id.to_owned(),
             None => self.new_input_id(key),
         };
-        let creates = matches!(
-            input,
-            Input::Prompt(_)
-                | Input::FollowUp(_)
-                | Input::Steer(_)
-                | Input::Append(_)
-                | Input::Agent(_)
-        );
+        let creates = creates_thread(&input);
         // Past a limit: "A `rejected` receipt is still `200`. Its `reason` says why."
         let bytes = input_bytes(&input);
         if bytes > self.cfg.max_input_bytes {
@@ -629,4 +615,17 @@ pub(super) fn input_message(input: &Input) -> Message {
 
 pub(super) fn message_json(m: &Message) -> Json {
     Json::string(&m.text())
+}
+
+/// Whether `input` may create the thread it names (a message or an agent run; every other
+/// input needs a thread that exists).
+fn creates_thread(input: &Input) -> bool {
+    matches!(
+        input,
+        Input::Prompt(_)
+            | Input::FollowUp(_)
+            | Input::Steer(_)
+            | Input::Append(_)
+            | Input::Agent(_)
+    )
 }
