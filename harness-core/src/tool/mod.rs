@@ -275,11 +275,11 @@ impl ToolFuture {
     }
 
     /// The result, when the run is already over (synchronous code); otherwise the run
-    /// itself, to await.
-    pub fn now_or_later(self) -> Result<ToolResult, ToolFuture> {
+    /// itself, boxed, to await.
+    pub fn ready_or_boxed(self) -> Result<ToolResult, BoxFuture<'static, ToolResult>> {
         match self.0 {
             Run::Ready(Some(r)) => Ok(r),
-            run => Err(ToolFuture(run)),
+            run => Err(ToolFuture(run).boxed()),
         }
     }
 }

@@ -4,7 +4,6 @@ use std::fmt;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use harness_core::message::{ToolCall, ToolResult};
 use harness_core::tool::{ToolContext, ToolFuture};
@@ -46,9 +45,9 @@ fn poll_once(mut fut: BoxFuture<'static, ToolResult>) -> Outcome {
 /// Starts a tool's code: a synchronous tool's answer is ready at once; async code is polled
 /// once.
 fn start(run: ToolFuture) -> Outcome {
-    match run.now_or_later() {
+    match run.ready_or_boxed() {
         Ok(r) => Outcome::Ready(answer(&r)),
-        Err(run) => poll_once(run.boxed()),
+        Err(fut) => poll_once(fut),
     }
 }
 
