@@ -7,6 +7,11 @@
 //! cargo bench --bench codec_ratios                  # 64 MiB SSE/NDJSON, 50 MB UHP, 7 pairs
 //! CODEC_RATIOS_MB=16 CODEC_RATIOS_PAIRS=5 cargo bench --bench codec_ratios   # quicker
 //! ```
+//!
+//! `CODEC_RATIOS_ONE=WORKLOAD:PUSH` runs one workload once and nothing else, for a profiler
+//! (`valgrind --tool=callgrind target/release/deps/codec_ratios-*` then `callgrind_annotate`):
+//! WORKLOAD is one of `sse_owned`, `sse_borrowed`, `sse_stream`, `nd_ignored`,
+//! `stream_deserializer`, `uhp_fed`, `uhp_flat`; PUSH a size in bytes.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
@@ -261,6 +266,26 @@ fn uhp(mb: usize, pairs: usize) {
     }
 }
 
+/// One workload once (`CODEC_RATIOS_ONE`), for a profiler.
+fn one(spec: &str, mb: usize) {
+    let (name, push) = spec.split_once(':').unwrap_or((spec, "4096"));
+    let push: usize = push.parse().expect("CODEC_RATIOS_ONE=WORKLOAD:PUSH_BYTES");
+    let sse = || Bytes::from(streams::realistic_sse(mb << 20));
+    let nd = || streams::realistic_ndjson(mb << 20);
+    let uhp = || uhp_stream::realistic(mb * 1_000_000 * 50 / 64);
+    let n = match name {
+        "sse_owned" => sse_owned(&sse(), push).events,
+        "sse_borrowed" => sse_borrowed(&sse(), push).events,
+        "sse_stream" => sse_stream_crate(byte_chunks(&sse(), push)).events,
+        "nd_ignored" => nd_ignored(&nd(), push),
+        "stream_deserializer" => stream_deserializer(&nd()),
+        "uhp_fed" => uhp_stream::pipeline_fed(&uhp(), push).text().len(),
+        "uhp_flat" => uhp_stream::baseline(&uhp_stream::payloads(&uhp())) as usize,
+        other => panic!("CODEC_RATIOS_ONE: unknown workload {other}"),
+    };
+    println!("{name} at {push}-byte pushes: {n}");
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter word picks sections.
     let args: Vec<String> = std::env::args()
@@ -270,6 +295,9 @@ fn main() {
     let on = |s: &str| args.is_empty() || args.iter().any(|a| s.contains(a.as_str()));
     let mb = env("CODEC_RATIOS_MB", 64);
     let pairs = env("CODEC_RATIOS_PAIRS", 7).max(5);
+    if let Ok(spec) = std::env::var("CODEC_RATIOS_ONE") {
+        return one(&spec, mb);
+    }
     if on("sse") {
         sse(mb, pairs);
     }

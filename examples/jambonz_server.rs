@@ -3,10 +3,13 @@
 //! policy denies on the phone, a `hangup` command on goodbye) served by
 //! `harness_jambonz::server::JambonzServer`, with the upgrade check. `--agent minimal` serves the
 //! spec's minimal harness instead (what `scripts/load/jambonz_vs_node.py` loads). Ctrl-C
-//! stops it gracefully.
+//! stops it gracefully. `--model openai:MODEL` runs the agent on an OpenAI-compatible server
+//! (`OPENAI_API_KEY`, `OPENAI_BASE_URL`); the default, the built-in scripted model, needs no
+//! key and no network.
 //!
 //! ```text
 //! cargo run --example jambonz_server -- --addr 127.0.0.1:8080 [--secret S] [--agent faq|minimal] [--quiet] [--threads N]
+//!     [--model scripted|openai:MODEL] [--trace[=debug]] [--otlp URL]
 //! cargo run --example jambonz_call -- --url ws://127.0.0.1:8080 [--secret S]
 //! ```
 
@@ -15,10 +18,14 @@ mod jambonz_shared;
 
 use harness_jambonz::server::{JambonzServer, JambonzServerConfig};
 
+#[path = "common/model_arg.rs"]
+mod model_arg;
 #[path = "common/trace_arg.rs"]
 mod trace_arg;
 
-const USAGE: &str = "usage: jambonz_server [--addr 127.0.0.1:8080] [--secret S] [--agent faq|minimal] [--quiet] [--threads N] [--trace[=debug]] [--otlp URL]";
+use std::sync::Arc;
+
+const USAGE: &str = "usage: jambonz_server [--addr 127.0.0.1:8080] [--secret S] [--agent faq|minimal] [--quiet] [--threads N] [--model scripted|openai:MODEL] [--trace[=debug]] [--otlp URL]";
 
 fn main() {
     let _trace = trace_arg::install_if_asked();
@@ -71,11 +78,12 @@ async fn serve() {
             "--threads" => {
                 value();
             }
-            "-h" | "--help" => return println!("{USAGE}"),
+            "-h" | "--help" => return println!("{USAGE}\n  {}", model_arg::HELP),
             t if trace_arg::is_trace_flag(t) => {}
-            "--otlp" => {
+            "--otlp" | "--model" => {
                 value();
             }
+            m if model_arg::is_model_flag(m) => {}
             o if trace_arg::is_otlp_flag(o) => {}
             other => exit(2, &format!("unknown argument {other}; {USAGE}")),
         }
@@ -97,10 +105,11 @@ async fn serve() {
     let stop = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    let (agent, model, tools) = match minimal {
+    let (agent, scripted, tools) = match minimal {
         true => jambonz_shared::minimal(),
         false => jambonz_shared::faq(),
     };
+    let model = model_arg::from_command_line(|| Arc::new(scripted)).unwrap_or_else(|e| exit(2, &e));
     let report = server.serve(listener, agent, model, tools, stop).await;
     println!("stopped: {report:?}");
 }

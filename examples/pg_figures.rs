@@ -9,7 +9,9 @@
 //!
 //! Every append is sequential (one writer, the next after the previous returned), each
 //! journal append one record, each event one `TEXT_MESSAGE_CONTENT`. The server runs with its
-//! defaults (`fsync` on, `synchronous_commit` on: each commit waits for its WAL flush).
+//! defaults (`fsync` on, `synchronous_commit` on: each commit waits for its WAL flush); the
+//! journal's `Durability::EveryTurn` and `Never` rows turn the wait off for their appends'
+//! own transactions, and `EveryTurn` waits once per turn of 8 records, at `sync`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -74,6 +76,8 @@ mod figures {
     }
 
     fn log_rate(log: &mut dyn EventLog, n: usize) -> f64 {
+        // The thread's lease first (a PgLog fences every append on it; a file log holds it).
+        log.lease("t", "t").unwrap();
         let t = Instant::now();
         for i in 0..n {
             log.append(
@@ -142,9 +146,35 @@ mod figures {
                     TURN,
                 )
             }),
-            ("PostgreSQL (one statement, committed, per append)", {
+            (
+                "PostgreSQL, commit waits for the WAL flush per append (Durability::EveryRecord)",
+                {
+                    journal_rate(
+                        &PgJournal::with_config(&schema("journal"))
+                            .unwrap()
+                            .with_durability(Durability::EveryRecord),
+                        n,
+                        TURN,
+                    )
+                },
+            ),
+            (
+                "PostgreSQL, WAL flush waited for per turn of 8 records (the default)",
+                {
+                    journal_rate(
+                        &PgJournal::with_config(&schema("journal_turn"))
+                            .unwrap()
+                            .with_durability(Durability::EveryTurn),
+                        n,
+                        TURN,
+                    )
+                },
+            ),
+            ("PostgreSQL, never waited for (Durability::Never)", {
                 journal_rate(
-                    &PgJournal::with_config(&schema("journal")).unwrap(),
+                    &PgJournal::with_config(&schema("journal_never"))
+                        .unwrap()
+                        .with_durability(Durability::Never),
                     n,
                     TURN,
                 )
@@ -191,7 +221,11 @@ mod figures {
             Instant::now,
         );
         host_a
-            .with_host(|h, now| h.emit(now, "t", "op", AguiEvent::text_content("m", "first")))
+            .with_host(|h, now| {
+                h.log_mut().lease("t", "t")?;
+                h.emit(now, "t", "op", AguiEvent::text_content("m", "first"))
+                    .map_err(|e| harness_tanstack::log::LogError::Io(e.to_string()))
+            })
             .unwrap();
         let (tx, rx) = mpsc::channel::<String>();
         let _listener = host_b.with_host(|h, _| {

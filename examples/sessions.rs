@@ -25,6 +25,10 @@
 //! cargo run --features postgres --example sessions -- --database-url postgres://postgres@127.0.0.1:5432/postgres exec --input hello
 //! ```
 //!
+//! `--durability turn` (the default, as for the file journal) commits the appends of a turn
+//! without waiting for the server's WAL flush and waits once at the turn's end; `record`
+//! waits at every append.
+//!
 //! Approvals: the `publish` harness answers, then asks to publish the answer with an
 //! approval-gated tool (REQUIRES_APPROVAL), which parks the turn. `approve` (or `deny`)
 //! records the decision and resumes the turn, as agentctl's approve and deny do:
@@ -55,7 +59,16 @@
 //! fails its turn after the start and inputs are journaled, as the spec says ("A rejected
 //! config leaves the turn incomplete ... recovery requires a new Exec with valid config").
 //!
-//! `exec` options: `--harness echo|chat|publish|counter` (default: the session's, `chat`
+//! The model is built in (deterministic, no network) unless `--model openai:MODEL` names an
+//! OpenAI-compatible server (`OPENAI_BASE_URL`, `OPENAI_API_KEY`). The `agent` harness is the
+//! model-and-tools loop ([`ToolLoopAgent`]) with one tool with an external effect, `charge`:
+//! it appends to the payment ledger `DIR/ledger.log` an `attempt SESSION KEY` line every time
+//! its code runs and a `charged SESSION KEY AMOUNT` line once per (session uid, idempotency
+//! key), deduplicating on the key the host hands it, so a call re-driven after a crash is
+//! harmless and visible. `--effect-pause-ms N` makes `charge` wait N ms after its effect,
+//! before its receipt and result are recorded: a window to kill the process in.
+//!
+//! `exec` options: `--harness echo|chat|publish|agent|counter` (default: the session's, `chat`
 //! for a new one), `--config JSON` (per-execution config, e.g. `{"system_prompt":"Be
 //! brief."}`), `--input TEXT` (repeatable), `--interrupt-after N` (simulate the process dying
 //! after N records of the turn reach the journal, to try `resume`). `verify` exits 1 and
@@ -75,10 +88,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use harness_core::agent::ToolLoopAgent;
 use harness_core::agent::faq::{Refunds, faq_tools};
 use harness_core::event::EventBody;
 use harness_core::message::{JsonObject, Mediation, Message, ModelRequest, ToolCall, ToolResult};
-use harness_core::model::ScriptedModel;
+use harness_core::model::{Model, ScriptedModel};
 use harness_core::tool::ToolContext;
 use harness_core::{
     Capabilities, Descriptor, EventSink, Harness, HarnessError, Resumability, Start, Timestamp,
@@ -94,15 +108,29 @@ use harness_sessions::tools::{FileReceipts, ReceiptStore};
 use harness_sessions::verify::HeadPin;
 use harness_sessions::{Error, Record};
 
-const USAGE: &str = "usage: sessions [--dir DIR] [--database-url URL] [--harness NAME=ADDRESS]... <command> [options]
+#[path = "common/model_arg.rs"]
+mod model_arg;
+#[path = "common/trace_arg.rs"]
+mod trace_arg;
+
+const USAGE: &str = "usage: sessions [--dir DIR] [--database-url URL] [--durability D] [--harness NAME=ADDRESS]... [--model SPEC] [--trace[=debug]] [--otlp URL] <command> [options]
   --dir DIR                the journal folder (default ./journal); with --database-url, where
-           the publish tool's log is kept
+           the publish tool's log and the charge tool's ledger are kept
+  --durability record|turn|never   with --database-url: whether each append's commit waits
+           for the WAL flush (record), only the turn's end does (turn, the default), or none
+  --model SPEC             scripted (the default, also `builtin`: deterministic, no key, no
+           network) or openai:MODEL, an
+           OpenAI-compatible server from OPENAI_BASE_URL and OPENAI_API_KEY
+  --effect-pause-ms N      the agent's charge tool waits N ms after its effect (the line in
+           DIR/ledger.log), before its receipt and result are recorded: a window to kill in
   --database-url URL       the journal and receipts in PostgreSQL (postgres://user@host:port/db),
            shared by every process on the database (feature `postgres`)
   --harness NAME=ADDRESS   registers a remote harness (Harness.Connect over gRPC) as
            agentsessionsd does: host:port, dns:///host:port, dns://resolver/host:port,
            unix:PATH, unix:///ABSOLUTE or unix://RELATIVE; exec --harness NAME selects it
-  exec     [--session UID] [--harness echo|chat|publish|counter] [--config JSON] --input TEXT... [--interrupt-after N]
+  --trace[=debug]          prints the spans (exec, replay, resume, Connect streams) on stderr
+  --otlp URL               exports them to an OpenTelemetry collector (OTLP/HTTP)
+  exec     [--session UID] [--harness echo|chat|publish|agent|counter] [--config JSON] --input TEXT... [--interrupt-after N]
   resume   --session UID
   pending  --session UID
   approve  --session UID [--reason TEXT]     (records the decision, then resumes the turn)
@@ -112,6 +140,10 @@ const USAGE: &str = "usage: sessions [--dir DIR] [--database-url URL] [--harness
   verify   --session UID [--head SEQ:HASH]
   log      --session UID
   sessions
+
+The agent harness is a model-and-tools loop offering one tool, charge {\"amount\": N}: it
+appends `attempt SESSION KEY` to DIR/ledger.log every time its code runs and `charged SESSION
+KEY N` once per idempotency key (a re-driven call does not charge twice).
 
 exec, resume, approve, deny and fork write the journal (and set a torn last record aside)
 and print the head they leave, `head SEQ:HASH`; log, replay, pending, verify and sessions only
@@ -294,12 +326,86 @@ fn publish(log: &Path, cx: &ToolContext, call: &ToolCall) -> ToolResult {
     }
 }
 
+/// The agent harness's tool: `charge {"amount": N}` through the payment ledger
+/// `DIR/ledger.log`. Every run of its code appends `attempt SESSION KEY`; the charge itself,
+/// `charged SESSION KEY N`, is appended once per (session uid, idempotency key): a payment
+/// service deduplicates on the key the host hands it, so a call re-driven after a crash
+/// between the effect and its receipt does not charge twice. After the effect it waits
+/// `pause` (`--effect-pause-ms`), before the host stores its receipt and records its result.
+fn charge_tool(dir: &Path, pause: std::time::Duration) -> Tool {
+    let ledger = dir.join("ledger.log");
+    let mut schema = JsonObject::new();
+    schema.insert("type".into(), "object".into());
+    schema.insert(
+        "properties".into(),
+        serde_json::json!({"amount": {"type": "integer"}}),
+    );
+    Tool::new(
+        "charge",
+        "Charge the customer an amount, once per idempotency key",
+        move |call: ToolCall, cx: ToolContext| {
+            let result = charge(&ledger, &cx, &call);
+            if !pause.is_zero() {
+                std::thread::sleep(pause);
+            }
+            async move { result }
+        },
+    )
+    .with_input_schema(schema)
+}
+
+/// One run of `charge`'s code: the attempt, then the charge unless the ledger holds the key.
+fn charge(ledger: &Path, cx: &ToolContext, call: &ToolCall) -> ToolResult {
+    use std::io::Read as _;
+    let amount = call
+        .args
+        .get("amount")
+        .and_then(serde_json::Value::as_i64)
+        .unwrap_or(0);
+    let run = || -> std::io::Result<bool> {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(ledger)?;
+        let who = format!("{} {}", cx.session_uid, call.idempotency_key);
+        let mut seen = Vec::new();
+        f.read_to_end(&mut seen)?;
+        let seen = String::from_utf8_lossy(&seen);
+        let sep = if seen.is_empty() || seen.ends_with('\n') {
+            ""
+        } else {
+            "\n"
+        };
+        let tag = format!("charged {who} ");
+        let charged = seen.lines().any(|l| l.starts_with(&tag));
+        let mut lines = format!("{sep}attempt {who}\n");
+        if !charged {
+            lines.push_str(&format!("{tag}{amount}\n"));
+        }
+        f.write_all(lines.as_bytes())?;
+        f.sync_data()?;
+        Ok(!charged)
+    };
+    match run() {
+        Ok(new) => {
+            let mut out = JsonObject::new();
+            out.insert("charged".into(), amount.into());
+            out.insert("already_charged".into(), (!new).into());
+            ToolResult::ok(&call.id, out)
+        }
+        Err(e) => ToolResult::error(&call.id, format!("charge: {e}")),
+    }
+}
+
 fn controller(
     journal: Arc<dyn Journal>,
     receipts: Arc<dyn ReceiptStore>,
     dir: &Path,
     print: Arc<Print>,
     remotes: &[(String, HarnessAddress)],
+    model: Arc<dyn Model>,
+    effect_pause: std::time::Duration,
 ) -> Controller {
     let mut b = Controller::builder(journal);
     // Remote harnesses (`--harness name=ADDRESS`), driven over Harness.Connect.
@@ -308,12 +414,19 @@ fn controller(
             b = b.remote_harness(name.clone(), h);
         }
     }
-    b.model(builtin_model())
-        .tools(tools(dir))
+    let charge = charge_tool(dir, effect_pause);
+    let agent = ToolLoopAgent::new("agent")
+        .with_system_prompt("You charge customers with the charge tool, then explain.")
+        .with_tools(&Tools::new().with(charge.clone()));
+    let mut tools = tools(dir);
+    tools.insert(charge);
+    b.model(model)
+        .tools(tools)
         .receipts(receipts)
         .harness("chat", ChatHarness::new("builtin"))
         .harness("echo", EchoHarness)
         .harness("publish", PublishHarness)
+        .harness("agent", agent)
         .harness("counter", CounterHarness::new())
         .default_harness("chat")
         .clock(|| Some(Timestamp::from_system_time(std::time::SystemTime::now())))
@@ -336,8 +449,15 @@ struct Args {
     reason: Option<String>,
     interrupt_after: Option<usize>,
     head: Option<HeadPin>,
+    /// `--durability record|turn|never`: when a PostgreSQL append waits for its WAL flush.
+    durability: Option<String>,
+    /// `--effect-pause-ms N`: the charge tool's wait after its effect.
+    effect_pause_ms: u64,
     /// `--harness name=ADDRESS`: remote harnesses, as agentsessionsd registers them.
     remotes: Vec<(String, HarnessAddress)>,
+    /// `--model SPEC`: the host's model (`scripted` or `builtin`, the built-in one, by
+    /// default; or `openai:MODEL`).
+    model: Option<String>,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -362,6 +482,12 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                 }
             }
             "--config" => a.config = Some(value("--config")?),
+            "--durability" => a.durability = Some(value("--durability")?),
+            "--effect-pause-ms" => {
+                a.effect_pause_ms = value("--effect-pause-ms")?
+                    .parse()
+                    .map_err(|_| "--effect-pause-ms needs a number")?
+            }
             "--input" => a.inputs.push(value("--input")?),
             "--child" => a.child = Some(value("--child")?),
             "--reason" => a.reason = Some(value("--reason")?),
@@ -379,6 +505,13 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                         .parse()
                         .map_err(|_| "--interrupt-after needs a number")?,
                 )
+            }
+            "--model" => a.model = Some(value("--model")?),
+            m if m.starts_with("--model=") => a.model = Some(m["--model=".len()..].to_owned()),
+            // Read by `trace_arg` in `main`.
+            t if trace_arg::is_trace_flag(t) || t.starts_with("--otlp=") => {}
+            "--otlp" => {
+                value("--otlp")?;
             }
             "-h" | "--help" => return Err(String::new()),
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
@@ -470,8 +603,22 @@ fn writes(cmd: Option<&str>) -> bool {
 /// machine or several, share the sessions.
 #[cfg(feature = "postgres")]
 async fn run_on_database(a: &Args, url: &str, dir: &str) -> Outcome {
+    use harness_sessions::journal::Durability;
     use harness_sessions::journal::{PgJournal, PgReceipts};
-    let opened = PgJournal::connect(url).and_then(|j| Ok((PgReceipts::new(j.pg().clone())?, j)));
+    let durability = match a.durability.as_deref() {
+        Some("record") => Durability::EveryRecord,
+        None | Some("turn") => Durability::EveryTurn,
+        Some("never") => Durability::Never,
+        Some(other) => {
+            return Outcome {
+                result: Err(format!("--durability {other}: record, turn or never").into()),
+                notes: Vec::new(),
+            };
+        }
+    };
+    let opened = PgJournal::connect(url)
+        .map(|j| j.with_durability(durability))
+        .and_then(|j| Ok((PgReceipts::new(j.pg().clone())?, j)));
     let result = match opened {
         Ok((receipts, journal)) => {
             // The publish tool's log stays a file in --dir.
@@ -556,12 +703,17 @@ async fn command(
     receipts: Arc<dyn ReceiptStore>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let print = Arc::new(Print::default());
+    let spec = a.model.as_deref().filter(|s| s.trim() != "builtin");
+    let model = model_arg::from_spec(spec, builtin_model)?;
+    let pause = std::time::Duration::from_millis(a.effect_pause_ms);
     let host = controller(
         journal.clone(),
         receipts.clone(),
         Path::new(dir),
         print.clone(),
         &a.remotes,
+        model.clone(),
+        pause,
     );
     let session = || a.session.clone().ok_or("--session UID is required");
     match a.cmd.as_deref() {
@@ -588,6 +740,8 @@ async fn command(
                     Path::new(dir),
                     print.clone(),
                     &a.remotes,
+                    model,
+                    pause,
                 ),
                 None => host,
             };
@@ -717,6 +871,7 @@ async fn command(
 }
 
 fn main() -> ExitCode {
+    let _trace = trace_arg::install_if_asked();
     let args = match parse(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) => {
@@ -1003,6 +1158,34 @@ mod tests {
         assert!(diagnostic(&*o.result.unwrap_err()).contains("INVALID_ARGUMENT"));
         let (o, _) = cli(&dir, &["exec", "--session", &sid, "--input", "again"]);
         o.result.unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The charge tool deduplicates on (session uid, idempotency key), as the spec asks of a
+    /// side-effecting tool (agentsessions-writing-a-harness.txt:133: "the tool side dedups on
+    /// session UID plus idempotency key"): its code run twice with one key records two
+    /// attempts and one charge; another key, or the same key in another session, charges.
+    #[test]
+    fn charge_charges_once_per_session_and_key() {
+        let dir = tmpdir();
+        let ledger = dir.join("ledger.log");
+        let mut args = JsonObject::new();
+        args.insert("amount".into(), 42.into());
+        let call =
+            |key: &str| ToolCall::new("c1", "charge", args.clone()).with_idempotency_key(key);
+        let a = ToolContext::new("s1", "e1");
+        let b = ToolContext::new("s2", "e1");
+        let first = charge(&ledger, &a, &call("k1"));
+        let again = charge(&ledger, &a, &call("k1"));
+        assert!(!first.is_error && !again.is_error);
+        charge(&ledger, &a, &call("k2"));
+        charge(&ledger, &b, &call("k1"));
+        let text = std::fs::read_to_string(&ledger).unwrap();
+        let count = |prefix: &str| text.lines().filter(|l| l.starts_with(prefix)).count();
+        assert_eq!(count("attempt s1 k1"), 2, "{text}");
+        assert_eq!(count("charged s1 k1 42"), 1, "{text}");
+        assert_eq!(count("charged s1 k2 42"), 1, "{text}");
+        assert_eq!(count("charged s2 k1 42"), 1, "{text}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -20,15 +20,27 @@
 //!     [--max-threads N] [--max-threads-per-user N] [--max-input-bytes N] [--max-body-bytes N]
 //!     [--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N]
 //!     [--max-open-files N] [--memory-log-bytes N] [--max-connections N] [--header-timeout-ms N]
-//!     [--write-timeout-ms N]
+//!     [--write-timeout-ms N] [--database-url URL [--lease-ttl-ms N]]
+//!     [--model scripted|openai:MODEL] [--trace[=debug]] [--otlp URL]
 //! ```
+//!
+//! With `--database-url` several hosts share one database: one cursor space per thread, and
+//! one host at a time runs a thread's turns (a lease of `--lease-ttl-ms`, default 10 s,
+//! renewed every third of it; another host takes a thread over when its owner stopped, and
+//! the interrupted turn settles `interrupted`; see the README, "Several hosts").
+//!
+//! `--model openai:MODEL` runs the agent on an OpenAI-compatible server (`OPENAI_API_KEY`,
+//! `OPENAI_BASE_URL`) instead of the built-in scripted model; the default needs no key and
+//! no network.
 //!
 //! The server is the library's runtime adapter (`harness_tanstack::server`, feature `axum`):
 //! this file only reads its flags and picks the agent. A request head must arrive within
 //! `--header-timeout-ms` (default 10 s), and past `--max-connections` open connections
-//! (default 16,384) a new one is answered `503` at once; with `--write-timeout-ms` a
-//! connection whose writes stay blocked that long (a client that does not read) is closed;
-//! Ctrl-C shuts down gracefully.
+//! (default 16,384) a new one is answered `503` at once; a connection whose writes stay
+//! blocked for `--write-timeout-ms` (a client that does not read) is closed (default: 60 s,
+//! or twice `--slow-consumer-ms` if that is longer, so that a client that reads again after
+//! `slowConsumerMs` still gets `slow_consumer`; `0`: never); Ctrl-C shuts down gracefully
+//! (WebSockets get the close 1001, and the host prints what the shutdown closed).
 //!
 //! The stream values are the spec's (`heartbeatMs`, …): a value that is not a finite number
 //! above 0 stops the host at the start, with an error that names the field.
@@ -73,9 +85,12 @@ use harness_tanstack::host::{AccessPolicy, Host, HostConfig};
 use harness_tanstack::http::StreamOptions;
 use harness_tanstack::log::{EventLog, FileLog, FileLogConfig, MemoryLog};
 use harness_tanstack::server::{
-    BearerTokens, TanstackRouterConfig, TanstackServeConfig, drive, router, serve,
+    BearerTokens, DEFAULT_WRITE_TIMEOUT, TanstackRouterConfig, TanstackServeConfig, drive, router,
+    serve,
 };
 
+#[path = "common/model_arg.rs"]
+mod model_arg;
 #[path = "tanstack_shared/mod.rs"]
 mod tanstack_shared;
 #[path = "common/trace_arg.rs"]
@@ -117,10 +132,10 @@ const USAGE: &str = "usage: tanstack_host [--addr HOST:PORT] [--token T]... [--m
 [--max-threads N] [--max-threads-per-user N] [--max-input-bytes N] [--max-body-bytes N] \
 [--max-transcript-bytes N] [--max-resident-threads N] [--max-resident-bytes N] \
 [--max-open-files N] [--memory-log-bytes N] [--max-connections N] [--header-timeout-ms N] [--write-timeout-ms N] \
-[--trace[=debug]] [--otlp URL]";
+[--lease-ttl-ms N] [--model scripted|openai:MODEL] [--trace[=debug]] [--otlp URL]";
 
 /// The flags that set a limit of the host or its log (a whole number).
-const LIMITS: [&str; 12] = [
+const LIMITS: [&str; 13] = [
     "--max-threads",
     "--max-threads-per-user",
     "--max-input-bytes",
@@ -133,6 +148,7 @@ const LIMITS: [&str; 12] = [
     "--max-connections",
     "--header-timeout-ms",
     "--write-timeout-ms",
+    "--lease-ttl-ms",
 ];
 
 /// The command line, strictly: an unknown flag, a flag without its value or a value that is
@@ -176,10 +192,11 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--help" | "-h" => return Err(String::new()),
             t if trace_arg::is_trace_flag(t) => continue,
-            "--otlp" => {
+            "--otlp" | "--model" => {
                 it.next();
                 continue;
             }
+            m if model_arg::is_model_flag(m) => continue,
             o if trace_arg::is_otlp_flag(o) => continue,
             f if !WITH_VALUE.contains(&f) && !LIMITS.contains(&f) => {
                 return Err(format!("unknown argument {flag:?}"));
@@ -218,27 +235,55 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     Ok(a)
 }
 
-/// The event log in PostgreSQL and a listener that sends the key of each thread appended to
-/// (by any host) to `appended`. Connecting blocks: it runs before the server starts.
+/// What the database tells this host: another host appended to a thread (its key), forwarded
+/// an input to this host, or answered an input this host forwarded (its id).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+enum Note {
+    Appended(String),
+    Forwarded,
+    Answered(u64),
+}
+
+/// The event log in PostgreSQL, listeners that send what the database tells this host to
+/// `appended`, and the task that renews this host's thread leases every TTL/3. Connecting
+/// blocks: it runs before the server starts.
 #[cfg(feature = "postgres")]
 fn database_log(
     url: &str,
-    appended: std::sync::mpsc::Sender<String>,
+    lease_ttl_ms: Option<usize>,
+    appended: std::sync::mpsc::Sender<Note>,
 ) -> (Log, Box<dyn std::any::Any + Send>) {
-    let log = harness_tanstack::log::PgLog::connect(url)
+    let mut log = harness_tanstack::log::PgLog::connect(url)
         .unwrap_or_else(|e| exit_with(format!("cannot open the event log in {url}: {e}"), 1));
+    if let Some(ms) = lease_ttl_ms {
+        log = log.with_lease_ttl(Duration::from_millis(ms as u64));
+    }
+    let tx = appended.clone();
     let listener = log
         .listen(move |key, _| {
-            let _ = appended.send(key.to_owned());
+            let _ = tx.send(Note::Appended(key.to_owned()));
         })
         .unwrap_or_else(|e| exit_with(format!("cannot listen on {url}: {e}"), 1));
-    (Box::new(log), Box::new(listener))
+    let tx = appended.clone();
+    let forwards = log
+        .listen_forwards(
+            move || {
+                let _ = tx.send(Note::Forwarded);
+            },
+            move |id| {
+                let _ = appended.send(Note::Answered(id));
+            },
+        )
+        .unwrap_or_else(|e| exit_with(format!("cannot listen on {url}: {e}"), 1));
+    let keeper = log.keep_leases();
+    (Box::new(log), Box::new((listener, forwards, keeper)))
 }
 
 #[cfg(not(feature = "postgres"))]
 fn database_log(
     _: &str,
-    _: std::sync::mpsc::Sender<String>,
+    _: Option<usize>,
+    _: std::sync::mpsc::Sender<Note>,
 ) -> (Log, Box<dyn std::any::Any + Send>) {
     exit_with(
         "--database-url needs the postgres feature (cargo run --features postgres --example tanstack_host -- …)",
@@ -257,7 +302,7 @@ async fn main() {
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) if e.is_empty() => {
-            println!("{USAGE}");
+            println!("{USAGE}\n  {}", model_arg::HELP);
             return;
         }
         Err(e) => exit_with(format!("{e}\n{USAGE}"), 2),
@@ -268,10 +313,10 @@ async fn main() {
     let addr = args.addr.clone().unwrap_or_else(|| "127.0.0.1:8080".into());
     let tokens = args.tokens.clone();
     // `--database-url`: the shared log, and the keys of threads other hosts append to.
-    let (appended_tx, appended) = std::sync::mpsc::channel::<String>();
+    let (appended_tx, appended) = std::sync::mpsc::channel::<Note>();
     let mut shared = None;
     let log: Log = if let Some(url) = &args.database_url {
-        let (log, listener) = database_log(url, appended_tx);
+        let (log, listener) = database_log(url, args.limit("--lease-ttl-ms"), appended_tx);
         shared = Some(listener);
         log
     } else if args.memory {
@@ -322,13 +367,18 @@ async fn main() {
     let max_body = args
         .limit("--max-body-bytes")
         .unwrap_or_else(|| (cfg.max_input_bytes + (64 << 10)).max(2 << 20));
+    let slow_consumer = cfg.stream.slow_consumer;
     let svc = Service::new(Host::new(cfg, log), Instant::now);
     if shared.is_some() {
         // Another host's appends wake this host's streams of the thread (LISTEN/NOTIFY).
         let woken = svc.clone();
         std::thread::spawn(move || {
-            while let Ok(key) = appended.recv() {
-                woken.handle_appended(&key);
+            while let Ok(note) = appended.recv() {
+                match note {
+                    Note::Appended(key) => woken.handle_appended(&key),
+                    Note::Forwarded => woken.handle_forwarded(),
+                    Note::Answered(id) => woken.handle_forward_answer(id),
+                }
             }
         });
     }
@@ -336,7 +386,9 @@ async fn main() {
     // The FAQ agent and the host share one tool registry; its refund is gated.
     let tools = faq_tools(Arc::default());
     let agent = faq_agent(&tools);
-    tokio::spawn(drive(svc.clone(), agent, DemoModel(faq_model()), tools));
+    let model = model_arg::from_command_line(|| Arc::new(DemoModel(faq_model())))
+        .unwrap_or_else(|e| exit_with(e, 2));
+    tokio::spawn(drive(svc.clone(), agent, model, tools));
 
     let mut rc = TanstackRouterConfig::new("acme/assistant").with_max_body_bytes(max_body);
     if !tokens.is_empty() {
@@ -344,11 +396,13 @@ async fn main() {
         let users = (1..).map(|n| format!("user-{n}"));
         rc = rc.with_bearer(BearerTokens::new(tokens.iter().zip(users)));
     }
-    let app = axum::Router::new().nest("/api/harness", router(svc, rc));
+    let app = axum::Router::new().nest("/api/harness", router(svc.clone(), rc));
     let mut serve_cfg = TanstackServeConfig::default();
-    if let Some(ms) = args.limit("--write-timeout-ms") {
-        serve_cfg = serve_cfg.with_write_timeout(Duration::from_millis(ms as u64));
-    }
+    serve_cfg = match args.limit("--write-timeout-ms") {
+        Some(0) => serve_cfg.without_write_timeout(),
+        Some(ms) => serve_cfg.with_write_timeout(Duration::from_millis(ms as u64)),
+        None => serve_cfg.with_write_timeout(DEFAULT_WRITE_TIMEOUT.max(slow_consumer * 2)),
+    };
     if let Some(n) = args.limit("--max-connections") {
         serve_cfg = serve_cfg.with_max_connections(n);
     }
@@ -365,5 +419,16 @@ async fn main() {
     let stop = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    serve(listener, app, serve_cfg, stop).await;
+    let report = serve(listener, app, serve_cfg, stop).await;
+    println!(
+        "tanstack host stopped: {} connections open at the shutdown, {} closed by it; {} closed by the write timeout",
+        report.open_at_shutdown, report.ended_by_shutdown, report.write_timeouts
+    );
+    // A graceful shutdown lets this host's thread leases go: another host takes each thread
+    // at once (`acquired`), not after the TTL (`taken_over`).
+    let released = svc.with_host(|h, _| h.log_mut().release_all());
+    if let Err(e) = released {
+        eprintln!("tanstack_host: releasing the thread leases failed: {e}");
+    }
+    drop(shared);
 }

@@ -4,8 +4,11 @@
 //! ```text
 //! printf '%s\n' '{"type":"harness.subscribe","threadId":"thread-1","v":2}' \
 //!   '{"type":"harness.input","requestId":"req-1","input":{"op":"prompt","message":"Hello"}}' \
-//!   | cargo run --example tanstack_worker
+//!   | cargo run --example tanstack_worker [-- --model scripted|openai:MODEL]
 //! ```
+//!
+//! `--model openai:MODEL` answers with an OpenAI-compatible server (`OPENAI_API_KEY`,
+//! `OPENAI_BASE_URL`); the default, the echoing scripted model, needs no key and no network.
 //!
 //! "The worker runs the frames in order, so an input right after the subscribe is safe. The
 //! worker has no login. Every input runs with no user. The worker sends no heartbeat. When
@@ -30,16 +33,28 @@ use harness_core::agent::ToolLoopAgent;
 use harness_core::model::ScriptedModel;
 use harness_tanstack::stdio::{StdioConfig, run_stdio};
 
+#[path = "common/model_arg.rs"]
+mod model_arg;
+
+const USAGE: &str = "usage: tanstack_worker [--model scripted|openai:MODEL]";
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}\n  {}", model_arg::HELP);
+        return;
+    }
+    let model = model_arg::from_args(&mut args, ScriptedModel::echo).unwrap_or_else(|e| {
+        eprintln!("tanstack_worker: {e}\n{USAGE}");
+        std::process::exit(2)
+    });
+    if let Some(other) = args.first() {
+        eprintln!("tanstack_worker: unknown argument {other:?}\n{USAGE}");
+        std::process::exit(2)
+    }
     let agent = ToolLoopAgent::new("acme/assistant");
-    let _ = run_stdio(
-        agent,
-        ScriptedModel::echo(),
-        Tools::new(),
-        StdioConfig::default(),
-    )
-    .await;
+    let _ = run_stdio(agent, model, Tools::new(), StdioConfig::default()).await;
     // Not a return: tokio reads stdin with a blocking read on a thread of its own that
     // cannot be cancelled, and the runtime's shutdown waits for it, so after
     // `unsupported_version` a worker whose stdin stayed open never exited.

@@ -18,10 +18,12 @@ use std::io::Read;
 use harness_uhp::{StreamDecoder, TaskAccumulator};
 use serde_json::Value;
 
+#[path = "common/trace_arg.rs"]
+mod trace_arg;
 #[path = "uhp_shared/mod.rs"]
 mod uhp_shared;
 
-const USAGE: &str = "usage: uhp_inspect [--chunk whole|N|random:SEED] [--no-events] [FILE|-]";
+const USAGE: &str = "usage: uhp_inspect [--chunk whole|N|random:SEED] [--no-events] [--trace[=debug]] [--otlp URL] [FILE|-]";
 
 fn usage_error(why: &str) -> ! {
     eprintln!("uhp_inspect: {why}\n{USAGE}");
@@ -29,6 +31,7 @@ fn usage_error(why: &str) -> ! {
 }
 
 fn main() {
+    let _trace = trace_arg::install_if_asked();
     let mut chunk = "whole".to_owned();
     let mut file: Option<String> = None;
     let mut with_events = true;
@@ -44,6 +47,11 @@ fn main() {
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return;
+            }
+            t if trace_arg::is_trace_flag(t) || t.starts_with("--otlp=") => {}
+            "--otlp" => {
+                args.next()
+                    .unwrap_or_else(|| usage_error("--otlp needs a URL"));
             }
             "-" => file = Some(a),
             _ if a.starts_with('-') => usage_error(&format!("unknown option {a}")),

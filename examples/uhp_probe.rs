@@ -81,13 +81,24 @@ fn answer(q: &Value) -> Value {
     }
 }
 
-const USAGE: &str = "usage: uhp_probe < questions.jsonl   (one JSON question per line, one answer per line; see the header of examples/uhp_probe.rs for the ops)";
+const USAGE: &str = "usage: uhp_probe < questions.jsonl   (one JSON question per line, one answer per line; see the header of examples/uhp_probe.rs for the ops) [--trace[=debug]] [--otlp URL]";
+
+#[path = "common/trace_arg.rs"]
+mod trace_arg;
 
 fn main() {
-    if let Some(a) = std::env::args().nth(1) {
+    let _trace = trace_arg::install_if_asked();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
         if a == "-h" || a == "--help" {
             println!("{USAGE}");
             return;
+        }
+        if trace_arg::is_trace_flag(&a) || a.starts_with("--otlp=") {
+            continue;
+        }
+        if a == "--otlp" && args.next().is_some() {
+            continue;
         }
         eprintln!("uhp_probe: unexpected argument {a}\n{USAGE}");
         std::process::exit(2);

@@ -213,14 +213,26 @@ pub async fn demo() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+#[path = "common/trace_arg.rs"]
+mod trace_arg;
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    if let Some(a) = std::env::args().nth(1) {
+    let _trace = trace_arg::install_if_asked();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
         if a == "-h" || a == "--help" {
             println!(
-                "usage: uhp_recover   (no arguments: a loopback UHP server drops the stream; the task is recovered from the stored response, created once)"
+                "usage: uhp_recover [--trace[=debug]] [--otlp URL]   (a loopback UHP server drops the stream; the task is recovered from the stored response, created once)"
             );
             return Ok(());
+        }
+        if trace_arg::is_trace_flag(&a) || a.starts_with("--otlp=") {
+            continue;
+        }
+        if a == "--otlp" {
+            args.next();
+            continue;
         }
         return Err(format!("unexpected argument {a}; see --help").into());
     }

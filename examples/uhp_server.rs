@@ -40,10 +40,14 @@ use harness_uhp::server::axum::{FileStore, RouterConfig, UhpServeConfig, router,
 use harness_uhp::server::driver::{FileTools, UhpService};
 use serde_json::json;
 
+#[path = "common/model_arg.rs"]
+mod model_arg;
+#[path = "common/trace_arg.rs"]
+mod trace_arg;
 #[path = "uhp_shared/mod.rs"]
 mod uhp_shared;
 
-const USAGE: &str = "usage: uhp_server --addr HOST:PORT --api-key KEY [--api-key KEY2 …] [--max-running-per-key N] [--data DIR | --database-url URL]   (--addr 127.0.0.1:0 picks a port; --database-url needs the postgres feature)";
+const USAGE: &str = "usage: uhp_server --addr HOST:PORT --api-key KEY [--api-key KEY2 …] [--max-running-per-key N] [--data DIR | --database-url URL] [--model scripted|openai:MODEL] [--trace[=debug]] [--otlp URL]   (--addr 127.0.0.1:0 picks a port; --database-url needs the postgres feature)";
 
 /// What the model does for one request, before pacing.
 struct Plan {
@@ -232,6 +236,7 @@ fn usage_error(why: &str) -> ! {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let _trace = trace_arg::install_if_asked();
     let mut addr = "127.0.0.1:8080".to_owned();
     let mut keys: Vec<String> = Vec::new();
     let mut per_key: Option<usize> = None;
@@ -243,6 +248,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "--data",
         "--database-url",
         "--max-running-per-key",
+        "--model",
     ];
     for (name, value) in uhp_shared::parse_args("uhp_server", USAGE, &[], &opts) {
         match name.as_str() {
@@ -259,6 +265,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 );
             }
             "--database-url" => database_url = value,
+            "--model" => {} // read by model_arg below
             _ => data = value,
         }
     }
@@ -282,7 +289,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     let public = format!("http://{}", listener.local_addr()?);
-    let mut builder = UhpService::builder(DemoModel)
+    let model = model_arg::from_command_line(|| std::sync::Arc::new(DemoModel))
+        .unwrap_or_else(|e| usage_error(&e));
+    let mut builder = UhpService::builder(model)
         .harness("faq", "FAQ agent", faq)
         .harness("echo", "Echo", EchoHarness)
         .harness("chat", "Chat", ChatHarness::new("scripted"))

@@ -18,10 +18,12 @@ use harness_uhp::client::{CreateRequest, HttpTaskClient, TaskClientConfig, TaskE
 use harness_uhp::{Response, TaskAccumulator, idempotency_key};
 use serde_json::Value;
 
+#[path = "common/trace_arg.rs"]
+mod trace_arg;
 #[path = "uhp_shared/mod.rs"]
 mod uhp_shared;
 
-const USAGE: &str = "usage: uhp_task --url http://HOST:PORT --api-key KEY --input TEXT [--harness ID] [--no-stream]";
+const USAGE: &str = "usage: uhp_task --url http://HOST:PORT --api-key KEY --input TEXT [--harness ID] [--no-stream] [--trace[=debug]] [--otlp URL]";
 
 fn usage_error(why: &str) -> ! {
     eprintln!("uhp_task: {why}\n{USAGE}");
@@ -30,6 +32,7 @@ fn usage_error(why: &str) -> ! {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let _trace = trace_arg::install_if_asked();
     let (mut url, mut key, mut input, mut harness, mut stream) = (None, None, None, None, true);
     let opts = ["--url", "--api-key", "--input", "--harness"];
     for (name, value) in uhp_shared::parse_args("uhp_task", USAGE, &["--no-stream"], &opts) {

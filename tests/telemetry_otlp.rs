@@ -6,7 +6,6 @@
 //! `harness.operation` span a link to the value."
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[allow(dead_code)]
 #[path = "../examples/common/trace_arg.rs"]
 mod trace_arg;
 

@@ -9,6 +9,8 @@
 //!   own; the TanStack turn's `harness.operation` span carries its link to the input's
 //!   `traceparent`.
 
+#![allow(dead_code)] // each example that includes this file takes what it needs
+
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::layer::SubscriberExt;

@@ -12,8 +12,14 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
-/// The command line of an example: `--flag` alone or `--option VALUE`, in order; `-h` or
-/// `--help` prints `usage` and exits 0; anything else, or an option without its value, exits 2.
+/// What `--help` says about the tracing flags every UHP example takes.
+pub const TRACE_HELP: &str = "  --trace[=debug]: print the spans (tasks, turns, model and tool calls) on stderr\n  \
+--otlp URL: export them to an OpenTelemetry collector (OTLP/HTTP, e.g. http://127.0.0.1:4318)";
+
+/// The command line of an example: `--flag` alone or `--option VALUE` (or `--option=VALUE`),
+/// in order; `--trace[=LEVEL]` and `--otlp URL` are skipped (`common/trace_arg.rs` reads
+/// them); `-h` or `--help` prints `usage` and exits 0; anything else, or an option without
+/// its value, exits 2.
 pub fn parse_args(
     name: &str,
     usage: &str,
@@ -27,9 +33,19 @@ pub fn parse_args(
     let mut out = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
+        // `--option=value` is `--option value`.
+        if let Some((opt, v)) = a.split_once('=').filter(|(o, _)| options.contains(o)) {
+            out.push((opt.to_owned(), Some(v.to_owned())));
+            continue;
+        }
         if a == "-h" || a == "--help" {
-            println!("{usage}");
+            println!("{usage}\n{TRACE_HELP}");
             std::process::exit(0);
+        } else if a == "--trace" || a.starts_with("--trace=") || a.starts_with("--otlp=") {
+            // `common/trace_arg.rs` read them already.
+        } else if a == "--otlp" {
+            args.next()
+                .unwrap_or_else(|| fail(format!("{a} needs a value")));
         } else if flags.contains(&a.as_str()) {
             out.push((a, None));
         } else if options.contains(&a.as_str()) {

@@ -300,12 +300,14 @@ impl NdjsonDecoder {
         }
     }
 
-    /// The fast path of [`NdjsonFeed::next_value`]: framing and parse in one pass. A line in
-    /// `src[*at..complete]` that starts with `{` or `[` is parsed where it is, and the line
-    /// end looked for after the value rather than before it (a second pass over the line
-    /// saved). Anything else (a blank or BOM-led line, a value that does not parse or is
-    /// followed by more than whitespace, a line past the limit, bytes still buffered) is
-    /// left to the framing path, which reports it exactly (`None` here).
+    /// The fast path of [`NdjsonFeed::next_value`]: a line in `src[*at..complete]` that
+    /// starts with `{` or `[` is parsed where it is, with no copy and none of the framing
+    /// path's checks; the value must fill its line (JSON whitespace after it, which holds the
+    /// one CR of a CRLF, is allowed, as the framing path allows it). The line end is found
+    /// first: JSON whitespace includes LF, so a value spread over two lines would otherwise
+    /// parse as one. Anything else (a blank or BOM-led line, a line that does not parse, a
+    /// line past the limit, bytes still buffered) is left to the framing path, which reports
+    /// it exactly (`None` here).
     fn value_in_place<'a, T: Deserialize<'a>>(
         &mut self,
         src: &'a [u8],
@@ -319,16 +321,8 @@ impl NdjsonDecoder {
         if !matches!(rest.first(), Some(b'{' | b'[')) {
             return None;
         }
-        let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<T>();
-        let value = values.next()?.ok()?;
-        let end = values.byte_offset();
-        let ws = rest[end..]
-            .iter()
-            .position(|b| !matches!(b, b' ' | b'\t' | b'\r'))?;
-        let lf = end + ws;
-        if rest[lf] != b'\n' {
-            return None;
-        }
+        // `complete` ends with a LF, so there is one.
+        let lf = memchr::memchr(b'\n', rest)?;
         let len = if rest[..lf].ends_with(b"\r") {
             lf - 1
         } else {
@@ -337,6 +331,9 @@ impl NdjsonDecoder {
         if len > self.lines.cfg.max_line_bytes {
             return None;
         }
+        let mut de = serde_json::Deserializer::from_slice(&rest[..lf]);
+        let value = T::deserialize(&mut de).ok()?;
+        de.end().ok()?;
         self.lines.line_no += 1;
         *at += lf + 1;
         Some(value)

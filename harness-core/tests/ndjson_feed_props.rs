@@ -109,6 +109,7 @@ fn ndjson_like() -> impl Strategy<Value = Vec<u8>> {
         Just(b"[1,\"x\"]".to_vec()),
         Just(b"\"s\\n\"".to_vec()),
         Just(b"{oops".to_vec()),
+        Just(b"[1,\n2]".to_vec()), // JSON whitespace holding a line end: two bad lines
         Just(b"\n".to_vec()),
         Just(b"\r\n".to_vec()),
         Just(b"\r".to_vec()),
@@ -156,7 +157,7 @@ proptest! {
 
 /// The one-pass parse of `next_value` (a value parsed before its line end is found) agrees
 /// with the framing path on every line it could get wrong: two values on a line, trailing
-/// garbage, trailing whitespace and CRs, a valid line past the limit, a line cut by the end
+/// garbage, trailing whitespace and CRs, a value spread over two lines, a valid line past the limit, a line cut by the end
 /// of the push, a value of the wrong type.
 #[test]
 fn one_pass_values_agree_with_framing_on_edge_lines() {
@@ -168,6 +169,11 @@ fn one_pass_values_agree_with_framing_on_edge_lines() {
         b"[1,2]\n{\"a\":",
         b"{\"a\":[1,{\"b\":\"\\n\"}]}\r\n\n  \n{\"z\":null}\n",
         b"{\"a\":1}\n\"str\"\n7\n[]\n",
+        // A value whose whitespace holds a line end is two bad lines, not one value
+        // (every value of NDJSON is on its own line).
+        b"{\"a\":\n1}\n[2]\n",
+        b"[1,\r\n2] \n{}\n",
+        b"{\n}\n",
     ];
     for (i, bytes) in cases.iter().enumerate() {
         for limit in [16usize << 20, 24] {

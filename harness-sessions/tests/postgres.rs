@@ -21,7 +21,7 @@ use harness_core::pg::{Pg, PgConfig, PgError};
 use harness_core::tool::ToolContext;
 use harness_sessions::controller::{Controller, ExecRequest, TurnStatus};
 use harness_sessions::harnesses::ChatHarness;
-use harness_sessions::journal::{Journal, JournalError, PgJournal, PgReceipts};
+use harness_sessions::journal::{Durability, Journal, JournalError, PgJournal, PgReceipts};
 use harness_sessions::record::Record;
 use harness_sessions::tools::{DedupExecutor, ReceiptStore, ToolError, ToolExecutor};
 use harness_sessions::verify::VerifyError;
@@ -34,12 +34,17 @@ fn fresh_config() -> PgConfig {
         .pool_size(4)
 }
 
-/// A schema; each open is a new host: a new pool, a new `PgJournal`.
+/// A schema; each open is a new host: a new pool, a new `PgJournal` whose every append
+/// waits for its WAL flush (`Durability::EveryRecord`).
 struct Schema(PgConfig);
 
 impl Store for Schema {
     fn open(&self) -> Arc<dyn Journal> {
-        Arc::new(PgJournal::with_config(&self.0).unwrap())
+        Arc::new(
+            PgJournal::with_config(&self.0)
+                .unwrap()
+                .with_durability(Durability::EveryRecord),
+        )
     }
 }
 
@@ -47,6 +52,85 @@ impl Store for Schema {
 mod conformance {
     use super::{Schema, fresh_config};
     journal_suite!(Schema(fresh_config()));
+}
+
+/// A schema whose journals commit their appends without waiting for the WAL flush
+/// (`Durability::EveryTurn`, the default): a different statement, the same answers.
+struct TurnSchema(PgConfig);
+
+impl Store for TurnSchema {
+    fn open(&self) -> Arc<dyn Journal> {
+        Arc::new(
+            PgJournal::with_config(&self.0)
+                .unwrap()
+                .with_durability(Durability::EveryTurn),
+        )
+    }
+}
+
+/// The shared conformance suite on PostgreSQL with flushes per turn: compare-and-set, fences,
+/// `Conflict`/`Fenced`/`UnknownFence` exactly as with a flush per append.
+mod conformance_every_turn {
+    use super::{TurnSchema, fresh_config};
+    journal_suite!(TurnSchema(fresh_config()));
+}
+
+/// `Durability::EveryTurn` (the file journal's default policy, journal/file/mod.rs): the
+/// appends of a turn commit without waiting for their WAL flush, and `sync`, the durability
+/// point the host calls when a turn ends (journal/mod.rs, `Journal::sync`), returns only
+/// once the server's WAL is flushed past every one of them. The `synchronous_commit = off`
+/// of an append is its own transaction's: the pooled connection keeps the server's setting.
+#[test]
+fn every_turn_sync_flushes_the_wal_past_the_turns_appends() {
+    let j = PgJournal::with_config(&fresh_config().pool_size(1))
+        .unwrap()
+        .with_durability(Durability::EveryTurn);
+    j.create("s", &meta()).unwrap();
+    let fence = j.acquire_fence("s").unwrap();
+    let mut head = j.head("s").unwrap();
+    for i in 0..8 {
+        let r = Record::seal(event(i), head.seq + 1, head.hash, fence).unwrap();
+        j.append("s", head.seq, fence, std::slice::from_ref(&r))
+            .unwrap();
+        head.seq = r.seq;
+        head.hash = Some(r.content_hash);
+    }
+    let pool = j.pg().pool().clone();
+    let (inserted, setting): (String, String) = j
+        .pg()
+        .block_on(async move {
+            let c = pool.get().await?;
+            let lsn = c
+                .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
+                .await?;
+            let setting = c.query_one("SHOW synchronous_commit", &[]).await?;
+            Ok((lsn.get(0), setting.get(0)))
+        })
+        .unwrap();
+    assert_eq!(
+        setting, "on",
+        "an append's setting leaked onto its connection"
+    );
+    j.sync("s").unwrap();
+    let pool = j.pg().pool().clone();
+    let flushed: bool = j
+        .pg()
+        .block_on(async move {
+            let c = pool.get().await?;
+            let row = c
+                .query_one(
+                    "SELECT pg_current_wal_flush_lsn() >= $1::text::pg_lsn",
+                    &[&inserted],
+                )
+                .await?;
+            Ok(row.get(0))
+        })
+        .unwrap();
+    assert!(
+        flushed,
+        "sync returned before the WAL was flushed past the turn's appends"
+    );
+    assert_eq!(j.verify("s").unwrap().records, 8);
 }
 
 /// The race across hosts: each writer is its own host (its own pool and connections), all

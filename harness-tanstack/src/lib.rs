@@ -25,6 +25,21 @@
 //!   `harness.connection`) and `metrics` (threads, connections, turns, first-chunk latency,
 //!   tool calls, bytes and events out, slow consumers); facades, no I/O.
 //!
+//! **Several hosts, one thread owner.** On a log that several hosts share (`log::PgLog`), one
+//! host at a time runs a thread's turns: it holds the thread's *lease* (holder, epoch,
+//! expiry on the database's clock). The storage decides and the machine reacts, so the host
+//! stays sans-IO: before it writes an input's records the host asks the log
+//! ([`log::EventLog::lease`]); the log answers `Held`, `Acquired {epoch, reason}` (it just
+//! appended `harness.ownership.changed`, and the host reads the thread again from the log,
+//! closing as `interrupted` what a dead owner left open) or `HeldBy {holder}` (the input is
+//! forwarded to that host through the log and answered with its receipt,
+//! [`host::Host::control_routed`], [`driver::Service::control_forwarding`]). Every append is
+//! fenced by the epoch in the appending statement, so a paused, taken-over host writes
+//! nothing more ([`log::LogError::Fenced`]). Renewing (every TTL/3) is a task of the adapter
+//! (`PgLog::keep_leases`); the host releases a thread's lease when the thread goes idle, and
+//! `release_all` on a graceful shutdown. A memory or file log is one process: its lease is
+//! always `Held`, and nothing changes for it.
+//!
 //! The types named first are at the root too: [`Host`], [`HostConfig`], [`Client`],
 //! [`ClientConfig`], [`Service`], [`AguiEvent`], [`HarnessEvent`], [`MemoryLog`], …
 //!

@@ -322,3 +322,59 @@ fn a_prompt_that_waited_when_a_durable_host_stopped_runs_when_sent_again() {
     assert!(n.turns.is_empty(), "p-2 ran twice: {:?}", n.turns);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `joinRun` after a restart of a durable host: the client "calls `GET
+/// <url>?offset=-1&runId=<id>`" with no thread (/work/shared/research/tanstack-ai-client.md:131),
+/// and for a finished run the host must "replay the whole run, RUN_STARTED through
+/// terminal, then close" (:141). The run index is rebuilt from the log when the host opens
+/// it, so a run from before the restart is found by its id alone; an id the log never had
+/// is still `404` ("Unknown or expired run: return 404").
+#[test]
+fn join_run_finds_a_run_from_before_the_restart_by_its_id_alone() {
+    let dir = std::env::temp_dir().join(format!("harness-tanstack-joinrun-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let op;
+    {
+        let mut n = Net::new(Host::new(
+            HostConfig::default(),
+            FileLog::open(&dir).unwrap(),
+        ));
+        n.host.control(n.now, None, PROMPT, "r", None);
+        n.pump();
+        op = reply(&mut n, "Hi there");
+        // A second thread with a run of its own: each run maps to its thread.
+        let other = br#"{"threadId":"thread-2","input":{"op":"prompt","message":"Yo"}}"#;
+        n.host.control(n.now, None, other, "r", None);
+        n.pump();
+        reply(&mut n, "Hey");
+    }
+    let mut n = Net::new(Host::new(
+        HostConfig::default(),
+        FileLog::open(&dir).unwrap(),
+    ));
+    let c = n
+        .host
+        .join_run(n.now, None, &op, Some("-1"), None, "r")
+        .expect("the run from before the restart, by its id alone");
+    n.pump();
+    let events: Vec<serde_json::Value> = n
+        .take(c)
+        .iter()
+        .filter_map(|f| f.strip_prefix("data: "))
+        .map(|d| json(d.trim_end()))
+        .collect();
+    assert_eq!(events.first().unwrap()["type"], "RUN_STARTED");
+    assert_eq!(events.first().unwrap()["threadId"], "thread-1");
+    assert!(
+        events.iter().any(|e| e["delta"] == "Hi there"),
+        "{events:?}"
+    );
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
+    assert!(n.closed(c).is_some(), "the finished run's stream ends");
+    let e = n
+        .host
+        .join_run(n.now, None, "op-99", Some("-1"), None, "r")
+        .unwrap_err();
+    assert_eq!(e.status, 404);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -14,7 +14,7 @@ use harness_core::clock::MonotonicClock;
 use harness_core::message::Usage;
 
 use crate::agui::{self, AguiEvent};
-use crate::host::{ConnId, Host, HostEvent, Transport, TurnOutcome};
+use crate::host::{ConnId, Host, HostEvent, Routed, Transport, TurnOutcome};
 use crate::http::HttpAnswer;
 use crate::log::EventLog;
 
@@ -28,6 +28,16 @@ struct Inner<L: EventLog> {
     turns: VecDeque<HostEvent>,
     turn_waker: Option<Waker>,
     totals: HashMap<String, Usage>,
+    /// Inputs this host forwarded to a thread's owner, by id: the owner's answer once it
+    /// came, and the request that waits for it (one entry per waiting request: bounded by
+    /// them).
+    forwards: HashMap<u64, Forwarded>,
+}
+
+#[derive(Default)]
+struct Forwarded {
+    answer: Option<(u16, String)>,
+    waker: Option<Waker>,
 }
 
 impl<L: EventLog> Inner<L> {
@@ -89,6 +99,7 @@ impl<L: EventLog + 'static> Service<L> {
                 turns: VecDeque::new(),
                 turn_waker: None,
                 totals: HashMap::new(),
+                forwards: HashMap::new(),
             })),
             clock: Arc::new(clock),
         }
@@ -122,6 +133,112 @@ impl<L: EventLog + 'static> Service<L> {
         traceparent: Option<&str>,
     ) -> HttpAnswer {
         self.with_host(|h, now| h.control(now, user, body, request_id, traceparent))
+    }
+
+    /// `POST control` on a host that shares its log with others: an input for a thread
+    /// that another host owns goes to that host, which runs it as a local input, and the
+    /// answer is the owner's ([`Host::control_routed`]). It waits for that answer until
+    /// `deadline` completes (the adapter's timer: the service reads no clock and never
+    /// sleeps); then an input the owner has not taken yet is taken back and run here,
+    /// where it takes the thread over if the owner's lease expired meanwhile (else it gets
+    /// the `rejected` receipt with reason `not_owner`), and one the owner took but has not
+    /// answered is `504 {error: "owner_timeout"}`. On a log of one process this is
+    /// [`control`](Self::control).
+    pub async fn control_forwarding(
+        &self,
+        user: Option<&str>,
+        body: &[u8],
+        request_id: &str,
+        traceparent: Option<&str>,
+        deadline: impl std::future::Future<Output = ()>,
+    ) -> HttpAnswer {
+        let routed = {
+            let now = self.now();
+            let mut g = self.lock();
+            let r = g
+                .host
+                .control_routed(now, user, body, request_id, traceparent);
+            if let Routed::Forwarded(id) = &r {
+                g.forwards.insert(*id, Forwarded::default());
+            }
+            g.pump();
+            r
+        };
+        let id = match routed {
+            Routed::Forwarded(id) => id,
+            Routed::Answer(a) => return a,
+            #[allow(unreachable_patterns)]
+            _ => return HttpAnswer::error(500, "internal", request_id),
+        };
+        let answered = futures::future::poll_fn(|cx| {
+            let mut g = self.lock();
+            match g.forwards.get_mut(&id) {
+                Some(f) => match f.answer.take() {
+                    Some(a) => {
+                        g.forwards.remove(&id);
+                        Poll::Ready(Some(a))
+                    }
+                    None => {
+                        f.waker = Some(cx.waker().clone());
+                        Poll::Pending
+                    }
+                },
+                None => Poll::Ready(None),
+            }
+        });
+        let answered = std::pin::pin!(answered);
+        let deadline = std::pin::pin!(deadline);
+        let got = match futures::future::select(answered, deadline).await {
+            futures::future::Either::Left((a, _)) => a,
+            futures::future::Either::Right(((), _)) => None,
+        };
+        let answer = |(status, body): (u16, String)| HttpAnswer {
+            status,
+            body,
+            request_id: request_id.to_owned(),
+        };
+        if let Some(a) = got {
+            return answer(a);
+        }
+        // No answer in time.
+        let now = self.now();
+        let mut g = self.lock();
+        g.forwards.remove(&id);
+        let withdrawn = g.host.log_mut().withdraw_forwarded(id);
+        let r = match withdrawn {
+            // The owner never took it: run it here (a takeover, when its lease expired).
+            Ok(true) => g.host.control(now, user, body, request_id, traceparent),
+            _ => match g.host.log_mut().forwarded_answer(id) {
+                Ok(Some(a)) => answer(a),
+                _ => HttpAnswer::error(504, "owner_timeout", request_id),
+            },
+        };
+        g.pump();
+        r
+    }
+
+    /// Inputs other hosts forwarded to this one: runs them (see
+    /// [`Host::handle_forwarded`]). Call it from a forwarding listener
+    /// (`PgLog::listen_forwards`).
+    pub fn handle_forwarded(&self) {
+        self.with_host(|h, now| h.handle_forwarded(now));
+    }
+
+    /// The owner answered an input this host forwarded: the request that waits for it gets
+    /// the answer. Call it from a forwarding listener (`PgLog::listen_forwards`).
+    pub fn handle_forward_answer(&self, id: u64) {
+        let mut g = self.lock();
+        if !g.forwards.contains_key(&id) {
+            return;
+        }
+        if let Ok(Some(a)) = g.host.log_mut().forwarded_answer(id) {
+            if let Some(f) = g.forwards.get_mut(&id) {
+                f.answer = Some(a);
+                if let Some(w) = f.waker.take() {
+                    w.wake();
+                }
+            }
+        }
     }
 
     /// `GET events`.

@@ -59,6 +59,39 @@ impl<L: EventLog> Host<L> {
         if text.len() > self.cfg.max_input_bytes || resume_bytes > self.cfg.max_input_bytes {
             return Err(HttpAnswer::error(413, "too_large", request_id));
         }
+        // The thread's lease (see `lease`): another host's live one is `409 not_owner`.
+        let writes = self.threads.contains_key(&key)
+            || self.log.contains(&key)
+            || !self.at_thread_limit(user);
+        if writes {
+            match self.claim(now, &key, wire) {
+                Ok(super::lease::Claim::Mine) => {}
+                Ok(super::lease::Claim::Elsewhere(_)) => {
+                    return Err(HttpAnswer::error(409, "not_owner", request_id));
+                }
+                Err(_) => return Err(HttpAnswer::error(500, "internal", request_id)),
+            }
+        }
+        let r = self.run_owned(now, input, user, request_id, traceparent, &key, wire);
+        if writes {
+            self.release_if_idle(&key);
+        }
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_owned(
+        &mut self,
+        now: Instant,
+        input: &agui::RunAgentInput,
+        user: Option<&str>,
+        request_id: &str,
+        traceparent: Option<&str>,
+        key: &str,
+        wire: &str,
+    ) -> Result<ConnId, HttpAnswer> {
+        let key = key.to_owned();
+        let text = input.last_user_text().unwrap_or_default();
         if self.ensure(&key, Some(wire)) {
             if let Some(t) = self.threads.get(&key) {
                 if !may_read(&self.cfg.access, t, user) {

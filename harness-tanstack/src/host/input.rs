@@ -34,7 +34,10 @@ impl<L: EventLog> Host<L> {
     /// ([`max_threads`](super::HostConfig::max_threads),
     /// [`max_threads_per_user`](super::HostConfig::max_threads_per_user)), `queue_full`
     /// ([`max_waiting_inputs`](super::HostConfig::max_waiting_inputs),
-    /// [`max_waiting_bytes`](super::HostConfig::max_waiting_bytes)).
+    /// [`max_waiting_bytes`](super::HostConfig::max_waiting_bytes)); on a log several hosts
+    /// share, `not_owner` while another host holds the thread's lease (not kept, nothing
+    /// written: [`control_routed`](Self::control_routed) forwards the input to that host
+    /// instead).
     pub fn control(
         &mut self,
         now: Instant,
@@ -108,7 +111,69 @@ impl<L: EventLog> Host<L> {
             })
     }
 
+    /// Applies an input on this host when it owns the thread (or takes it: see
+    /// [`lease`](super::lease)); a thread that another host owns gets a `rejected` receipt
+    /// with reason `not_owner`, kept nowhere (a transient refusal: the same input may be
+    /// sent again, to that host or later).
     pub(super) fn apply_input(
+        &mut self,
+        now: Instant,
+        key: &str,
+        thread_id: &str,
+        user: Option<&str>,
+        input: Input,
+        traceparent: Option<String>,
+    ) -> Result<Receipt, Refusal> {
+        let creates = matches!(
+            input,
+            Input::Prompt(_)
+                | Input::FollowUp(_)
+                | Input::Steer(_)
+                | Input::Append(_)
+                | Input::Agent(_)
+        );
+        let known = self.threads.contains_key(key) || self.log.contains(key);
+        // Only an input that writes takes the lease (a refusal that makes no thread
+        // writes nothing).
+        let writes = known
+            || (creates
+                && input_bytes(&input) <= self.cfg.max_input_bytes
+                && !self.at_thread_limit(user));
+        if writes {
+            match self.claim(now, key, thread_id) {
+                Ok(super::lease::Claim::Mine) => {}
+                Ok(super::lease::Claim::Elsewhere(holder)) => {
+                    tracing::debug!(
+                        threadId = thread_id,
+                        holder,
+                        "input for a thread another host owns"
+                    );
+                    // `control_routed`: the input goes to the owner, which answers it.
+                    if let Some(mut f) = self.forwarding.take() {
+                        f.key = key.to_owned();
+                        match self.log.forward(&holder, &f) {
+                            Ok(Some(id)) => self.forwarded = Some(id),
+                            Ok(None) => {}
+                            Err(e) => return Err(Refusal::Internal(e.to_string())),
+                        }
+                    }
+                    let id = match input.input_id() {
+                        Some(id) => id.to_owned(),
+                        None => self.new_input_id(key),
+                    };
+                    return Ok(rejected(&id, "not_owner"));
+                }
+                Err(e) => return Err(Refusal::Internal(e.to_string())),
+            }
+        }
+        let r = self.apply_owned(now, key, thread_id, user, input, traceparent);
+        if writes {
+            self.release_if_idle(key);
+        }
+        r
+    }
+
+    fn apply_owned(
         &mut self,
         now: Instant,
         key: &str,

@@ -36,6 +36,7 @@
 mod agui_run;
 mod connection;
 mod input;
+mod lease;
 mod read;
 mod registry;
 mod resume;
@@ -45,6 +46,7 @@ mod transmit;
 mod turn;
 mod wait;
 
+pub use lease::Routed;
 pub use wait::{Interrupted, Resolution, Resume, Wait, WaitFor};
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -348,6 +350,10 @@ pub struct Host<L: EventLog> {
     outflow: crate::telemetry::Outflow,
     /// Runs by id, for `joinRun` (which names no thread).
     runs: resume::RunIndex,
+    /// The input [`control_routed`](Host::control_routed) may forward to the thread's owner,
+    /// and the id it was forwarded under.
+    forwarding: Option<crate::log::Forward>,
+    forwarded: Option<u64>,
 }
 
 impl<L: EventLog> std::fmt::Debug for Host<L> {
@@ -370,10 +376,12 @@ impl<L: EventLog> Host<L> {
     /// gets `harness.input.settled` with outcome `interrupted`. So the host starts in the
     /// memory of an empty one, however big its log (it counts the log's threads and their
     /// owners, for [`max_threads`](HostConfig::max_threads) and
-    /// [`max_threads_per_user`](HostConfig::max_threads_per_user)).
-    pub fn new(cfg: HostConfig, log: L) -> Self {
+    /// [`max_threads_per_user`](HostConfig::max_threads_per_user), and indexes the newest
+    /// runs, so that `joinRun` finds them by id alone: at most 65,536 records read).
+    pub fn new(cfg: HostConfig, mut log: L) -> Self {
         let mut user_threads: HashMap<String, usize> = HashMap::new();
         let keys = log.threads();
+        let runs = resume::RunIndex::rebuild(&mut log, &keys);
         for key in &keys {
             if let Some(owner) = log.owner(key) {
                 *user_threads.entry(owner).or_default() += 1;
@@ -396,7 +404,9 @@ impl<L: EventLog> Host<L> {
             resident: Lru::default(),
             thread_count: keys.len(),
             user_threads,
-            runs: resume::RunIndex::default(),
+            runs,
+            forwarding: None,
+            forwarded: None,
         }
     }
 
@@ -429,9 +439,15 @@ impl<L: EventLog> Host<L> {
     /// Records were appended to the thread stored under `key` by another host on a shared
     /// log (a `PgLog`'s NOTIFY, say): wakes the thread's connections, which read them from the
     /// log as they read this host's own. A thread with no connection here costs nothing.
+    /// What this host kept of the thread in memory is stale then: when no turn of it runs
+    /// here, it is dropped, and read again from the log when next used (a snapshot, a
+    /// transcript).
     pub fn handle_appended(&mut self, now: Instant, key: &str) {
         self.clock(now);
         self.wake_thread(key);
+        if self.threads.get(key).is_some_and(|t| !t.is_busy()) {
+            self.forget_thread(key);
+        }
     }
 
     /// The next thing the application must do.

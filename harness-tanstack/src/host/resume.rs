@@ -17,6 +17,8 @@ use crate::log::EventLog;
 /// The runs the host can find by id alone (`joinRun` sends no thread): the newest this
 /// many; an older run is found with its `threadId`.
 pub(super) const MAX_INDEXED_RUNS: usize = 16_384;
+/// The most log records read to rebuild the index when a host opens its log.
+pub(super) const MAX_RUN_INDEX_SCAN: u64 = 1 << 16;
 /// A run id longer than this is not indexed (it is still found with its `threadId`).
 const MAX_INDEXED_RUN_ID_BYTES: usize = 256;
 
@@ -46,6 +48,40 @@ impl RunIndex {
 
     fn get(&self, run_id: &str) -> Option<&String> {
         self.at.get(run_id)
+    }
+
+    /// The index of the runs a log already has (a durable log after a restart), so that
+    /// `joinRun` finds a run from before the restart by its id alone: each thread's
+    /// `RUN_STARTED` records, newest first, until [`MAX_INDEXED_RUNS`] runs are found or
+    /// [`MAX_RUN_INDEX_SCAN`] records are read (the host's start stays bounded however big
+    /// its log; a run past them is still found with its `threadId`).
+    pub(super) fn rebuild<L: EventLog>(log: &mut L, keys: &[String]) -> RunIndex {
+        let mut ix = RunIndex::default();
+        let mut budget = MAX_RUN_INDEX_SCAN;
+        let mut found = 0;
+        for key in keys {
+            let first = log.first_seq(key).max(1);
+            let mut seq = log.head_seq(key);
+            let mut runs = Vec::new();
+            while seq >= first && budget > 0 && found + runs.len() < MAX_INDEXED_RUNS {
+                budget -= 1;
+                if let Ok(Some(rec)) = log.get(key, seq) {
+                    if rec.event_json().starts_with(b"{\"type\":\"RUN_STARTED\"") {
+                        runs.push(rec.operation_id.clone());
+                    }
+                }
+                seq -= 1;
+            }
+            found += runs.len();
+            // Oldest first: the newest are the last to go when the index is full.
+            for run in runs.iter().rev() {
+                ix.insert(run, key);
+            }
+            if budget == 0 || found >= MAX_INDEXED_RUNS {
+                break;
+            }
+        }
+        ix
     }
 }
 
@@ -299,5 +335,35 @@ mod tests {
         assert!(ix.get(&format!("run-{}", MAX_INDEXED_RUNS + 9)).is_some());
         ix.insert(&"x".repeat(MAX_INDEXED_RUN_ID_BYTES + 1), "t");
         assert_eq!(ix.at.len(), MAX_INDEXED_RUNS);
+    }
+
+    /// The rebuild on open reads at most `MAX_RUN_INDEX_SCAN` records, newest first: a run
+    /// started further back than that is left out (still found with its `threadId`), a
+    /// recent one is indexed, and records that start no run index nothing.
+    #[test]
+    fn the_rebuild_reads_a_bounded_number_of_records_newest_first() {
+        use crate::agui::{AguiEvent, RunStarted};
+        use crate::log::MemoryLog;
+        let started = |run: &str| {
+            AguiEvent::RunStarted(RunStarted {
+                thread_id: "t".into(),
+                run_id: run.into(),
+                ..RunStarted::default()
+            })
+        };
+        let mut log = MemoryLog::new(1 << 20, 1 << 30).with_max_total_bytes(1 << 30);
+        log.append("t", "run-old", &started("run-old")).unwrap();
+        for _ in 0..MAX_RUN_INDEX_SCAN {
+            log.append("t", "run-old", &AguiEvent::text_content("m", "x"))
+                .unwrap();
+        }
+        log.append("t", "run-new", &started("run-new")).unwrap();
+        log.append("t", "run-new", &AguiEvent::text_content("m", "y"))
+            .unwrap();
+        let keys = log.threads();
+        let ix = RunIndex::rebuild(&mut log, &keys);
+        assert_eq!(ix.get("run-new").map(String::as_str), Some("t"));
+        assert!(ix.get("run-old").is_none(), "read past the scan budget");
+        assert_eq!(ix.at.len(), 1);
     }
 }

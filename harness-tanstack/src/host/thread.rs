@@ -423,6 +423,21 @@ pub(super) fn restore<L: EventLog>(
     }
     let unfinished: Vec<String> = open.iter().map(|(op, _)| op.clone()).collect();
     let mut closing: Vec<(String, AguiEvent)> = Vec::new();
+    // A text message the stopped run left open ends first, as a cancelled turn's does
+    // ("Before it, a cancelled turn ends its open text message").
+    let mut open_messages: Vec<String> = t.streaming.keys().cloned().collect();
+    open_messages.sort();
+    if let Some((op, _)) = open.first() {
+        for m in open_messages {
+            closing.push((
+                op.clone(),
+                AguiEvent::TextMessageEnd(agui::TextMessageEnd {
+                    message_id: m,
+                    ..agui::TextMessageEnd::default()
+                }),
+            ));
+        }
+    }
     for (op, input_id) in open {
         closing.extend(
             interrupted(&op, input_id)

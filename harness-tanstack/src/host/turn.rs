@@ -204,24 +204,40 @@ impl<L: EventLog> Host<L> {
             Some(t) => {
                 let rec = self
                     .log
-                    .append_as(thread_id, &t.thread_id, operation_id, &event)?;
-                t.observe(&event);
-                if let Some(r) = t
-                    .running
-                    .as_mut()
-                    .filter(|r| r.operation_id == operation_id)
-                {
-                    match &event {
-                        AguiEvent::TextMessageStart(s) => {
-                            r.open_message = Some(s.message_id.clone());
+                    .append_as(thread_id, &t.thread_id, operation_id, &event);
+                if rec.is_ok() {
+                    t.observe(&event);
+                    if let Some(r) = t
+                        .running
+                        .as_mut()
+                        .filter(|r| r.operation_id == operation_id)
+                    {
+                        match &event {
+                            AguiEvent::TextMessageStart(s) => {
+                                r.open_message = Some(s.message_id.clone());
+                            }
+                            AguiEvent::TextMessageEnd(_) => r.open_message = None,
+                            _ => {}
                         }
-                        AguiEvent::TextMessageEnd(_) => r.open_message = None,
-                        _ => {}
                     }
                 }
                 rec
             }
-            None => self.log.append(thread_id, operation_id, &event)?,
+            None => self.log.append(thread_id, operation_id, &event),
+        };
+        let rec = match rec {
+            Ok(r) => r,
+            Err(LogError::Fenced) => {
+                // Another host took the thread over: this host's turn of it ends here,
+                // and what it kept of the thread is stale (see `lease`).
+                tracing::warn!(
+                    threadId = thread_id,
+                    "append fenced: another host owns the thread"
+                );
+                self.forget_thread(thread_id);
+                return Err(LogError::Fenced.into());
+            }
+            Err(e) => return Err(e.into()),
         };
         self.wake_thread(thread_id);
         Ok(rec.cursor())
@@ -359,7 +375,9 @@ impl<L: EventLog> Host<L> {
             Refusal::Internal(m) => HostError::Log(LogError::Io(m)),
             Refusal::Forbidden => HostError::Log(LogError::Io("forbidden".into())),
         })?;
-        // Idle now: past the limits of memory, threads that idle longest leave it.
+        // Idle now: the lease goes (another host may take the thread at once), and past
+        // the limits of memory, threads that idle longest leave it.
+        self.release_if_idle(thread_id);
         self.trim(thread_id);
         Ok(())
     }

@@ -44,7 +44,7 @@ use bytes::Bytes;
 use harness_core::Cursor;
 
 use crate::agui::AguiEvent;
-use crate::catalog::GapReason;
+use crate::catalog::{GapReason, OwnershipReason};
 
 pub use file::{FileLog, FileLogConfig};
 pub use memory::MemoryLog;
@@ -181,6 +181,72 @@ pub enum LogError {
     /// A stored record does not read.
     #[error("event log record is corrupt: {0}")]
     Corrupt(String),
+    /// The append was refused: this host does not hold the thread's lease (another host
+    /// took it over, or it was never taken; see [`EventLog::lease`]).
+    #[error("this host does not own the thread: another host took it over")]
+    Fenced,
+}
+
+/// An input (the body of `POST control`) that reached a host that does not own its thread,
+/// forwarded to the owner ([`EventLog::forward`]), which runs it as a local input.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Forward {
+    /// The thread's key.
+    pub key: String,
+    /// The request id of the HTTP request that brought it.
+    pub request_id: String,
+    /// The user `getUser` returned on the receiving host.
+    pub user: Option<String>,
+    /// The body, as received.
+    pub body: String,
+    /// The `traceparent` header, as received ("When another server owns the thread, the
+    /// value goes to that server with the input").
+    pub traceparent: Option<String>,
+}
+
+impl Forward {
+    /// A forwarded input.
+    pub fn new(
+        key: &str,
+        request_id: &str,
+        user: Option<&str>,
+        body: &[u8],
+        traceparent: Option<&str>,
+    ) -> Forward {
+        Forward {
+            key: key.to_owned(),
+            request_id: request_id.to_owned(),
+            user: user.map(str::to_owned),
+            body: String::from_utf8_lossy(body).into_owned(),
+            traceparent: traceparent.map(str::to_owned),
+        }
+    }
+}
+
+/// Who may write a thread of a log that several hosts share (see [`EventLog::lease`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Lease {
+    /// This host holds the thread's lease, and held it already: what it keeps of the
+    /// thread in memory is current (a log of one process always answers this).
+    Held,
+    /// This host just took the lease, under a new `epoch`: the thread's newest record is
+    /// `harness.ownership.changed {epoch, reason}`. Another host may have written the
+    /// thread since this one last read it, and a run of the old holder may be open: read
+    /// the thread again from the log.
+    Acquired {
+        /// The new epoch.
+        epoch: u64,
+        /// `taken_over` (the old holder's lease expired with no release) or `acquired`.
+        reason: OwnershipReason,
+    },
+    /// Another host holds a live lease: it runs the thread's turns, and an input for the
+    /// thread goes to it.
+    HeldBy {
+        /// The holder's id.
+        holder: String,
+    },
 }
 
 impl From<std::io::Error> for LogError {
@@ -271,6 +337,63 @@ pub trait EventLog: Send {
         let _ = thread_id;
         Ok(None)
     }
+
+    /// Takes (or keeps) the lease of the thread stored under `key` before a write: on a log
+    /// that several hosts share, one host at a time runs a thread's turns, and an append of
+    /// any other host is [`LogError::Fenced`]. `thread_id` is the id the thread's records
+    /// name (for the `harness.ownership.changed` record of a new epoch). A log of one
+    /// process (memory, file) has no other writer: the default is always [`Lease::Held`].
+    fn lease(&mut self, key: &str, thread_id: &str) -> Result<Lease, LogError> {
+        let _ = (key, thread_id);
+        Ok(Lease::Held)
+    }
+
+    /// Lets the lease of a thread go (the thread is idle here): the next host to write it
+    /// takes it with reason `acquired`. The default does nothing.
+    fn release(&mut self, key: &str) -> Result<(), LogError> {
+        let _ = key;
+        Ok(())
+    }
+
+    /// Lets every lease of this host go (a graceful shutdown): the next host to write each
+    /// thread takes it at once (`acquired`), not after the lease's TTL (`taken_over`). The
+    /// default does nothing.
+    fn release_all(&mut self) -> Result<(), LogError> {
+        Ok(())
+    }
+
+    /// Sends an input to `holder`, the host that owns its thread: its id, to wait for the
+    /// answer ([`forwarded_answer`](Self::forwarded_answer)). `None`: the log forwards
+    /// nothing (the default).
+    fn forward(&mut self, holder: &str, input: &Forward) -> Result<Option<u64>, LogError> {
+        let _ = (holder, input);
+        Ok(None)
+    }
+
+    /// The inputs other hosts forwarded to this one, not taken yet (each is given once).
+    fn take_forwarded(&mut self) -> Result<Vec<(u64, Forward)>, LogError> {
+        Ok(Vec::new())
+    }
+
+    /// The answer to a forwarded input (the HTTP status and body of `POST control`).
+    fn answer_forwarded(&mut self, id: u64, status: u16, body: &str) -> Result<(), LogError> {
+        let _ = (id, status, body);
+        Ok(())
+    }
+
+    /// The owner's answer to an input this host forwarded, once there is one (then
+    /// forgotten).
+    fn forwarded_answer(&mut self, id: u64) -> Result<Option<(u16, String)>, LogError> {
+        let _ = id;
+        Ok(None)
+    }
+
+    /// Takes back a forwarded input the owner has not taken yet: whether it was (then the
+    /// owner never runs it).
+    fn withdraw_forwarded(&mut self, id: u64) -> Result<bool, LogError> {
+        let _ = id;
+        Ok(false)
+    }
 }
 
 impl<L: EventLog + ?Sized> EventLog for Box<L> {
@@ -315,5 +438,29 @@ impl<L: EventLog + ?Sized> EventLog for Box<L> {
     }
     fn waits(&mut self, thread_id: &str) -> Result<Option<String>, LogError> {
         (**self).waits(thread_id)
+    }
+    fn lease(&mut self, key: &str, thread_id: &str) -> Result<Lease, LogError> {
+        (**self).lease(key, thread_id)
+    }
+    fn release(&mut self, key: &str) -> Result<(), LogError> {
+        (**self).release(key)
+    }
+    fn release_all(&mut self) -> Result<(), LogError> {
+        (**self).release_all()
+    }
+    fn forward(&mut self, holder: &str, input: &Forward) -> Result<Option<u64>, LogError> {
+        (**self).forward(holder, input)
+    }
+    fn take_forwarded(&mut self) -> Result<Vec<(u64, Forward)>, LogError> {
+        (**self).take_forwarded()
+    }
+    fn answer_forwarded(&mut self, id: u64, status: u16, body: &str) -> Result<(), LogError> {
+        (**self).answer_forwarded(id, status, body)
+    }
+    fn forwarded_answer(&mut self, id: u64) -> Result<Option<(u16, String)>, LogError> {
+        (**self).forwarded_answer(id)
+    }
+    fn withdraw_forwarded(&mut self, id: u64) -> Result<bool, LogError> {
+        (**self).withdraw_forwarded(id)
     }
 }

@@ -62,7 +62,7 @@ use harness_core::model::Model;
 use harness_core::tool::Tools;
 
 pub use auth::{BearerTokens, Rejection, TanstackAuthHook, UserId, bearer_credentials};
-pub use serve::{ServeReport, TanstackServeConfig, serve};
+pub use serve::{DEFAULT_WRITE_TIMEOUT, ServeReport, TanstackServeConfig, serve};
 
 use crate::driver::{Service, run_turns};
 use crate::log::EventLog;

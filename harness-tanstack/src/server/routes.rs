@@ -196,6 +196,10 @@ pub(super) async fn host_events<L: EventLog + 'static>(State(st): St<L>, req: Re
     }
 }
 
+/// How long `POST control` waits for the owner's answer to an input it forwarded (see
+/// [`Service::control_forwarding`](crate::driver::Service::control_forwarding)).
+const FORWARD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// `POST control`: `{threadId, input}` → the receipt.
 pub(super) async fn control<L: EventLog + 'static>(State(st): St<L>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
@@ -205,7 +209,14 @@ pub(super) async fn control<L: EventLog + 'static>(State(st): St<L>, req: Reques
         Err(a) => return json_answer(a),
     };
     let tp = h.header("traceparent");
-    json_answer(st.svc.control(h.user.as_deref(), &body, &h.rid, tp))
+    // An input for a thread another host owns goes to it (a shared log), and waits for its
+    // answer at most FORWARD_WAIT.
+    let deadline = tokio::time::sleep(FORWARD_WAIT);
+    json_answer(
+        st.svc
+            .control_forwarding(h.user.as_deref(), &body, &h.rid, tp, deadline)
+            .await,
+    )
 }
 
 /// `GET snapshot?threadId=`.

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
 /// How [`serve`] accepts and keeps connections. Every field has a default fit for
@@ -33,17 +33,25 @@ pub struct TanstackServeConfig {
     /// memory (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`), instead of spinning a core on an
     /// error that repeats until a descriptor is free (default 100 ms).
     pub accept_pause: Duration,
-    /// How long connections in progress may go on after shutdown begins (default 10 s).
+    /// How long connections in progress may go on after shutdown begins (default 10 s):
+    /// requests in progress finish, WebSockets are sent the close `1001` (going away);
+    /// whatever is still open then (streams, WebSockets whose client does not take the
+    /// close) is closed.
     pub shutdown_grace: Duration,
     /// How long a write to a connection may stay blocked (the client does not read) before
-    /// the connection is closed; `None` (the default): no limit. The host gives a slow
-    /// consumer up on its own after `slowConsumerMs` and queues `slow_consumer` and the
-    /// close for when the client reads again, but the bytes already handed to the
-    /// connection hold it, and its descriptor, for as long as the client does not read:
-    /// this drops it. Keep it well above `slowConsumerMs`, so that a client that reads
-    /// again late still gets the spec's `slow_consumer` rather than a cut connection.
+    /// the connection is closed (default 60 s, twice the spec's default `slowConsumerMs`;
+    /// `None`: no limit). The host gives a slow consumer up on its own after
+    /// `slowConsumerMs` and queues `slow_consumer` and the close for when the client reads
+    /// again, but the bytes already handed to the connection (the socket's buffers) hold
+    /// it, and its descriptor, for as long as the client does not read: this drops it.
+    /// Keep it well above `slowConsumerMs`, so that a client that reads again late still
+    /// gets the spec's `slow_consumer` rather than a cut connection.
     pub write_timeout: Option<Duration>,
 }
+
+/// The default [`TanstackServeConfig::write_timeout`]: twice the spec's default
+/// `slowConsumerMs` (30 s).
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Default for TanstackServeConfig {
     fn default() -> Self {
@@ -52,7 +60,7 @@ impl Default for TanstackServeConfig {
             max_connections: 16_384,
             accept_pause: Duration::from_millis(100),
             shutdown_grace: Duration::from_secs(10),
-            write_timeout: None,
+            write_timeout: Some(DEFAULT_WRITE_TIMEOUT),
         }
     }
 }
@@ -79,6 +87,14 @@ impl TanstackServeConfig {
         self
     }
 
+    /// No [`write_timeout`](Self::write_timeout): a client that does not read holds its
+    /// connection until it reads again or goes away.
+    #[must_use]
+    pub fn without_write_timeout(mut self) -> Self {
+        self.write_timeout = None;
+        self
+    }
+
     /// Sets [`shutdown_grace`](Self::shutdown_grace).
     #[must_use]
     pub fn with_shutdown_grace(mut self, t: Duration) -> Self {
@@ -97,7 +113,13 @@ pub struct ServeReport {
     pub refused_busy: u64,
     /// Times the accept loop paused for want of descriptors or memory.
     pub accept_pauses: u64,
-    /// Connections still open at the end of the grace period, closed by the shutdown.
+    /// Connections closed because a write stayed blocked for
+    /// [`TanstackServeConfig::write_timeout`] (a client that stopped reading).
+    pub write_timeouts: u64,
+    /// Connections open when the shutdown began, upgraded WebSockets and streams included.
+    pub open_at_shutdown: u64,
+    /// Connections still open at the end of the grace period, closed by the shutdown
+    /// (streams, and WebSockets that did not take their close in time).
     pub ended_by_shutdown: u64,
 }
 
@@ -108,37 +130,119 @@ retry-after: 1\r\ncontent-length: 18\r\nconnection: close\r\n\r\n{\"error\":\"bu
 /// How long a busy answer may take, with the client's request drained meanwhile.
 const BUSY_LINGER: Duration = Duration::from_millis(500);
 
+/// A count of open connections and a wake-up when one closes.
+#[derive(Default)]
+struct Open {
+    n: AtomicUsize,
+    closed: Notify,
+}
+
+impl Open {
+    fn len(&self) -> usize {
+        self.n.load(Ordering::Acquire)
+    }
+
+    /// Waits until no connection is open.
+    async fn all_closed(&self) {
+        loop {
+            let closed = self.closed.notified();
+            let mut closed = std::pin::pin!(closed);
+            closed.as_mut().enable();
+            if self.len() == 0 {
+                return;
+            }
+            closed.await;
+        }
+    }
+}
+
 /// One open connection, given back when dropped: it travels with the connection's I/O, so
 /// an upgraded WebSocket keeps counting until it ends.
-struct Slot(Arc<AtomicUsize>);
+struct Slot(Arc<Open>);
 
 impl Slot {
-    fn take(count: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
-        count
+    fn take(open: &Arc<Open>, max: usize) -> Option<Slot> {
+        open.n
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
             })
             .ok()
-            .map(|_| Slot(Arc::clone(count)))
+            .map(|_| Slot(Arc::clone(open)))
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.n.fetch_sub(1, Ordering::AcqRel);
+        self.0.closed.notify_waiters();
     }
 }
 
-/// A TCP stream holding its [`Slot`], whose writes fail once blocked for `write_timeout`.
+/// Where the server is: serving, draining (shutdown began), or closing what is left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Phase {
+    Serving,
+    Draining,
+    Closing,
+}
+
+/// The server's shutdown as a handler sees it (a request extension set by [`serve`]): the
+/// WebSocket route sends its close `1001` when the shutdown begins.
+#[derive(Clone, Debug)]
+pub(super) struct Shutdown(watch::Receiver<Phase>);
+
+impl Shutdown {
+    /// Completes when the shutdown begins (or the server is gone).
+    pub(super) async fn begun(&mut self) {
+        let _ = self.0.wait_for(|p| *p >= Phase::Draining).await;
+    }
+}
+
+/// A TCP stream holding its [`Slot`], whose writes fail once blocked for `write_timeout`
+/// and whose reads and writes fail once the shutdown's grace is over (so that an upgraded
+/// WebSocket, which runs on a task of its own, ends too).
 struct Counted {
     tcp: TcpStream,
     _slot: Slot,
     write_timeout: Option<Duration>,
     /// Since a write was first refused (the socket's buffer full): the deadline.
     stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Counts the connections the write timeout closed.
+    timeouts: Arc<AtomicU64>,
+    /// Completes when the server closes what is left (or is gone).
+    closing: Pin<Box<dyn Future<Output = ()> + Send>>,
 }
 
 impl Counted {
+    fn new(
+        tcp: TcpStream,
+        slot: Slot,
+        write_timeout: Option<Duration>,
+        timeouts: Arc<AtomicU64>,
+        mut phase: watch::Receiver<Phase>,
+    ) -> Counted {
+        let closing = Box::pin(async move {
+            let _ = phase.wait_for(|p| *p >= Phase::Closing).await;
+        });
+        Counted {
+            tcp,
+            _slot: slot,
+            write_timeout,
+            stalled: None,
+            timeouts,
+            closing,
+        }
+    }
+
+    /// An error once the server closes what is left; the waker is kept meanwhile.
+    fn closed(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
+        self.closing
+            .as_mut()
+            .poll(cx)
+            .is_ready()
+            .then(|| io::Error::new(io::ErrorKind::ConnectionAborted, "the server shut down"))
+    }
+
     /// After the inner write: a write that went through clears the stall; one that is
     /// refused starts (or checks) the deadline, and past it fails with `TimedOut`.
     fn stall<T>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
@@ -153,10 +257,15 @@ impl Counted {
             .stalled
             .get_or_insert_with(|| Box::pin(tokio::time::sleep(t)));
         match sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "the client did not read for the write timeout",
-            ))),
+            Poll::Ready(()) => {
+                self.timeouts.fetch_add(1, Ordering::Relaxed);
+                // Once: a later write (hyper may try again) starts a new deadline.
+                self.stalled = None;
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the client did not read for the write timeout",
+                )))
+            }
             Poll::Pending => Poll::Pending,
         }
     }
@@ -168,6 +277,9 @@ impl AsyncRead for Counted {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if let Some(e) = self.closed(cx) {
+            return Poll::Ready(Err(e));
+        }
         Pin::new(&mut self.tcp).poll_read(cx, buf)
     }
 }
@@ -178,6 +290,9 @@ impl AsyncWrite for Counted {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if let Some(e) = self.closed(cx) {
+            return Poll::Ready(Err(e));
+        }
         let r = Pin::new(&mut self.tcp).poll_write(cx, buf);
         self.stall(cx, r)
     }
@@ -195,6 +310,9 @@ impl AsyncWrite for Counted {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        if let Some(e) = self.closed(cx) {
+            return Poll::Ready(Err(e));
+        }
         let r = Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs);
         self.stall(cx, r)
     }
@@ -214,12 +332,14 @@ impl AsyncWrite for Counted {
 /// - **Heads.** A request's head must arrive within [`TanstackServeConfig::header_timeout`]; a
 ///   client that trickles it (or sends nothing) is dropped then. (The router bounds bodies:
 ///   [`TanstackRouterConfig::body_timeout`](super::TanstackRouterConfig::body_timeout).)
-/// - **Writes.** With [`TanstackServeConfig::write_timeout`], a write blocked that long (a client
-///   that does not read) closes the connection, WebSockets included.
+/// - **Writes.** A write blocked for [`TanstackServeConfig::write_timeout`] (a client that
+///   does not read) closes the connection, WebSockets included.
 /// - **Shutdown.** When `shutdown` completes the listener is closed; connections finish the
-///   request in progress and close (kept-alive ones at once); those still open after
-///   [`TanstackServeConfig::shutdown_grace`] (streams) are closed. Upgraded WebSockets run on their
-///   own tasks and end with the runtime.
+///   request in progress and close (kept-alive ones at once), and WebSockets are sent the
+///   close `1001` (going away); whatever is still open after
+///   [`TanstackServeConfig::shutdown_grace`] (streams, WebSockets whose client did not take
+///   the close) is closed, and counted in [`ServeReport::ended_by_shutdown`]. `serve`
+///   returns when every connection it accepted, upgraded ones included, is closed.
 pub async fn serve<F>(
     listener: TcpListener,
     app: axum::Router,
@@ -229,10 +349,13 @@ pub async fn serve<F>(
 where
     F: Future<Output = ()>,
 {
-    let open = Arc::new(AtomicUsize::new(0));
-    let busy_answers = Arc::new(AtomicUsize::new(0));
+    let open = Arc::new(Open::default());
+    let busy_answers = Arc::new(Open::default());
+    let timeouts = Arc::new(AtomicU64::new(0));
     let mut report = ServeReport::default();
-    let (stop, stop_rx) = watch::channel(false);
+    let (phase, phase_rx) = watch::channel(Phase::Serving);
+    // The WebSocket route reads the shutdown from its request (the close 1001).
+    let app = app.layer(axum::Extension(Shutdown(phase_rx.clone())));
     let mut tasks = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -253,8 +376,8 @@ where
                         continue;
                     };
                     let _ = tcp.set_nodelay(true); // ok: a latency hint, not required
-                    let io = Counted { tcp, _slot: slot, write_timeout: cfg.write_timeout, stalled: None };
-                    tasks.spawn(connection(io, app.clone(), cfg.header_timeout, stop_rx.clone()));
+                    let io = Counted::new(tcp, slot, cfg.write_timeout, Arc::clone(&timeouts), phase_rx.clone());
+                    tasks.spawn(connection(io, app.clone(), cfg.header_timeout, phase_rx.clone()));
                 }
                 Err(e) if is_per_connection(&e) => {}
                 Err(_) => {
@@ -268,15 +391,24 @@ where
         }
     }
     drop(listener);
-    let _ = stop.send(true);
-    let all_done = async { while tasks.join_next().await.is_some() {} };
+    report.open_at_shutdown = open.len() as u64;
+    let _ = phase.send(Phase::Draining);
+    let all_done = async {
+        while tasks.join_next().await.is_some() {}
+        open.all_closed().await; // upgraded WebSockets run on tasks of their own
+    };
     if tokio::time::timeout(cfg.shutdown_grace, all_done)
         .await
         .is_err()
     {
-        report.ended_by_shutdown = tasks.len() as u64;
+        report.ended_by_shutdown = open.len() as u64;
+        let _ = phase.send(Phase::Closing);
         tasks.shutdown().await;
+        // Each upgraded connection's next read or write fails now, and its task ends; one
+        // whose task is stuck elsewhere is not waited for past the grace again.
+        let _ = tokio::time::timeout(cfg.shutdown_grace, open.all_closed()).await;
     }
+    report.write_timeouts = timeouts.load(Ordering::Relaxed);
     report
 }
 
@@ -284,7 +416,7 @@ async fn connection(
     io: Counted,
     app: axum::Router,
     header_timeout: Duration,
-    mut stop: watch::Receiver<bool>,
+    mut phase: watch::Receiver<Phase>,
 ) {
     let service = TowerToHyperService::new(app);
     let mut b = hyper::server::conn::http1::Builder::new();
@@ -294,12 +426,9 @@ async fn connection(
         .serve_connection(TokioIo::new(io), service)
         .with_upgrades();
     let mut conn = std::pin::pin!(conn);
-    if *stop.borrow() {
-        conn.as_mut().graceful_shutdown();
-    }
     tokio::select! {
         _ = conn.as_mut() => return,
-        _ = stop.changed() => {}
+        _ = phase.wait_for(|p| *p >= Phase::Draining) => {}
     }
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;

@@ -1,5 +1,8 @@
 //! `GET socket`: the WebSocket transport. Frames in go to the host; what the host sends
-//! goes out as text frames; a client that does not read is closed 4408.
+//! goes out as text frames; a client that does not read is closed 4408; when [`serve`]
+//! shuts down, the close 1001 (going away).
+//!
+//! [`serve`]: super::serve
 
 use std::sync::Arc;
 
@@ -11,6 +14,7 @@ use futures::{SinkExt, StreamExt};
 use super::RouterState;
 use super::auth::Rejection;
 use super::routes::rid;
+use super::serve::Shutdown;
 use crate::host::Transport;
 use crate::log::EventLog;
 
@@ -22,6 +26,7 @@ pub(super) async fn socket<L: EventLog + 'static>(
 ) -> Response {
     let (mut parts, _) = req.into_parts();
     let rid = rid(&parts.headers);
+    let shutdown = parts.extensions.get::<Shutdown>().cloned();
     let user = match &st.cfg.auth {
         None => Ok(None),
         Some(hook) => hook(&parts).map(|u| Some(u.as_str().to_owned())),
@@ -37,7 +42,7 @@ pub(super) async fn socket<L: EventLog + 'static>(
         .write_buffer_size(0)
         .on_upgrade(move |socket| async move {
             match user {
-                Ok(user) => serve_socket(st, socket, user, rid).await,
+                Ok(user) => serve_socket(st, socket, user, rid, shutdown).await,
                 Err(r) => refuse(st, socket, r).await,
             }
         })
@@ -57,14 +62,30 @@ async fn serve_socket<L: EventLog + 'static>(
     mut socket: WebSocket,
     user: Option<String>,
     rid: String,
+    shutdown: Option<Shutdown>,
 ) {
     let conn = st.svc.connect(Transport::WebSocket, user.as_deref(), &rid);
     let Ok(mut out) = conn.stream() else {
         return; // a new connection's first stream
     };
     let slow = st.slow_consumer;
+    // Without `serve` (another server runs the router), no shutdown to watch.
+    let shutting_down = async move {
+        match shutdown {
+            Some(mut s) => s.begun().await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut shutting_down = std::pin::pin!(shutting_down);
     loop {
         tokio::select! {
+            () = &mut shutting_down => {
+                // RFC 6455 7.4.1: 1001 "indicates that an endpoint is "going away", such
+                // as a server going down". The client reconnects (elsewhere) with `from`.
+                let close = CloseFrame { code: 1001, reason: "going away".into() };
+                let _ = tokio::time::timeout(slow, socket.send(WsMessage::Close(Some(close)))).await;
+                break;
+            }
             msg = socket.recv() => match msg {
                 Some(Ok(WsMessage::Text(t))) => conn.handle_text(t.as_str()),
                 Some(Ok(WsMessage::Binary(b))) => conn.handle_text(&String::from_utf8_lossy(&b)),

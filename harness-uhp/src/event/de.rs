@@ -51,7 +51,8 @@ impl<'de> Deserialize<'de> for SeqField {
 }
 
 /// The keys of the schema's `Event`, matched by length first (a derive compares every name in turn).
-enum Key {
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Key {
     Type,
     SequenceNumber,
     Delta,
@@ -81,29 +82,37 @@ impl<'de> Deserialize<'de> for Key {
                 f.write_str("a field name")
             }
             fn visit_str<E: de::Error>(self, k: &str) -> Result<Key, E> {
-                Ok(match (k.len(), k) {
-                    (4, "type") => Key::Type,
-                    (15, "sequence_number") => Key::SequenceNumber,
-                    (5, "delta") => Key::Delta,
-                    (7, "item_id") => Key::ItemId,
-                    (12, "output_index") => Key::OutputIndex,
-                    (13, "content_index") => Key::ContentIndex,
-                    (13, "summary_index") => Key::SummaryIndex,
-                    (16, "annotation_index") => Key::AnnotationIndex,
-                    (4, "text") => Key::Text,
-                    (9, "arguments") => Key::Arguments,
-                    (8, "response") => Key::Response,
-                    (4, "item") => Key::Item,
-                    (4, "part") => Key::Part,
-                    (10, "annotation") => Key::Annotation,
-                    (4, "code") => Key::Code,
-                    (7, "message") => Key::Message,
-                    (5, "param") => Key::Param,
-                    _ => Key::Other,
-                })
+                Ok(Key::of(k))
             }
         }
         d.deserialize_identifier(V)
+    }
+}
+
+impl Key {
+    /// The key named `k` (unescaped).
+    #[inline]
+    pub(super) fn of(k: &str) -> Key {
+        match (k.len(), k) {
+            (4, "type") => Key::Type,
+            (15, "sequence_number") => Key::SequenceNumber,
+            (5, "delta") => Key::Delta,
+            (7, "item_id") => Key::ItemId,
+            (12, "output_index") => Key::OutputIndex,
+            (13, "content_index") => Key::ContentIndex,
+            (13, "summary_index") => Key::SummaryIndex,
+            (16, "annotation_index") => Key::AnnotationIndex,
+            (4, "text") => Key::Text,
+            (9, "arguments") => Key::Arguments,
+            (8, "response") => Key::Response,
+            (4, "item") => Key::Item,
+            (4, "part") => Key::Part,
+            (10, "annotation") => Key::Annotation,
+            (4, "code") => Key::Code,
+            (7, "message") => Key::Message,
+            (5, "param") => Key::Param,
+            _ => Key::Other,
+        }
     }
 }
 
@@ -164,6 +173,17 @@ impl StreamEvent {
     /// not an object, an object without a string `type`, or a known type with a field of the
     /// wrong JSON type (the finding carries the `sequence_number` when it could be read).
     pub fn parse(data: String) -> Result<StreamEvent, Finding> {
+        // Most events are flat objects of strings and integers: read those directly.
+        let mut f = Fields::default();
+        if super::flat::read(&data, &mut f).is_some() {
+            return f.into_event(data);
+        }
+        Self::parse_serde(data)
+    }
+
+    /// [`parse`](Self::parse) through serde_json only, for any payload (the flat fast path
+    /// must agree with it on every payload it accepts).
+    pub(super) fn parse_serde(data: String) -> Result<StreamEvent, Finding> {
         let mut f = Fields::default();
         let decoded = {
             let mut de = serde_json::Deserializer::from_str(&data);
@@ -295,22 +315,22 @@ impl StreamEvent {
 
 /// The decoded fields of an event, before the raw text is moved in.
 #[derive(Default)]
-struct Fields {
-    type_name: Option<Text>,
-    sequence_number: SeqField,
-    item_id: Option<Text>,
-    delta: Option<Text>,
-    output_index: Option<u64>,
-    content_index: Option<u64>,
+pub(super) struct Fields {
+    pub(super) type_name: Option<Text>,
+    pub(super) sequence_number: SeqField,
+    pub(super) item_id: Option<Text>,
+    pub(super) delta: Option<Text>,
+    pub(super) output_index: Option<u64>,
+    pub(super) content_index: Option<u64>,
     response: Option<Box<Response>>,
     item: Option<Box<OutputItem>>,
     part: Option<Box<OutputContent>>,
-    rare: Option<Box<Rare>>,
+    pub(super) rare: Option<Box<Rare>>,
 }
 
 impl Fields {
     /// Checks that the type is there, then moves the raw text in.
-    fn into_event(self, raw: String) -> Result<StreamEvent, Finding> {
+    pub(super) fn into_event(self, raw: String) -> Result<StreamEvent, Finding> {
         let seq = match self.sequence_number {
             SeqField::Valid(n) => Some(n),
             _ => None,

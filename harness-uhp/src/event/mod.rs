@@ -8,6 +8,7 @@
 
 /// The hand-written deserializer ([`StreamEvent::parse`]).
 mod de;
+mod flat;
 /// The typed event and its view.
 mod types;
 

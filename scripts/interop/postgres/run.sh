@@ -55,6 +55,10 @@ expect '^nothing to resume' "$work/again.out"
 [ "$(grep -c "^$p " "$work/published.log")" = 1 ] || { echo "FAIL: published.log:"; cat "$work/published.log"; exit 1; }
 echo "interop postgres: sessions tool across processes: 4 passed, 0 failed"
 
+# A real SIGKILL mid-turn (a loopback OpenAI-compatible server streaming slowly, a tool with an
+# effect in a ledger), resumed by another process: about 10 s.
+bash scripts/interop/postgres/sigkill.sh
+
 # The UHP server on --database-url: a task posted with an Idempotency-Key on one process, the
 # process SIGKILLed, a second process on the database serves the task and the key still names
 # it (no second task).
@@ -126,5 +130,12 @@ timeout 3 curl -sN -H 'Last-Event-ID: 5' "http://127.0.0.1:$pb/api/harness/event
 first="$(grep '^id: ' "$work/b_resume.out" | head -n 1)"
 [ "$first" = "id: 6" ] || { echo "FAIL: B resumed at [$first], not id: 6"; cat "$work/b_resume.out"; exit 1; }
 echo "interop postgres: two tanstack hosts on one database: 3 passed, 0 failed"
+for p in "${hosts[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null || true; done
+hosts=()
+
+# Thread ownership (a lease): host A runs a slow turn, B reads it with A's cursors, an input to
+# B while A owns the thread goes to A, A is SIGKILLed mid-turn, and after the lease TTL a
+# prompt to B takes the thread over (taken_over), settles A's turn interrupted and runs on B.
+timeout 90 python3 scripts/interop/postgres/takeover.py target/debug/examples/tanstack_host "$HARNESS_PG_URL" "$work"
 
 echo "interop postgres: took $((SECONDS - start)) s"

@@ -9,25 +9,47 @@
 //!   text so that `verify` hashes the exact stored bytes.
 //! - `harness_receipt(session, key, result)`: [`PgReceipts`].
 //!
-//! ## Append: compare-and-set on the head, fence in the same transaction
+//! ## Append: compare-and-set on the head, fence in the same statement
 //!
-//! An append is one statement, so one implicit transaction and one round trip: it locks the
-//! session's row (`SELECT … FOR UPDATE`, so concurrent appenders, on any host, queue on it),
-//! compares the row's fence and head with the writer's, and only when they match inserts the
-//! records and moves the head; it returns the row as it was, and the same checks as every
-//! store say why a refused append was refused (fence lower: [`JournalError::Fenced`]; higher:
-//! [`JournalError::UnknownFence`]; head moved: [`JournalError::Conflict`]; records that do not
-//! chain: [`JournalError::BadRecords`], checked among themselves before the statement is
-//! sent). The primary key `(session, seq)` is the
-//! backstop: two records for one seq can never both commit. Acquiring a fence is one
+//! An append is one statement, so one implicit transaction, and one round trip (the statement
+//! is prepared once per pooled connection): it locks the session's row (`SELECT … FOR
+//! UPDATE`, so concurrent appenders, on any host, queue on it), compares the row's fence and
+//! head with the writer's, and only when they match inserts the records (all of them, in
+//! one `INSERT … SELECT FROM unnest(…)`) and moves the head; it returns the row as it was,
+//! and the same checks as every store say why a refused append was refused (fence lower:
+//! [`JournalError::Fenced`]; higher: [`JournalError::UnknownFence`]; head moved:
+//! [`JournalError::Conflict`]; records that do not chain: [`JournalError::BadRecords`],
+//! checked among themselves before the statement is sent). The primary key `(session, seq)`
+//! is the backstop: two records for one seq can never both commit. Acquiring a fence is one
 //! `UPDATE … SET fence = fence + 1 RETURNING fence`, committed before it is returned, so a
 //! zombie writer on another host is fenced by its next append.
 //!
 //! ## Durability
 //!
-//! Every write is a committed transaction: as durable as the server's `synchronous_commit`
-//! makes it (on by default: the WAL is flushed before the commit returns).
-//! [`sync`](Journal::sync) has nothing left to do.
+//! Every append is a committed transaction, visible to every host when `append` returns,
+//! whatever the policy; what the policy ([`PgJournal::with_durability`], the file journal's
+//! [`Durability`]) decides is whether the commit waits for its WAL to reach the disk (most of
+//! an append's cost: the server's `fsync`):
+//!
+//! - [`Durability::EveryRecord`]: every commit waits, as the server's
+//!   `synchronous_commit` says (`on` by default). A record survives a crash of the server or
+//!   its machine once `append` returns, before the effect it precedes runs.
+//! - [`Durability::EveryTurn`], the default (as for the file journal): an append sets `synchronous_commit = off` for its own
+//!   transaction (`set_config(…, true)` inside the statement: still one round trip; the
+//!   pooled connection keeps the server's setting), and [`sync`](Journal::sync), which the
+//!   host calls when a turn ends, commits a no-op update of the session's row that does wait:
+//!   the WAL is one sequence, so that flush covers every append committed before it. The
+//!   guarantees are the file journal's with the same policy: a crash of a *host* (the
+//!   process, even SIGKILL) loses nothing, the server has every committed append; a crash
+//!   of the *server* (PostgreSQL or its machine) can lose the latest appends not yet flushed
+//!   (PostgreSQL's WAL writer flushes them within about `3 × wal_writer_delay`, 600 ms by
+//!   default), never those before a returned `sync`, and always a suffix: the WAL replays in
+//!   order and each append (records and head) is one transaction, so the chain of what is
+//!   left holds and its head is its last record. The turn in flight is then cut short (or
+//!   gone), as by a power loss under the file journal: resume re-drives it, and its effects
+//!   may have run, which idempotency keys and receipts answer (a [`PgReceipts`] put commits
+//!   synchronously, flushing every append before it, the tool's intent included).
+//! - [`Durability::Never`]: no commit waits; `sync` does nothing.
 //!
 //! ## Limits
 //!
@@ -42,7 +64,7 @@ use std::sync::Arc;
 use harness_core::pg::{Migration, Pg, PgConfig, PgError, Pool};
 
 pub use self::receipts::PgReceipts;
-use super::{Journal, JournalError, SessionMeta, check_append};
+use super::{Durability, Journal, JournalError, SessionMeta, check_append};
 use crate::hash::ContentHash;
 use crate::record::{Fence, Head, Record, Seq};
 
@@ -58,6 +80,41 @@ impl From<PgError> for JournalError {
         JournalError::Io(e.to_string())
     }
 }
+
+/// The append, one statement (so one implicit transaction): lock the session's row, compare
+/// its fence and head with the writer's (`$2`, `$3`, `$4`), and only when they match insert
+/// the records (`$5`..`$9`, in arrays) and move the head (`$10`, `$11`). It returns the row as
+/// it was and whether it appended.
+macro_rules! append_sql {
+    ($extra:literal) => {
+        concat!(
+            "WITH s AS ( \
+               SELECT fence, head_seq, head_hash FROM harness_session \
+               WHERE session = $1 FOR UPDATE), \
+             ok AS ( \
+               SELECT 1 FROM s WHERE fence = $2 AND head_seq = $3 \
+                 AND head_hash IS NOT DISTINCT FROM $4), \
+             ins AS ( \
+               INSERT INTO harness_record (session, seq, prev_hash, content_hash, fence, event) \
+               SELECT $1, * FROM unnest($5::bigint[], $6::text[], $7::text[], $8::bigint[], $9::text[]) \
+               WHERE EXISTS (SELECT 1 FROM ok)), \
+             upd AS ( \
+               UPDATE harness_session SET head_seq = $10, head_hash = $11 \
+               WHERE session = $1 AND EXISTS (SELECT 1 FROM ok)) \
+             SELECT fence, head_seq, head_hash, EXISTS (SELECT 1 FROM ok)",
+            $extra,
+            " FROM s"
+        )
+    };
+}
+
+/// The append whose commit waits for its WAL flush (as the server's `synchronous_commit`
+/// says, `on` by default).
+const APPEND: &str = append_sql!("");
+
+/// The append whose commit does not wait for its WAL flush: `synchronous_commit` set to
+/// `off` for its own transaction only (`set_config(…, true)` is `SET LOCAL`).
+const APPEND_ASYNC_COMMIT: &str = append_sql!(", set_config('synchronous_commit', 'off', true)");
 
 /// The longest session UID the PostgreSQL journal stores.
 pub const MAX_SESSION_LEN: usize = 256;
@@ -125,6 +182,28 @@ fn row_to_record(session: &str, row: &tokio_postgres::Row) -> Result<Record, Jou
 }
 
 use harness_core::pg::tokio_postgres;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+/// `query_opt` with the statement prepared once per pooled connection (one round trip).
+async fn q_opt(
+    c: &harness_core::pg::PgClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Option<Row>, PgError> {
+    let stmt = c.prepare_cached(sql).await?;
+    Ok(c.query_opt(&stmt, params).await?)
+}
+
+/// `query` with the statement prepared once per pooled connection (one round trip).
+async fn q(
+    c: &harness_core::pg::PgClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, PgError> {
+    let stmt = c.prepare_cached(sql).await?;
+    Ok(c.query(&stmt, params).await?)
+}
 
 /// Session journals in PostgreSQL, shared by every host on the database: see the
 /// [module docs](self) for the tables and the append transaction.
@@ -140,6 +219,7 @@ use harness_core::pg::tokio_postgres;
 #[derive(Clone, Debug)]
 pub struct PgJournal {
     pg: Pg,
+    durability: Durability,
 }
 
 impl PgJournal {
@@ -156,7 +236,26 @@ impl PgJournal {
     /// A journal on an open pool (shared with [`PgReceipts`], say); migrates the database.
     pub fn new(pg: Pg) -> Result<Self, JournalError> {
         pg.migrate("sessions", MIGRATIONS)?;
-        Ok(PgJournal { pg })
+        Ok(PgJournal {
+            pg,
+            durability: Durability::default(),
+        })
+    }
+
+    /// When an append's commit waits for its WAL flush (see the [module docs](self)):
+    /// [`Durability::EveryRecord`] (every append), [`Durability::EveryTurn`] (the default,
+    /// as for the file journal: the appends of a turn commit without waiting, and
+    /// [`sync`](Journal::sync), at the turn's end, waits for the flush of all of them) or
+    /// [`Durability::Never`].
+    #[must_use]
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// The durability policy.
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// The pool.
@@ -202,14 +301,13 @@ impl Journal for PgJournal {
         let session = session.to_owned();
         self.run(|pool| async move {
             let c = pool.get().await.map_err(PgError::from)?;
-            let row = c
-                .query_opt(
-                    "SELECT meta FROM harness_session WHERE session = $1",
-                    &[&session],
-                )
-                .await
-                .map_err(PgError::from)?
-                .ok_or_else(|| JournalError::NotFound(session.clone()))?;
+            let row = q_opt(
+                &c,
+                "SELECT meta FROM harness_session WHERE session = $1",
+                &[&session],
+            )
+            .await?
+            .ok_or_else(|| JournalError::NotFound(session.clone()))?;
             let meta: String = row.try_get(0).map_err(PgError::from)?;
             serde_json::from_str(&meta).map_err(|e| JournalError::Corrupt {
                 session,
@@ -236,14 +334,13 @@ impl Journal for PgJournal {
         let session = session.to_owned();
         self.run(|pool| async move {
             let c = pool.get().await.map_err(PgError::from)?;
-            let row = c
-                .query_opt(
-                    "SELECT fence, head_seq, head_hash FROM harness_session WHERE session = $1",
-                    &[&session],
-                )
-                .await
-                .map_err(PgError::from)?
-                .ok_or_else(|| JournalError::NotFound(session.clone()))?;
+            let row = q_opt(
+                &c,
+                "SELECT fence, head_seq, head_hash FROM harness_session WHERE session = $1",
+                &[&session],
+            )
+            .await?
+            .ok_or_else(|| JournalError::NotFound(session.clone()))?;
             head_of(
                 &session,
                 row.try_get(0).map_err(PgError::from)?,
@@ -257,28 +354,26 @@ impl Journal for PgJournal {
         let session = session.to_owned();
         self.run(|pool| async move {
             let c = pool.get().await.map_err(PgError::from)?;
-            let row = c
-                .query_opt(
-                    "UPDATE harness_session SET fence = fence + 1 \
+            let row = q_opt(
+                &c,
+                "UPDATE harness_session SET fence = fence + 1 \
                      WHERE session = $1 AND fence < 9223372036854775807 RETURNING fence",
-                    &[&session],
-                )
-                .await
-                .map_err(PgError::from)?;
+                &[&session],
+            )
+            .await?;
             match row {
                 Some(row) => {
                     let f: i64 = row.try_get(0).map_err(PgError::from)?;
                     from_db(&session, f, 0, "fence")
                 }
                 None => {
-                    let exists = c
-                        .query_opt(
-                            "SELECT 1 FROM harness_session WHERE session = $1",
-                            &[&session],
-                        )
-                        .await
-                        .map_err(PgError::from)?
-                        .is_some();
+                    let exists = q_opt(
+                        &c,
+                        "SELECT 1 FROM harness_session WHERE session = $1",
+                        &[&session],
+                    )
+                    .await?
+                    .is_some();
                     Err(if exists {
                         JournalError::Corrupt {
                             session,
@@ -346,28 +441,25 @@ impl Journal for PgJournal {
         let last_hash = last.content_hash.to_string();
         let (fence_db, expected_db) = (to_db(fence, "fence")?, to_db(expected_last_seq, "seq")?);
         let session_owned = session.to_owned();
+        let async_commit = self.durability != Durability::EveryRecord;
         // One statement, one implicit transaction: lock the session's row, compare its fence
         // and head with the writer's, and only then insert the records and move the head.
         // The row as it was is returned, so a refusal says exactly why.
         let before = self.run(|pool| async move {
             let session = session_owned;
             let c = pool.get().await.map_err(PgError::from)?;
+            // Prepared once per connection: one round trip per append from then on.
+            let stmt = c
+                .prepare_cached(if async_commit {
+                    APPEND_ASYNC_COMMIT
+                } else {
+                    APPEND
+                })
+                .await
+                .map_err(PgError::from)?;
             let row = c
                 .query_opt(
-                    "WITH s AS ( \
-                       SELECT fence, head_seq, head_hash FROM harness_session \
-                       WHERE session = $1 FOR UPDATE), \
-                     ok AS ( \
-                       SELECT 1 FROM s WHERE fence = $2 AND head_seq = $3 \
-                         AND head_hash IS NOT DISTINCT FROM $4), \
-                     ins AS ( \
-                       INSERT INTO harness_record (session, seq, prev_hash, content_hash, fence, event) \
-                       SELECT $1, * FROM unnest($5::bigint[], $6::text[], $7::text[], $8::bigint[], $9::text[]) \
-                       WHERE EXISTS (SELECT 1 FROM ok)), \
-                     upd AS ( \
-                       UPDATE harness_session SET head_seq = $10, head_hash = $11 \
-                       WHERE session = $1 AND EXISTS (SELECT 1 FROM ok)) \
-                     SELECT fence, head_seq, head_hash, EXISTS (SELECT 1 FROM ok) FROM s",
+                    &stmt,
                     &[
                         &session,
                         &fence_db,
@@ -418,29 +510,48 @@ impl Journal for PgJournal {
         }
     }
 
+    fn sync(&self, session: &str) -> Result<(), JournalError> {
+        if self.durability != Durability::EveryTurn {
+            // EveryRecord: every append already waited for its flush; Never: no waiting.
+            return Ok(());
+        }
+        // A commit waits for the WAL flush (with the server's `synchronous_commit`) only when
+        // its transaction wrote WAL under a transaction id: a row version does. The WAL is one
+        // sequence, so the flush up to this commit covers every append committed before it,
+        // by any connection. The row is the session's own (a no-op update of its head).
+        let session = session.to_owned();
+        self.run(|pool| async move {
+            let c = pool.get().await.map_err(PgError::from)?;
+            let stmt = c
+                .prepare_cached("UPDATE harness_session SET head_seq = head_seq WHERE session = $1")
+                .await
+                .map_err(PgError::from)?;
+            c.execute(&stmt, &[&session]).await.map_err(PgError::from)?;
+            Ok(())
+        })
+    }
+
     fn read(&self, session: &str, from: Seq, to: Option<Seq>) -> Result<Vec<Record>, JournalError> {
         let session = session.to_owned();
         let from = i64::try_from(from).unwrap_or(i64::MAX);
         let to = to.map_or(i64::MAX, |t| i64::try_from(t).unwrap_or(i64::MAX));
         self.run(|pool| async move {
             let c = pool.get().await.map_err(PgError::from)?;
-            let rows = c
-                .query(
-                    "SELECT seq, prev_hash, content_hash, fence, event FROM harness_record \
+            let rows = q(
+                &c,
+                "SELECT seq, prev_hash, content_hash, fence, event FROM harness_record \
                      WHERE session = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
-                    &[&session, &from, &to],
-                )
-                .await
-                .map_err(PgError::from)?;
+                &[&session, &from, &to],
+            )
+            .await?;
             if rows.is_empty() {
-                let exists = c
-                    .query_opt(
-                        "SELECT 1 FROM harness_session WHERE session = $1",
-                        &[&session],
-                    )
-                    .await
-                    .map_err(PgError::from)?
-                    .is_some();
+                let exists = q_opt(
+                    &c,
+                    "SELECT 1 FROM harness_session WHERE session = $1",
+                    &[&session],
+                )
+                .await?
+                .is_some();
                 if !exists {
                     return Err(JournalError::NotFound(session));
                 }

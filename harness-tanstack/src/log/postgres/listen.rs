@@ -19,6 +19,7 @@ impl Listener {
 
 pub(super) fn start(
     pg: &Pg,
+    me: Option<String>,
     on_append: impl Fn(&str, u64) + Send + Sync + 'static,
 ) -> Result<Listener, LogError> {
     let err = |e: harness_core::pg::PgError| LogError::Io(e.to_string());
@@ -34,10 +35,13 @@ pub(super) fn start(
         .map_err(err)?;
     let l = pg
         .listen(NOTIFY_CHANNEL, move |payload| {
-            // `<schema> <seq> <key>`: the key may hold spaces; the schema and seq never do.
-            let mut parts = payload.splitn(3, ' ');
-            if let (Some(s), Some(seq), Some(key)) = (parts.next(), parts.next(), parts.next()) {
-                if s == schema {
+            // `<schema> <seq> <holder> <key>`: the key may hold spaces; the rest never do.
+            // This host's own appends are not news to it.
+            let mut parts = payload.splitn(4, ' ');
+            if let (Some(s), Some(seq), Some(holder), Some(key)) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            {
+                if s == schema && me.as_deref() != Some(holder) {
                     if let Ok(seq) = seq.parse() {
                         on_append(key, seq);
                     }

@@ -6,18 +6,30 @@ use std::sync::Mutex;
 
 use harness_core::pg::{Migration, Pg, PgConfig, PgError};
 
-use super::{EventLog, LogError, LogRecord};
+use super::{EventLog, Forward, Lease, LogError, LogRecord};
 use crate::agui::AguiEvent;
 use crate::catalog::GapReason;
 
-static MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "threads and events",
-    sql: include_str!("0001_tanstack.sql"),
-}];
+static MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "threads and events",
+        sql: include_str!("0001_tanstack.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "thread leases",
+        sql: include_str!("0002_lease.sql"),
+    },
+];
 
-/// The channel [`PgLog`] notifies on each append, with the payload `<schema> <seq> <key>`
-/// (notifications are per database: a listener keeps its own schema's).
+/// How long a thread's lease lives without a renewal, by default: 10 s (renewed every
+/// TTL/3 by [`PgLog::keep_leases`]).
+pub const DEFAULT_LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The channel [`PgLog`] notifies on each append, with the payload
+/// `<schema> <seq> <holder> <key>` (`-` for a log without leases; notifications are per
+/// database: a listener keeps its own schema's, and skips its own appends).
 pub const NOTIFY_CHANNEL: &str = "harness_tanstack";
 
 /// How many records a read past the window fetches at once.
@@ -43,6 +55,17 @@ fn log_err(e: PgError) -> LogError {
 /// [`truncate`](Self::truncate) drops the oldest records; a client behind them gets
 /// `harness.gap` with reason `truncated`, as with the file log.
 ///
+/// **One writer per thread: a lease.** Several hosts on one database run each thread's
+/// turns on one of them: a host takes the thread's lease before it writes
+/// ([`EventLog::lease`]), renews it while it runs turns ([`PgLog::keep_leases`]), lets it go
+/// when the thread is idle ([`EventLog::release`]) or on a graceful shutdown
+/// ([`EventLog::release_all`]); an append by a host that does not hold it is
+/// [`LogError::Fenced`], checked in the appending statement itself. The first record of
+/// every new holder is `harness.ownership.changed {epoch, reason}`. See [`lease`] for the
+/// rules, and [`Host`](crate::host::Host) for what the host does on a takeover. A tool that
+/// is the only writer of its database may turn leases off
+/// ([`without_leases`](Self::without_leases)).
+///
 /// Reads fetch up to 256 records at once into a small window per thread, records being
 /// immutable once written; the head, the first kept record, the owner and the waits record
 /// are read from the database each time, so what another host wrote is seen at once.
@@ -50,6 +73,8 @@ fn log_err(e: PgError) -> LogError {
 pub struct PgLog {
     pg: Pg,
     windows: Mutex<HashMap<String, Vec<LogRecord>>>,
+    /// `None`: no leases ([`without_leases`](Self::without_leases)).
+    leases: Option<lease::Leases>,
 }
 
 fn render(key_thread: &str, seq: i64, op: &str, event: &str) -> Option<LogRecord> {
@@ -74,7 +99,22 @@ impl PgLog {
         Ok(PgLog {
             pg,
             windows: Mutex::new(HashMap::new()),
+            leases: Some(lease::Leases::new(DEFAULT_LEASE_TTL)),
         })
+    }
+
+    /// The lease TTL (default [`DEFAULT_LEASE_TTL`]; at least 1 ms): how long after its last
+    /// renewal a host that stopped keeps a thread before another host may take it over.
+    pub fn with_lease_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.leases = Some(lease::Leases::new(ttl));
+        self
+    }
+
+    /// No leases: every append lands, whoever makes it (the log of one writer, or a test
+    /// of the shared cursor space). Hosts that share a database must keep leases on.
+    pub fn without_leases(mut self) -> Self {
+        self.leases = None;
+        self
     }
 
     /// The pool.
@@ -129,7 +169,7 @@ impl PgLog {
         &self,
         on_append: impl Fn(&str, u64) + Send + Sync + 'static,
     ) -> Result<Listener, LogError> {
-        listen::start(&self.pg, on_append)
+        listen::start(&self.pg, self.holder().map(str::to_owned), on_append)
     }
 
     /// One row of a thread: (head, first_seq, owner).
@@ -152,8 +192,12 @@ impl PgLog {
     }
 }
 
+mod forward;
+pub mod lease;
 mod listen;
 
+pub use forward::{ANSWER_CHANNEL, ForwardListener, INBOX_CHANNEL};
+pub use lease::LeaseKeeper;
 pub use listen::Listener;
 
 impl EventLog for PgLog {
@@ -172,26 +216,67 @@ impl EventLog for PgLog {
             event_json.clone(),
         );
         let pool = self.pg.pool().clone();
-        let seq: i64 = self
+        // Fencing: with leases, the append names the holder and the epoch it holds, checked
+        // under the thread row's lock (a takeover that committed first is seen).
+        let fence = match &self.leases {
+            None => None,
+            Some(l) => match l.epoch(key) {
+                Some(e) => Some((l.holder.clone(), e)),
+                None => return Err(LogError::Fenced),
+            },
+        };
+        let seq: Option<i64> = self
             .pg
             .block_on(async move {
                 let c = pool.get().await?;
-                let row = c
-                    .query_one(
-                        "WITH t AS ( \
-                           INSERT INTO harness_tanstack_thread AS t (key, head) VALUES ($1, 1) \
-                           ON CONFLICT (key) DO UPDATE SET head = t.head + 1 \
-                           RETURNING head), \
-                         e AS ( \
-                           INSERT INTO harness_tanstack_event (key, seq, operation_id, thread_id, event) \
-                           SELECT $1, head, $2, $3, $4 FROM t RETURNING seq) \
-                         SELECT seq, pg_notify($5, current_schema() || ' ' || seq::text || ' ' || $1) FROM e",
-                        &[&k, &op, &t, &ev, &NOTIFY_CHANNEL],
-                    )
-                    .await?;
-                Ok(row.try_get(0)?)
+                // Each statement is prepared once per pooled connection: one round trip per
+                // append after that.
+                let row = match fence {
+                    None => {
+                        let stmt = c
+                            .prepare_cached(
+                                "WITH t AS ( \
+                                   INSERT INTO harness_tanstack_thread AS t (key, head) VALUES ($1, 1) \
+                                   ON CONFLICT (key) DO UPDATE SET head = t.head + 1 \
+                                   RETURNING head), \
+                                 e AS ( \
+                                   INSERT INTO harness_tanstack_event (key, seq, operation_id, thread_id, event) \
+                                   SELECT $1, head, $2, $3, $4 FROM t RETURNING seq) \
+                                 SELECT seq, pg_notify($5, current_schema() || ' ' || seq::text || ' - ' || $1) FROM e",
+                            )
+                            .await?;
+                        Some(c.query_one(&stmt, &[&k, &op, &t, &ev, &NOTIFY_CHANNEL]).await?)
+                    }
+                    Some((holder, epoch)) => {
+                        let stmt = c
+                            .prepare_cached(
+                                "WITH t AS ( \
+                                   UPDATE harness_tanstack_thread SET head = head + 1 \
+                                   WHERE key = $1 AND lease_holder = $6 AND lease_epoch = $7 \
+                                   RETURNING head), \
+                                 e AS ( \
+                                   INSERT INTO harness_tanstack_event (key, seq, operation_id, thread_id, event) \
+                                   SELECT $1, head, $2, $3, $4 FROM t RETURNING seq) \
+                                 SELECT seq, pg_notify($5, current_schema() || ' ' || seq::text || ' ' || $6 || ' ' || $1) FROM e",
+                            )
+                            .await?;
+                        c.query_opt(&stmt, &[&k, &op, &t, &ev, &NOTIFY_CHANNEL, &holder, &epoch])
+                            .await?
+                    }
+                };
+                Ok(match row {
+                    Some(r) => Some(r.try_get(0)?),
+                    None => None,
+                })
             })
             .map_err(log_err)?;
+        let Some(seq) = seq else {
+            // Taken over: this host holds the thread no more.
+            if let Some(l) = &self.leases {
+                l.set(key, None);
+            }
+            return Err(LogError::Fenced);
+        };
         let seq = u64::try_from(seq).map_err(|_| LogError::Corrupt(format!("seq {seq}")))?;
         Ok(LogRecord::render_raw(
             thread_id,
@@ -321,6 +406,30 @@ impl EventLog for PgLog {
     fn set_waits(&mut self, thread_id: &str, record: Option<&str>) -> Result<(), LogError> {
         let (k, w) = (thread_id.to_owned(), record.map(str::to_owned));
         let pool = self.pg.pool().clone();
+        // With leases the waits record is the owner's, fenced as an append is.
+        if let Some(l) = &self.leases {
+            let Some(epoch) = l.epoch(thread_id) else {
+                return Err(LogError::Fenced);
+            };
+            let holder = l.holder.clone();
+            let n = self
+                .pg
+                .block_on(async move {
+                    let c = pool.get().await?;
+                    Ok(c.execute(
+                        "UPDATE harness_tanstack_thread SET waits = $2 \
+                         WHERE key = $1 AND lease_holder = $3 AND lease_epoch = $4",
+                        &[&k, &w, &holder, &epoch],
+                    )
+                    .await?)
+                })
+                .map_err(log_err)?;
+            if n == 0 {
+                l.set(thread_id, None);
+                return Err(LogError::Fenced);
+            }
+            return Ok(());
+        }
         self.pg
             .block_on(async move {
                 let c = pool.get().await?;
@@ -344,6 +453,38 @@ impl EventLog for PgLog {
                 Ok(())
             })
             .map_err(log_err)
+    }
+
+    fn lease(&mut self, key: &str, thread_id: &str) -> Result<Lease, LogError> {
+        self.take_lease(key, thread_id)
+    }
+
+    fn release(&mut self, key: &str) -> Result<(), LogError> {
+        self.release_lease(key)
+    }
+
+    fn release_all(&mut self) -> Result<(), LogError> {
+        self.release_every_lease()
+    }
+
+    fn forward(&mut self, holder: &str, input: &Forward) -> Result<Option<u64>, LogError> {
+        self.forward_to(holder, input)
+    }
+
+    fn take_forwarded(&mut self) -> Result<Vec<(u64, Forward)>, LogError> {
+        self.take_inbox()
+    }
+
+    fn answer_forwarded(&mut self, id: u64, status: u16, body: &str) -> Result<(), LogError> {
+        self.answer(id, status, body)
+    }
+
+    fn forwarded_answer(&mut self, id: u64) -> Result<Option<(u16, String)>, LogError> {
+        self.answer_of(id)
+    }
+
+    fn withdraw_forwarded(&mut self, id: u64) -> Result<bool, LogError> {
+        self.withdraw(id)
     }
 
     fn waits(&mut self, thread_id: &str) -> Result<Option<String>, LogError> {
