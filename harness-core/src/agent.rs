@@ -205,7 +205,9 @@ impl Harness for ToolLoopAgent {
             messages.push(resp.message);
             for call in calls {
                 if let Some((_, command)) = self.commands.iter().find(|(t, _)| *t == call.tool) {
-                    let result = run_command(sink, command, call).await?;
+                    // Boxed: a command is rare in a turn, and its future inline would make every
+                    // turn's future larger (past the allocator's fast sizes).
+                    let result = Box::pin(run_command(sink, command, call)).await?;
                     messages.push(Message::tool_result(result));
                     continue;
                 }

@@ -63,8 +63,10 @@
 //! assert_eq!(sink.spoken_text(), "Your refund is on its way.");
 //! ```
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -130,6 +132,9 @@ pub enum SinkCall {
     Step(Step),
 }
 
+/// The future of a sink call, as `#[async_trait]` writes it.
+type SinkFuture<'f, T> = Pin<Box<dyn Future<Output = Result<T, SinkError>> + Send + 'f>>;
+
 type Answerer = Box<dyn Fn(&Question) -> Option<Value> + Send + Sync>;
 type CommandFn = Box<dyn Fn(&Command) -> CommandResult + Send + Sync>;
 
@@ -182,7 +187,7 @@ struct Live {
     calls: Vec<SinkCall>,
     cancelled: bool,
     lenient_tools: bool,
-    offered: BTreeSet<Feature>,
+    offered: Offered,
     policy: ApprovalPolicy,
     decisions: HashMap<String, Result<(), String>>,
     answers: HashMap<String, Value>,
@@ -215,7 +220,7 @@ impl RecordingSink {
                 calls: Vec::new(),
                 cancelled: false,
                 lenient_tools: false,
-                offered: Feature::ALL.into_iter().collect(),
+                offered: Offered::ALL,
                 policy: ApprovalPolicy::default(),
                 decisions: HashMap::new(),
                 answers: HashMap::new(),
@@ -262,7 +267,7 @@ impl RecordingSink {
     /// decided by the [`ApprovalPolicy`].
     #[must_use]
     pub fn without(mut self, feature: Feature) -> Self {
-        self.live.offered.remove(&feature);
+        self.live.offered.remove(feature);
         self
     }
 
@@ -447,6 +452,38 @@ impl RecordingSink {
     }
 }
 
+/// The features a [`RecordingSink`] offers: a set of [`Feature`]s, one bit each.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Offered(u32);
+
+// One bit per feature.
+const _: () = assert!(Feature::ALL.len() <= 32);
+
+impl Offered {
+    /// Every feature.
+    const ALL: Offered = Offered(u32::MAX);
+
+    fn bit(feature: Feature) -> u32 {
+        1 << (feature as u32)
+    }
+
+    fn contains(self, feature: Feature) -> bool {
+        self.0 & Self::bit(feature) != 0
+    }
+
+    fn remove(&mut self, feature: Feature) {
+        self.0 &= !Self::bit(feature);
+    }
+}
+
+impl fmt::Debug for Offered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set()
+            .entries(Feature::ALL.into_iter().filter(|&x| self.contains(x)))
+            .finish()
+    }
+}
+
 impl Live {
     fn check(&self) -> Result<(), SinkError> {
         if self.cancelled {
@@ -458,7 +495,7 @@ impl Live {
 
     fn offer(&self, feature: Feature) -> Result<(), SinkError> {
         self.check()?;
-        if self.offered.contains(&feature) {
+        if self.offered.contains(feature) {
             Ok(())
         } else {
             Err(SinkError::Unsupported(feature))
@@ -467,7 +504,7 @@ impl Live {
 
     /// The decision for a gated call: `Some(Ok)` run it, `Some(Err)` deny it, `None` park.
     fn decision(&self, call: &ToolCall) -> Option<Result<(), String>> {
-        if !self.offered.contains(&Feature::Approvals) {
+        if !self.offered.contains(Feature::Approvals) {
             return Some(self.policy.decide(call));
         }
         self.decisions.get(&call.id).cloned()
@@ -545,7 +582,7 @@ impl EventSink for Live {
                 }
             },
         };
-        let result = self.tools.call(call.clone(), self.context.clone()).await;
+        let result = self.tools.call_ref(&call, &self.context).await;
         self.calls.push(SinkCall::ToolCall {
             call,
             result: result.clone(),
@@ -566,7 +603,7 @@ impl EventSink for Live {
     }
 
     fn supports(&self, feature: Feature) -> bool {
-        self.offered.contains(&feature)
+        self.offered.contains(feature)
     }
 
     async fn ask(&mut self, mut question: Question) -> Result<Answer, SinkError> {
@@ -641,20 +678,38 @@ impl EventSink for Live {
 /// tape, and a parked turn stays parked. Use [`RecordingSink::drive`] to resume one.
 #[async_trait]
 impl EventSink for RecordingSink {
-    async fn model(&mut self, req: ModelRequest) -> Result<ModelResponse, SinkError> {
-        self.live.model(req).await
+    // The calls of every turn hand back the live sink's own future: one box per call, not a
+    // box around a box.
+    fn model<'s, 'f>(&'s mut self, req: ModelRequest) -> SinkFuture<'f, ModelResponse>
+    where
+        's: 'f,
+    {
+        self.live.model(req)
     }
-    async fn output(&mut self, delta: &str) -> Result<(), SinkError> {
-        self.live.output(delta).await
+    fn output<'s, 'd, 'f>(&'s mut self, delta: &'d str) -> SinkFuture<'f, ()>
+    where
+        's: 'f,
+        'd: 'f,
+    {
+        self.live.output(delta)
     }
-    async fn tool_call(&mut self, call: ToolCall) -> Result<ToolResult, SinkError> {
-        self.live.tool_call(call).await
+    fn tool_call<'s, 'f>(&'s mut self, call: ToolCall) -> SinkFuture<'f, ToolResult>
+    where
+        's: 'f,
+    {
+        self.live.tool_call(call)
     }
-    async fn report(&mut self, result: ToolResult) -> Result<(), SinkError> {
-        self.live.report(result).await
+    fn report<'s, 'f>(&'s mut self, result: ToolResult) -> SinkFuture<'f, ()>
+    where
+        's: 'f,
+    {
+        self.live.report(result)
     }
-    async fn usage(&mut self, usage: Usage) -> Result<(), SinkError> {
-        self.live.usage(usage).await
+    fn usage<'s, 'f>(&'s mut self, usage: Usage) -> SinkFuture<'f, ()>
+    where
+        's: 'f,
+    {
+        self.live.usage(usage)
     }
     fn supports(&self, feature: Feature) -> bool {
         self.live.supports(feature)

@@ -96,6 +96,65 @@ fn the_tool_gets_the_idempotency_key_and_the_hosts_context() {
     assert_eq!(out["session"], "s-9");
 }
 
+/// `Tools::call_ref` (what a host that records the call uses) runs the same code with the
+/// same answer as `Tools::call`, async or sync: the key and context reach the tool, an empty
+/// result id is the call's, and an unknown tool is the same error result.
+#[test]
+fn call_ref_answers_as_call_does() {
+    let tools = Tools::new()
+        .with(Tool::new(
+            "pay",
+            "Pay",
+            |call: ToolCall, cx: ToolContext| async move {
+                ToolResult::ok_json(
+                    "",
+                    json!({"key": call.idempotency_key, "session": cx.session_uid}),
+                )
+            },
+        ))
+        .with(Tool::sync("echo", "Echo", |c| {
+            ToolResult::ok_json("", json!({"key": c.idempotency_key}))
+        }));
+    let cx = ToolContext::new("s-9", "exec-1");
+    for name in ["pay", "echo", "nope"] {
+        let call = ToolCall::new("c7", name, JsonObject::new()).controller_mediated("exec-1");
+        let by_ref = block_on(tools.call_ref(&call, &cx));
+        let owned = block_on(tools.call(call, cx.clone()));
+        assert_eq!(by_ref, owned, "{name}");
+        assert_eq!(by_ref.id, "c7", "{name}: an empty result id is the call's");
+    }
+}
+
+/// One tool per name, kept by name whatever the order of registration; a clone is the same
+/// registry, and adding to it leaves the original as it was.
+#[test]
+fn the_registry_is_by_name_and_a_clone_is_independent() {
+    let hours = |h: &'static str| Tool::json("get_hours", "Hours", move |_| Ok(json!(h)));
+    let a = Tools::new()
+        .with(Tool::json("refund", "Refund", |_| Ok(json!("ok"))))
+        .with(hours("8 to 6"));
+    let b = a
+        .clone()
+        .with(hours("9 to 5"))
+        .with(Tool::json("a_tool", "A", |_| Ok(json!(1))));
+    let names = |t: &Tools| t.iter().map(|t| t.name().to_owned()).collect::<Vec<_>>();
+    assert_eq!(names(&a), ["get_hours", "refund"]);
+    assert_eq!(names(&b), ["a_tool", "get_hours", "refund"]);
+    let call = ToolCall::new("c1", "get_hours", JsonObject::new());
+    let run = |t: &Tools| {
+        block_on(t.call_ref(&call, &ToolContext::default()))
+            .output
+            .unwrap()
+    };
+    assert_eq!(run(&a)["result"], "8 to 6");
+    assert_eq!(
+        run(&b)["result"],
+        "9 to 5",
+        "the same name replaces the tool"
+    );
+    assert!(a.get("a_tool").is_none() && b.get("a_tool").is_some());
+}
+
 /// agentsessions (Rule 4, mediation): sink.tool_call is for CONTROLLER_MEDIATED and
 /// REQUIRES_APPROVAL calls with an idempotency key; the words are the controller's.
 #[test]

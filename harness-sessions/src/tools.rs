@@ -122,7 +122,7 @@ impl<E: ToolExecutor + ?Sized> ToolExecutor for std::sync::Arc<E> {
 #[async_trait]
 impl ToolExecutor for Tools {
     async fn execute(&self, cx: &ToolContext, call: &ToolCall) -> Result<ToolResult, ToolError> {
-        Ok(self.call(call.clone(), cx.clone()).await)
+        Ok(self.call_ref(call, cx).await)
     }
 }
 

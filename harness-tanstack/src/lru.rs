@@ -15,8 +15,14 @@ pub(crate) struct Lru {
 impl Lru {
     /// Makes `key` the most recently used (adding it).
     pub(crate) fn touch(&mut self, key: &str) {
-        if self.at.get(key) == Some(&self.tick) {
-            return; // already the newest (a turn touches its thread at every event)
+        // Already the newest (a turn touches its thread at every event): found without
+        // hashing the key.
+        if self
+            .order
+            .last_key_value()
+            .is_some_and(|(&t, newest)| t == self.tick && newest == key)
+        {
+            return;
         }
         self.tick += 1;
         let owned = match self.at.get_mut(key) {

@@ -46,10 +46,11 @@ pub mod rules;
 #[cfg(feature = "schemars")]
 mod typed;
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -101,13 +102,24 @@ where
     }
 }
 
+/// A synchronous tool's code: a function of the borrowed call.
+type SyncFn = dyn Fn(&ToolCall) -> ToolResult + Send + Sync;
+
+/// A tool's code as it was given: async (it takes the call), or synchronous (it borrows it,
+/// so a host that keeps the call after running it never copies it).
+#[derive(Clone)]
+enum Code {
+    Async(Arc<dyn ToolHandler>),
+    Sync(Arc<SyncFn>),
+}
+
 /// A tool: its definition (what the model is offered), its default mediation (who runs it,
 /// and whether a person must approve it) and its code. Cheap to clone.
 #[derive(Clone)]
 pub struct Tool {
     definition: ToolDefinition,
     mediation: Mediation,
-    handler: Arc<dyn ToolHandler>,
+    code: Code,
 }
 
 impl fmt::Debug for Tool {
@@ -129,7 +141,7 @@ impl Tool {
         Tool {
             definition: ToolDefinition::new(name, description),
             mediation: Mediation::ControllerMediated,
-            handler: Arc::new(handler),
+            code: Code::Async(Arc::new(handler)),
         }
     }
 
@@ -140,15 +152,11 @@ impl Tool {
         description: impl Into<String>,
         f: impl Fn(&ToolCall) -> ToolResult + Send + Sync + 'static,
     ) -> Self {
-        Tool::new(
-            name,
-            description,
-            move |call: ToolCall, _cx: ToolContext| {
-                let mut result = f(&call);
-                stamp(&mut result, &call);
-                async move { result }
-            },
-        )
+        Tool {
+            definition: ToolDefinition::new(name, description),
+            mediation: Mediation::ControllerMediated,
+            code: Code::Sync(Arc::new(f)),
+        }
     }
 
     /// A tool whose code maps the arguments to a JSON value (an object is the output, any
@@ -213,30 +221,109 @@ impl Tool {
 
     /// Runs `call` with this tool's code. The result answers the call (its id is the call's
     /// when the code left it empty).
-    pub fn run(&self, call: ToolCall, cx: ToolContext) -> BoxFuture<'static, ToolResult> {
-        let id = call.id.clone();
-        let fut = self.handler.call(call, cx);
-        async move {
-            let mut result = fut.await;
-            if result.id.is_empty() {
-                result.id = id;
+    pub fn run(&self, call: ToolCall, cx: ToolContext) -> ToolFuture {
+        match &self.code {
+            Code::Sync(f) => ToolFuture::ready(answer(f(&call), &call)),
+            Code::Async(h) => {
+                let id = call.id.clone();
+                ToolFuture::running(id, h.call(call, cx))
             }
-            result
         }
-        .boxed()
+    }
+
+    /// [`run`](Self::run) for a host that keeps the call: synchronous code borrows it, and
+    /// only async code (which takes it) gets a copy of the call and the context.
+    pub fn run_ref(&self, call: &ToolCall, cx: &ToolContext) -> ToolFuture {
+        match &self.code {
+            Code::Sync(f) => ToolFuture::ready(answer(f(call), call)),
+            Code::Async(h) => {
+                ToolFuture::running(call.id.clone(), h.call(call.clone(), cx.clone()))
+            }
+        }
     }
 }
 
-fn stamp(result: &mut ToolResult, call: &ToolCall) {
+/// `result` as the answer to `call`: its id is the call's when the code left it empty.
+fn answer(mut result: ToolResult, call: &ToolCall) -> ToolResult {
     if result.id.is_empty() {
         result.id.clone_from(&call.id);
     }
+    result
 }
 
-/// The tools of an agent, by name: one registry that every host takes. Cheap to clone.
+/// The run of one tool call ([`Tool::run`], [`Tools::call`]): a future of its result,
+/// ready at once for synchronous code (nothing is boxed), the tool's own future for async
+/// code.
+#[must_use = "a tool run does nothing unless awaited"]
+pub struct ToolFuture(Run);
+
+enum Run {
+    Ready(Option<ToolResult>),
+    Running {
+        id: String,
+        fut: BoxFuture<'static, ToolResult>,
+    },
+}
+
+impl ToolFuture {
+    fn ready(result: ToolResult) -> Self {
+        ToolFuture(Run::Ready(Some(result)))
+    }
+
+    fn running(id: String, fut: BoxFuture<'static, ToolResult>) -> Self {
+        ToolFuture(Run::Running { id, fut })
+    }
+
+    /// The result, when the run is already over (synchronous code); otherwise the run
+    /// itself, boxed, to await.
+    pub fn ready_or_boxed(self) -> Result<ToolResult, BoxFuture<'static, ToolResult>> {
+        match self.0 {
+            Run::Ready(Some(r)) => Ok(r),
+            run => Err(ToolFuture(run).boxed()),
+        }
+    }
+}
+
+impl fmt::Debug for ToolFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Run::Ready(r) => f.debug_tuple("Ready").field(r).finish(),
+            Run::Running { id, .. } => f.debug_struct("Running").field("id", id).finish(),
+        }
+    }
+}
+
+impl Future for ToolFuture {
+    type Output = ToolResult;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<ToolResult> {
+        match &mut self.get_mut().0 {
+            Run::Ready(r) => match r.take() {
+                Some(r) => Poll::Ready(r),
+                // Polled again after it finished: a contract breach of the caller's, never
+                // a panic of ours; it never finishes twice.
+                None => Poll::Pending,
+            },
+            Run::Running { id, fut } => match fut.poll_unpin(cx) {
+                Poll::Ready(mut r) => {
+                    if r.id.is_empty() {
+                        r.id = std::mem::take(id);
+                    }
+                    Poll::Ready(r)
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
+/// The tools of an agent, by name: one registry that every host takes. Cheap to clone
+/// (the tools are shared, not copied: a host hands each turn the same registry).
 #[derive(Clone, Debug, Default)]
 pub struct Tools {
-    by_name: BTreeMap<String, Tool>,
+    /// Sorted by name, one tool per name (looked up by binary search, without allocating);
+    /// `None` when there are none (an empty registry allocates nothing).
+    by_name: Option<Arc<Vec<Tool>>>,
 }
 
 impl Tools {
@@ -254,27 +341,39 @@ impl Tools {
 
     /// Adds a tool (replacing one of the same name).
     pub fn insert(&mut self, tool: Tool) {
-        self.by_name.insert(tool.name().to_owned(), tool);
+        let tools = Arc::make_mut(self.by_name.get_or_insert_with(Default::default));
+        match tools.binary_search_by(|t| t.name().cmp(tool.name())) {
+            Ok(i) => tools[i] = tool,
+            Err(i) => tools.insert(i, tool),
+        }
     }
 
     /// The tool named `name`.
     pub fn get(&self, name: &str) -> Option<&Tool> {
-        self.by_name.get(name)
+        let tools = self.as_slice();
+        tools
+            .binary_search_by(|t| t.name().cmp(name))
+            .ok()
+            .and_then(|i| tools.get(i))
+    }
+
+    fn as_slice(&self) -> &[Tool] {
+        self.by_name.as_deref().map_or(&[], Vec::as_slice)
     }
 
     /// Whether there are no tools.
     pub fn is_empty(&self) -> bool {
-        self.by_name.is_empty()
+        self.as_slice().is_empty()
     }
 
     /// How many tools.
     pub fn len(&self) -> usize {
-        self.by_name.len()
+        self.as_slice().len()
     }
 
     /// The tools, by name.
     pub fn iter(&self) -> impl Iterator<Item = &Tool> {
-        self.by_name.values()
+        self.as_slice().iter()
     }
 
     /// What the model is offered: each tool's definition, by name.
@@ -296,15 +395,25 @@ impl Tools {
     /// Runs `call` with the tool of its name; an unknown tool is an error result
     /// (`unknown tool: <name>`), never a panic. Apply [`rules::check_call`] first: this runs
     /// the code and nothing else.
-    pub fn call(&self, call: ToolCall, cx: ToolContext) -> BoxFuture<'static, ToolResult> {
+    pub fn call(&self, call: ToolCall, cx: ToolContext) -> ToolFuture {
         match self.get(&call.tool) {
             Some(t) => t.run(call, cx),
-            None => {
-                let r = ToolResult::error(&call.id, format!("unknown tool: {}", call.tool));
-                async move { r }.boxed()
-            }
+            None => ToolFuture::ready(unknown(&call)),
         }
     }
+
+    /// [`call`](Self::call) for a host that keeps the call (to record it with its result):
+    /// synchronous code borrows it, async code gets a copy ([`Tool::run_ref`]).
+    pub fn call_ref(&self, call: &ToolCall, cx: &ToolContext) -> ToolFuture {
+        match self.get(&call.tool) {
+            Some(t) => t.run_ref(call, cx),
+            None => ToolFuture::ready(unknown(call)),
+        }
+    }
+}
+
+fn unknown(call: &ToolCall) -> ToolResult {
+    ToolResult::error(&call.id, format!("unknown tool: {}", call.tool))
 }
 
 impl FromIterator<Tool> for Tools {

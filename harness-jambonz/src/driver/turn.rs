@@ -187,11 +187,10 @@ impl TurnSink {
     /// A tool of the harness's own: run here, never sent.
     async fn run_own(&mut self, call: ToolCall, gated: Gated) -> ToolResult {
         let started = self.now();
-        let (id, name) = (call.id.clone(), call.tool.clone());
-        let mut result = self.env.tools.call(call, self.context.clone()).await;
-        result.id = id;
+        let mut result = self.env.tools.call_ref(&call, &self.context).await;
+        result.id = call.id;
         let ms = self.ms_since(started);
-        self.own_tool(name, !result.is_error, Some(ms), gated);
+        self.own_tool(call.tool, !result.is_error, Some(ms), gated);
         result
     }
 

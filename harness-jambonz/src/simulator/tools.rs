@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use futures::future::BoxFuture;
 use harness_core::message::{ToolCall, ToolResult};
-use harness_core::tool::ToolContext;
+use harness_core::tool::{ToolContext, ToolFuture};
 use serde_json::{Map, Value};
 
 use super::{Simulator, ViolationKind, harness_error, later};
@@ -39,6 +39,15 @@ fn poll_once(mut fut: BoxFuture<'static, ToolResult>) -> Outcome {
     match fut.as_mut().poll(&mut cx) {
         Poll::Ready(r) => Outcome::Ready(answer(&r)),
         Poll::Pending => Outcome::Running(fut),
+    }
+}
+
+/// Starts a tool's code: a synchronous tool's answer is ready at once; async code is polled
+/// once.
+fn start(run: ToolFuture) -> Outcome {
+    match run.ready_or_boxed() {
+        Ok(r) => Outcome::Ready(answer(&r)),
+        Err(fut) => poll_once(fut),
     }
 }
 
@@ -107,7 +116,7 @@ impl Simulator {
                         .with_idempotency_key(c.call_id.clone());
                     let turn = c.turn_id.map(|id| id.to_string()).unwrap_or_default();
                     let cx = ToolContext::new(self.cfg.call_sid.clone(), turn);
-                    let outcome = poll_once(tool.run(call, cx));
+                    let outcome = start(tool.run(call, cx));
                     self.tool_running(c.turn_id, true);
                     self.tool_runs.push(ToolRun {
                         due,

@@ -198,11 +198,31 @@ impl<L: EventLog> Host<L> {
             let t = Thread::new(thread_id, None, Caps::of(&self.cfg));
             self.insert_thread(thread_id, t, None);
         }
-        // Its frame names the thread by the id its clients use.
-        let rec = match self.threads.get(thread_id) {
-            Some(t) => self
-                .log
-                .append_as(thread_id, &t.thread_id, operation_id, &event),
+        // Its frame names the thread by the id its clients use (one lookup of the thread
+        // for the append and what follows: an event is the hot path of a turn).
+        let rec = match self.threads.get_mut(thread_id) {
+            Some(t) => {
+                let rec = self
+                    .log
+                    .append_as(thread_id, &t.thread_id, operation_id, &event);
+                if rec.is_ok() {
+                    t.observe(&event);
+                    if let Some(r) = t
+                        .running
+                        .as_mut()
+                        .filter(|r| r.operation_id == operation_id)
+                    {
+                        match &event {
+                            AguiEvent::TextMessageStart(s) => {
+                                r.open_message = Some(s.message_id.clone());
+                            }
+                            AguiEvent::TextMessageEnd(_) => r.open_message = None,
+                            _ => {}
+                        }
+                    }
+                }
+                rec
+            }
             None => self.log.append(thread_id, operation_id, &event),
         };
         let rec = match rec {
@@ -219,20 +239,6 @@ impl<L: EventLog> Host<L> {
             }
             Err(e) => return Err(e.into()),
         };
-        if let Some(t) = self.threads.get_mut(thread_id) {
-            t.observe(&event);
-            if let Some(r) = t
-                .running
-                .as_mut()
-                .filter(|r| r.operation_id == operation_id)
-            {
-                match &event {
-                    AguiEvent::TextMessageStart(s) => r.open_message = Some(s.message_id.clone()),
-                    AguiEvent::TextMessageEnd(_) => r.open_message = None,
-                    _ => {}
-                }
-            }
-        }
         self.wake_thread(thread_id);
         Ok(rec.cursor())
     }
