@@ -309,6 +309,7 @@ impl<L: EventLog> Host<L> {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.outflow.flush();
         self.clock(now);
+        self.expire_forwards(now);
         let cfg = self.cfg.stream;
         let mut pings = Vec::new();
         let mut slow = Vec::new();
@@ -392,6 +393,7 @@ impl<L: EventLog> Host<L> {
                     .min();
                 [ping, slow].into_iter().flatten().min()
             })
+            .chain(self.forward_deadline())
             .min()
     }
 }
