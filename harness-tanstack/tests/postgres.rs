@@ -786,7 +786,8 @@ mod forwarding {
 }
 
 /// A `harness.input` frame on a WebSocket of a host that does not own the thread goes to
-/// the owner as a `POST control` does (spec tanstack-harness-wire-protocol.md:392: "When
+/// the owner as a `POST control` does, its `traceparent` (set on the frame, spec
+/// tanstack-harness-wire-protocol.md:371) with it (:392: "When
 /// another server owns the thread, the value goes to that server with the input"), and the
 /// socket gets the owner's receipt.
 mod socket_forwarding {

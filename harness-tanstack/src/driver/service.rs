@@ -365,7 +365,8 @@ impl<L: EventLog + 'static> Service<L> {
         self.with_host(|h, now| h.handle_appended(now, key));
     }
 
-    /// Heartbeats and slow consumers: call at [`next_timeout`](Self::next_timeout).
+    /// Heartbeats, slow consumers, and forwarded socket inputs past their wait: call at
+    /// [`next_timeout`](Self::next_timeout).
     pub fn tick(&self) {
         let now = self.now();
         let mut g = self.lock();
