@@ -621,7 +621,7 @@ mod forwarding {
     use harness_tanstack::driver::Service;
     use harness_tanstack::host::{Host, HostConfig};
 
-    const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    pub(super) const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
     /// A deadline future that completes after `ms` (a thread, no runtime).
     fn after(ms: u64) -> impl std::future::Future<Output = ()> {
@@ -635,7 +635,7 @@ mod forwarding {
         }
     }
 
-    fn body(thread: &str, msg: &str, input_id: &str) -> Vec<u8> {
+    pub(super) fn body(thread: &str, msg: &str, input_id: &str) -> Vec<u8> {
         format!(
             r#"{{"threadId":"{thread}","input":{{"op":"prompt","message":"{msg}","inputId":"{input_id}"}}}}"#
         )
@@ -643,7 +643,18 @@ mod forwarding {
     }
 
     /// A service on a leased log whose forwarding listener feeds it (as the example does).
-    fn service(schema: &Schema, ttl_ms: u64) -> (Service<PgLog>, Box<dyn std::any::Any>) {
+    pub(super) fn service(
+        schema: &Schema,
+        ttl_ms: u64,
+    ) -> (Service<PgLog>, Box<dyn std::any::Any>) {
+        service_with(schema, ttl_ms, HostConfig::default())
+    }
+
+    pub(super) fn service_with(
+        schema: &Schema,
+        ttl_ms: u64,
+        cfg: HostConfig,
+    ) -> (Service<PgLog>, Box<dyn std::any::Any>) {
         let log = schema.leased(ttl_ms);
         let (tx, rx) = std::sync::mpsc::channel::<Option<u64>>();
         let tx2 = tx.clone();
@@ -658,7 +669,7 @@ mod forwarding {
             )
             .unwrap()
             .unwrap();
-        let svc = Service::new(Host::new(HostConfig::default(), log), Instant::now);
+        let svc = Service::new(Host::new(cfg, log), Instant::now);
         let s = svc.clone();
         std::thread::spawn(move || {
             while let Ok(n) = rx.recv() {
@@ -671,7 +682,11 @@ mod forwarding {
         (svc, Box::new(l))
     }
 
-    fn accepted_records(log: &mut PgLog, key: &str, input_id: &str) -> Vec<Option<String>> {
+    pub(super) fn accepted_records(
+        log: &mut PgLog,
+        key: &str,
+        input_id: &str,
+    ) -> Vec<Option<String>> {
         (1..=log.head_seq(key))
             .filter_map(|s| log.get(key, s).unwrap())
             .filter_map(|r| match r.event().unwrap() {
@@ -767,6 +782,130 @@ mod forwarding {
         assert_eq!(a.with_host(|h, now| h.handle_forwarded(now)), 0);
         let mut log = schema.host();
         assert!(accepted_records(&mut log, "th", "in-b1").is_empty());
+    }
+}
+
+/// A `harness.input` frame on a WebSocket of a host that does not own the thread goes to
+/// the owner as a `POST control` does, its `traceparent` (set on the frame, spec
+/// tanstack-harness-wire-protocol.md:371) with it (:392: "When
+/// another server owns the thread, the value goes to that server with the input"), and the
+/// socket gets the owner's receipt.
+mod socket_forwarding {
+    use super::forwarding::{TP, accepted_records, service, service_with};
+    use super::*;
+    use harness_tanstack::driver::Service;
+    use harness_tanstack::host::{ConnId, Host, HostConfig, Transport};
+    use serde_json::Value;
+
+    /// A WebSocket on `svc`, subscribed to `thread`.
+    fn socket(svc: &Service<PgLog>, thread: &str) -> ConnId {
+        svc.with_host(|h, now| {
+            let c = h.connect(now, Transport::WebSocket, None, "up");
+            let sub = serde_json::json!({"type": "harness.subscribe", "threadId": thread, "v": 2});
+            h.handle_frame(now, c, &sub.to_string());
+            c
+        })
+    }
+
+    fn send(svc: &Service<PgLog>, c: ConnId, rid: &str, input_id: &str) {
+        let f = serde_json::json!({
+            "type": "harness.input", "requestId": rid, "traceparent": TP,
+            "input": {"op": "prompt", "message": "from the socket", "inputId": input_id},
+        });
+        svc.with_host(|h, now| h.handle_frame(now, c, &f.to_string()));
+    }
+
+    /// The frame of type `ty` for `rid` the socket gets, waiting at most 10 s (ticking the
+    /// service's timers as a driver does).
+    fn frame_for(svc: &Service<PgLog>, c: ConnId, ty: &str, rid: &str) -> Value {
+        let t0 = Instant::now();
+        loop {
+            svc.tick();
+            let got: Vec<Value> = svc.with_host(|h, now| {
+                std::iter::from_fn(|| h.poll_transmit(now, c))
+                    .map(|b| serde_json::from_slice(&b).unwrap())
+                    .collect()
+            });
+            if let Some(f) = got
+                .into_iter()
+                .find(|f| f["type"] == ty && f["requestId"] == rid)
+            {
+                return f;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "no {ty} for {rid}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn a_socket_input_to_a_non_owner_runs_on_the_owner_once_with_its_traceparent() {
+        let schema = Schema::fresh();
+        let (a, _la) = service(&schema, 5_000);
+        let (b, _lb) = service(&schema, 5_000);
+        let r = a.control(
+            None,
+            &super::forwarding::body("th", "wait", "in-a1"),
+            "r-a1",
+            None,
+        );
+        assert!(r.body.contains("accepted"), "{}", r.body);
+        let c = socket(&b, "th");
+        send(&b, c, "r-w1", "in-w1");
+        // A queues it behind its running turn: B's socket gets A's `queued` receipt.
+        let first = frame_for(&b, c, "harness.receipt", "r-w1");
+        assert_eq!(first["status"], "queued", "{first}");
+        assert_eq!(first["inputId"], "in-w1", "{first}");
+        // The same input again: the owner's idempotency by inputId, the same receipt.
+        send(&b, c, "r-w2", "in-w1");
+        let again = frame_for(&b, c, "harness.receipt", "r-w2");
+        assert_eq!(again["status"], first["status"]);
+        assert_eq!(again["inputId"], "in-w1");
+        // One `harness.input.accepted` for it, written by A (no new epoch), with the
+        // frame's traceparent.
+        let mut log = schema.host();
+        assert_eq!(
+            accepted_records(&mut log, "th", "in-w1"),
+            vec![Some(TP.to_owned())]
+        );
+        let owners = (1..=log.head_seq("th"))
+            .filter_map(|s| log.get("th", s).unwrap())
+            .filter(|r| r.json_str().contains("harness.ownership.changed"))
+            .count();
+        assert_eq!(owners, 1);
+    }
+
+    /// The owner does not answer within `forward_wait`: the input is taken back and answered
+    /// by the host that got it (`not_owner` while the owner's lease is live); the owner never
+    /// runs it afterwards.
+    #[test]
+    fn an_unanswered_socket_forward_is_taken_back_after_forward_wait() {
+        let schema = Schema::fresh();
+        let a = Service::new(
+            Host::new(HostConfig::default(), schema.leased(5_000)),
+            Instant::now,
+        );
+        let cfg = HostConfig {
+            forward_wait: Duration::from_millis(300),
+            ..HostConfig::default()
+        };
+        let (b, _lb) = service_with(&schema, 5_000, cfg);
+        let r = a.control(
+            None,
+            &super::forwarding::body("th", "wait", "in-a1"),
+            "r-a1",
+            None,
+        );
+        assert!(r.body.contains("accepted"), "{}", r.body);
+        let c = socket(&b, "th");
+        let t0 = Instant::now();
+        send(&b, c, "r-w1", "in-w1");
+        let got = frame_for(&b, c, "harness.receipt", "r-w1");
+        assert!(t0.elapsed() >= Duration::from_millis(300));
+        assert_eq!(got["status"], "rejected", "{got}");
+        assert_eq!(got["reason"], "not_owner", "{got}");
+        assert_eq!(a.with_host(|h, now| h.handle_forwarded(now)), 0);
+        let mut log = schema.host();
+        assert!(accepted_records(&mut log, "th", "in-w1").is_empty());
     }
 }
 

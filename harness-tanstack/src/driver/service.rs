@@ -217,6 +217,13 @@ impl<L: EventLog + 'static> Service<L> {
         r
     }
 
+    /// How long an input forwarded to its thread's owner waits for the answer
+    /// ([`HostConfig::forward_wait`](crate::host::HostConfig::forward_wait)): the deadline
+    /// to give [`control_forwarding`](Self::control_forwarding).
+    pub fn forward_wait(&self) -> std::time::Duration {
+        self.lock().host.config().forward_wait
+    }
+
     /// Inputs other hosts forwarded to this one: runs them (see
     /// [`Host::handle_forwarded`]). Call it from a forwarding listener
     /// (`PgLog::listen_forwards`).
@@ -227,8 +234,12 @@ impl<L: EventLog + 'static> Service<L> {
     /// The owner answered an input this host forwarded: the request that waits for it gets
     /// the answer. Call it from a forwarding listener (`PgLog::listen_forwards`).
     pub fn handle_forward_answer(&self, id: u64) {
+        let now = self.now();
         let mut g = self.lock();
         if !g.forwards.contains_key(&id) {
+            // A socket input's: the connection gets the owner's receipt.
+            g.host.handle_forward_answer(now, id);
+            g.pump();
             return;
         }
         if let Ok(Some(a)) = g.host.log_mut().forwarded_answer(id) {
@@ -354,7 +365,8 @@ impl<L: EventLog + 'static> Service<L> {
         self.with_host(|h, now| h.handle_appended(now, key));
     }
 
-    /// Heartbeats and slow consumers: call at [`next_timeout`](Self::next_timeout).
+    /// Heartbeats, slow consumers, and forwarded socket inputs past their wait: call at
+    /// [`next_timeout`](Self::next_timeout).
     pub fn tick(&self) {
         let now = self.now();
         let mut g = self.lock();

@@ -305,10 +305,13 @@ impl<L: EventLog> Host<L> {
         self.conns.get(&id).map(|c| c.in_flight).unwrap_or(0)
     }
 
-    /// Heartbeats and slow consumers. Call at [`poll_timeout`](Self::poll_timeout).
+    /// Heartbeats, slow consumers, and socket inputs whose thread's owner did not answer
+    /// within [`forward_wait`](super::HostConfig::forward_wait). Call at
+    /// [`poll_timeout`](Self::poll_timeout).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.outflow.flush();
         self.clock(now);
+        self.expire_forwards(now);
         let cfg = self.cfg.stream;
         let mut pings = Vec::new();
         let mut slow = Vec::new();
@@ -392,6 +395,7 @@ impl<L: EventLog> Host<L> {
                     .min();
                 [ping, slow].into_iter().flatten().min()
             })
+            .chain(self.forward_deadline())
             .min()
     }
 }

@@ -144,8 +144,12 @@ impl<L: EventLog> Host<L> {
                     // `control_routed`: the input goes to the owner, which answers it.
                     if let Some(mut f) = self.forwarding.take() {
                         f.key = key.to_owned();
+                        if f.body.is_empty() {
+                            // A socket input: the owner runs it as a `POST control`.
+                            f.body = super::forward::control_body(thread_id, &input);
+                        }
                         match self.log.forward(&holder, &f) {
-                            Ok(Some(id)) => self.forwarded = Some(id),
+                            Ok(Some(id)) => self.forwarded = Some((id, f)),
                             Ok(None) => {}
                             Err(e) => return Err(Refusal::Internal(e.to_string())),
                         }

@@ -65,7 +65,7 @@ impl<L: EventLog> Host<L> {
         let answer = self.control(now, user, body, request_id, traceparent);
         self.forwarding = None;
         match self.forwarded.take() {
-            Some(id) => Routed::Forwarded(id),
+            Some((id, _)) => Routed::Forwarded(id),
             None => Routed::Answer(answer),
         }
     }

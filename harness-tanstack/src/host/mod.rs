@@ -35,6 +35,7 @@
 
 mod agui_run;
 mod connection;
+mod forward;
 mod input;
 mod lease;
 mod read;
@@ -152,6 +153,17 @@ pub struct HostConfig {
     /// ([`EventLog::set_waits`]), never sent to a client; a turn whose record would be
     /// larger cannot wait, and fails with `RUN_ERROR` code `too_large`. Default 4 MiB.
     pub max_parked_bytes: usize,
+    /// How long an input forwarded to the thread's owner (a log that several hosts share:
+    /// `PgLog`) waits for the owner's answer, on `POST control`
+    /// ([`Service::control_forwarding`](crate::driver::Service::control_forwarding)) and on
+    /// a socket (a `harness.input` frame). Past it the input is taken back and run here
+    /// when the owner never took it (its lease expired), else it is answered
+    /// `owner_timeout`. Default 5 s.
+    pub forward_wait: std::time::Duration,
+    /// Socket inputs that may wait for their owner's answer at once; past this an input for
+    /// a thread another host owns gets the `rejected` receipt with reason `not_owner`
+    /// (transient: the client may send it again). Default 1,000.
+    pub max_forwarded: usize,
 }
 
 impl Default for HostConfig {
@@ -177,6 +189,8 @@ impl Default for HostConfig {
             max_resident_threads: 1_024,
             max_resident_bytes: 256 << 20,
             max_parked_bytes: 4 << 20,
+            forward_wait: std::time::Duration::from_secs(5),
+            max_forwarded: 1_000,
         }
     }
 }
@@ -353,7 +367,9 @@ pub struct Host<L: EventLog> {
     /// The input [`control_routed`](Host::control_routed) may forward to the thread's owner,
     /// and the id it was forwarded under.
     forwarding: Option<crate::log::Forward>,
-    forwarded: Option<u64>,
+    forwarded: Option<(u64, crate::log::Forward)>,
+    /// Socket inputs forwarded to their thread's owner, waiting for its answer.
+    socket_forwards: forward::Pendings,
 }
 
 impl<L: EventLog> std::fmt::Debug for Host<L> {
@@ -407,6 +423,7 @@ impl<L: EventLog> Host<L> {
             runs,
             forwarding: None,
             forwarded: None,
+            socket_forwards: forward::Pendings::default(),
         }
     }
 

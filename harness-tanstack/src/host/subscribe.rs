@@ -323,7 +323,15 @@ impl<L: EventLog> Host<L> {
                 } else {
                     None
                 };
-                match self.apply_input(now, &key, &thread, user.as_deref(), f.input, tp) {
+                // An input for a thread another host owns goes to it (see `forward`).
+                if self.may_forward() {
+                    self.arm_forward(&rid, user.as_deref(), tp.as_deref());
+                }
+                let applied = self.apply_input(now, &key, &thread, user.as_deref(), f.input, tp);
+                if self.took_forward(now, id) {
+                    return;
+                }
+                match applied {
                     Ok(r) => {
                         let frame = HostFrame::Receipt(ReceiptFrame {
                             request_id: rid,

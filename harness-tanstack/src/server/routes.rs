@@ -196,10 +196,6 @@ pub(super) async fn host_events<L: EventLog + 'static>(State(st): St<L>, req: Re
     }
 }
 
-/// How long `POST control` waits for the owner's answer to an input it forwarded (see
-/// [`Service::control_forwarding`](crate::driver::Service::control_forwarding)).
-const FORWARD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// `POST control`: `{threadId, input}` → the receipt.
 pub(super) async fn control<L: EventLog + 'static>(State(st): St<L>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
@@ -210,8 +206,8 @@ pub(super) async fn control<L: EventLog + 'static>(State(st): St<L>, req: Reques
     };
     let tp = h.header("traceparent");
     // An input for a thread another host owns goes to it (a shared log), and waits for its
-    // answer at most FORWARD_WAIT.
-    let deadline = tokio::time::sleep(FORWARD_WAIT);
+    // answer at most `HostConfig::forward_wait`.
+    let deadline = tokio::time::sleep(st.svc.forward_wait());
     json_answer(
         st.svc
             .control_forwarding(h.user.as_deref(), &body, &h.rid, tp, deadline)

@@ -13,6 +13,7 @@ mid-turn; after the lease TTL a prompt to B takes the thread over: B writes
 `harness.input.settled` outcome `interrupted`), and the new prompt runs to completion on
 B. Python stdlib only; bounded (every wait has a deadline, < 60 s in all).
 """
+import base64
 import http.client
 import json
 import os
@@ -119,6 +120,69 @@ class Reader:
                 return got
 
 
+class Socket:
+    """A WebSocket of the host (stdlib only: the client side of RFC 6455, text frames)."""
+
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.s.sendall((f"GET /api/harness/socket HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                        f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                        "Sec-WebSocket-Version: 13\r\n\r\n").encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += self._exact(1)
+        if b" 101 " not in head.split(b"\r\n")[0]:
+            fail(f"socket upgrade on {port}: {head!r}")
+
+    def _exact(self, n):
+        out = b""
+        while len(out) < n:
+            chunk = self.s.recv(n - len(out))
+            if not chunk:
+                fail("the socket closed")
+            out += chunk
+        return out
+
+    def send(self, obj):
+        data = json.dumps(obj).encode()
+        mask = os.urandom(4)
+        n = len(data)
+        if n < 126:
+            head = bytes([0x81, 0x80 | n])
+        elif n < 65536:
+            head = bytes([0x81, 0x80 | 126]) + n.to_bytes(2, "big")
+        else:
+            head = bytes([0x81, 0x80 | 127]) + n.to_bytes(8, "big")
+        self.s.sendall(head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+    def recv(self):
+        """The next text frame, as JSON (pings are skipped)."""
+        while True:
+            b0, b1 = self._exact(2)
+            n = b1 & 0x7F
+            if n == 126:
+                n = int.from_bytes(self._exact(2), "big")
+            elif n == 127:
+                n = int.from_bytes(self._exact(8), "big")
+            mask = self._exact(4) if b1 & 0x80 else None
+            payload = self._exact(n)
+            if mask:
+                payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+            if b0 & 0x0F == 1:
+                return json.loads(payload)
+            if b0 & 0x0F == 8:
+                fail(f"the socket closed: {payload!r}")
+
+    def until(self, pred, what):
+        while True:
+            if time.monotonic() > DEADLINE:
+                fail(f"timed out waiting for {what} on the socket")
+            f = self.recv()
+            if pred(f):
+                return f
+
+
 def event(frame):
     return frame.get("event", {}) if frame.get("type") == "harness.event" else {}
 
@@ -169,6 +233,25 @@ def main():
         if b_frames != a_after:
             fail(f"B's replay after {a_cursors[0]} differs from A's stream:\nA {a_after}\nB {b_frames}")
         passed += 1
+        # The same over B's WebSocket: a `harness.input` frame goes to A with its traceparent,
+        # and B's socket gets A's receipt.
+        ws = Socket(pb)
+        ws.send({"type": "harness.subscribe", "threadId": thread, "v": 2})
+        t0 = time.monotonic()
+        ws.send({"type": "harness.input", "requestId": "ws-1", "traceparent": TRACEPARENT,
+                 "input": {"op": "prompt", "message": "hello from b's socket", "inputId": "in-w0"}})
+        rw = ws.until(lambda f: f.get("type") in ("harness.receipt", "harness.error")
+                      and f.get("requestId") == "ws-1", "the socket input's receipt")
+        ws_ms = (time.monotonic() - t0) * 1000
+        if rw.get("type") != "harness.receipt" or rw.get("status") != "queued" or rw.get("inputId") != "in-w0":
+            fail(f"socket input on B while A owns the thread: {rw}")
+        got = ra.until(lambda f: (custom(f, "harness.input.queued") or {}).get("inputId") == "in-w0",
+                       "the socket input in A's stream")
+        acc = [custom(f, "harness.input.accepted") for _, f in got
+               if (custom(f, "harness.input.accepted") or {}).get("inputId") == "in-w0"]
+        if len(acc) != 1 or acc[0].get("traceparent") != TRACEPARENT:
+            fail(f"the socket input's record in A's log: {acc}")
+        passed += 1
         # SIGKILL A mid-turn; past the TTL, a prompt to B takes the thread over.
         a.send_signal(signal.SIGKILL)
         a.wait(timeout=10)
@@ -214,7 +297,8 @@ def main():
         if cursors != list(range(cursors[0], cursors[0] + len(cursors))):
             fail(f"B's cursors are not gapless and unique: {cursors}")
         passed += 1
-        print(f"takeover: an input forwarded B -> A answered in {fwd_ms:.0f} ms; A killed, B took "
+        print(f"takeover: an input forwarded B -> A answered in {fwd_ms:.0f} ms "
+              f"(POST control), {ws_ms:.0f} ms (WebSocket); A killed, B took "
               f"the thread {took:.1f} s later (TTL {TTL_MS} ms); B answered: {texts.strip()!r}")
         print(f"interop postgres: two tanstack hosts, SIGKILL and takeover: {passed} passed, 0 failed")
     finally:
