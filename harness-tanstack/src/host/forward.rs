@@ -23,10 +23,8 @@ use crate::log::{EventLog, Forward};
 #[derive(Debug)]
 pub(super) struct Pending {
     conn: ConnId,
-    request_id: String,
-    user: Option<String>,
-    body: String,
-    traceparent: Option<String>,
+    /// The input as it went to the owner (what this host runs if it takes it back).
+    input: Forward,
     deadline: Instant,
 }
 
@@ -65,10 +63,7 @@ impl<L: EventLog> Host<L> {
             id,
             Pending {
                 conn,
-                request_id: f.request_id,
-                user: f.user,
-                body: f.body,
-                traceparent: f.traceparent,
+                input: f,
                 deadline: now.checked_add(self.cfg.forward_wait).unwrap_or(now),
             },
         );
@@ -120,18 +115,24 @@ impl<L: EventLog> Host<L> {
                 // The owner never took it: run it here (a takeover, when its lease expired).
                 // Not forwarded again: `forwarding` is not armed.
                 Ok(true) => {
+                    let f = &p.input;
                     let a = self.control(
                         now,
-                        p.user.as_deref(),
-                        p.body.as_bytes(),
-                        &p.request_id,
-                        p.traceparent.as_deref(),
+                        f.user.as_deref(),
+                        f.body.as_bytes(),
+                        &f.request_id,
+                        f.traceparent.as_deref(),
                     );
                     self.answer_socket(&p, a.status, &a.body);
                 }
                 _ => match self.log.forwarded_answer(id) {
                     Ok(Some((status, body))) => self.answer_socket(&p, status, &body),
-                    _ => self.error(p.conn, ErrorCode::Internal, "owner_timeout", &p.request_id),
+                    _ => self.error(
+                        p.conn,
+                        ErrorCode::Internal,
+                        "owner_timeout",
+                        &p.input.request_id,
+                    ),
                 },
             }
         }
@@ -143,7 +144,7 @@ impl<L: EventLog> Host<L> {
         if status == 200 {
             if let Ok(r) = serde_json::from_str::<Receipt>(body) {
                 let frame = HostFrame::Receipt(ReceiptFrame {
-                    request_id: p.request_id.clone(),
+                    request_id: p.input.request_id.clone(),
                     status: r.status,
                     input_id: Some(r.input_id),
                     operation_id: r.operation_id,
@@ -164,7 +165,7 @@ impl<L: EventLog> Host<L> {
             400 | 413 => ErrorCode::InvalidFrame,
             _ => ErrorCode::Internal,
         };
-        self.error(p.conn, code, &message, &p.request_id);
+        self.error(p.conn, code, &message, &p.input.request_id);
     }
 }
 

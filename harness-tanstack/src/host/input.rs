@@ -154,10 +154,7 @@ impl<L: EventLog> Host<L> {
                             Err(e) => return Err(Refusal::Internal(e.to_string())),
                         }
                     }
-                    let id = match input.input_id() {
-                        Some(id) => id.to_owned(),
-                        None => self.new_input_id(key),
-                    };
+                    let id = self.input_id_of(key, &input);
                     return Ok(rejected(&id, "not_owner"));
                 }
                 Err(e) => return Err(Refusal::Internal(e.to_string())),
@@ -195,10 +192,7 @@ impl<L: EventLog> Host<L> {
             }
         }
         let idempotent = input.is_idempotent();
-        let input_id = match input.input_id() {
-            Some(id) => id.to_owned(),
-            None => self.new_input_id(key),
-        };
+        let input_id = self.input_id_of(key, &input);
         let creates = creates_thread(&input);
         // Past a limit: "A `rejected` receipt is still `200`. Its `reason` says why."
         let bytes = input_bytes(&input);
@@ -509,6 +503,14 @@ impl<L: EventLog> Host<L> {
             ..catalog::InputSettled::default()
         });
         self.log_harness(now, key, "session", settled)
+    }
+
+    /// The id of `input`: the one it carries, else a new host-made one.
+    fn input_id_of(&mut self, key: &str, input: &Input) -> String {
+        match input.input_id() {
+            Some(id) => id.to_owned(),
+            None => self.new_input_id(key),
+        }
     }
 
     /// A host-made input id (`in-N`) that no input of the thread has had: past the highest
