@@ -167,8 +167,6 @@ impl<L: EventLog + 'static> Service<L> {
         let id = match routed {
             Routed::Forwarded(id) => id,
             Routed::Answer(a) => return a,
-            #[allow(unreachable_patterns)]
-            _ => return HttpAnswer::error(500, "internal", request_id),
         };
         let answered = futures::future::poll_fn(|cx| {
             let mut g = self.lock();
