@@ -137,3 +137,51 @@ fn get_run_of_an_unknown_run_is_404() {
     );
     assert!(n.host.open_run(n.now, "thread-1", &op, None, "r").is_ok());
 }
+
+/// The same `POST run` sent again (a retry, or a client that lost the answer) starts no
+/// second run: "The server must then … not start a new run" (research note
+/// tanstack-ai-client.md:118), and "The run must use the client's `runId`" (:55). The
+/// second stream is the first run's, from its `RUN_STARTED` to its `RUN_FINISHED`, the
+/// same events; the driver is asked for one turn.
+#[test]
+fn a_post_run_sent_again_with_its_run_id_streams_that_run_and_starts_none() {
+    let mut n = net();
+    let input: harness_tanstack::agui::RunAgentInput = serde_json::from_str(
+        r#"{"threadId":"t","runId":"run-1","messages":[{"id":"u","role":"user","content":"Hi"}]}"#,
+    )
+    .unwrap();
+    let first = n.host.run_agui(n.now, &input, None, "r1", None).unwrap();
+    n.pump();
+    assert_eq!(n.turns.len(), 1);
+    let op = n.turns.remove(0).operation_id;
+    assert_eq!(op, "run-1");
+    n.host
+        .emit(n.now, "t", &op, AguiEvent::text_content("m", "Hello"))
+        .unwrap();
+    // Sent again while the run runs: joins it (the events so far, then live).
+    let again = n.host.run_agui(n.now, &input, None, "r2", None).unwrap();
+    n.pump();
+    n.host
+        .finish_turn(n.now, "t", &op, TurnOutcome::Completed)
+        .unwrap();
+    n.pump();
+    // And once more after its end: the whole run, then the end of the stream.
+    let after = n.host.run_agui(n.now, &input, None, "r3", None).unwrap();
+    n.pump();
+    assert!(n.turns.is_empty(), "a second turn: {:?}", n.turns.len());
+    let events = |got: Vec<String>| -> Vec<serde_json::Value> {
+        got.iter()
+            .filter_map(|t| t.strip_prefix("data: "))
+            .map(|d| json(d.trim_end()))
+            .collect()
+    };
+    let one = events(n.take(first));
+    assert_eq!(one.first().unwrap()["type"], "RUN_STARTED");
+    assert_eq!(one.last().unwrap()["type"], "RUN_FINISHED");
+    assert_eq!(one.last().unwrap()["runId"], "run-1");
+    assert_eq!(events(n.take(again)), one);
+    assert_eq!(events(n.take(after)), one);
+    for c in [first, again, after] {
+        assert!(n.closed(c).is_some());
+    }
+}

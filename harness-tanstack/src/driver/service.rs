@@ -14,7 +14,7 @@ use harness_core::clock::MonotonicClock;
 use harness_core::message::Usage;
 
 use crate::agui::{self, AguiEvent};
-use crate::host::{ConnId, Host, HostEvent, Routed, Transport, TurnOutcome};
+use crate::host::{ConnId, Host, HostEvent, Routed, RunRouted, Transport, TurnOutcome};
 use crate::http::HttpAnswer;
 use crate::log::EventLog;
 
@@ -168,6 +168,96 @@ impl<L: EventLog + 'static> Service<L> {
             Routed::Forwarded(id) => id,
             Routed::Answer(a) => return a,
         };
+        let got = self.owner_answer(id, deadline).await;
+        let answer = |(status, body): (u16, String)| HttpAnswer {
+            status,
+            body,
+            request_id: request_id.to_owned(),
+        };
+        if let Some(a) = got {
+            return answer(a);
+        }
+        // No answer in time.
+        let now = self.now();
+        let mut g = self.lock();
+        let withdrawn = g.host.log_mut().withdraw_forwarded(id);
+        let r = match withdrawn {
+            // The owner never took it: run it here (a takeover, when its lease expired).
+            Ok(true) => g.host.control(now, user, body, request_id, traceparent),
+            _ => match g.host.log_mut().forwarded_answer(id) {
+                Ok(Some(a)) => answer(a),
+                _ => HttpAnswer::error(504, "owner_timeout", request_id),
+            },
+        };
+        g.pump();
+        r
+    }
+
+    /// `POST run` on a host that shares its log with others, as
+    /// [`control_forwarding`](Self::control_forwarding) is for `POST control`: a run for a
+    /// thread that another host owns goes to that host ([`Host::run_routed`]), which starts
+    /// it with no stream attached; its answer (`{runId, after}`) opens the run's stream here,
+    /// read from the shared log to the run's `RUN_FINISHED` or `RUN_ERROR`
+    /// ([`Host::follow_forwarded_run`]), and a refusal of the owner (`409 conflict`, `403`…)
+    /// is the answer. Until `deadline` completes (the adapter's timer) it waits for the
+    /// owner; then a run the owner has not taken yet is taken back and run here, where it
+    /// takes the thread over if the owner's lease expired meanwhile (else
+    /// `409 {error:"not_owner"}`), and one the owner took but has not answered is
+    /// `504 {error:"owner_timeout"}`. On a log of one process this is
+    /// [`Host::run_body`].
+    pub async fn run_forwarding(
+        &self,
+        body: &[u8],
+        user: Option<&str>,
+        request_id: &str,
+        traceparent: Option<&str>,
+        deadline: impl std::future::Future<Output = ()>,
+    ) -> Result<ConnStream<L>, HttpAnswer> {
+        let routed = {
+            let now = self.now();
+            let mut g = self.lock();
+            let r = g.host.run_routed(now, body, user, request_id, traceparent);
+            if let RunRouted::Forwarded(id) = &r {
+                g.forwards.insert(*id, Forwarded::default());
+            }
+            g.pump();
+            r
+        };
+        let id = match routed {
+            RunRouted::Forwarded(id) => id,
+            RunRouted::Stream(c) => return Ok(self.stream(c)),
+            RunRouted::Refused(a) => return Err(a),
+        };
+        let got = self.owner_answer(id, deadline).await;
+        let now = self.now();
+        let mut g = self.lock();
+        let r = match got {
+            Some((status, answer)) => g
+                .host
+                .follow_forwarded_run(now, body, user, request_id, status, &answer),
+            None => match g.host.log_mut().withdraw_forwarded(id) {
+                // The owner never took it: run it here (a takeover, when its lease expired).
+                Ok(true) => g.host.run_body(now, body, user, request_id, traceparent),
+                _ => match g.host.log_mut().forwarded_answer(id) {
+                    Ok(Some((status, answer))) => g
+                        .host
+                        .follow_forwarded_run(now, body, user, request_id, status, &answer),
+                    _ => Err(HttpAnswer::error(504, "owner_timeout", request_id)),
+                },
+            },
+        };
+        g.pump();
+        drop(g);
+        r.map(|c| self.stream(c))
+    }
+
+    /// The owner's answer to the request forwarded under `id` (registered in `forwards`),
+    /// or `None` when `deadline` came first (the entry is gone either way).
+    async fn owner_answer(
+        &self,
+        id: u64,
+        deadline: impl std::future::Future<Output = ()>,
+    ) -> Option<(u16, String)> {
         let answered = futures::future::poll_fn(|cx| {
             let mut g = self.lock();
             match g.forwards.get_mut(&id) {
@@ -190,29 +280,10 @@ impl<L: EventLog + 'static> Service<L> {
             futures::future::Either::Left((a, _)) => a,
             futures::future::Either::Right(((), _)) => None,
         };
-        let answer = |(status, body): (u16, String)| HttpAnswer {
-            status,
-            body,
-            request_id: request_id.to_owned(),
-        };
-        if let Some(a) = got {
-            return answer(a);
+        if got.is_none() {
+            self.lock().forwards.remove(&id);
         }
-        // No answer in time.
-        let now = self.now();
-        let mut g = self.lock();
-        g.forwards.remove(&id);
-        let withdrawn = g.host.log_mut().withdraw_forwarded(id);
-        let r = match withdrawn {
-            // The owner never took it: run it here (a takeover, when its lease expired).
-            Ok(true) => g.host.control(now, user, body, request_id, traceparent),
-            _ => match g.host.log_mut().forwarded_answer(id) {
-                Ok(Some(a)) => answer(a),
-                _ => HttpAnswer::error(504, "owner_timeout", request_id),
-            },
-        };
-        g.pump();
-        r
+        got
     }
 
     /// How long an input forwarded to its thread's owner waits for the answer

@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use super::{Host, HostEvent};
 use crate::http::HttpAnswer;
-use crate::log::{EventLog, Forward, Lease, LogError};
+use crate::log::{EventLog, Forward, ForwardKind, Lease, LogError};
 
 /// What [`Host::control_routed`] did with a `POST control`.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,7 +72,10 @@ impl<L: EventLog> Host<L> {
 
     /// Runs the inputs other hosts forwarded to this one, each exactly as a local
     /// `POST control` (the same validation, idempotency by `inputId`, receipts and
-    /// refusals), and writes each answer back for its sender. How many it ran.
+    /// refusals) or a local `POST run` with no stream attached (the same checks and
+    /// refusals, idempotency by `runId`; the answer `{runId, after}`: see
+    /// [`follow_forwarded_run`](Self::follow_forwarded_run)), and writes each answer back
+    /// for its sender. How many it ran.
     pub fn handle_forwarded(&mut self, now: Instant) -> usize {
         let taken = match self.log.take_forwarded() {
             Ok(t) => t,
@@ -83,13 +86,16 @@ impl<L: EventLog> Host<L> {
         };
         let n = taken.len();
         for (id, f) in taken {
-            let a = self.control(
-                now,
-                f.user.as_deref(),
-                f.body.as_bytes(),
-                &f.request_id,
-                f.traceparent.as_deref(),
-            );
+            let a = match f.kind {
+                ForwardKind::Run => self.run_forwarded(now, &f),
+                _ => self.control(
+                    now,
+                    f.user.as_deref(),
+                    f.body.as_bytes(),
+                    &f.request_id,
+                    f.traceparent.as_deref(),
+                ),
+            };
             if let Err(e) = self.log.answer_forwarded(id, a.status, &a.body) {
                 tracing::warn!(error = %e, "answering a forwarded input failed");
             }

@@ -47,6 +47,7 @@ mod transmit;
 mod turn;
 mod wait;
 
+pub use agui_run::RunRouted;
 pub use lease::Routed;
 pub use wait::{Interrupted, Resolution, Resume, Wait, WaitFor};
 

@@ -7,9 +7,8 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::connection::ConnState;
 use super::wait::WaitFor;
-use super::{AccessPolicy, ConnId, Host, Transport, may_read};
+use super::{AccessPolicy, ConnId, Host, may_read};
 use crate::agui::AguiMessage;
 use crate::http::HttpAnswer;
 use crate::log::EventLog;
@@ -133,18 +132,7 @@ impl<L: EventLog> Host<L> {
         } else {
             self.log.first_seq(&key).saturating_sub(1)
         };
-        let id = self.new_conn(
-            now,
-            Transport::Sse,
-            user.map(str::to_owned),
-            request_id,
-            ConnState::Run {
-                thread: key.clone(),
-                operation_id: run_id.to_owned(),
-                pos,
-            },
-        );
-        self.watch(&key, id);
+        let id = self.stream_run(now, &key, run_id, pos, user, request_id);
         self.wake(id);
         Ok(id)
     }

@@ -187,11 +187,46 @@ pub enum LogError {
     Fenced,
 }
 
-/// An input (the body of `POST control`) that reached a host that does not own its thread,
-/// forwarded to the owner ([`EventLog::forward`]), which runs it as a local input.
+/// What a forwarded request is: which route of the owner runs its body.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ForwardKind {
+    /// `POST control` (`{threadId, input}`): the owner answers with the input's receipt.
+    #[default]
+    Control,
+    /// `POST run` (an AG-UI `RunAgentInput`): the owner starts the run with no stream
+    /// attached and answers `{runId, after}` (the run's id, and the cursor its events come
+    /// after); the receiving host streams the run from the log.
+    Run,
+}
+
+impl ForwardKind {
+    /// Its name in a store (`control`, `run`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForwardKind::Control => "control",
+            ForwardKind::Run => "run",
+        }
+    }
+
+    /// The kind a store names (an unknown name reads as `None`).
+    pub fn parse(s: &str) -> Option<ForwardKind> {
+        match s {
+            "control" => Some(ForwardKind::Control),
+            "run" => Some(ForwardKind::Run),
+            _ => None,
+        }
+    }
+}
+
+/// An input (the body of `POST control`, or of `POST run`) that reached a host that does not
+/// own its thread, forwarded to the owner ([`EventLog::forward`]), which runs it as a local
+/// input.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Forward {
+    /// Which route of the owner runs it.
+    pub kind: ForwardKind,
     /// The thread's key.
     pub key: String,
     /// The request id of the HTTP request that brought it.
@@ -215,12 +250,20 @@ impl Forward {
         traceparent: Option<&str>,
     ) -> Forward {
         Forward {
+            kind: ForwardKind::Control,
             key: key.to_owned(),
             request_id: request_id.to_owned(),
             user: user.map(str::to_owned),
             body: String::from_utf8_lossy(body).into_owned(),
             traceparent: traceparent.map(str::to_owned),
         }
+    }
+
+    /// The same request, of `kind`.
+    #[must_use]
+    pub fn with_kind(mut self, kind: ForwardKind) -> Forward {
+        self.kind = kind;
+        self
     }
 }
 

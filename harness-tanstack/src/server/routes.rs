@@ -14,7 +14,6 @@ use http_body_util::BodyExt;
 
 use super::RouterState;
 use super::auth::query_param;
-use crate::agui::RunAgentInput;
 use crate::driver::ConnStream;
 use crate::http::{HttpAnswer, request_id};
 use crate::log::EventLog;
@@ -250,13 +249,19 @@ pub(super) async fn run_post<L: EventLog + 'static>(State(st): St<L>, req: Reque
         Ok(b) => b,
         Err(a) => return json_answer(a),
     };
-    let input: RunAgentInput = match serde_json::from_slice(&body) {
-        Ok(i) => i,
-        Err(e) => return json_answer(HttpAnswer::error(400, &e.to_string(), &h.rid)),
-    };
+    // A run for a thread another host owns goes to it (a shared log); this host streams
+    // the run from the log once the owner answered, within `HostConfig::forward_wait`.
+    let deadline = tokio::time::sleep(st.svc.forward_wait());
     match st
         .svc
-        .run_agui(&input, h.user.as_deref(), &h.rid, h.header("traceparent"))
+        .run_forwarding(
+            &body,
+            h.user.as_deref(),
+            &h.rid,
+            h.header("traceparent"),
+            deadline,
+        )
+        .await
     {
         Ok(s) => sse_answer(s, &h.rid),
         Err(a) => json_answer(a),

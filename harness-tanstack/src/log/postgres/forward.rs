@@ -6,7 +6,7 @@
 use harness_core::pg::{Pg, PgListener};
 
 use super::{PgLog, log_err};
-use crate::log::{Forward, LogError};
+use crate::log::{Forward, ForwardKind, LogError};
 
 /// The channel an input forwarded to a host is announced on.
 pub const INBOX_CHANNEL: &str = "harness_tanstack_inbox";
@@ -80,6 +80,7 @@ impl PgLog {
             return Ok(None);
         };
         let (holder, sender, f) = (holder.to_owned(), l.holder.clone(), f.clone());
+        let kind = f.kind.as_str();
         let pool = self.pg.pool().clone();
         let id: i64 = self
             .pg
@@ -89,8 +90,8 @@ impl PgLog {
                     .query_one(
                         "WITH i AS ( \
                            INSERT INTO harness_tanstack_inbox \
-                             (holder, sender, key, request_id, user_name, body, traceparent) \
-                           VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id) \
+                             (holder, sender, key, request_id, user_name, body, traceparent, kind) \
+                           VALUES ($1, $2, $3, $4, $5, $6, $7, $9) RETURNING id) \
                          SELECT id, pg_notify($8, current_schema() || ' ' || $1) FROM i",
                         &[
                             &holder,
@@ -101,6 +102,7 @@ impl PgLog {
                             &f.body,
                             &f.traceparent,
                             &INBOX_CHANNEL,
+                            &kind,
                         ],
                     )
                     .await?;
@@ -131,15 +133,19 @@ impl PgLog {
                         "UPDATE harness_tanstack_inbox SET taken = true WHERE id IN ( \
                            SELECT id FROM harness_tanstack_inbox WHERE holder = $1 AND NOT taken \
                            ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED) \
-                         RETURNING id, key, request_id, user_name, body, traceparent",
+                         RETURNING id, key, request_id, user_name, body, traceparent, kind",
                         &[&holder, &TAKE],
                     )
                     .await?;
                 rows.iter()
                     .map(|r| {
+                        let kind: String = r.try_get(6)?;
                         Ok((
                             r.try_get(0)?,
                             Forward {
+                                // A kind this version does not know: run as an input, whose
+                                // body then does not read (a `400` answer, not a lost row).
+                                kind: ForwardKind::parse(&kind).unwrap_or_default(),
                                 key: r.try_get(1)?,
                                 request_id: r.try_get(2)?,
                                 user: r.try_get(3)?,

@@ -21,6 +21,11 @@ static MIGRATIONS: &[Migration] = &[
         name: "thread leases",
         sql: include_str!("0002_lease.sql"),
     },
+    Migration {
+        version: 3,
+        name: "forwarded runs",
+        sql: include_str!("0003_forward_kind.sql"),
+    },
 ];
 
 /// How long a thread's lease lives without a renewal, by default: 10 s (renewed every
