@@ -785,6 +785,340 @@ mod forwarding {
     }
 }
 
+/// `POST run` (AG-UI) that reaches a host that does not own the thread goes to the owner as
+/// a `POST control` input does (spec tanstack-harness-wire-protocol.md:392: "When another
+/// server owns the thread, the value goes to that server with the input"; issue 15: "an
+/// input that reaches another host is forwarded to the owner"): the owner runs it once, with
+/// no stream attached, and the host that got it streams the run from the shared log, as
+/// `joinRun` does (research tanstack-ai-client.md:139, "`offset=-1` means from the first
+/// event of the run"), to its `RUN_FINISHED`.
+mod run_forwarding {
+    use super::*;
+    use futures::StreamExt;
+    use harness_core::agent::ToolLoopAgent;
+    use harness_core::message::Message;
+    use harness_core::model::ScriptedModel;
+    use harness_core::tool::Tools;
+    use harness_tanstack::agui::AguiEvent;
+    use harness_tanstack::catalog::HarnessEvent;
+    use harness_tanstack::driver::{ConnStream, Service, run_turns};
+    use harness_tanstack::host::{Host, HostConfig};
+    use harness_tanstack::log::Lease;
+    use serde_json::Value;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const TP: &str = super::forwarding::TP;
+
+    /// A deadline future that completes after `ms` (a thread, no runtime).
+    fn after(ms: u64) -> impl std::future::Future<Output = ()> {
+        let (tx, rx) = futures::channel::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(ms));
+            let _ = tx.send(());
+        });
+        async move {
+            let _ = rx.await;
+        }
+    }
+
+    fn run_body(thread: &str, run_id: &str, text: &str) -> Vec<u8> {
+        serde_json::json!({"threadId": thread, "runId": run_id,
+            "messages": [{"id": "u1", "role": "user", "content": text}]})
+        .to_string()
+        .into_bytes()
+    }
+
+    enum Note {
+        Appended(String),
+        Forwarded,
+        Answered(u64),
+    }
+
+    /// A host as the example wires it: a service on a leased log, its listeners (appends of
+    /// other hosts, forwarded requests, the answers to its own) feeding it from a thread;
+    /// with `calls`, a driver on a thread of its own runs its turns on a scripted model that
+    /// counts its calls. `listen: false`: a host that never hears what is forwarded to it.
+    fn host(
+        log: PgLog,
+        calls: Option<Arc<AtomicUsize>>,
+        listen: bool,
+    ) -> (Service<PgLog>, Box<dyn std::any::Any>) {
+        let (tx, rx) = std::sync::mpsc::channel::<Note>();
+        let mut keep: Vec<Box<dyn std::any::Any>> = Vec::new();
+        if listen {
+            let (t1, t2, t3) = (tx.clone(), tx.clone(), tx);
+            keep.push(Box::new(
+                log.listen(move |key, _| {
+                    let _ = t1.send(Note::Appended(key.to_owned()));
+                })
+                .unwrap(),
+            ));
+            keep.push(Box::new(
+                log.listen_forwards(
+                    move || {
+                        let _ = t2.send(Note::Forwarded);
+                    },
+                    move |id| {
+                        let _ = t3.send(Note::Answered(id));
+                    },
+                )
+                .unwrap()
+                .unwrap(),
+            ));
+        }
+        let svc = Service::new(Host::new(HostConfig::default(), log), Instant::now);
+        let s = svc.clone();
+        std::thread::spawn(move || {
+            while let Ok(n) = rx.recv() {
+                match n {
+                    Note::Appended(key) => s.handle_appended(&key),
+                    Note::Forwarded => s.handle_forwarded(),
+                    Note::Answered(id) => s.handle_forward_answer(id),
+                }
+            }
+        });
+        if let Some(calls) = calls {
+            let s = svc.clone();
+            std::thread::spawn(move || {
+                let model = ScriptedModel::new().otherwise(move |_| {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    Ok(Message::assistant("Hello there."))
+                });
+                let agent = ToolLoopAgent::new("a");
+                futures::executor::block_on(run_turns(s, agent, model, Tools::new()));
+            });
+        }
+        (svc, Box::new(keep))
+    }
+
+    /// The plain AG-UI events of a `POST run` answer, to the end of the stream (at most 10 s).
+    fn read_run(s: ConnStream<PgLog>) -> Vec<Value> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let chunks: Vec<bytes::Bytes> = futures::executor::block_on(s.collect());
+            let _ = tx.send(chunks);
+        });
+        let chunks = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the run's stream did not end");
+        chunks
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .filter_map(|t| t.strip_prefix("data: ").map(|d| d.trim_end().to_owned()))
+            .map(|d| serde_json::from_str(&d).unwrap())
+            .collect()
+    }
+
+    /// The records of the thread `key` in the shared log.
+    fn records(key: &str) -> impl Fn(&Schema) -> Vec<harness_tanstack::log::LogRecord> + '_ {
+        move |schema| {
+            let mut log = schema.host();
+            (1..=log.head_seq(key))
+                .filter_map(|s| log.get(key, s).unwrap())
+                .collect()
+        }
+    }
+
+    /// The plain AG-UI events of the run `op` in the log, in order, to its `RUN_FINISHED`
+    /// or `RUN_ERROR` (where its stream ends: "ends after its RUN_FINISHED or RUN_ERROR").
+    fn run_in_log(schema: &Schema, key: &str, op: &str) -> Vec<Value> {
+        let mut out: Vec<Value> = Vec::new();
+        for r in records(key)(schema)
+            .iter()
+            .filter(|r| &*r.operation_id == op)
+        {
+            out.push(serde_json::from_slice(&r.event_json()).unwrap());
+            if matches!(
+                out.last().unwrap()["type"].as_str(),
+                Some("RUN_FINISHED" | "RUN_ERROR")
+            ) {
+                break;
+            }
+        }
+        out
+    }
+
+    fn harness_events(schema: &Schema, key: &str) -> Vec<HarnessEvent> {
+        records(key)(schema)
+            .iter()
+            .filter_map(|r| match r.event().unwrap() {
+                AguiEvent::Custom(c) => HarnessEvent::from_custom(&c.name, &c.value).ok(),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn owners(schema: &Schema, key: &str) -> Vec<String> {
+        harness_events(schema, key)
+            .iter()
+            .filter_map(|e| match e {
+                HarnessEvent::OwnershipChanged(o) => Some(o.reason.as_str().to_owned()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn traceparents(schema: &Schema, key: &str) -> Vec<Option<String>> {
+        harness_events(schema, key)
+            .into_iter()
+            .filter_map(|e| match e {
+                HarnessEvent::InputAccepted(a) => Some(a.traceparent),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A holds the thread's lease while the thread is idle there (taken here directly: in a
+    /// running host, the moment between a turn's end and the lease's release). A run POSTed
+    /// to B runs on A, once, with the traceparent B got; B's answer is the whole run, from
+    /// `RUN_STARTED` to `RUN_FINISHED`, the same events as A's log. Sent again (a retry)
+    /// while A holds the thread: A starts nothing ("must not start a new run", research
+    /// tanstack-ai-client.md:118) and B streams the same run again.
+    #[test]
+    fn a_run_to_a_non_owner_runs_on_the_owner_once_and_streams_from_the_log() {
+        let schema = Schema::fresh();
+        let (calls_a, calls_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (a, _la) = host(schema.leased(5_000), Some(calls_a.clone()), true);
+        let (b, _lb) = host(schema.leased(5_000), Some(calls_b.clone()), true);
+        let take = || a.with_host(|h, _| h.log_mut().lease("th", "th")).unwrap();
+        assert!(matches!(take(), Lease::Acquired { .. }));
+        let post = |rid: &str| {
+            futures::executor::block_on(b.run_forwarding(
+                &run_body("th", "run-1", "Hi"),
+                None,
+                rid,
+                Some(TP),
+                after(5_000),
+            ))
+        };
+        let t0 = Instant::now();
+        let events = read_run(post("r-b1").unwrap());
+        eprintln!(
+            "a forwarded POST run, to its RUN_FINISHED on B: {:?}",
+            t0.elapsed()
+        );
+        assert_eq!(events.first().unwrap()["type"], "RUN_STARTED", "{events:?}");
+        assert_eq!(events.first().unwrap()["runId"], "run-1");
+        assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{events:?}");
+        let text: String = events
+            .iter()
+            .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+            .filter_map(|e| e["delta"].as_str())
+            .collect();
+        assert_eq!(text, "Hello there.");
+        assert_eq!(events, run_in_log(&schema, "th", "run-1"));
+        assert_eq!(calls_a.load(Ordering::SeqCst), 1);
+        assert_eq!(calls_b.load(Ordering::SeqCst), 0);
+        // Written by A, under its one lease, with the traceparent that came to B.
+        assert_eq!(owners(&schema, "th"), vec!["acquired"]);
+        assert_eq!(traceparents(&schema, "th"), vec![Some(TP.to_owned())]);
+        // The same run again, while A holds the thread (again: A let it go at the run's
+        // end, and takes it back under its epoch): nothing runs, the same run streams.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while a.with_host(|h, _| h.is_busy()) {
+            assert!(Instant::now() < deadline, "A's run did not end");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(take(), Lease::Held);
+        let again = read_run(post("r-b2").unwrap());
+        assert_eq!(again, events);
+        assert_eq!(calls_a.load(Ordering::SeqCst), 1);
+        assert_eq!(calls_b.load(Ordering::SeqCst), 0);
+        // B never took the thread: the run went to A.
+        assert_eq!(owners(&schema, "th"), vec!["acquired"]);
+        assert_eq!(traceparents(&schema, "th").len(), 1);
+        // B knows the run by its id alone now (`joinRun` with no threadId).
+        let joined = b.join_run(None, "run-1", Some("-1"), None, "r-j").unwrap();
+        assert_eq!(read_run(joined), events);
+    }
+
+    /// A refusal of the owner is the answer: a new run while A's turn runs is A's
+    /// `409 {error:"conflict"}` (this run would cut in), not B's `not_owner`.
+    #[test]
+    fn the_owners_refusal_is_the_answer() {
+        let schema = Schema::fresh();
+        // A's turn never ends: no driver.
+        let (a, _la) = host(schema.leased(5_000), None, true);
+        let (b, _lb) = host(schema.leased(5_000), None, true);
+        let r = a.control(
+            None,
+            &super::forwarding::body("th", "wait", "in-a1"),
+            "r",
+            None,
+        );
+        assert!(r.body.contains("accepted"), "{}", r.body);
+        let got = futures::executor::block_on(b.run_forwarding(
+            &run_body("th", "run-1", "Hi"),
+            None,
+            "r-b1",
+            None,
+            after(5_000),
+        ))
+        .unwrap_err();
+        assert_eq!((got.status, got.request_id.as_str()), (409, "r-b1"));
+        assert!(got.body.contains("\"conflict\""), "{}", got.body);
+        assert!(run_in_log(&schema, "th", "run-1").is_empty());
+    }
+
+    /// The owner does not answer within the wait (here: it does not listen): the run is
+    /// taken back — `409 {error:"not_owner"}` while the owner's lease is live, and the owner
+    /// never runs it afterwards.
+    #[test]
+    fn an_unanswered_run_is_taken_back_not_owner_while_the_lease_lives() {
+        let schema = Schema::fresh();
+        let (a, _la) = host(schema.leased(5_000), None, false);
+        let (b, _lb) = host(schema.leased(5_000), None, true);
+        assert!(matches!(
+            a.with_host(|h, _| h.log_mut().lease("th", "th")).unwrap(),
+            Lease::Acquired { .. }
+        ));
+        let t0 = Instant::now();
+        let got = futures::executor::block_on(b.run_forwarding(
+            &run_body("th", "run-1", "Hi"),
+            None,
+            "r-b1",
+            None,
+            after(300),
+        ))
+        .unwrap_err();
+        assert!(t0.elapsed() >= Duration::from_millis(300));
+        assert_eq!(got.status, 409);
+        assert!(got.body.contains("not_owner"), "{}", got.body);
+        assert_eq!(a.with_host(|h, now| h.handle_forwarded(now)), 0);
+        assert!(run_in_log(&schema, "th", "run-1").is_empty());
+    }
+
+    /// The owner stopped (its lease expires during the wait, never renewed): the run is
+    /// taken back and B takes the thread over (`taken_over`) and runs it itself; its answer
+    /// is the whole run.
+    #[test]
+    fn an_unanswered_run_whose_owner_stopped_runs_on_the_receiving_host() {
+        let schema = Schema::fresh();
+        let (a, _la) = host(schema.leased(400), None, false);
+        let calls_b = Arc::new(AtomicUsize::new(0));
+        let (b, _lb) = host(schema.leased(5_000), Some(calls_b.clone()), true);
+        assert!(matches!(
+            a.with_host(|h, _| h.log_mut().lease("th", "th")).unwrap(),
+            Lease::Acquired { .. }
+        ));
+        let got = futures::executor::block_on(b.run_forwarding(
+            &run_body("th", "run-1", "Hi"),
+            None,
+            "r-b1",
+            Some(TP),
+            after(900),
+        ))
+        .unwrap();
+        let events = read_run(got);
+        assert_eq!(events.first().unwrap()["type"], "RUN_STARTED");
+        assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
+        assert_eq!(events, run_in_log(&schema, "th", "run-1"));
+        assert_eq!(calls_b.load(Ordering::SeqCst), 1);
+        assert_eq!(owners(&schema, "th"), vec!["acquired", "taken_over"]);
+        assert_eq!(a.with_host(|h, now| h.handle_forwarded(now)), 0);
+    }
+}
+
 /// A `harness.input` frame on a WebSocket of a host that does not own the thread goes to
 /// the owner as a `POST control` does, its `traceparent` (set on the frame, spec
 /// tanstack-harness-wire-protocol.md:371) with it (:392: "When
