@@ -6,7 +6,9 @@ usage: takeover.py HOST_BINARY DATABASE_URL WORKDIR
 Host A runs a slow turn ("wait..." streams, then takes 30 s); host B reads the thread with
 A's cursors (Last-Event-ID) and gets the same records, none lost or repeated; an input
 POSTed to B while A owns the thread is forwarded to A, which writes it to the log with its
-traceparent, and B answers with A's receipt; A is SIGKILLed
+traceparent, and B answers with A's receipt; a POST run (AG-UI) to B
+is forwarded to A too (a new run: A's `409 conflict`; A's own run by its runId: B streams
+it from the shared log, to the RUN_ERROR `interrupted` of the takeover); A is SIGKILLed
 mid-turn; after the lease TTL a prompt to B takes the thread over: B writes
 `harness.ownership.changed` reason `taken_over`, A's turn settles `interrupted`
 (`RUN_ERROR` code `interrupted`, `harness.operation.finished` status `interrupted`,
@@ -118,6 +120,56 @@ class Reader:
             got.append(item)
             if pred(item[1]):
                 return got
+
+
+def post_run(port, body):
+    """POST run: (status, the connection's response) -- an SSE stream on 200."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("POST", "/api/harness/run", body=json.dumps(body),
+              headers={"content-type": "application/json", "traceparent": TRACEPARENT})
+    return c.getresponse()
+
+
+class RunReader:
+    """The plain AG-UI events of a POST run answer, in a thread of its own."""
+
+    def __init__(self, resp):
+        self.q = queue.Queue()
+        self.resp = resp
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        try:
+            for raw in self.resp:
+                line = raw.decode().rstrip("\n")
+                if line.startswith("data: "):
+                    self.q.put(json.loads(line[6:]))
+        except Exception:
+            pass
+        self.q.put(None)
+
+    def until(self, pred, what):
+        got = []
+        while True:
+            left = DEADLINE - time.monotonic()
+            if left <= 0:
+                fail(f"timed out waiting for {what}; got {got[-5:]}")
+            try:
+                item = self.q.get(timeout=left)
+            except queue.Empty:
+                continue
+            if item is None:
+                fail(f"the run's stream ended waiting for {what}; got {got[-5:]}")
+            got.append(item)
+            if pred(item):
+                return got
+
+    def ended(self):
+        """Whether the stream ends next (within 5 s)."""
+        try:
+            return self.q.get(timeout=5) is None
+        except queue.Empty:
+            return False
 
 
 class Socket:
@@ -252,6 +304,26 @@ def main():
         if len(acc) != 1 or acc[0].get("traceparent") != TRACEPARENT:
             fail(f"the socket input's record in A's log: {acc}")
         passed += 1
+        # POST run (AG-UI) to B while A owns the thread: forwarded to A. A new run would cut
+        # into A's turn: A's `409 conflict` (not B's `not_owner`). A's own run, by its id (a
+        # client that lost its stream and asks again): A starts nothing, and B streams the run
+        # from the shared log, from its RUN_STARTED, live.
+        resp = post_run(pb, {"threadId": thread, "runId": f"run-b-{os.getpid()}",
+                             "messages": [{"id": "u1", "role": "user", "content": "hi"}]})
+        body = resp.read().decode()
+        if resp.status != 409 or json.loads(body).get("error") != "conflict":
+            fail(f"a new POST run on B while A's turn runs: {resp.status} {body}")
+        t0 = time.monotonic()
+        resp = post_run(pb, {"threadId": thread, "runId": op_a,
+                             "messages": [{"id": "u1", "role": "user", "content": "wait for it"}]})
+        if resp.status != 200:
+            fail(f"POST run of A's run on B: {resp.status} {resp.read()!r}")
+        rr = RunReader(resp)
+        head = rr.until(lambda e: e.get("type") == "TEXT_MESSAGE_CONTENT", "A's run on B's POST run")
+        run_ms = (time.monotonic() - t0) * 1000
+        if head[0].get("type") != "RUN_STARTED" or head[0].get("runId") != op_a:
+            fail(f"B's POST run stream does not start with A's RUN_STARTED: {head[:2]}")
+        passed += 1
         # SIGKILL A mid-turn; past the TTL, a prompt to B takes the thread over.
         a.send_signal(signal.SIGKILL)
         a.wait(timeout=10)
@@ -292,13 +364,33 @@ def main():
         if fin_b.get("status") != "completed" or not texts:
             fail(f"B's turn: {fin_b}, text {texts!r}")
         passed += 1
+        # B's POST run answer: A's run to its end, RUN_ERROR `interrupted` (written by B's
+        # takeover), the same events as the thread's log has for it, then the end.
+        tail = rr.until(lambda e: e.get("type") in ("RUN_FINISHED", "RUN_ERROR"), "the end of A's run")
+        run_events = head + tail
+        if run_events[-1].get("type") != "RUN_ERROR" or run_events[-1].get("code") != "interrupted":
+            fail(f"B's POST run of A's run did not end RUN_ERROR interrupted: {run_events[-1]}")
+        if not rr.ended():
+            fail("B's POST run stream did not end after RUN_ERROR")
+        full = Reader(pb, thread).until(
+            lambda f: (custom(f, "harness.operation.finished") or {}).get("operationId") == op_b,
+            "the whole thread on B")
+        logged = [event(f) for _, f in full if f.get("operationId") == op_a]
+        end = next(i for i, e in enumerate(logged) if e.get("type") in ("RUN_FINISHED", "RUN_ERROR"))
+        if run_events != logged[:end + 1]:
+            fail(f"B's POST run answer differs from the log's run:\nPOST {run_events}\nlog  {logged[:end + 1]}")
+        starts = [e for e in logged if e.get("type") == "RUN_STARTED"]
+        if len(starts) != 1:
+            fail(f"A's run started {len(starts)} times")
+        passed += 1
         # One cursor space: B's stream has every cursor once, in order, with no gap.
         cursors = [int(c) for c, _ in got_b + rest if c]
         if cursors != list(range(cursors[0], cursors[0] + len(cursors))):
             fail(f"B's cursors are not gapless and unique: {cursors}")
         passed += 1
         print(f"takeover: an input forwarded B -> A answered in {fwd_ms:.0f} ms "
-              f"(POST control), {ws_ms:.0f} ms (WebSocket); A killed, B took "
+              f"(POST control), {ws_ms:.0f} ms (WebSocket), {run_ms:.0f} ms to A's run's "
+              f"first text on B's POST run; A killed, B took "
               f"the thread {took:.1f} s later (TTL {TTL_MS} ms); B answered: {texts.strip()!r}")
         print(f"interop postgres: two tanstack hosts, SIGKILL and takeover: {passed} passed, 0 failed")
     finally:

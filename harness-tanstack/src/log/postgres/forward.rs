@@ -1,7 +1,9 @@
-//! Forwarding: an input that reaches a host that does not own its thread goes to the owner
-//! through `harness_tanstack_inbox` (`NOTIFY` [`INBOX_CHANNEL`] with `<schema> <holder>`);
-//! the owner runs it as a local input and writes its answer back (`NOTIFY`
-//! [`ANSWER_CHANNEL`] with `<schema> <sender> <id>`). [`PgLog::listen_forwards`] tails both.
+//! Forwarding: an input (`POST control`, a socket's `harness.input`) or an AG-UI run
+//! (`POST run`, kind `run`) that reaches a host that does not own its thread goes to the
+//! owner through `harness_tanstack_inbox` (`NOTIFY` [`INBOX_CHANNEL`] with
+//! `<schema> <holder>`); the owner runs it as a local one and writes its answer back
+//! (`NOTIFY` [`ANSWER_CHANNEL`] with `<schema> <sender> <id>`). [`PgLog::listen_forwards`]
+//! tails both.
 
 use harness_core::pg::{Pg, PgListener};
 
