@@ -33,7 +33,9 @@
 //! appended `harness.ownership.changed`, and the host reads the thread again from the log,
 //! closing as `interrupted` what a dead owner left open) or `HeldBy {holder}` (the input is
 //! forwarded to that host through the log and answered with its receipt,
-//! [`host::Host::control_routed`], [`driver::Service::control_forwarding`]). Every append is
+//! [`host::Host::control_routed`], [`driver::Service::control_forwarding`]; a `POST run` is
+//! started there with no stream attached and streamed here from the log,
+//! [`host::Host::run_routed`], [`driver::Service::run_forwarding`]). Every append is
 //! fenced by the epoch in the appending statement, so a paused, taken-over host writes
 //! nothing more ([`log::LogError::Fenced`]). Renewing (every TTL/3) is a task of the adapter
 //! (`PgLog::keep_leases`); the host releases a thread's lease when the thread goes idle, and

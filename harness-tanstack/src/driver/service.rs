@@ -288,7 +288,8 @@ impl<L: EventLog + 'static> Service<L> {
 
     /// How long an input forwarded to its thread's owner waits for the answer
     /// ([`HostConfig::forward_wait`](crate::host::HostConfig::forward_wait)): the deadline
-    /// to give [`control_forwarding`](Self::control_forwarding).
+    /// to give [`control_forwarding`](Self::control_forwarding) and
+    /// [`run_forwarding`](Self::run_forwarding).
     pub fn forward_wait(&self) -> std::time::Duration {
         self.lock().host.config().forward_wait
     }

@@ -156,8 +156,9 @@ pub struct HostConfig {
     pub max_parked_bytes: usize,
     /// How long an input forwarded to the thread's owner (a log that several hosts share:
     /// `PgLog`) waits for the owner's answer, on `POST control`
-    /// ([`Service::control_forwarding`](crate::driver::Service::control_forwarding)) and on
-    /// a socket (a `harness.input` frame). Past it the input is taken back and run here
+    /// ([`Service::control_forwarding`](crate::driver::Service::control_forwarding)), on
+    /// `POST run` ([`Service::run_forwarding`](crate::driver::Service::run_forwarding)) and
+    /// on a socket (a `harness.input` frame). Past it the input is taken back and run here
     /// when the owner never took it (its lease expired), else it is answered
     /// `owner_timeout`. Default 5 s.
     pub forward_wait: std::time::Duration,
@@ -365,8 +366,9 @@ pub struct Host<L: EventLog> {
     outflow: crate::telemetry::Outflow,
     /// Runs by id, for `joinRun` (which names no thread).
     runs: resume::RunIndex,
-    /// The input [`control_routed`](Host::control_routed) may forward to the thread's owner,
-    /// and the id it was forwarded under.
+    /// The input [`control_routed`](Host::control_routed) (or the run
+    /// [`run_routed`](Host::run_routed)) may forward to the thread's owner, and the id it was
+    /// forwarded under.
     forwarding: Option<crate::log::Forward>,
     forwarded: Option<(u64, crate::log::Forward)>,
     /// Socket inputs forwarded to their thread's owner, waiting for its answer.
