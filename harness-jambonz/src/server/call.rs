@@ -433,8 +433,9 @@ impl Socket {
                 }
             }
             // Read what the socket has, on the stack: only a frame not yet whole is kept.
-            let mut chunk = [0u8; MAX_READ];
-            let mut buf = ReadBuf::new(&mut chunk[..self.read_chunk]);
+            // Not zeroed first (16 KiB a poll): `ReadBuf` tracks what the read filled.
+            let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); MAX_READ];
+            let mut buf = ReadBuf::uninit(&mut chunk[..self.read_chunk]);
             match self.conn.io.pin().poll_read(cx, &mut buf) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Err(e)) => {
@@ -630,7 +631,9 @@ impl Conn {
         match httparse::Request::new(&mut headers).parse(&seen) {
             Ok(httparse::Status::Complete(end)) => Ok(seen.get(end..).unwrap_or(&[]).to_vec()),
             // Unreachable: tungstenite upgraded on this very request.
-            _ => Err(CallError::Handshake("the upgrade request, read again".into())),
+            _ => Err(CallError::Handshake(
+                "the upgrade request, read again".into(),
+            )),
         }
     }
 }

@@ -134,7 +134,9 @@ impl Reader {
                 };
                 p.data.extend_from_slice(&payload);
                 if head.fin {
-                    self.partial.take().and_then(|p| whole(p.text, p.data).transpose())
+                    self.partial
+                        .take()
+                        .and_then(|p| whole(p.text, p.data).transpose())
                 } else {
                     None
                 }
@@ -212,7 +214,9 @@ impl Header {
         };
         let fin = b0 & 0x80 != 0;
         if b0 & 0x70 != 0 {
-            return Err(Fault::Protocol("a reserved bit set (no extension was agreed)"));
+            return Err(Fault::Protocol(
+                "a reserved bit set (no extension was agreed)",
+            ));
         }
         let opcode = b0 & 0x0f;
         if b1 & 0x80 == 0 {
@@ -243,7 +247,10 @@ impl Header {
                 return Err(Fault::Protocol("a control frame over 125 bytes"));
             }
         }
-        let Some(mask) = buf.get(at..at + 4).and_then(|m| <[u8; 4]>::try_from(m).ok()) else {
+        let Some(mask) = buf
+            .get(at..at + 4)
+            .and_then(|m| <[u8; 4]>::try_from(m).ok())
+        else {
             return Ok(None);
         };
         debug_assert!(at + 4 <= MAX_HEADER);
@@ -437,7 +444,10 @@ mod tests {
         let mut body = 1000u16.to_be_bytes().to_vec();
         body.extend_from_slice(b"bye");
         let got = Reader::new(64).next(&client(true, 8, &body, M)).unwrap();
-        assert_eq!(got.unwrap().1, Some(Event::Close(Some((1000, "bye".into())))));
+        assert_eq!(
+            got.unwrap().1,
+            Some(Event::Close(Some((1000, "bye".into()))))
+        );
         let got = Reader::new(64).next(&client(true, 8, b"", M)).unwrap();
         assert_eq!(got.unwrap().1, Some(Event::Close(None)));
     }
