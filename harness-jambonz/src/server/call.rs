@@ -100,9 +100,6 @@ fn ended(shared: &Shared, peer: SocketAddr, outcome: Result<CallReport, CallErro
 /// holds no write buffer.
 struct Conn {
     io: Io,
-    /// Every byte read during the upgrade (tungstenite may read past the request: the bytes
-    /// after it are the first frames), at most [`MAX_REQUEST`]; `None` after it.
-    seen: Option<Vec<u8>>,
     out: Vec<u8>,
     /// How much of `out` is written.
     written: usize,
@@ -117,9 +114,6 @@ enum Io {
     #[cfg(feature = "tls")]
     Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
 }
-
-/// The most bytes of an upgrade request (its line and headers).
-const MAX_REQUEST: usize = 16 * 1024;
 
 /// The most bytes read at once (the stack buffer of a read).
 const MAX_READ: usize = 16 * 1024;
@@ -164,7 +158,6 @@ async fn upgrade(
     let conn = Io::Plain(tcp);
     let conn = Conn {
         io: conn,
-        seen: Some(Vec::new()),
         out: Vec::new(),
         written: 0,
         limit: shared.config.write_buffer_bytes.max(1),
@@ -225,8 +218,10 @@ async fn upgrade(
         // Unreachable: an upgrade completes only through the check, which took a slot.
         return Err(CallError::Handshake("upgrade without a check".into()));
     };
-    let mut conn = ws.into_inner();
-    let pending = conn.request_tail()?;
+    // Nothing read and not taken: tungstenite refuses bytes after the request (RFC 6455
+    // §4.1: the client "MUST wait for a response from the server before sending any
+    // further data").
+    let conn = ws.into_inner();
     drop(handshake);
     shared
         .stats
@@ -235,7 +230,7 @@ async fn upgrade(
     let socket = Socket {
         conn,
         reader: Reader::new(config.max_message_bytes),
-        pending,
+        pending: Vec::new(),
         read_chunk: config.read_buffer_bytes.clamp(1, MAX_READ),
         close_sent: false,
         done: false,
@@ -621,43 +616,13 @@ impl Conn {
     }
 }
 
-impl Conn {
-    /// The bytes read past the upgrade request: the first frames, if the client sent any
-    /// with it. The request's end is found as tungstenite found it (httparse, as many
-    /// headers as it takes).
-    fn request_tail(&mut self) -> Result<Vec<u8>, CallError> {
-        let seen = self.seen.take().unwrap_or_default();
-        let mut headers = [httparse::EMPTY_HEADER; 124];
-        match httparse::Request::new(&mut headers).parse(&seen) {
-            Ok(httparse::Status::Complete(end)) => Ok(seen.get(end..).unwrap_or(&[]).to_vec()),
-            // Unreachable: tungstenite upgraded on this very request.
-            _ => Err(CallError::Handshake(
-                "the upgrade request, read again".into(),
-            )),
-        }
-    }
-}
-
 impl AsyncRead for Conn {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        let r = this.io.pin().poll_read(cx, buf);
-        if let (Some(seen), Poll::Ready(Ok(()))) = (&mut this.seen, &r) {
-            let read = &buf.filled()[before..];
-            if seen.len() + read.len() > MAX_REQUEST {
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "upgrade request too large",
-                )));
-            }
-            seen.extend_from_slice(read);
-        }
-        r
+        self.get_mut().io.pin().poll_read(cx, buf)
     }
 }
 
