@@ -398,11 +398,16 @@ impl Socket {
     /// (`Ending::TooBig`); after it, or the peer's close, or the end of the connection,
     /// `None`.
     fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Incoming, Fault>>> {
-        // A pong or close queued and not yet written goes first.
+        // A pong or close queued and not yet written goes first. A peer that pings and does
+        // not read is not read either once a batch of pongs waits (the pongs stay bounded).
         if !self.conn.out.is_empty() {
-            if let Poll::Ready(Err(e)) = self.conn.poll_drain(cx) {
-                self.done = true;
-                return Poll::Ready(Some(Ok(broken(&e))));
+            match self.conn.poll_drain(cx) {
+                Poll::Ready(Err(e)) => {
+                    self.done = true;
+                    return Poll::Ready(Some(Ok(broken(&e))));
+                }
+                Poll::Pending if self.conn.out.len() >= self.conn.limit => return Poll::Pending,
+                _ => {}
             }
         }
         loop {
