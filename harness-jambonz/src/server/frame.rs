@@ -452,6 +452,56 @@ mod tests {
         assert_eq!(got.unwrap().1, Some(Event::Close(None)));
     }
 
+    proptest::proptest! {
+        /// Any text messages, each cut into any fragments with pings between them, read
+        /// back from any split of the bytes into reads: the same messages, in order, and
+        /// each ping's payload.
+        #[test]
+        fn messages_survive_any_fragmentation_and_any_reads(
+            messages in proptest::collection::vec(("\\PC{0,300}", 1usize..4), 1..6),
+            mask in proptest::prelude::any::<[u8; 4]>(),
+            cuts in proptest::collection::vec(1usize..200, 1..40),
+        ) {
+            let mut bytes = Vec::new();
+            let mut want = Vec::new();
+            for (text, parts) in &messages {
+                let raw = text.as_bytes();
+                let step = raw.len().div_ceil(*parts).max(1);
+                let pieces: Vec<&[u8]> = if raw.is_empty() { vec![raw] } else { raw.chunks(step).collect() };
+                for (i, piece) in pieces.iter().enumerate() {
+                    let (opcode, last) = (if i == 0 { 1 } else { 0 }, i + 1 == pieces.len());
+                    bytes.extend(client(last, opcode, piece, mask));
+                    if last {
+                        want.push(Event::Text(text.clone()));
+                    }
+                    if i == 0 {
+                        bytes.extend(client(true, 9, b"ping", mask));
+                        want.push(Event::Ping(b"ping".to_vec()));
+                    }
+                }
+            }
+            // Feed the bytes in reads of the given sizes, as the socket would.
+            let mut r = Reader::new(1 << 20);
+            let (mut pending, mut got, mut at, mut cut) = (Vec::new(), Vec::new(), 0, 0);
+            while at < bytes.len() || !pending.is_empty() {
+                if at < bytes.len() {
+                    let n = cuts[cut % cuts.len()].min(bytes.len() - at);
+                    cut += 1;
+                    pending.extend_from_slice(&bytes[at..at + n]);
+                    at += n;
+                }
+                while let Some((n, ev)) = r.next(&pending).unwrap() {
+                    pending.drain(..n);
+                    got.extend(ev);
+                }
+                if at == bytes.len() {
+                    proptest::prop_assert!(pending.is_empty());
+                }
+            }
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+
     #[test]
     fn server_frames_are_unmasked_with_the_shortest_length() {
         let mut out = Vec::new();
