@@ -93,6 +93,7 @@ pub mod event;
 pub mod frame;
 pub mod harness_side;
 pub mod history;
+mod lazy_map;
 pub mod reply;
 #[cfg(feature = "tokio")]
 pub mod server;

@@ -57,6 +57,7 @@ use self::turn::{TurnOutcome, greet, run_turn};
 use crate::command::CommandResultMessage;
 use crate::harness_side::{CallEvent, HarnessCall, HarnessConfig, JambonzFrameError, Transmit};
 use crate::history::CallHistory;
+use crate::lazy_map::LazyMap;
 use crate::session::{SessionEnd, SessionStart};
 use crate::tool::ToolResultMessage;
 use crate::turn::{InputKind, TurnId};
@@ -231,7 +232,7 @@ struct Shared {
     call: HarnessCall,
     history: CallHistory,
     call_sid: String,
-    waiters: HashMap<String, (TurnId, Waiter)>,
+    waiters: LazyMap<String, (TurnId, Waiter)>,
     space: Vec<Waker>,
     max_pending: usize,
 }
@@ -365,7 +366,7 @@ where
         call: HarnessCall::with_config(config.harness.clone()),
         history: CallHistory::with_max_entries(config.max_history),
         call_sid: String::new(),
-        waiters: HashMap::new(),
+        waiters: LazyMap::default(),
         space: Vec::new(),
         max_pending: config.max_pending_frames.max(1),
     }));

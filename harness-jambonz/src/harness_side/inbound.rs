@@ -99,9 +99,6 @@ impl HarnessCall {
                     .tools
                     .remove(&r.call_id)
                     .ok_or_else(|| JambonzFrameError::UnknownCallId(r.call_id.clone()))?;
-                if self.tools.is_empty() {
-                    self.tools = HashMap::new();
-                }
                 self.events.push_back(CallEvent::ToolResult {
                     turn_id,
                     name,
@@ -119,9 +116,6 @@ impl HarnessCall {
                     self.hung_up = true;
                     self.drop_queued(|_| true);
                 }
-                if self.commands.is_empty() {
-                    self.commands = HashMap::new();
-                }
                 self.events
                     .push_back(CallEvent::CommandResult { name, result: r });
             }
@@ -136,8 +130,8 @@ impl HarnessCall {
                 // The last message of the call: nothing queued is sent after it.
                 self.transmits = VecDeque::new();
                 self.replies = HashMap::new();
-                self.tools = HashMap::new();
-                self.commands = HashMap::new();
+                self.tools.clear();
+                self.commands.clear();
                 self.events.push_back(CallEvent::SessionEnded(e));
             }
             JambonzMessage::Unknown(u) => self.events.push_back(CallEvent::Unknown(u)),

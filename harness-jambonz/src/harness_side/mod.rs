@@ -57,6 +57,7 @@ use serde_json::Value;
 use crate::command::CommandResultMessage;
 use crate::event::{ErrorEvent, JambonzEvent, ReplyDropped, UserInterruption};
 use crate::frame::{DecodeError, UnknownMessage};
+use crate::lazy_map::LazyMap;
 use crate::session::{SessionEnd, SessionStart};
 use crate::tool::ToolResultMessage;
 use crate::turn::{SpeechStart, Transcript, TurnCancel, TurnId, TurnStart};
@@ -264,8 +265,10 @@ pub struct HarnessCall {
     /// Turn ids in the order they were first seen, oldest first (what is forgotten first).
     turn_order: VecDeque<TurnId>,
     replies: HashMap<String, OpenReply>,
-    tools: HashMap<String, (Option<TurnId>, String)>,
-    commands: HashMap<String, String>,
+    /// Tool calls waiting for their `tool:result` (none, between turns).
+    tools: LazyMap<String, (Option<TurnId>, String)>,
+    /// Commands waiting for their `command:result`.
+    commands: LazyMap<String, String>,
     next_reply: u64,
     next_call: u64,
     next_command: u64,
@@ -295,8 +298,8 @@ impl HarnessCall {
             turns: HashMap::new(),
             turn_order: VecDeque::new(),
             replies: HashMap::new(),
-            tools: HashMap::new(),
-            commands: HashMap::new(),
+            tools: LazyMap::default(),
+            commands: LazyMap::default(),
             next_reply: 0,
             next_call: 0,
             next_command: 0,

@@ -5,7 +5,10 @@
 //! (kept small: the handshake, the driver and the close are boxed, so that the task is not
 //! sized for the largest phase of a call, and nothing is held across an await that the call
 //! no longer needs), the socket in it (one lock, not two split halves), the driver's state
-//! (its `Env` shared by every call of the server), and the socket's buffers.
+//! (its `Env` shared by every call of the server). The socket keeps no buffer while idle:
+//! tungstenite does the upgrade, then it is dropped and the frames are read and written by
+//! [`frame`](super::frame), which reads into a buffer on the stack and keeps only the bytes of
+//! a frame not yet whole.
 
 use std::io;
 use std::net::SocketAddr;
@@ -15,24 +18,21 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::stream::Stream;
-use futures::{Sink, SinkExt, StreamExt};
+use futures::{Sink, SinkExt};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Sleep;
-use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::Error as WsError;
-use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
+use super::frame::{Event, Fault, Reader, encode_close, encode_pong, encode_text};
 use super::{CallEnd, CallError, DRAINING, ENDING, Shared, Slot};
 use crate::driver::{CallReport, Incoming, serve_env};
 use crate::frame::peek_type;
 use crate::harness_side::Transmit;
 use crate::upgrade::check_upgrade;
-use crate::ws::to_ws;
 
 /// How long the server waits to send a close frame (the peer may not be reading).
 pub(super) const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -115,11 +115,24 @@ enum Io {
     Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
 }
 
-/// The socket of a call. The driver reads it through [`Frames`] and writes it through
-/// [`Out`], one at a time (never both at once: the lock is never contended); a lock, not
-/// `StreamExt::split`'s two halves, which would add a shared allocation and a slot for a
-/// message to every call.
-type Ws = WebSocketStream<Conn>;
+/// The most bytes read at once (the stack buffer of a read).
+const MAX_READ: usize = 16 * 1024;
+
+/// The socket of a call, once upgraded. The driver reads it through [`Frames`] and writes
+/// it through [`Out`], one at a time (never both at once: the lock is never contended); a
+/// lock, not two split halves, which would add a shared allocation to every call.
+struct Socket {
+    conn: Conn,
+    reader: Reader,
+    /// Bytes read and not yet taken: a frame not yet whole (empty, unallocated, between
+    /// frames).
+    pending: Vec<u8>,
+    read_chunk: usize,
+    /// A close frame is sent (or queued): nothing more may be (RFC 6455 §5.5.1).
+    close_sent: bool,
+    /// Nothing more to read: the peer's close, the end of the connection, or a fault.
+    done: bool,
+}
 
 /// The handshake, within its deadline: TLS (when the server has it), then the upgrade.
 async fn upgrade(
@@ -127,7 +140,7 @@ async fn upgrade(
     handshake: Slot,
     shared: &Shared,
     stage: &mut watch::Receiver<u8>,
-) -> Result<Box<(Ws, Slot)>, CallError> {
+) -> Result<Box<(Socket, Slot)>, CallError> {
     let _ = tcp.set_nodelay(true);
     let deadline = tokio::time::Instant::now() + shared.config.handshake_timeout;
     #[cfg(feature = "tls")]
@@ -184,12 +197,10 @@ async fn upgrade(
         }
         Err(e)
     };
+    // tungstenite's socket lives only until the upgrade is done: its buffers small.
     let ws_config = WebSocketConfig::default()
-        .read_buffer_size(config.read_buffer_bytes.max(1))
-        // Each frame written through to `Conn`, which gathers them.
-        .write_buffer_size(0)
-        .max_message_size(Some(config.max_message_bytes))
-        .max_frame_size(Some(config.max_message_bytes));
+        .read_buffer_size(64)
+        .write_buffer_size(0);
     let upgrade = tokio_tungstenite::accept_hdr_async_with_config(conn, check, Some(ws_config));
     let ws = match in_handshake(deadline, stage, upgrade).await? {
         Ok(ws) => ws,
@@ -207,12 +218,24 @@ async fn upgrade(
         // Unreachable: an upgrade completes only through the check, which took a slot.
         return Err(CallError::Handshake("upgrade without a check".into()));
     };
+    // Nothing read and not taken: tungstenite refuses bytes after the request (RFC 6455
+    // §4.1: the client "MUST wait for a response from the server before sending any
+    // further data").
+    let conn = ws.into_inner();
     drop(handshake);
     shared
         .stats
         .calls
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Ok(Box::new((ws, call_slot)))
+    let socket = Socket {
+        conn,
+        reader: Reader::new(config.max_message_bytes),
+        pending: Vec::new(),
+        read_chunk: config.read_buffer_bytes.clamp(1, MAX_READ),
+        close_sent: false,
+        done: false,
+    };
+    Ok(Box::new((socket, call_slot)))
 }
 
 /// Runs a step of the handshake until the deadline or the shutdown.
@@ -244,7 +267,7 @@ async fn reached(stage: &mut watch::Receiver<u8>, at: u8) {
 /// The call, once upgraded: the driver until the call ends (or the shutdown ends it), then
 /// the close.
 async fn call(
-    ws: &Mutex<Ws>,
+    ws: &Mutex<Socket>,
     shared: &Shared,
     stage: &mut watch::Receiver<u8>,
 ) -> Result<CallReport, CallError> {
@@ -321,7 +344,7 @@ enum Ending {
 
 /// The socket's messages as the driver's frames, with the `session:start` deadline.
 struct Frames<'a> {
-    ws: &'a Mutex<Ws>,
+    ws: &'a Mutex<Socket>,
     /// Armed until a `session:start` arrives (then dropped: an idle call keeps no timer).
     session_deadline: Option<Pin<Box<Sleep>>>,
     close: Option<Ending>,
@@ -342,70 +365,225 @@ impl Stream for Frames<'_> {
                 return Poll::Ready(None);
             }
         }
-        loop {
-            let msg = match lock(this.ws).poll_next_unpin(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => return Poll::Ready(None),
-                Poll::Ready(Some(m)) => m,
-            };
-            return Poll::Ready(Some(match msg {
-                Ok(WsMessage::Text(t)) => {
-                    if this.session_deadline.is_some()
-                        && peek_type(t.as_str()).is_ok_and(|k| k == "session:start")
-                    {
-                        this.session_deadline = None;
-                    }
-                    Incoming::Text(t.as_str().to_owned())
+        let next = match lock(this.ws).poll_message(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(next) => next,
+        };
+        Poll::Ready(next.map(|m| match m {
+            Ok(Incoming::Text(t)) => {
+                if this.session_deadline.is_some()
+                    && peek_type(&t).is_ok_and(|k| k == "session:start")
+                {
+                    this.session_deadline = None;
                 }
-                Ok(WsMessage::Binary(_)) => Incoming::Binary,
-                Ok(WsMessage::Close(f)) => Incoming::Close {
-                    code: f.as_ref().map(|f| u16::from(f.code)),
-                    reason: f.map(|f| f.reason.as_str().to_owned()).unwrap_or_default(),
-                },
-                // Pings are answered by tungstenite; pongs and raw frames mean nothing here.
-                Ok(_) => continue,
-                Err(WsError::Capacity(e)) => {
+                Incoming::Text(t)
+            }
+            Ok(other) => other,
+            Err(fault) => {
+                if matches!(fault, Fault::TooBig { .. }) {
                     this.close = Some(Ending::TooBig);
-                    Incoming::Close {
-                        code: None,
-                        reason: e.to_string(),
-                    }
                 }
-                Err(e) => Incoming::Close {
+                Incoming::Close {
                     code: None,
-                    reason: e.to_string(),
-                },
-            }));
+                    reason: fault.to_string(),
+                }
+            }
+        }))
+    }
+}
+
+impl Socket {
+    /// The next message: a text, a binary or a close; pings answered, pongs dropped. A
+    /// fault is answered with its close (1002, 1007), except 1009, which the call sends
+    /// (`Ending::TooBig`); after it, or the peer's close, or the end of the connection,
+    /// `None`.
+    fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Incoming, Fault>>> {
+        // A pong or close queued and not yet written goes first. A peer that pings and does
+        // not read is not read either once a batch of pongs waits (the pongs stay bounded).
+        if !self.conn.out.is_empty() {
+            match self.conn.poll_drain(cx) {
+                Poll::Ready(Err(e)) => {
+                    self.done = true;
+                    return Poll::Ready(Some(Ok(broken(&e))));
+                }
+                Poll::Pending if self.conn.out.len() >= self.conn.limit => return Poll::Pending,
+                _ => {}
+            }
         }
+        loop {
+            if self.done {
+                return Poll::Ready(None);
+            }
+            if !self.pending.is_empty() {
+                match self.reader.next(&self.pending) {
+                    Ok(Some((n, event))) => {
+                        if n == self.pending.len() {
+                            // Freed: an idle call keeps no bytes.
+                            self.pending = Vec::new();
+                        } else {
+                            self.pending.drain(..n);
+                        }
+                        if let Some(m) = event.and_then(|e| self.on_event(e, cx)) {
+                            return Poll::Ready(Some(Ok(m)));
+                        }
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(fault) => return Poll::Ready(Some(Err(self.fail(fault, cx)))),
+                }
+            }
+            // Read what the socket has, on the stack: only a frame not yet whole is kept.
+            // Not zeroed first (16 KiB a poll): `ReadBuf` tracks what the read filled.
+            let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); MAX_READ];
+            let mut buf = ReadBuf::uninit(&mut chunk[..self.read_chunk]);
+            match self.conn.io.pin().poll_read(cx, &mut buf) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => {
+                    self.done = true;
+                    return Poll::Ready(Some(Ok(broken(&e))));
+                }
+                Poll::Ready(Ok(())) => {}
+            }
+            let read = buf.filled();
+            if read.is_empty() {
+                // The peer went away without a close.
+                self.done = true;
+                return Poll::Ready(None);
+            }
+            if !self.pending.is_empty() {
+                self.pending.extend_from_slice(read);
+                continue;
+            }
+            // Whole frames straight from the chunk; the rest kept.
+            let mut at = 0;
+            while at < read.len() {
+                match self.reader.next(&read[at..]) {
+                    Ok(Some((n, event))) => {
+                        at += n;
+                        if let Some(m) = event.and_then(|e| self.on_event(e, cx)) {
+                            self.pending.extend_from_slice(&read[at..]);
+                            return Poll::Ready(Some(Ok(m)));
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(fault) => return Poll::Ready(Some(Err(self.fail(fault, cx)))),
+                }
+            }
+            self.pending.extend_from_slice(&read[at..]);
+        }
+    }
+
+    /// What a message means to the driver; a ping is answered here.
+    fn on_event(&mut self, event: Event, cx: &mut Context<'_>) -> Option<Incoming> {
+        match event {
+            Event::Text(t) => Some(Incoming::Text(t)),
+            Event::Binary => Some(Incoming::Binary),
+            Event::Ping(payload) => {
+                // RFC 6455 §5.5.2: "Upon receipt of a Ping frame, an endpoint MUST send a
+                // Pong frame in response" (unless it already sent a close).
+                if !self.close_sent {
+                    encode_pong(&mut self.conn.out, &payload);
+                    let _ = self.conn.poll_drain(cx);
+                }
+                None
+            }
+            Event::Close(body) => {
+                // §5.5.1: the endpoint that receives a close, having sent none, "MUST send a
+                // Close frame in response"; it echoes the code.
+                self.done = true;
+                if !self.close_sent {
+                    self.close_sent = true;
+                    encode_close(&mut self.conn.out, body.as_ref().map(|(c, _)| (*c, "")));
+                    let _ = self.conn.poll_drain(cx);
+                }
+                let (code, reason) = match body {
+                    Some((code, reason)) => (Some(code), reason),
+                    None => (None, String::new()),
+                };
+                Some(Incoming::Close { code, reason })
+            }
+        }
+    }
+
+    /// Fails the connection (RFC 6455 §7.1.7): its close sent, unless the call sends it.
+    fn fail(&mut self, fault: Fault, cx: &mut Context<'_>) -> Fault {
+        self.done = true;
+        self.pending = Vec::new();
+        if !self.close_sent && !matches!(fault, Fault::TooBig { .. }) {
+            self.close_sent = true;
+            encode_close(&mut self.conn.out, Some((fault.code(), "")));
+            let _ = self.conn.poll_drain(cx);
+        }
+        fault
+    }
+
+    /// Queues a frame from the driver in the batch.
+    fn send(&mut self, t: Transmit) -> io::Result<()> {
+        if self.close_sent {
+            return match t {
+                // At most one close (§5.5.1): a second is dropped.
+                Transmit::Close { .. } => Ok(()),
+                Transmit::Text(_) => Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "the WebSocket is closing",
+                )),
+            };
+        }
+        let conn = &mut self.conn;
+        if conn.out.capacity() == 0 {
+            let hint = conn.last_batch.clamp(512, conn.limit.max(512));
+            conn.out.reserve_exact(hint);
+        }
+        match t {
+            Transmit::Text(text) => encode_text(&mut conn.out, &text),
+            Transmit::Close { code, reason } => {
+                self.close_sent = true;
+                encode_close(&mut conn.out, Some((code, &reason)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The connection broke: a close without a code.
+fn broken(e: &io::Error) -> Incoming {
+    Incoming::Close {
+        code: None,
+        reason: e.to_string(),
     }
 }
 
 /// What the driver sends, onto the socket.
-struct Out<'a>(&'a Mutex<Ws>);
+struct Out<'a>(&'a Mutex<Socket>);
 
 impl Sink<Transmit> for Out<'_> {
-    type Error = WsError;
+    type Error = io::Error;
 
-    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), WsError>> {
-        lock(self.0).poll_ready_unpin(cx)
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut ws = lock(self.0);
+        if ws.conn.out.len() >= ws.conn.limit {
+            // The batch is full: out with it first (back-pressure when the peer is slow).
+            return ws.conn.poll_drain(cx);
+        }
+        Poll::Ready(Ok(()))
     }
 
-    fn start_send(self: Pin<&mut Self>, t: Transmit) -> Result<(), WsError> {
-        lock(self.0).start_send_unpin(to_ws(t))
+    fn start_send(self: Pin<&mut Self>, t: Transmit) -> io::Result<()> {
+        lock(self.0).send(t)
     }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), WsError>> {
-        lock(self.0).poll_flush_unpin(cx)
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut lock(self.0).conn).poll_flush(cx)
     }
 
-    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), WsError>> {
-        lock(self.0).poll_close_unpin(cx)
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut lock(self.0).conn).poll_shutdown(cx)
     }
 }
 
-fn lock(ws: &Mutex<Ws>) -> MutexGuard<'_, Ws> {
+fn lock(ws: &Mutex<Socket>) -> MutexGuard<'_, Socket> {
     // Poisoned only by a panic while polling the socket: the call is then over anyway, and
-    // the socket's state is tungstenite's own, consistent between polls.
+    // the socket's state is consistent between polls.
     ws.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 

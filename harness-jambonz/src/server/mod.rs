@@ -36,9 +36,10 @@
 //!    Bearer` secret gets **401**, a client that does not offer the subprotocol **400**;
 //!    past [`JambonzServerConfig::max_calls`] calls in progress, **503** (with `Retry-After`).
 //! 3. **The call.** The WebSocket reads frames of at most
-//!    [`JambonzServerConfig::max_message_bytes`] into a buffer of
-//!    [`JambonzServerConfig::read_buffer_bytes`] (small: an idle call holds little); a larger
-//!    message closes the socket with 1009. `session:start` must arrive within
+//!    [`JambonzServerConfig::max_message_bytes`], at most
+//!    [`JambonzServerConfig::read_buffer_bytes`] at a time (an idle call holds no buffer); a
+//!    larger message closes the socket with 1009, a frame RFC 6455 does not allow with 1002,
+//!    text that is not UTF-8 with 1007. `session:start` must arrive within
 //!    [`JambonzServerConfig::session_start_timeout`] of the upgrade, else the socket is closed
 //!    with 1008. Then [`driver::serve`](crate::driver::serve) runs the call with
 //!    [`JambonzServerConfig::serve`] until `session:end`, a close, or the end of the connection,
@@ -53,6 +54,7 @@
 //! close frame.
 
 mod call;
+mod frame;
 #[cfg(feature = "tls")]
 pub mod tls;
 
@@ -96,9 +98,9 @@ pub struct JambonzServerConfig {
     /// The largest WebSocket message (and frame) read, in bytes; a larger one closes the
     /// socket with 1009 (default 1 MiB, the driver's own limit).
     pub max_message_bytes: usize,
-    /// The read buffer of each socket, allocated for the life of the call (default 256
-    /// bytes: jambonz's frames are small; a larger message is read in as many reads as it
-    /// takes, and the buffer grows to the largest message read).
+    /// The most bytes read from a socket at once (default 4 KiB, at most 16 KiB), into a
+    /// buffer on the stack of the read: none is kept between reads, so an idle call holds no
+    /// read buffer. Only the bytes of a frame not yet whole are kept, until it is.
     pub read_buffer_bytes: usize,
     /// Frames written are gathered up to this many bytes before a write; the driver
     /// flushes after each batch of frames (a reply's chunks queued together go out in one
@@ -123,7 +125,7 @@ impl Default for JambonzServerConfig {
             max_calls: 10_000,
             max_handshakes: 1_024,
             max_message_bytes: 1024 * 1024,
-            read_buffer_bytes: 256,
+            read_buffer_bytes: 4 * 1024,
             write_buffer_bytes: 16 * 1024,
             accept_pause: Duration::from_millis(100),
             shutdown_grace: Duration::from_secs(10),
