@@ -500,6 +500,48 @@ mod tests {
             }
             proptest::prop_assert_eq!(got, want);
         }
+
+        /// Arbitrary bytes, read in any splits, never panic the reader: each step either
+        /// waits for more, takes a whole frame (at least its 6-byte minimum, never past the
+        /// bytes given), or fails with a close code RFC 6455 §7.4.1 defines; the same bytes
+        /// read at once or in pieces give the same messages up to the first fault.
+        #[test]
+        fn arbitrary_bytes_never_panic_and_chunking_does_not_matter(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600),
+            cuts in proptest::collection::vec(1usize..64, 1..20),
+            max in 0usize..400,
+        ) {
+            let read = |splits: &[usize]| -> (Vec<Event>, Option<u16>) {
+                let mut r = Reader::new(max);
+                let (mut pending, mut got, mut at, mut i) = (Vec::<u8>::new(), Vec::new(), 0, 0);
+                while at < bytes.len() {
+                    let n = splits[i % splits.len()].min(bytes.len() - at);
+                    i += 1;
+                    pending.extend_from_slice(&bytes[at..at + n]);
+                    at += n;
+                    loop {
+                        match r.next(&pending) {
+                            Ok(None) => break,
+                            Ok(Some((n, ev))) => {
+                                assert!((6..=pending.len()).contains(&n));
+                                pending.drain(..n);
+                                got.extend(ev);
+                            }
+                            Err(fault) => {
+                                assert!(matches!(fault.code(), 1002 | 1007 | 1009));
+                                return (got, Some(fault.code()));
+                            }
+                        }
+                    }
+                }
+                (got, None)
+            };
+            let whole = read(&[bytes.len().max(1)]);
+            let pieces = read(&cuts);
+            // A fault found on a header is found at once, whatever the split; only a
+            // fault's timing may differ, never the messages before it.
+            proptest::prop_assert_eq!(whole, pieces);
+        }
     }
 
     #[test]
