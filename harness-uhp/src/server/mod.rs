@@ -90,6 +90,7 @@ pub mod file;
 pub mod harness;
 pub mod route;
 mod session;
+mod shared;
 pub mod store;
 mod stream;
 mod task;
@@ -111,7 +112,10 @@ pub use driver::{ServiceBuilder, UhpService};
 pub use error::ApiError;
 pub use harness::{Base, HarnessObject};
 pub use route::Route;
-pub use store::{MemoryStore, Store, StoreError, StoreRecord};
+pub use shared::REMOTE_CANCEL_WAIT;
+pub use store::{
+    Change, Claimed, KeyClaim, MemoryStore, OnChange, Store, StoreError, StoreRecord, Watch,
+};
 
 use crate::protocol::PROTOCOL_VERSION;
 use harness_core::Start;
@@ -248,6 +252,16 @@ pub enum ServerEvent {
     Wake(Wake),
     /// Write this record to the store (only with [`UhpServerConfig::persist`]).
     Persist(Box<StoreRecord>),
+    /// Claim an `Idempotency-Key` with its new task's record in the shared store
+    /// ([`Store::claim`], only with [`UhpServerConfig::shared`]), then call
+    /// [`UhpServer::claim_resolved`]: the task's turn waits for it.
+    Claim(Box<KeyClaim>),
+    /// Ask the host running this task to cancel it ([`Store::request_cancel`], only with
+    /// [`UhpServerConfig::shared`]).
+    CancelRemote {
+        /// The task.
+        response_id: String,
+    },
 }
 
 /// How a turn ended, as the driver saw it.
@@ -289,6 +303,7 @@ pub struct UhpServer {
     idem_order: VecDeque<(Principal, String)>,
     streams: HashMap<StreamId, stream::Stream>,
     waits: HashMap<WaitId, task::Wait>,
+    claims: HashMap<String, shared::PendingClaim>,
     events: VecDeque<ServerEvent>,
     next_handle: u64,
     next_keep_alive: Option<Instant>,
@@ -323,6 +338,7 @@ impl UhpServer {
             idem_order: VecDeque::new(),
             streams: HashMap::new(),
             waits: HashMap::new(),
+            claims: HashMap::new(),
             events: VecDeque::new(),
             next_handle: 0,
             next_keep_alive: None,
@@ -494,7 +510,7 @@ impl UhpServer {
                     }),
                 ))
             }
-            Route::CancelResponse(id) => full(self.cancel_response(now, p, &id)?),
+            Route::CancelResponse(id) => self.cancel_response(now, p, &id),
             Route::ListSessions => full(self.list_sessions(p, req.target)?),
             Route::GetSession(id) => full(json_response(200, &self.session(p, &id)?.object())),
             Route::SessionTurns(id) => {
@@ -544,12 +560,13 @@ impl UhpServer {
         let budgets = self
             .running
             .iter()
+            .filter(|id| !self.claims.contains_key(*id))
             .filter_map(|id| self.tasks.get(id).map(|t| t.deadline))
             .min();
-        match (budgets, self.next_keep_alive) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [budgets, self.next_keep_alive, self.next_wait_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Ends the tasks whose budget ran out (`incomplete`) and writes keep-alives.
@@ -557,6 +574,7 @@ impl UhpServer {
         let due: Vec<(String, &'static str)> = self
             .running
             .iter()
+            .filter(|id| !self.claims.contains_key(*id))
             .filter_map(|id| {
                 let t = self.tasks.get(id)?;
                 (t.deadline <= now.instant).then(|| (id.clone(), t.deadline_reason))
@@ -565,6 +583,7 @@ impl UhpServer {
         for (id, reason) in due {
             self.finish_task(now, &id, task::Outcome::Incomplete(reason), true);
         }
+        self.expire_waits(now.instant);
         if self.next_keep_alive.is_some_and(|at| at <= now.instant) {
             self.keep_alive_tick();
             self.next_keep_alive = (!self.streams.is_empty())

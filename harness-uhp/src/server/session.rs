@@ -251,6 +251,9 @@ impl UhpServer {
         if !expired {
             for t in &s.turns {
                 self.tasks.remove(&t.response_id);
+                self.persist(|| StoreRecord::ResponseDeleted {
+                    id: t.response_id.clone(),
+                });
             }
         }
         if expired {

@@ -15,7 +15,8 @@ use crate::response::{Response, ResponseStatus};
 use crate::server::auth::Principal;
 use crate::server::error::{ApiError, shown};
 use crate::server::harness::HarnessObject;
-use crate::server::store::StoreRecord;
+use crate::server::shared::PendingClaim;
+use crate::server::store::{KeyClaim, StoreRecord};
 use crate::server::stream::{Cursor, Out, field};
 use crate::server::{Now, Reply, Request, ServerEvent, UhpServer, UhpTurnRequest, json_response};
 
@@ -119,6 +120,13 @@ impl UhpServer {
                     .task(p, prev)
                     .map_err(|e| e.param("previous_response_id"))?;
                 let sid = t.session_id.clone();
+                // Its task still runs (here, or on another host sharing the store).
+                if !t.response.status.is_terminal() {
+                    return Err(ApiError::new(
+                        "session_busy",
+                        "A task is already running in this session; retry once it has ended.",
+                    ));
+                }
                 let s = match self.sessions.get(&sid).filter(|s| &s.principal == p) {
                     Some(s) => s,
                     None if self.expired.contains(&sid) => {
@@ -233,6 +241,7 @@ impl UhpServer {
         }
 
         let rid = self.new_id("resp_");
+        let new_session = session_id.is_none();
         let session_id = match session_id {
             Some(s) => s,
             None => self.new_session(now, p, &harness.id, &c.input_text),
@@ -347,12 +356,41 @@ impl UhpServer {
                 Reply::Wait(w)
             }
         };
-        self.persist(|| StoreRecord::task(&task));
+        let record = StoreRecord::task(&task);
         self.tasks.insert(rid.clone(), task);
-        self.running.insert(rid);
+        self.running.insert(rid.clone());
         *self.running_per.entry(p.clone()).or_insert(0) += 1;
-        self.events
-            .push_back(ServerEvent::StartTurn(Box::new(turn)));
+        match idempotency.filter(|_| self.cfg.shared && self.cfg.persist) {
+            // Several hosts: the key is claimed in the store with the task's record, and the
+            // turn starts once it is the task's (`claim_resolved`).
+            Some(key) => {
+                self.claims.insert(
+                    rid.clone(),
+                    PendingClaim {
+                        turn: Box::new(turn),
+                        new_session,
+                        stream: c.stream,
+                        background: c.background,
+                    },
+                );
+                self.events.push_back(ServerEvent::Claim(Box::new(KeyClaim {
+                    principal: p.clone(),
+                    key,
+                    response_id: rid,
+                    record,
+                    ttl: self.cfg.idempotency_ttl,
+                })));
+            }
+            None => {
+                self.persist(|| record);
+                if self.cfg.shared && new_session {
+                    // Other hosts see the session while its first task runs.
+                    self.persist_session(&turn.session_id);
+                }
+                self.events
+                    .push_back(ServerEvent::StartTurn(Box::new(turn)));
+            }
+        }
         Ok(reply)
     }
 }
