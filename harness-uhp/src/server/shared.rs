@@ -1,10 +1,11 @@
 //! Several hosts on one store ([`UhpServerConfig::shared`](super::UhpServerConfig::shared)):
 //! the machine's side. It still does no I/O; the driver does what it asks.
 //!
-//! - **Idempotency keys are claimed in the store.** A new task with an `Idempotency-Key` the
-//!   machine does not know is made as usual but not started: [`ServerEvent::Claim`] asks the
-//!   driver to store the key and the task's record in one transaction
-//!   ([`Store::claim`](super::Store::claim)). [`UhpServer::claim_resolved`] then starts the
+//! - **A new task is stored before it is answered, its idempotency key claimed with it.** A
+//!   new task (with an `Idempotency-Key` the machine does not know, or none) is made as usual
+//!   but not started: [`ServerEvent::Claim`] asks the driver to store the key, the task's
+//!   record and its new session's in one transaction ([`Store::claim`](super::Store::claim)),
+//!   so that every host can read the task as soon as its creator answers. [`UhpServer::claim_resolved`] then starts the
 //!   turn (the key is the task's), or forgets the task and answers as for a repeated key
 //!   (tasks.md §6: the first request's task, waited for if it still runs; another body is
 //!   `422`) when another host's task holds the key.
@@ -192,7 +193,11 @@ impl UhpServer {
             }
             StoreRecord::Upload { principal, file } => {
                 let id = file.id.clone();
-                if self.uploads.insert(id.clone(), (principal, *file)).is_none() {
+                if self
+                    .uploads
+                    .insert(id.clone(), (principal, *file))
+                    .is_none()
+                {
                     self.upload_order.push_back(id);
                 }
             }
@@ -259,8 +264,6 @@ impl UhpServer {
         let pending = self.claims.remove(response_id)?;
         match result {
             Ok(Claimed::Won) => {
-                let sid = pending.turn.session_id.clone();
-                self.persist_session(&sid);
                 self.events.push_back(ServerEvent::StartTurn(pending.turn));
                 None
             }

@@ -149,19 +149,21 @@ impl StoredTask {
     }
 }
 
-/// A new task's claim on its `Idempotency-Key` in a store several hosts share
-/// ([`ServerEvent::Claim`](super::ServerEvent::Claim)): the key and the task's first record,
-/// stored together or not at all.
+/// A new task in a store several hosts share ([`ServerEvent::Claim`](super::ServerEvent::Claim)):
+/// its `Idempotency-Key`, its first record and its new session's, stored together or not at
+/// all, before anyone is answered (so that every host can read the task at once).
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeyClaim {
     /// The caller the key belongs to (keys are scoped per principal).
     pub principal: Principal,
-    /// The key and the request's fingerprint.
-    pub key: StoredKey,
+    /// The key and the request's fingerprint, if the request had a key.
+    pub key: Option<StoredKey>,
     /// The new task.
     pub response_id: String,
     /// The new task's record ([`StoreRecord::Response`]).
     pub record: StoreRecord,
+    /// Written with it: the task's new session.
+    pub also: Vec<StoreRecord>,
     /// How long a key is held ([`UhpServerConfig::idempotency_ttl`](super::UhpServerConfig::idempotency_ttl)):
     /// an older claim is expired and taken over.
     pub ttl: std::time::Duration,
@@ -248,7 +250,9 @@ pub trait Store: Send + Sync {
     /// held (then nothing is written and the holder is returned). The default (one host: the
     /// machine's own memory already decided) appends the record.
     async fn claim(&self, claim: KeyClaim) -> Result<Claimed, StoreError> {
-        self.append(vec![claim.record]).await?;
+        let mut records = vec![claim.record];
+        records.extend(claim.also);
+        self.append(records).await?;
         Ok(Claimed::Won)
     }
     /// The stored record of one object (`kind`, `id` as [`StoreRecord::key`]), `None` if none

@@ -130,7 +130,10 @@ impl Shared {
     }
 
     /// Runs `f` on the machine, then does what its events ask; the claims it made.
-    fn call_claiming<R>(&self, f: impl FnOnce(&mut UhpServer, Now) -> R) -> (R, Vec<Box<KeyClaim>>) {
+    fn call_claiming<R>(
+        &self,
+        f: impl FnOnce(&mut UhpServer, Now) -> R,
+    ) -> (R, Vec<Box<KeyClaim>>) {
         let now = self.now();
         let mut st = self.lock();
         let r = f(&mut st.server, now);
@@ -257,7 +260,9 @@ impl Answer {
     fn new(shared: &Arc<Shared>, reply: Reply) -> Answer {
         match reply {
             Reply::Full(r) => Answer::Full(r),
-            Reply::Stream(head, id) => Answer::Stream(head, EventStream::new(Arc::clone(shared), id)),
+            Reply::Stream(head, id) => {
+                Answer::Stream(head, EventStream::new(Arc::clone(shared), id))
+            }
             Reply::Wait(id) => Answer::Wait(WaitFor::new(Arc::clone(shared), id)),
         }
     }

@@ -213,11 +213,7 @@ fn rewatch(s: &Arc<Shared>, on_change: &impl Fn() -> OnChange) {
     if finished {
         let f = on_change();
         watch(s, f);
-        let again = s
-            .watch
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some();
+        let again = s.watch.lock().unwrap_or_else(|e| e.into_inner()).is_some();
         if again {
             let resync = on_change();
             resync(Change::Resync);
@@ -236,4 +232,3 @@ async fn reload(s: &Shared) {
         Err(e) => tracing::warn!(error = %e, "uhp: reading the shared store failed"),
     }
 }
-

@@ -360,36 +360,39 @@ impl UhpServer {
         self.tasks.insert(rid.clone(), task);
         self.running.insert(rid.clone());
         *self.running_per.entry(p.clone()).or_insert(0) += 1;
-        match idempotency.filter(|_| self.cfg.shared && self.cfg.persist) {
-            // Several hosts: the key is claimed in the store with the task's record, and the
-            // turn starts once it is the task's (`claim_resolved`).
-            Some(key) => {
-                self.claims.insert(
-                    rid.clone(),
-                    PendingClaim {
-                        turn: Box::new(turn),
-                        new_session,
-                        stream: c.stream,
-                        background: c.background,
-                    },
-                );
-                self.events.push_back(ServerEvent::Claim(Box::new(KeyClaim {
-                    principal: p.clone(),
-                    key,
-                    response_id: rid,
-                    record,
-                    ttl: self.cfg.idempotency_ttl,
-                })));
-            }
-            None => {
-                self.persist(|| record);
-                if self.cfg.shared && new_session {
-                    // Other hosts see the session while its first task runs.
-                    self.persist_session(&turn.session_id);
+        if self.cfg.shared && self.cfg.persist {
+            // Several hosts: the task is stored (its key claimed with it) before anyone is
+            // answered, and its turn starts once the key is the task's (`claim_resolved`).
+            let mut also = Vec::new();
+            if new_session {
+                if let Some(s) = self.sessions.get(&turn.session_id) {
+                    also.push(StoreRecord::Session {
+                        principal: p.clone(),
+                        session: Box::new(s.stored()),
+                    });
                 }
-                self.events
-                    .push_back(ServerEvent::StartTurn(Box::new(turn)));
             }
+            self.claims.insert(
+                rid.clone(),
+                PendingClaim {
+                    turn: Box::new(turn),
+                    new_session,
+                    stream: c.stream,
+                    background: c.background,
+                },
+            );
+            self.events.push_back(ServerEvent::Claim(Box::new(KeyClaim {
+                principal: p.clone(),
+                key: idempotency,
+                response_id: rid,
+                record,
+                also,
+                ttl: self.cfg.idempotency_ttl,
+            })));
+        } else {
+            self.persist(|| record);
+            self.events
+                .push_back(ServerEvent::StartTurn(Box::new(turn)));
         }
         Ok(reply)
     }

@@ -50,7 +50,9 @@ impl UhpServer {
             if w.ready.is_none() && w.deadline.is_some_and(|d| d <= now) {
                 w.deadline = None;
                 let r = match self.tasks.get(&w.response_id) {
-                    Some(t) if t.principal == w.principal && !t.deleted => final_reply(&t.response, w.sse),
+                    Some(t) if t.principal == w.principal && !t.deleted => {
+                        final_reply(&t.response, w.sse)
+                    }
                     _ => error_response(&ApiError::response_not_found(&w.response_id)),
                 };
                 w.ready = Some(r);
