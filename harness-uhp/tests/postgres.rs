@@ -408,6 +408,127 @@ mod two_hosts {
         .await;
     }
 
+    /// sessions.md:87-96 (`POST /v1/sessions/{id}/cancel` stops what runs there), sessions.md
+    /// §6 (deleting a session "MUST cancel any in-flight task in the session first, and MUST
+    /// make the session unreadable"), tasks.md §7 (deleting a response "MUST NOT" cancel it):
+    /// through host B, of tasks running on host A.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sessions_and_responses_cancelled_or_deleted_through_another_host() {
+        let cfg = schema();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let (a, b) = (host(&cfg, &runs).await, host(&cfg, &runs).await);
+        let start = |h| async move {
+            let (_, t) = call(
+                h,
+                "ka",
+                "POST",
+                "/v1/responses",
+                None,
+                &json!({"input": "wait", "background": true}),
+            )
+            .await;
+            let t = json_of(&t);
+            (
+                t["id"].as_str().unwrap().to_owned(),
+                t["metadata"]["session_id"].as_str().unwrap().to_owned(),
+            )
+        };
+        let get = |h, id: String| async move {
+            let (st, t) = call(
+                h,
+                "ka",
+                "GET",
+                &format!("/v1/responses/{id}"),
+                None,
+                &Value::Null,
+            )
+            .await;
+            (
+                st,
+                if st == 200 {
+                    json_of(&t)["status"].as_str().unwrap().to_owned()
+                } else {
+                    t
+                },
+            )
+        };
+        // Cancelling the session through B stops A's task.
+        let (id, sid) = start(&a).await;
+        eventually("B knows A's task", || async {
+            b.svc.with_server(|s, _| s.running_tasks()) == 0 && get(&b, id.clone()).await.0 == 200
+        })
+        .await;
+        let (st, c) = call(
+            &b,
+            "ka",
+            "POST",
+            &format!("/v1/sessions/{sid}/cancel"),
+            None,
+            &Value::Null,
+        )
+        .await;
+        assert_eq!(st, 200, "{c}");
+        assert_eq!(json_of(&c)["cancelled"][0], id.as_str());
+        eventually("A's task cancelled", || async {
+            get(&a, id.clone()).await.1 == "cancelled"
+        })
+        .await;
+        // Deleting a response through B leaves A's task running; it is gone after.
+        let (id, _) = start(&a).await;
+        let (st, _) = call(
+            &b,
+            "ka",
+            "DELETE",
+            &format!("/v1/responses/{id}"),
+            None,
+            &Value::Null,
+        )
+        .await;
+        assert_eq!(st, 200);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            a.svc.with_server(|s, _| s.running_tasks()),
+            1,
+            "still running on A"
+        );
+        assert_eq!(get(&b, id.clone()).await.0, 404);
+        // Deleting a session through B cancels A's task first; the session is unreadable on both.
+        let (id2, sid2) = start(&a).await;
+        let (st, _) = call(
+            &b,
+            "ka",
+            "DELETE",
+            &format!("/v1/sessions/{sid2}"),
+            None,
+            &Value::Null,
+        )
+        .await;
+        assert_eq!(st, 200);
+        eventually("A's task stopped", || async {
+            a.svc.with_server(|s, _| s.running_tasks()) == 1
+        })
+        .await;
+        for h in [&a, &b] {
+            eventually("the session unreadable", || async {
+                call(
+                    h,
+                    "ka",
+                    "GET",
+                    &format!("/v1/sessions/{sid2}"),
+                    None,
+                    &Value::Null,
+                )
+                .await
+                .0 == 404
+            })
+            .await;
+            eventually("its task unreadable", || async {
+                get(h, id2.clone()).await.0 == 404
+            })
+            .await;
+        }
+    }
+
     /// streaming.md:121-124 (the terminal event carries the whole response): a finished task
     /// made on A with `stream: true` is replayed as a stream through B for its key.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -114,7 +114,8 @@ pub use harness::{Base, HarnessObject};
 pub use route::Route;
 pub use shared::REMOTE_CANCEL_WAIT;
 pub use store::{
-    Change, Claimed, KeyClaim, MemoryStore, OnChange, Store, StoreError, StoreRecord, Watch,
+    Change, Claimed, Fetched, KeyClaim, MemoryStore, OnChange, Store, StoreError, StoreRecord,
+    Watch,
 };
 
 use crate::protocol::PROTOCOL_VERSION;

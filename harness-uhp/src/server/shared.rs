@@ -211,8 +211,9 @@ impl UhpServer {
 
     /// An object another host deleted (the store holds no record of it): forgotten here. A
     /// task running here is only marked deleted (deleting never cancels, tasks.md §7); a
-    /// session is forgotten as expired (its responses go with their own deletions).
-    pub fn refresh_gone(&mut self, _now: Now, kind: &str, id: &str) {
+    /// session is forgotten as expired (its responses go with their own deletions), its task
+    /// running here cancelled first.
+    pub fn refresh_gone(&mut self, now: Now, kind: &str, id: &str) {
         match kind {
             "response" => {
                 if self.running.contains(id) || self.claims.contains_key(id) {
@@ -224,12 +225,18 @@ impl UhpServer {
                 }
             }
             "session" => {
-                let busy = self
+                let here = self
                     .sessions
                     .get(id)
-                    .and_then(|s| s.running.as_deref())
-                    .is_some_and(|r| self.running.contains(r));
-                if !busy && self.sessions.contains_key(id) {
+                    .and_then(|s| s.running.clone())
+                    .filter(|r| self.running.contains(r));
+                if let Some(rid) = here {
+                    // Deleted while its task runs here: the task is cancelled first
+                    // (sessions.md §6), then the session is deleted again, after the
+                    // task's last records.
+                    self.finish_task(now, &rid, super::task::Outcome::Cancelled, true);
+                    self.remove_session(id, false);
+                } else if self.sessions.contains_key(id) {
                     let persist = std::mem::replace(&mut self.cfg.persist, false);
                     self.remove_session(id, true);
                     self.cfg.persist = persist;
@@ -241,6 +248,42 @@ impl UhpServer {
             }
             _ => {}
         }
+    }
+
+    /// The tasks running on other hosts that requests here wait for (at most `max`): the
+    /// driver reads them again now and then, in case their end was not reported (or their
+    /// host is gone).
+    pub fn remote_waited(&self, max: usize) -> Vec<String> {
+        if !self.cfg.shared {
+            return Vec::new();
+        }
+        self.tasks
+            .iter()
+            .filter(|(id, t)| {
+                !t.waiters.is_empty()
+                    && !t.response.status.is_terminal()
+                    && !self.running.contains(*id)
+                    && !self.claims.contains_key(*id)
+            })
+            .map(|(id, _)| id.clone())
+            .take(max)
+            .collect()
+    }
+
+    /// The task of session `sid` running on another host, if this host knows of one.
+    pub(crate) fn remote_running_in(&self, sid: &str) -> Option<String> {
+        if !self.cfg.shared {
+            return None;
+        }
+        self.tasks
+            .iter()
+            .find(|(id, t)| {
+                t.session_id == sid
+                    && !t.response.status.is_terminal()
+                    && !self.running.contains(*id)
+                    && !self.claims.contains_key(*id)
+            })
+            .map(|(id, _)| id.clone())
     }
 
     /// Another host asks whoever runs `response_id` to cancel it: cancelled if it runs here.

@@ -186,6 +186,18 @@ pub enum Claimed {
     },
 }
 
+/// What [`Store::fetch`] found.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Fetched {
+    /// The object as another host last wrote it.
+    Found(StoreRecord),
+    /// No record: deleted (or never stored).
+    Gone,
+    /// Nothing newer than this host's own last write of it.
+    Unchanged,
+}
+
 /// Something another host did to a store several hosts share ([`Store::watch`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -255,11 +267,11 @@ pub trait Store: Send + Sync {
         self.append(records).await?;
         Ok(Claimed::Won)
     }
-    /// The stored record of one object (`kind`, `id` as [`StoreRecord::key`]), `None` if none
-    /// is stored. A running task whose host is gone comes back [orphaned](StoredTask::orphan).
-    /// The default (one host) finds nothing.
-    async fn fetch(&self, _kind: &str, _id: &str) -> Result<Option<StoreRecord>, StoreError> {
-        Ok(None)
+    /// The stored record of one object (`kind`, `id` as [`StoreRecord::key`]). A running
+    /// task whose host is gone comes back [orphaned](StoredTask::orphan). The default (one
+    /// host: its memory is the newest) finds nothing new.
+    async fn fetch(&self, _kind: &str, _id: &str) -> Result<Fetched, StoreError> {
+        Ok(Fetched::Unchanged)
     }
     /// Asks the host running `response_id` to cancel it ([`Change::Cancel`] there). The default
     /// (one host) has no other host to ask.
@@ -290,7 +302,7 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     async fn claim(&self, claim: KeyClaim) -> Result<Claimed, StoreError> {
         (**self).claim(claim).await
     }
-    async fn fetch(&self, kind: &str, id: &str) -> Result<Option<StoreRecord>, StoreError> {
+    async fn fetch(&self, kind: &str, id: &str) -> Result<Fetched, StoreError> {
         (**self).fetch(kind, id).await
     }
     async fn request_cancel(&self, response_id: &str) -> Result<(), StoreError> {

@@ -172,6 +172,7 @@ impl ServiceBuilder {
             remote_tx,
             receivers: Mutex::new(Some((turn_rx, store_rx, remote_rx))),
             watch: Mutex::new(None),
+            writes: Default::default(),
         });
         if let Some(f) = self.file_tools {
             f.bind(&shared);

@@ -56,7 +56,7 @@ use self::body::WaitFor;
 pub use self::body::{Body, EventStream};
 pub use self::builder::ServiceBuilder;
 pub use self::files::FileTools;
-use super::store::{Claimed, KeyClaim, Store, StoreError, StoreRecord, Watch};
+use super::store::{Claimed, Fetched, KeyClaim, Store, StoreError, StoreRecord, Watch};
 use super::{
     Now, Principal, Reply, Request, ServerEvent, StreamId, TurnEnd, UhpServer, UhpTurnRequest,
     WaitId, Wake,
@@ -117,6 +117,57 @@ struct Shared {
     receivers: Mutex<Option<Receivers>>,
     /// The store's watch of other hosts (a shared store), while `run` runs.
     watch: Mutex<Option<Box<dyn Watch>>>,
+    /// This host's writes under way (a shared store).
+    writes: Writes,
+}
+
+/// The objects this host is writing: a read of one of them from the store is older than
+/// the machine's copy.
+#[derive(Default)]
+struct Writes {
+    pending: Mutex<HashMap<(String, String), usize>>,
+    generation: std::sync::atomic::AtomicU64,
+}
+
+impl Writes {
+    fn keys(records: &[StoreRecord]) -> impl Iterator<Item = (String, String)> + '_ {
+        records.iter().map(|r| {
+            let (k, i) = r.key();
+            (k.to_owned(), i.to_owned())
+        })
+    }
+
+    fn begin(&self, records: &[StoreRecord]) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        for k in Self::keys(records) {
+            *p.entry(k).or_insert(0) += 1;
+        }
+    }
+
+    fn end(&self, records: &[StoreRecord]) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        for k in Self::keys(records) {
+            if let Some(n) = p.get_mut(&k) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    p.remove(&k);
+                }
+            }
+        }
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn pending(&self, kind: &str, id: &str) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&(kind.to_owned(), id.to_owned()))
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl Shared {
@@ -163,12 +214,26 @@ impl Shared {
         }
     }
 
-    /// Reads one object from the store into the machine.
+    /// Reads one object from the store into the machine. What this host is still writing
+    /// (or wrote while the read was under way) is not replaced by an older stored version:
+    /// the read is retried once the write is done.
     async fn fetch(&self, kind: &str, id: &str) {
-        match self.store.fetch(kind, id).await {
-            Ok(Some(r)) => self.call(|s, now| s.refresh(now, r)),
-            Ok(None) => self.call(|s, now| s.refresh_gone(now, kind, id)),
-            Err(e) => tracing::warn!(error = %e, kind, "uhp: reading the shared store failed"),
+        for _ in 0..3 {
+            let before = self.writes.generation();
+            if self.writes.pending(kind, id) {
+                return; // this host's own write is newer than anything stored
+            }
+            let got = self.store.fetch(kind, id).await;
+            if self.writes.generation() != before {
+                continue; // a write of this host's ended meanwhile: read again
+            }
+            match got {
+                Ok(Fetched::Found(r)) => self.call(|s, now| s.refresh(now, r)),
+                Ok(Fetched::Gone) => self.call(|s, now| s.refresh_gone(now, kind, id)),
+                Ok(Fetched::Unchanged) => {}
+                Err(e) => tracing::warn!(error = %e, kind, "uhp: reading the shared store failed"),
+            }
+            return;
         }
     }
 
@@ -221,6 +286,9 @@ impl Shared {
             }
         }
         if !records.is_empty() {
+            if self.shared {
+                self.writes.begin(&records);
+            }
             let _ = self.store_tx.unbounded_send(records); // ok: no runner, nothing to keep
         }
     }

@@ -18,6 +18,10 @@ use crate::server::{Reply, UhpServer};
 /// store is read again.
 const MAX_PENDING_CHANGES: usize = 4096;
 
+/// Tasks running on other hosts, waited for here, read again per timer tick (at most 1 s
+/// apart): in case their end was not reported, or their host is gone.
+const MAX_POLLED: usize = 64;
+
 /// Claims and cancel requests in flight at once.
 const MAX_REMOTE_OPS: usize = 64;
 
@@ -91,12 +95,20 @@ impl UhpService {
                 while running.next().await.is_some() {}
             };
             let write_store = Arc::clone(&store);
+            let write_weak = weak.clone();
             let write = async move {
                 let mut records = records;
                 while let Some(batch) = records.next().await {
                     // A failed write is not retried here: the machine keeps serving from
                     // memory, and the next compaction rewrites everything.
+                    let keys = write_weak
+                        .upgrade()
+                        .filter(|s| s.shared)
+                        .map(|_| batch.clone());
                     let _ = write_store.append(batch).await;
+                    if let (Some(keys), Some(s)) = (keys, write_weak.upgrade()) {
+                        s.writes.end(&keys);
+                    }
                 }
             };
             let remote_weak = weak.clone();
@@ -157,6 +169,12 @@ impl UhpService {
                         Some(s) => {
                             s.call(|srv, now| srv.handle_timeout(now));
                             rewatch(&s, &on_change);
+                            if s.shared {
+                                let waited = s.lock().server.remote_waited(MAX_POLLED);
+                                for id in waited {
+                                    s.fetch("response", &id).await;
+                                }
+                            }
                         }
                     }
                 }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use harness_core::pg::{Migration, Pg, PgClient, PgConfig, PgError};
 
-use super::store::{Claimed, KeyClaim, OnChange, Store, StoreError, StoreRecord, Watch};
+use super::store::{Claimed, Fetched, KeyClaim, OnChange, Store, StoreError, StoreRecord, Watch};
 
 /// The `LISTEN`/`NOTIFY` channel of every UHP host on the database (each payload names its
 /// schema: a host keeps its own schema's).
@@ -321,26 +321,33 @@ impl Store for PgStore {
         }
     }
 
-    async fn fetch(&self, kind: &str, id: &str) -> Result<Option<StoreRecord>, StoreError> {
+    async fn fetch(&self, kind: &str, id: &str) -> Result<Fetched, StoreError> {
         let pool = self.pg.pool().clone();
         let (kind, id) = (kind.to_owned(), id.to_owned());
-        let row: Option<(String, bool)> = self
+        let host = Arc::clone(&self.host);
+        let row: Option<(String, bool, bool)> = self
             .pg
             .run(async move {
                 let c = pool.get().await?;
                 let row = c
                     .query_opt(
                         "SELECT record, o.host IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a \
-                            WHERE a.application_name = $3 || o.host) \
+                            WHERE a.application_name = $3 || o.host), o.host IS NOT DISTINCT FROM $4 \
                          FROM harness_uhp_object o WHERE kind = $1 AND id = $2",
-                        &[&kind, &id, &HOST_MARK],
+                        &[&kind, &id, &HOST_MARK, &&*host],
                     )
                     .await?;
-                row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose()
+                row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+                    .transpose()
             })
             .await
             .map_err(store_err)?;
-        row.map(|(json, alive)| parse(&json, alive)).transpose()
+        match row {
+            None => Ok(Fetched::Gone),
+            // This host's own last write: its memory is at least as new.
+            Some((_, _, true)) => Ok(Fetched::Unchanged),
+            Some((json, alive, false)) => parse(&json, alive).map(Fetched::Found),
+        }
     }
 
     async fn request_cancel(&self, response_id: &str) -> Result<(), StoreError> {
