@@ -529,6 +529,57 @@ mod two_hosts {
         }
     }
 
+    /// lifecycle.md §5: a server "MUST NOT run two tasks concurrently in the same session";
+    /// "a second task for a busy session MUST fail with 409 and code session_busy". Two
+    /// continuations of one idle session through two hosts at once: one runs, one is refused.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn two_hosts_continuing_one_session_at_once_run_one_task() {
+        let cfg = schema();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let (a, b) = (host(&cfg, &runs).await, host(&cfg, &runs).await);
+        let mut prev = {
+            let (_, t) = call(
+                &a,
+                "ka",
+                "POST",
+                "/v1/responses",
+                None,
+                &json!({"input": "first"}),
+            )
+            .await;
+            json_of(&t)["id"].as_str().unwrap().to_owned()
+        };
+        for _ in 0..3 {
+            let next =
+                json!({"input": "wait 200", "previous_response_id": prev, "background": true});
+            let (x, y) = tokio::join!(
+                call(&a, "ka", "POST", "/v1/responses", None, &next),
+                call(&b, "ka", "POST", "/v1/responses", None, &next),
+            );
+            let mut codes = [x.0, y.0];
+            codes.sort_unstable();
+            assert_eq!(codes, [200, 409], "{x:?} {y:?}");
+            let (ok, busy) = if x.0 == 200 { (x, y) } else { (y, x) };
+            assert_eq!(json_of(&busy.1)["error"]["code"], "session_busy");
+            prev = json_of(&ok.1)["id"].as_str().unwrap().to_owned();
+            // Once it has ended, the session takes the next task, through either host.
+            eventually("the task ends", || async {
+                let (_, t) = call(
+                    &b,
+                    "ka",
+                    "GET",
+                    &format!("/v1/responses/{prev}"),
+                    None,
+                    &Value::Null,
+                )
+                .await;
+                json_of(&t)["status"] == "completed"
+            })
+            .await;
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 4);
+    }
+
     /// streaming.md:121-124 (the terminal event carries the whole response): a finished task
     /// made on A with `stream: true` is replayed as a stream through B for its key.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

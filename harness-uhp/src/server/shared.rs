@@ -310,6 +310,14 @@ impl UhpServer {
                 self.events.push_back(ServerEvent::StartTurn(pending.turn));
                 None
             }
+            Ok(Claimed::SessionBusy) => {
+                self.discard_unclaimed(response_id, &pending);
+                let e = ApiError::new(
+                    "session_busy",
+                    "A task is already running in this session; retry once it has ended.",
+                );
+                Some(Reply::Full(error_response(&e)))
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "uhp: an idempotency key could not be claimed");
                 self.discard_unclaimed(response_id, &pending);

@@ -160,6 +160,8 @@ pub struct KeyClaim {
     pub key: Option<StoredKey>,
     /// The new task.
     pub response_id: String,
+    /// Its session: one task runs in a session at a time (lifecycle.md §5), across hosts.
+    pub session_id: String,
     /// The new task's record ([`StoreRecord::Response`]).
     pub record: StoreRecord,
     /// Written with it: the task's new session.
@@ -184,6 +186,8 @@ pub enum Claimed {
         /// Its record, if it is still stored.
         task: Option<StoreRecord>,
     },
+    /// A task runs in the session already (on another host): nothing was written.
+    SessionBusy,
 }
 
 /// What [`Store::fetch`] found.

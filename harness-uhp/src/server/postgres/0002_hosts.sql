@@ -16,6 +16,16 @@ CREATE TABLE harness_uhp_idempotency (
 
 CREATE INDEX harness_uhp_idempotency_claimed ON harness_uhp_idempotency (claimed_at);
 
+-- The task running in each session (lifecycle.md §5: one at a time), taken with the task's
+-- record, released with its final record; a dead host's is taken over.
+CREATE TABLE harness_uhp_running (
+    session_id  text PRIMARY KEY,
+    response_id text NOT NULL,
+    host        text NOT NULL
+);
+
+CREATE INDEX harness_uhp_running_response ON harness_uhp_running (response_id);
+
 -- The keys of the tasks stored so far (one host at a time kept them in its records only).
 INSERT INTO harness_uhp_idempotency (principal, key, fingerprint, response_id)
 SELECT r->>'principal', r->'task'->'idempotency'->>'key',

@@ -141,36 +141,69 @@ const DELETE: &str = "DELETE FROM harness_uhp_object WHERE kind = $1 AND id = $2
 const NOTIFY: &str =
     "SELECT pg_notify($1, current_schema() || ' ' || $2 || ' ' || $3 || ' ' || $4)";
 
-/// One object written (or deleted, `json` `None`) and announced, inside `tx`.
+/// One object written (or deleted, `json` `None`) and announced, inside `tx`; `ended`: a
+/// task's final record, which frees its session.
 async fn write(
     tx: &harness_core::pg::tokio_postgres::Transaction<'_>,
     host: &str,
     kind: &str,
     id: &str,
     json: Option<&str>,
+    ended: bool,
 ) -> Result<(), PgError> {
     match json {
         Some(j) => tx.execute(UPSERT, &[&kind, &id, &j, &host]).await?,
         None => tx.execute(DELETE, &[&kind, &id]).await?,
     };
+    if ended {
+        tx.execute(
+            "DELETE FROM harness_uhp_running WHERE response_id = $1",
+            &[&id],
+        )
+        .await?;
+    }
     tx.execute(NOTIFY, &[&NOTIFY_CHANNEL, &host, &kind, &id])
         .await?;
     Ok(())
 }
 
-/// A new task's record and its companions (its new session), inside `tx`.
+/// What a claim's transaction found.
+enum Claim {
+    Won,
+    Busy,
+    Held((String, String, Option<String>, Option<bool>)),
+}
+
+/// A new task's record and its companions (its new session), inside `tx`, its session
+/// taken: `false` (nothing written) when a task of a live host runs in the session.
 async fn store_new(
     tx: &harness_core::pg::tokio_postgres::Transaction<'_>,
     host: &str,
+    session_id: &str,
     response_id: &str,
     json: &str,
     also: &[(String, String, String)],
-) -> Result<(), PgError> {
-    write(tx, host, "response", response_id, Some(json)).await?;
-    for (kind, id, j) in also {
-        write(tx, host, kind, id, Some(j)).await?;
+) -> Result<bool, PgError> {
+    let taken = tx
+        .query_opt(
+            "INSERT INTO harness_uhp_running (session_id, response_id, host) VALUES ($1, $2, $3) \
+             ON CONFLICT (session_id) DO UPDATE \
+             SET response_id = EXCLUDED.response_id, host = EXCLUDED.host \
+             WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a \
+                WHERE a.application_name = $4 || harness_uhp_running.host) \
+             RETURNING response_id",
+            &[&session_id, &response_id, &host, &HOST_MARK],
+        )
+        .await?
+        .is_some();
+    if !taken {
+        return Ok(false);
     }
-    Ok(())
+    write(tx, host, "response", response_id, Some(json), false).await?;
+    for (kind, id, j) in also {
+        write(tx, host, kind, id, Some(j), false).await?;
+    }
+    Ok(true)
 }
 
 fn to_json(r: &StoreRecord) -> Result<String, StoreError> {
@@ -222,7 +255,8 @@ impl Store for PgStore {
             } else {
                 Some(to_json(r)?)
             };
-            ops.push((kind.to_owned(), id.to_owned(), json));
+            let ended = matches!(r, StoreRecord::Response { task, .. } if task.response.status.is_terminal());
+            ops.push((kind.to_owned(), id.to_owned(), json, ended));
         }
         let pool = self.pg.pool().clone();
         let host = Arc::clone(&self.host);
@@ -230,8 +264,8 @@ impl Store for PgStore {
             .run(async move {
                 let mut c = pool.get().await?;
                 let tx = c.transaction().await?;
-                for (kind, id, json) in &ops {
-                    write(&tx, &host, kind, id, json.as_deref()).await?;
+                for (kind, id, json, ended) in &ops {
+                    write(&tx, &host, kind, id, json.as_deref(), *ended).await?;
                 }
                 tx.commit().await?;
                 Ok(())
@@ -260,10 +294,14 @@ impl Store for PgStore {
                 let ttl = claim.ttl.as_secs_f64();
                 let mut c = pool.get().await?;
                 let tx = c.transaction().await?;
+                let new = |tx| store_new(tx, &host, &claim.session_id, &claim.response_id, &json, &also);
                 let Some(key) = &claim.key else {
-                    store_new(&tx, &host, &claim.response_id, &json, &also).await?;
+                    if !new(&tx).await? {
+                        tx.rollback().await?;
+                        return Ok(Claim::Busy);
+                    }
                     tx.commit().await?;
-                    return Ok(None);
+                    return Ok(Claim::Won);
                 };
                 tx.execute(
                     "DELETE FROM harness_uhp_idempotency WHERE (principal, key) IN \
@@ -287,9 +325,12 @@ impl Store for PgStore {
                     .await?
                     .is_some();
                 if won {
-                    store_new(&tx, &host, &claim.response_id, &json, &also).await?;
+                    if !new(&tx).await? {
+                        tx.rollback().await?;
+                        return Ok(Claim::Busy);
+                    }
                     tx.commit().await?;
-                    return Ok(None);
+                    return Ok(Claim::Won);
                 }
                 let row = tx
                     .query_one(
@@ -305,13 +346,14 @@ impl Store for PgStore {
                 let held: (String, String, Option<String>, Option<bool>) =
                     (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?, row.try_get(3)?);
                 tx.rollback().await?;
-                Ok(Some(held))
+                Ok(Claim::Held(held))
             })
             .await
             .map_err(store_err)?;
         match held {
-            None => Ok(Claimed::Won),
-            Some((fingerprint, response_id, record, alive)) => Ok(Claimed::Held {
+            Claim::Won => Ok(Claimed::Won),
+            Claim::Busy => Ok(Claimed::SessionBusy),
+            Claim::Held((fingerprint, response_id, record, alive)) => Ok(Claimed::Held {
                 response_id,
                 fingerprint,
                 task: record

@@ -363,6 +363,7 @@ impl UhpServer {
         if self.cfg.shared && self.cfg.persist {
             // Several hosts: the task is stored (its key claimed with it) before anyone is
             // answered, and its turn starts once the key is the task's (`claim_resolved`).
+            let turn_session = turn.session_id.clone();
             let mut also = Vec::new();
             if new_session {
                 if let Some(s) = self.sessions.get(&turn.session_id) {
@@ -385,6 +386,7 @@ impl UhpServer {
                 principal: p.clone(),
                 key: idempotency,
                 response_id: rid,
+                session_id: turn_session,
                 record,
                 also,
                 ttl: self.cfg.idempotency_ttl,

@@ -198,10 +198,14 @@ impl UhpServer {
                 h.push(Event::new(rid, EventBody::Output(Message::assistant(text))));
             }
         }
-        // A deleted response stays deleted in the store too.
-        if self.cfg.persist && !t_deleted {
+        // Its final record (which also frees its session in a shared store); a deleted
+        // response stays deleted in the store too.
+        if self.cfg.persist {
             if let Some(r) = self.tasks.get(rid).map(StoreRecord::task) {
                 self.persist(|| r);
+            }
+            if t_deleted {
+                self.persist(|| StoreRecord::ResponseDeleted { id: rid.to_owned() });
             }
         }
         self.persist_session(&sid);
