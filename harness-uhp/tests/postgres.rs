@@ -597,7 +597,7 @@ mod two_hosts {
             let data = s
                 .lines()
                 .filter_map(|l| l.strip_prefix("data: "))
-                .last()
+                .next_back()
                 .unwrap();
             json_of(data)
         };

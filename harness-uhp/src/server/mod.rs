@@ -13,6 +13,7 @@
 //! | [`file`](mod@file) | uploads, inline files, artifacts, download headers, the archive (files.md) |
 //! | [`error`] | the error envelope and codes (errors.md) |
 //! | [`store`] | what is persisted ([`StoreRecord`]) and the [`Store`] trait the driver writes to |
+//! | `shared` | several hosts on one store: keys claimed in it, other hosts' objects read from it, cancel asked of the running host |
 //! | [`driver`] | runs any [`Harness`](harness_core::Harness) for a task, `futures` only |
 //! | `axum` (feature `axum`) | a nestable `Router`, a hyper server with header/idle timeouts, the on-disk store |
 //!
@@ -43,6 +44,27 @@
 //! [`Store`] (an async trait, never called from inside the machine). At start the driver
 //! reads the store back and feeds each record to [`UhpServer::restore`]; a task that was still
 //! running at the crash is restored `failed`, never run a second time.
+//!
+//! # Several hosts on one store
+//!
+//! A store several hosts serve from at once ([`Store::shared`]: the `postgres` feature's
+//! `PgStore`) sets [`UhpServerConfig::shared`], and the machine's memory becomes a cache of
+//! the store, still without I/O of its own:
+//! - a new task is stored before anyone is answered, in one transaction with its
+//!   `Idempotency-Key` (unique per principal and key) and its session's turn slot
+//!   ([`ServerEvent::Claim`], [`UhpServer::claim_resolved`]): a key repeated through any
+//!   host names the first task (waited for if it runs, `422` for another body), never a
+//!   second run; a busy session is `409 session_busy` on every host;
+//! - before a request naming a task or a session this host does not run, the driver reads
+//!   it from the store ([`UhpServer::remote_reads`], [`UhpServer::refresh`]); the store also
+//!   reports what other hosts write ([`Store::watch`]), which the driver reads likewise;
+//! - a task running on another host is `in_progress` here until its host stores its end;
+//!   cancelling it asks that host ([`ServerEvent::CancelRemote`]) and is answered with the
+//!   cancelled task ([`REMOTE_CANCEL_WAIT`] at most); a task whose host is gone reads
+//!   `failed`.
+//!
+//! What runs on a host is never replaced from the store: the host running a task is its
+//! only writer. Every read still goes through the machine's principal checks.
 //!
 //! ```
 //! use std::time::Instant;

@@ -13,6 +13,14 @@
 //! conversation, artifacts and share), a configured harness, an upload, and each deletion.
 //! [`MemoryStore`] keeps nothing (the machine's memory is the store); the `axum` feature's
 //! `FileStore` writes them to disk, and the `postgres` feature's `PgStore` to PostgreSQL.
+//!
+//! A store several hosts serve from at once says so ([`Store::shared`]) and does four more
+//! things (each with a single-host default, so the memory and file stores are unchanged):
+//! [`claim`](Store::claim) stores a new task with its idempotency key and its session's turn
+//! slot atomically, [`fetch`](Store::fetch) reads one object as another host left it,
+//! [`watch`](Store::watch) reports other hosts' writes as they commit, and
+//! [`request_cancel`](Store::request_cancel) asks the host running a task to stop it. See
+//! [the server's docs](super#several-hosts-on-one-store).
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

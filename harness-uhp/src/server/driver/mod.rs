@@ -97,7 +97,7 @@ struct State {
     aborts: HashMap<String, AbortHandle>,
     stopped: HashSet<String>,
     /// Claims the last request made (taken by `UhpService::handle`).
-    claims: Vec<Box<KeyClaim>>,
+    claims: Vec<KeyClaim>,
 }
 
 struct Shared {
@@ -184,7 +184,7 @@ impl Shared {
     fn call_claiming<R>(
         &self,
         f: impl FnOnce(&mut UhpServer, Now) -> R,
-    ) -> (R, Vec<Box<KeyClaim>>) {
+    ) -> (R, Vec<KeyClaim>) {
         let now = self.now();
         let mut st = self.lock();
         let r = f(&mut st.server, now);
@@ -246,7 +246,7 @@ impl Shared {
         // A claim made outside a request (an admin call): `run` claims and resolves it.
         for c in std::mem::take(&mut st.claims) {
             let (tx, _) = oneshot::channel();
-            let _ = self.remote_tx.unbounded_send(Remote::Claim(c, tx));
+            let _ = self.remote_tx.unbounded_send(Remote::Claim(Box::new(c), tx));
         }
         r
     }
@@ -279,7 +279,7 @@ impl Shared {
                     }
                 },
                 ServerEvent::Persist(r) => records.push(*r),
-                ServerEvent::Claim(c) => st.claims.push(c),
+                ServerEvent::Claim(c) => st.claims.push(*c),
                 ServerEvent::CancelRemote { response_id } => {
                     let _ = self.remote_tx.unbounded_send(Remote::Cancel(response_id));
                 }
@@ -421,7 +421,7 @@ impl UhpService {
             if self
                 .shared
                 .remote_tx
-                .unbounded_send(Remote::Claim(claim, tx))
+                .unbounded_send(Remote::Claim(Box::new(claim), tx))
                 .is_err()
             {
                 break;
