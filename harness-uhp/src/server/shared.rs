@@ -143,13 +143,14 @@ impl UhpServer {
                 }
                 let ended = t.response.status.is_terminal();
                 let keep = t.store;
-                self.tasks.insert(id.clone(), t);
+                let new = self.tasks.insert(id.clone(), t).is_none();
                 if ended {
                     if let Some(t) = self.tasks.get_mut(&id) {
                         answer_waiters(t, &mut self.waits, &mut self.events);
                     }
                 }
-                if keep && !self.stored_order.contains(&id) {
+                // Kept like this host's own responses: the oldest is forgotten first.
+                if keep && new {
                     self.stored_order.push_back(id);
                     while self.stored_order.len() > self.cfg.max_stored_responses {
                         match self.stored_order.pop_front() {

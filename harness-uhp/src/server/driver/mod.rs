@@ -130,11 +130,14 @@ struct Writes {
 }
 
 impl Writes {
-    fn keys(records: &[StoreRecord]) -> impl Iterator<Item = (String, String)> + '_ {
-        records.iter().map(|r| {
-            let (k, i) = r.key();
-            (k.to_owned(), i.to_owned())
-        })
+    fn keys(records: &[StoreRecord]) -> Vec<(String, String)> {
+        records
+            .iter()
+            .map(|r| {
+                let (k, i) = r.key();
+                (k.to_owned(), i.to_owned())
+            })
+            .collect()
     }
 
     fn begin(&self, records: &[StoreRecord]) {
@@ -144,9 +147,9 @@ impl Writes {
         }
     }
 
-    fn end(&self, records: &[StoreRecord]) {
+    fn end(&self, keys: Vec<(String, String)>) {
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        for k in Self::keys(records) {
+        for k in keys {
             if let Some(n) = p.get_mut(&k) {
                 *n = n.saturating_sub(1);
                 if *n == 0 {
@@ -181,10 +184,7 @@ impl Shared {
     }
 
     /// Runs `f` on the machine, then does what its events ask; the claims it made.
-    fn call_claiming<R>(
-        &self,
-        f: impl FnOnce(&mut UhpServer, Now) -> R,
-    ) -> (R, Vec<KeyClaim>) {
+    fn call_claiming<R>(&self, f: impl FnOnce(&mut UhpServer, Now) -> R) -> (R, Vec<KeyClaim>) {
         let now = self.now();
         let mut st = self.lock();
         let r = f(&mut st.server, now);
@@ -246,7 +246,9 @@ impl Shared {
         // A claim made outside a request (an admin call): `run` claims and resolves it.
         for c in std::mem::take(&mut st.claims) {
             let (tx, _) = oneshot::channel();
-            let _ = self.remote_tx.unbounded_send(Remote::Claim(Box::new(c), tx));
+            let _ = self
+                .remote_tx
+                .unbounded_send(Remote::Claim(Box::new(c), tx));
         }
         r
     }

@@ -104,10 +104,10 @@ impl UhpService {
                     let keys = write_weak
                         .upgrade()
                         .filter(|s| s.shared)
-                        .map(|_| batch.clone());
+                        .map(|_| super::Writes::keys(&batch));
                     let _ = write_store.append(batch).await;
                     if let (Some(keys), Some(s)) = (keys, write_weak.upgrade()) {
-                        s.writes.end(&keys);
+                        s.writes.end(keys);
                     }
                 }
             };
