@@ -176,13 +176,13 @@ mod two_hosts {
         serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
     }
 
-    /// Polls `f` until it holds (2 s at most).
+    /// Polls `f` until it holds (5 s at most).
     async fn eventually<F, Fut>(what: &str, mut f: F)
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = bool>,
     {
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let deadline = Instant::now() + Duration::from_secs(5);
         while !f().await {
             assert!(Instant::now() < deadline, "never: {what}");
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -537,6 +537,8 @@ mod two_hosts {
         let cfg = schema();
         let runs = Arc::new(AtomicUsize::new(0));
         let (a, b) = (host(&cfg, &runs).await, host(&cfg, &runs).await);
+        // Each racing task runs 1 s: the slower request claims while the faster one's task
+        // still runs (on a loaded machine too).
         let mut prev = {
             let (_, t) = call(
                 &a,
@@ -549,9 +551,9 @@ mod two_hosts {
             .await;
             json_of(&t)["id"].as_str().unwrap().to_owned()
         };
-        for _ in 0..3 {
+        for _ in 0..2 {
             let next =
-                json!({"input": "wait 200", "previous_response_id": prev, "background": true});
+                json!({"input": "wait 1000", "previous_response_id": prev, "background": true});
             let (x, y) = tokio::join!(
                 call(&a, "ka", "POST", "/v1/responses", None, &next),
                 call(&b, "ka", "POST", "/v1/responses", None, &next),
@@ -577,7 +579,7 @@ mod two_hosts {
             })
             .await;
         }
-        assert_eq!(runs.load(Ordering::SeqCst), 4);
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
     }
 
     /// streaming.md:121-124 (the terminal event carries the whole response): a finished task
