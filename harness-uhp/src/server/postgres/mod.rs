@@ -175,7 +175,9 @@ enum Claim {
 }
 
 /// A new task's record and its companions (its new session), inside `tx`, its session
-/// taken: `false` (nothing written) when a task of a live host runs in the session.
+/// taken: `false` (nothing written) when a task of another live host runs in the session.
+/// This host's own slot is taken over: its machine already found the session idle (its last
+/// task ended, whose final record may still be on its way to the database).
 async fn store_new(
     tx: &harness_core::pg::tokio_postgres::Transaction<'_>,
     host: &str,
@@ -189,7 +191,7 @@ async fn store_new(
             "INSERT INTO harness_uhp_running (session_id, response_id, host) VALUES ($1, $2, $3) \
              ON CONFLICT (session_id) DO UPDATE \
              SET response_id = EXCLUDED.response_id, host = EXCLUDED.host \
-             WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a \
+             WHERE harness_uhp_running.host = EXCLUDED.host OR NOT EXISTS (SELECT 1 FROM pg_stat_activity a \
                 WHERE a.application_name = $4 || harness_uhp_running.host) \
              RETURNING response_id",
             &[&session_id, &response_id, &host, &HOST_MARK],
