@@ -13,7 +13,9 @@
 //!
 //! `--data DIR` keeps responses, sessions, harnesses and idempotency keys on disk (they
 //! survive a restart); `--database-url postgres://…` keeps them in PostgreSQL (`--features
-//! postgres`: a replacement host started on the database takes over); without either
+//! postgres`), where several processes serve the same objects at once (a key used through one
+//! is the same task through another; a task made on one is read and cancelled through
+//! another); without either
 //! everything lives in memory. The model is a deterministic
 //! stand-in that answers the tasks the official conformance suite sends, paced like a real
 //! model (a short wait before the first token, then one delta at a time): the pacing is the

@@ -67,6 +67,11 @@ pub struct UhpServerConfig {
     pub public_url: Option<String>,
     /// Emit [`ServerEvent::Persist`](super::ServerEvent::Persist) records (set by the driver when a durable store is used).
     pub persist: bool,
+    /// The store is shared with other hosts serving the same objects (set by the driver from
+    /// [`Store::shared`](super::Store::shared)): idempotency keys are claimed in it
+    /// ([`ServerEvent::Claim`](super::ServerEvent::Claim)), other hosts' tasks are read from it
+    /// and stay `in_progress` here until their host ends them. Needs `persist`.
+    pub shared: bool,
 }
 
 impl UhpServerConfig {
@@ -97,6 +102,7 @@ impl UhpServerConfig {
             max_task_duration: Duration::from_secs(3600),
             public_url: None,
             persist: false,
+            shared: false,
         }
     }
 

@@ -422,6 +422,11 @@ impl Registry {
         }
     }
 
+    /// Forgets a configured harness another host deleted.
+    pub(crate) fn forget(&mut self, id: &str) {
+        self.owned.remove(id);
+    }
+
     /// Restores a harness from the store.
     pub(crate) fn restore(&mut self, p: Principal, h: HarnessObject) {
         if !self.is_builtin(&h.id) {

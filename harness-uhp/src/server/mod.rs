@@ -13,6 +13,7 @@
 //! | [`file`](mod@file) | uploads, inline files, artifacts, download headers, the archive (files.md) |
 //! | [`error`] | the error envelope and codes (errors.md) |
 //! | [`store`] | what is persisted ([`StoreRecord`]) and the [`Store`] trait the driver writes to |
+//! | `shared` | several hosts on one store: keys claimed in it, other hosts' objects read from it, cancel asked of the running host |
 //! | [`driver`] | runs any [`Harness`](harness_core::Harness) for a task, `futures` only |
 //! | `axum` (feature `axum`) | a nestable `Router`, a hyper server with header/idle timeouts, the on-disk store |
 //!
@@ -43,6 +44,27 @@
 //! [`Store`] (an async trait, never called from inside the machine). At start the driver
 //! reads the store back and feeds each record to [`UhpServer::restore`]; a task that was still
 //! running at the crash is restored `failed`, never run a second time.
+//!
+//! # Several hosts on one store
+//!
+//! A store several hosts serve from at once ([`Store::shared`]: the `postgres` feature's
+//! `PgStore`) sets [`UhpServerConfig::shared`], and the machine's memory becomes a cache of
+//! the store, still without I/O of its own:
+//! - a new task is stored before anyone is answered, in one transaction with its
+//!   `Idempotency-Key` (unique per principal and key) and its session's turn slot
+//!   ([`ServerEvent::Claim`], [`UhpServer::claim_resolved`]): a key repeated through any
+//!   host names the first task (waited for if it runs, `422` for another body), never a
+//!   second run; a busy session is `409 session_busy` on every host;
+//! - before a request naming a task or a session this host does not run, the driver reads
+//!   it from the store ([`UhpServer::remote_reads`], [`UhpServer::refresh`]); the store also
+//!   reports what other hosts write ([`Store::watch`]), which the driver reads likewise;
+//! - a task running on another host is `in_progress` here until its host stores its end;
+//!   cancelling it asks that host ([`ServerEvent::CancelRemote`]) and is answered with the
+//!   cancelled task ([`REMOTE_CANCEL_WAIT`] at most); a task whose host is gone reads
+//!   `failed`.
+//!
+//! What runs on a host is never replaced from the store: the host running a task is its
+//! only writer. Every read still goes through the machine's principal checks.
 //!
 //! ```
 //! use std::time::Instant;
@@ -90,6 +112,7 @@ pub mod file;
 pub mod harness;
 pub mod route;
 mod session;
+mod shared;
 pub mod store;
 mod stream;
 mod task;
@@ -111,7 +134,11 @@ pub use driver::{ServiceBuilder, UhpService};
 pub use error::ApiError;
 pub use harness::{Base, HarnessObject};
 pub use route::Route;
-pub use store::{MemoryStore, Store, StoreError, StoreRecord};
+pub use shared::REMOTE_CANCEL_WAIT;
+pub use store::{
+    Change, Claimed, Fetched, KeyClaim, MemoryStore, OnChange, Store, StoreError, StoreRecord,
+    Watch,
+};
 
 use crate::protocol::PROTOCOL_VERSION;
 use harness_core::Start;
@@ -248,6 +275,16 @@ pub enum ServerEvent {
     Wake(Wake),
     /// Write this record to the store (only with [`UhpServerConfig::persist`]).
     Persist(Box<StoreRecord>),
+    /// Claim an `Idempotency-Key` with its new task's record in the shared store
+    /// ([`Store::claim`], only with [`UhpServerConfig::shared`]), then call
+    /// [`UhpServer::claim_resolved`]: the task's turn waits for it.
+    Claim(Box<KeyClaim>),
+    /// Ask the host running this task to cancel it ([`Store::request_cancel`], only with
+    /// [`UhpServerConfig::shared`]).
+    CancelRemote {
+        /// The task.
+        response_id: String,
+    },
 }
 
 /// How a turn ended, as the driver saw it.
@@ -289,6 +326,7 @@ pub struct UhpServer {
     idem_order: VecDeque<(Principal, String)>,
     streams: HashMap<StreamId, stream::Stream>,
     waits: HashMap<WaitId, task::Wait>,
+    claims: HashMap<String, shared::PendingClaim>,
     events: VecDeque<ServerEvent>,
     next_handle: u64,
     next_keep_alive: Option<Instant>,
@@ -323,6 +361,7 @@ impl UhpServer {
             idem_order: VecDeque::new(),
             streams: HashMap::new(),
             waits: HashMap::new(),
+            claims: HashMap::new(),
             events: VecDeque::new(),
             next_handle: 0,
             next_keep_alive: None,
@@ -494,7 +533,7 @@ impl UhpServer {
                     }),
                 ))
             }
-            Route::CancelResponse(id) => full(self.cancel_response(now, p, &id)?),
+            Route::CancelResponse(id) => self.cancel_response(now, p, &id),
             Route::ListSessions => full(self.list_sessions(p, req.target)?),
             Route::GetSession(id) => full(json_response(200, &self.session(p, &id)?.object())),
             Route::SessionTurns(id) => {
@@ -544,12 +583,13 @@ impl UhpServer {
         let budgets = self
             .running
             .iter()
+            .filter(|id| !self.claims.contains_key(*id))
             .filter_map(|id| self.tasks.get(id).map(|t| t.deadline))
             .min();
-        match (budgets, self.next_keep_alive) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [budgets, self.next_keep_alive, self.next_wait_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Ends the tasks whose budget ran out (`incomplete`) and writes keep-alives.
@@ -557,6 +597,7 @@ impl UhpServer {
         let due: Vec<(String, &'static str)> = self
             .running
             .iter()
+            .filter(|id| !self.claims.contains_key(*id))
             .filter_map(|id| {
                 let t = self.tasks.get(id)?;
                 (t.deadline <= now.instant).then(|| (id.clone(), t.deadline_reason))
@@ -565,6 +606,7 @@ impl UhpServer {
         for (id, reason) in due {
             self.finish_task(now, &id, task::Outcome::Incomplete(reason), true);
         }
+        self.expire_waits(now.instant);
         if self.next_keep_alive.is_some_and(|at| at <= now.instant) {
             self.keep_alive_tick();
             self.next_keep_alive = (!self.streams.is_empty())

@@ -251,6 +251,9 @@ impl UhpServer {
         if !expired {
             for t in &s.turns {
                 self.tasks.remove(&t.response_id);
+                self.persist(|| StoreRecord::ResponseDeleted {
+                    id: t.response_id.clone(),
+                });
             }
         }
         if expired {
@@ -335,9 +338,15 @@ impl UhpServer {
         p: &Principal,
         id: &str,
     ) -> Result<http::Response<Vec<u8>>, ApiError> {
-        let running = self.session(p, id)?.running.clone();
+        let mut running = self.session(p, id)?.running.clone();
         if let Some(rid) = &running {
             self.finish_task(now, rid, Outcome::Cancelled, true);
+        } else if let Some(rid) = self.remote_running_in(id) {
+            // Running on another host: that host is asked to stop it.
+            self.events.push_back(super::ServerEvent::CancelRemote {
+                response_id: rid.clone(),
+            });
+            running = Some(rid);
         }
         let mut v = self.session(p, id)?.object();
         v["cancelled"] = json!(running.into_iter().collect::<Vec<_>>());
@@ -353,6 +362,8 @@ impl UhpServer {
         p: &Principal,
         id: &str,
     ) -> Result<http::Response<Vec<u8>>, ApiError> {
+        // A task running on another host is cancelled there when that host reads the
+        // deletion (then it deletes the session again, after the task's last records).
         if let Some(rid) = self.session(p, id)?.running.clone() {
             self.finish_task(now, &rid, Outcome::Cancelled, true);
         }

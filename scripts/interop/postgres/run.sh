@@ -93,6 +93,51 @@ expect "\"id\":\"$first\"" "$work/again.out"
 kill "$uhp_pid"; wait "$uhp_pid" 2>/dev/null || true; uhp_pid=""
 echo "interop postgres: uhp_server across a SIGKILL: 2 passed, 0 failed"
 
+# Two uhp_server processes on one database at once: a task created through A with an
+# Idempotency-Key is the task B answers for that key (no second task; another body is 422);
+# B reads it; a task running on A is cancelled through B (A stops it, B answers `cancelled`)
+# and A reads it cancelled.
+uhp_at() { # uhp_at PORT: starts a uhp_server there, waits for it
+    target/debug/examples/uhp_server --addr "127.0.0.1:$1" --api-key k \
+        --database-url "$HARNESS_PG_URL" >>"$work/uhp2.log" 2>&1 &
+    hosts+=("$!")
+    for _ in $(seq 1 100); do
+        curl -fsS "http://127.0.0.1:$1/v1/uhp" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "FAIL: uhp_server on $1 did not start"; cat "$work/uhp2.log"; exit 1
+}
+ua=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+ub=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+uhp_at "$ua"; uhp_at "$ub"
+req() { # req PORT METHOD PATH [KEY] [BODY]
+    curl -sS -X "$2" -H 'authorization: Bearer k' ${4:+-H "idempotency-key: $4"} \
+        -H 'content-type: application/json' ${5:+-d "$5"} "http://127.0.0.1:$1$3"
+}
+key="two-hosts-$RANDOM$RANDOM"
+req "$ua" POST /v1/responses "$key" '{"input":"Reply with exactly: shared"}' >"$work/ua.out"
+expect '"status":"completed"' "$work/ua.out"
+tid="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$work/ua.out")"
+req "$ub" POST /v1/responses "$key" '{"input":"Reply with exactly: shared"}' >"$work/ub.out"
+expect "\"id\":\"$tid\"" "$work/ub.out"
+req "$ub" POST /v1/responses "$key" '{"input":"Reply with exactly: other"}' >"$work/ub422.out"
+expect 'harnessrs_idempotency_key_reused' "$work/ub422.out"
+req "$ub" GET "/v1/responses/$tid" >"$work/ubget.out"
+expect '"status":"completed"' "$work/ubget.out"
+expect '"text":"shared"' "$work/ubget.out"
+req "$ua" POST /v1/responses "" '{"input":"Count slowly from 1 to 60","background":true}' >"$work/slow.out"
+sid="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$work/slow.out")"
+sleep 1
+cancel_s="$(curl -sS -o "$work/cancel.out" -w '%{time_total}' -X POST -H 'authorization: Bearer k' \
+    "http://127.0.0.1:$ub/v1/responses/$sid/cancel")"
+expect '"status":"cancelled"' "$work/cancel.out"
+req "$ua" GET "/v1/responses/$sid" >"$work/cancelled.out"
+expect '"status":"cancelled"' "$work/cancelled.out"
+expect '"text":"1' "$work/cancelled.out"
+for p in "${hosts[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null || true; done
+hosts=()
+echo "interop postgres: two uhp_server processes on one database: 6 passed, 0 failed (cancel through B of A's task answered in ${cancel_s} s)"
+
 # Two tanstack_host processes on one database: a prompt through host A; host B's stream of
 # the thread (opened before the prompt) carries every event live with A's cursors (B is woken
 # by LISTEN/NOTIFY), and a reader on B resuming with Last-Event-ID 5 gets 6.. and nothing

@@ -131,6 +131,8 @@ impl ServiceBuilder {
         let bases = self.harnesses.iter().map(|(b, _)| b.clone()).collect();
         let mut cfg = UhpServerConfig::new(bases, self.models);
         cfg.persist = self.store.durable();
+        let shared = self.store.durable() && self.store.shared();
+        cfg.shared = shared;
         for f in self.configure {
             f(&mut cfg);
         }
@@ -143,6 +145,7 @@ impl ServiceBuilder {
         }
         let (turn_tx, turn_rx) = mpsc::unbounded();
         let (store_tx, store_rx) = mpsc::unbounded();
+        let (remote_tx, remote_rx) = mpsc::unbounded();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 server,
@@ -150,6 +153,7 @@ impl ServiceBuilder {
                 wait_wakers: HashMap::new(),
                 aborts: HashMap::new(),
                 stopped: HashSet::new(),
+                claims: Vec::new(),
             }),
             harnesses: self
                 .harnesses
@@ -162,9 +166,13 @@ impl ServiceBuilder {
             clock: Arc::new(clock),
             wall_ms: Arc::new(wall_ms),
             store: self.store,
+            shared,
             turn_tx,
             store_tx,
-            receivers: Mutex::new(Some((turn_rx, store_rx))),
+            remote_tx,
+            receivers: Mutex::new(Some((turn_rx, store_rx, remote_rx))),
+            watch: Mutex::new(None),
+            writes: Default::default(),
         });
         if let Some(f) = self.file_tools {
             f.bind(&shared);

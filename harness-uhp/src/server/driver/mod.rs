@@ -44,7 +44,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
-use futures::channel::mpsc;
+use futures::channel::{mpsc, oneshot};
 use futures::future::AbortHandle;
 use harness_core::Harness;
 use harness_core::clock::MonotonicClock;
@@ -56,7 +56,7 @@ use self::body::WaitFor;
 pub use self::body::{Body, EventStream};
 pub use self::builder::ServiceBuilder;
 pub use self::files::FileTools;
-use super::store::{Store, StoreRecord};
+use super::store::{Claimed, Fetched, KeyClaim, Store, StoreError, StoreRecord, Watch};
 use super::{
     Now, Principal, Reply, Request, ServerEvent, StreamId, TurnEnd, UhpServer, UhpTurnRequest,
     WaitId, Wake,
@@ -77,7 +77,18 @@ type WallMs = Arc<dyn Fn() -> i64 + Send + Sync>;
 type Receivers = (
     mpsc::UnboundedReceiver<UhpTurnRequest>,
     mpsc::UnboundedReceiver<Vec<StoreRecord>>,
+    mpsc::UnboundedReceiver<Remote>,
 );
+
+/// Work for a shared store, done inside [`UhpService::run`].
+enum Remote {
+    /// Claim a key; the request's answer goes back (or, the request gone, is resolved there).
+    Claim(Box<KeyClaim>, oneshot::Sender<ClaimAnswer>),
+    /// Ask the host running a task to cancel it.
+    Cancel(String),
+}
+
+type ClaimAnswer = (String, Result<Claimed, StoreError>);
 
 struct State {
     server: UhpServer,
@@ -85,6 +96,8 @@ struct State {
     wait_wakers: HashMap<WaitId, Waker>,
     aborts: HashMap<String, AbortHandle>,
     stopped: HashSet<String>,
+    /// Claims the last request made (taken by `UhpService::handle`).
+    claims: Vec<KeyClaim>,
 }
 
 struct Shared {
@@ -96,9 +109,68 @@ struct Shared {
     clock: Arc<dyn MonotonicClock>,
     wall_ms: WallMs,
     store: Arc<dyn Store>,
+    /// The store is shared with other hosts.
+    shared: bool,
     turn_tx: mpsc::UnboundedSender<UhpTurnRequest>,
     store_tx: mpsc::UnboundedSender<Vec<StoreRecord>>,
+    remote_tx: mpsc::UnboundedSender<Remote>,
     receivers: Mutex<Option<Receivers>>,
+    /// The store's watch of other hosts (a shared store), while `run` runs.
+    watch: Mutex<Option<Box<dyn Watch>>>,
+    /// This host's writes under way (a shared store).
+    writes: Writes,
+}
+
+/// The objects this host is writing: a read of one of them from the store is older than
+/// the machine's copy.
+#[derive(Default)]
+struct Writes {
+    pending: Mutex<HashMap<(String, String), usize>>,
+    generation: std::sync::atomic::AtomicU64,
+}
+
+impl Writes {
+    fn keys(records: &[StoreRecord]) -> Vec<(String, String)> {
+        records
+            .iter()
+            .map(|r| {
+                let (k, i) = r.key();
+                (k.to_owned(), i.to_owned())
+            })
+            .collect()
+    }
+
+    fn begin(&self, records: &[StoreRecord]) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        for k in Self::keys(records) {
+            *p.entry(k).or_insert(0) += 1;
+        }
+    }
+
+    fn end(&self, keys: Vec<(String, String)>) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        for k in keys {
+            if let Some(n) = p.get_mut(&k) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    p.remove(&k);
+                }
+            }
+        }
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn pending(&self, kind: &str, id: &str) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&(kind.to_owned(), id.to_owned()))
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl Shared {
@@ -111,12 +183,73 @@ impl Shared {
         Now::new(self.clock.now(), (self.wall_ms)())
     }
 
+    /// Runs `f` on the machine, then does what its events ask; the claims it made.
+    fn call_claiming<R>(&self, f: impl FnOnce(&mut UhpServer, Now) -> R) -> (R, Vec<KeyClaim>) {
+        let now = self.now();
+        let mut st = self.lock();
+        let r = f(&mut st.server, now);
+        self.dispatch(&mut st);
+        (r, std::mem::take(&mut st.claims))
+    }
+
+    /// Reads what `req` names from the shared store into the machine (a task, then its
+    /// session). A store that fails is logged: the machine answers from what it holds.
+    async fn read_remote(&self, req: &Request<'_>, authenticated: Option<bool>) {
+        let mut done: Vec<(&'static str, String)> = Vec::new();
+        for _ in 0..2 {
+            let wanted: Vec<_> = self
+                .lock()
+                .server
+                .remote_reads(req, authenticated)
+                .into_iter()
+                .filter(|w| !done.contains(w))
+                .collect();
+            if wanted.is_empty() {
+                return;
+            }
+            for (kind, id) in wanted {
+                self.fetch(kind, &id).await;
+                done.push((kind, id));
+            }
+        }
+    }
+
+    /// Reads one object from the store into the machine. What this host is still writing
+    /// (or wrote while the read was under way) is not replaced by an older stored version:
+    /// the read is retried once the write is done.
+    async fn fetch(&self, kind: &str, id: &str) {
+        for _ in 0..3 {
+            let before = self.writes.generation();
+            if self.writes.pending(kind, id) {
+                return; // this host's own write is newer than anything stored
+            }
+            let got = self.store.fetch(kind, id).await;
+            if self.writes.generation() != before {
+                continue; // a write of this host's ended meanwhile: read again
+            }
+            match got {
+                Ok(Fetched::Found(r)) => self.call(|s, now| s.refresh(now, r)),
+                Ok(Fetched::Gone) => self.call(|s, now| s.refresh_gone(now, kind, id)),
+                Ok(Fetched::Unchanged) => {}
+                Err(e) => tracing::warn!(error = %e, kind, "uhp: reading the shared store failed"),
+            }
+            return;
+        }
+    }
+
     /// Runs `f` on the machine, then does what its events ask.
     fn call<R>(&self, f: impl FnOnce(&mut UhpServer, Now) -> R) -> R {
         let now = self.now();
         let mut st = self.lock();
         let r = f(&mut st.server, now);
         self.dispatch(&mut st);
+        // A claim made outside a request (an admin call): `run` claims and resolves it.
+        for c in std::mem::take(&mut st.claims) {
+            let (tx, _) = oneshot::channel();
+            let _ = self
+                .remote_tx
+                .unbounded_send(Remote::Claim(Box::new(c), tx));
+        }
         r
     }
 
@@ -148,10 +281,59 @@ impl Shared {
                     }
                 },
                 ServerEvent::Persist(r) => records.push(*r),
+                ServerEvent::Claim(c) => st.claims.push(*c),
+                ServerEvent::CancelRemote { response_id } => {
+                    let _ = self.remote_tx.unbounded_send(Remote::Cancel(response_id));
+                }
             }
         }
         if !records.is_empty() {
+            if self.shared {
+                self.writes.begin(&records);
+            }
             let _ = self.store_tx.unbounded_send(records); // ok: no runner, nothing to keep
+        }
+    }
+}
+
+/// A request waiting for its claim. Dropped before the answer came (the client went away):
+/// an answer already sent is resolved here, else `run` resolves it.
+struct ClaimGuard {
+    shared: Arc<Shared>,
+    rx: oneshot::Receiver<ClaimAnswer>,
+    done: bool,
+}
+
+impl Drop for ClaimGuard {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Ok(Some((rid, result))) = self.rx.try_recv() {
+            self.shared.call(|s, now| {
+                if let Some(r) = s.claim_resolved(now, &rid, result) {
+                    run::discard(s, r);
+                }
+            });
+        }
+    }
+}
+
+/// A reply held by the request (dropping it closes its stream or wait).
+enum Answer {
+    Full(http::Response<Vec<u8>>),
+    Stream(http::Response<()>, EventStream),
+    Wait(WaitFor),
+}
+
+impl Answer {
+    fn new(shared: &Arc<Shared>, reply: Reply) -> Answer {
+        match reply {
+            Reply::Full(r) => Answer::Full(r),
+            Reply::Stream(head, id) => {
+                Answer::Stream(head, EventStream::new(Arc::clone(shared), id))
+            }
+            Reply::Wait(id) => Answer::Wait(WaitFor::new(Arc::clone(shared), id)),
         }
     }
 }
@@ -218,22 +400,56 @@ impl UhpService {
             .uri
             .path_and_query()
             .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
-        let reply = self.shared.call(|s, now| {
-            let r = Request::new(parts.method.as_str(), &target, &parts.headers, &body);
+        let request = || Request::new(parts.method.as_str(), &target, &parts.headers, &body);
+        if self.shared.shared {
+            let authenticated = match &caller {
+                CallerAuth::Bearer => None,
+                CallerAuth::Principal(_) => Some(true),
+                CallerAuth::Anonymous => Some(false),
+            };
+            self.shared.read_remote(&request(), authenticated).await;
+        }
+        let (reply, claims) = self.shared.call_claiming(|s, now| {
+            let r = request();
             match caller {
                 CallerAuth::Bearer => s.handle_request(now, &r),
                 CallerAuth::Principal(p) => s.handle_request_as(now, Some(p), &r),
                 CallerAuth::Anonymous => s.handle_request_as(now, None, &r),
             }
         });
-        match reply {
-            Reply::Full(r) => r.map(Body::Full),
-            Reply::Stream(head, id) => {
-                head.map(|()| Body::Stream(EventStream::new(Arc::clone(&self.shared), id)))
+        let mut answer = Answer::new(&self.shared, reply);
+        for claim in claims {
+            let (tx, rx) = oneshot::channel();
+            if self
+                .shared
+                .remote_tx
+                .unbounded_send(Remote::Claim(Box::new(claim), tx))
+                .is_err()
+            {
+                break;
             }
-            Reply::Wait(id) => WaitFor::new(Arc::clone(&self.shared), id)
-                .await
-                .map(Body::Full),
+            // `run` claims it; were this request dropped meanwhile, `run` (or the guard)
+            // resolves it.
+            let mut guard = ClaimGuard {
+                shared: Arc::clone(&self.shared),
+                rx,
+                done: false,
+            };
+            let got = (&mut guard.rx).await;
+            guard.done = true;
+            if let Ok((rid, result)) = got {
+                let other = self
+                    .shared
+                    .call(|s, now| s.claim_resolved(now, &rid, result));
+                if let Some(other) = other {
+                    answer = Answer::new(&self.shared, other); // the old one is dropped
+                }
+            }
+        }
+        match answer {
+            Answer::Full(r) => r.map(Body::Full),
+            Answer::Stream(head, s) => head.map(|()| Body::Stream(s)),
+            Answer::Wait(w) => w.await.map(Body::Full),
         }
     }
 

@@ -15,7 +15,8 @@ use crate::response::{Response, ResponseStatus};
 use crate::server::auth::Principal;
 use crate::server::error::{ApiError, shown};
 use crate::server::harness::HarnessObject;
-use crate::server::store::StoreRecord;
+use crate::server::shared::PendingClaim;
+use crate::server::store::{KeyClaim, StoreRecord};
 use crate::server::stream::{Cursor, Out, field};
 use crate::server::{Now, Reply, Request, ServerEvent, UhpServer, UhpTurnRequest, json_response};
 
@@ -119,6 +120,13 @@ impl UhpServer {
                     .task(p, prev)
                     .map_err(|e| e.param("previous_response_id"))?;
                 let sid = t.session_id.clone();
+                // Its task still runs (here, or on another host sharing the store).
+                if !t.response.status.is_terminal() {
+                    return Err(ApiError::new(
+                        "session_busy",
+                        "A task is already running in this session; retry once it has ended.",
+                    ));
+                }
                 let s = match self.sessions.get(&sid).filter(|s| &s.principal == p) {
                     Some(s) => s,
                     None if self.expired.contains(&sid) => {
@@ -233,6 +241,7 @@ impl UhpServer {
         }
 
         let rid = self.new_id("resp_");
+        let new_session = session_id.is_none();
         let session_id = match session_id {
             Some(s) => s,
             None => self.new_session(now, p, &harness.id, &c.input_text),
@@ -347,12 +356,46 @@ impl UhpServer {
                 Reply::Wait(w)
             }
         };
-        self.persist(|| StoreRecord::task(&task));
+        let record = StoreRecord::task(&task);
         self.tasks.insert(rid.clone(), task);
-        self.running.insert(rid);
+        self.running.insert(rid.clone());
         *self.running_per.entry(p.clone()).or_insert(0) += 1;
-        self.events
-            .push_back(ServerEvent::StartTurn(Box::new(turn)));
+        if self.cfg.shared && self.cfg.persist {
+            // Several hosts: the task is stored (its key claimed with it) before anyone is
+            // answered, and its turn starts once the key is the task's (`claim_resolved`).
+            let turn_session = turn.session_id.clone();
+            let mut also = Vec::new();
+            if new_session {
+                if let Some(s) = self.sessions.get(&turn.session_id) {
+                    also.push(StoreRecord::Session {
+                        principal: p.clone(),
+                        session: Box::new(s.stored()),
+                    });
+                }
+            }
+            self.claims.insert(
+                rid.clone(),
+                PendingClaim {
+                    turn: Box::new(turn),
+                    new_session,
+                    stream: c.stream,
+                    background: c.background,
+                },
+            );
+            self.events.push_back(ServerEvent::Claim(Box::new(KeyClaim {
+                principal: p.clone(),
+                key: idempotency,
+                response_id: rid,
+                session_id: turn_session,
+                record,
+                also,
+                ttl: self.cfg.idempotency_ttl,
+            })));
+        } else {
+            self.persist(|| record);
+            self.events
+                .push_back(ServerEvent::StartTurn(Box::new(turn)));
+        }
         Ok(reply)
     }
 }

@@ -26,7 +26,7 @@ pub struct StoredKey {
 #[derive(Clone, Debug)]
 pub(crate) struct Idem {
     fingerprint: String,
-    response_id: String,
+    pub(crate) response_id: String,
     at: Instant,
 }
 
@@ -63,12 +63,7 @@ impl UhpServer {
         self.expire_keys(now.instant);
         if let Some(e) = self.idem.get(&(p.clone(), k.key.clone())).cloned() {
             if e.fingerprint != k.fingerprint {
-                return Err(ApiError::with_status(
-                    422,
-                    "harnessrs_idempotency_key_reused",
-                    "This Idempotency-Key was used for a different request.",
-                )
-                .param(IDEMPOTENCY_KEY_HEADER));
+                return Err(crate::server::shared::reused_key());
             }
             return self.replay(p, &e.response_id, stream, background).map(Some);
         }
@@ -98,7 +93,7 @@ impl UhpServer {
     }
 
     /// A repeated idempotency key: the first request's task, never a second run.
-    fn replay(
+    pub(crate) fn replay(
         &mut self,
         p: &Principal,
         rid: &str,

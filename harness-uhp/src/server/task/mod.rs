@@ -47,14 +47,13 @@ use serde_json::Value;
 use self::events::Open;
 pub(crate) use self::idempotency::Idem;
 pub use self::idempotency::StoredKey;
-pub(crate) use self::response::Wait;
+pub(crate) use self::response::{Wait, answer_waiters};
 use super::auth::Principal;
 use super::error::ApiError;
 use super::store::StoreRecord;
 use super::stream::Cursor;
 use super::{UhpServer, WaitId};
-use crate::error::ErrorObject;
-use crate::response::{ContainerFileCitation, Response, ResponseStatus};
+use crate::response::{ContainerFileCitation, Response};
 
 /// A task: its response object and what it takes to finish it.
 #[derive(Debug)]
@@ -67,7 +66,7 @@ pub(crate) struct Task {
     pub(crate) session_id: String,
     pub(crate) harness_id: String,
     pub(crate) cur: Cursor,
-    waiters: Vec<WaitId>,
+    pub(crate) waiters: Vec<WaitId>,
     open: Open,
     items: u64,
     artifacts: Vec<ContainerFileCitation>,
@@ -118,21 +117,19 @@ impl StoreRecord {
 }
 
 impl Task {
-    /// A task read back from the store: terminal (one that was running at the crash ends
-    /// `failed`: it is never run again).
+    /// A task read back from the store: terminal, unless `remote` (another host sharing the
+    /// store runs it: it stays `in_progress` here, never run by this host). A task that was
+    /// running at a crash ends `failed`: it is never run again.
     pub(crate) fn restored(
         principal: Principal,
-        st: super::store::StoredTask,
+        mut st: super::store::StoredTask,
         now: Instant,
+        remote: bool,
     ) -> Task {
-        let mut response = st.response;
-        if !response.status.is_terminal() {
-            response.status = ResponseStatus::Failed;
-            response.error = Some(
-                ErrorObject::new("harness_error", "The server restarted while the task ran.")
-                    .with_type("harness_error"),
-            );
+        if !remote {
+            st.orphan();
         }
+        let response = st.response;
         Task {
             principal,
             response,

@@ -22,6 +22,9 @@ pub(crate) struct Wait {
     response_id: String,
     sse: bool,
     ready: Option<http::Response<Vec<u8>>>,
+    /// Answered with the task as it is then, ended or not (a cancel of a task running on
+    /// another host).
+    pub(crate) deadline: Option<std::time::Instant>,
 }
 
 impl UhpServer {
@@ -35,9 +38,32 @@ impl UhpServer {
                 response_id: rid.to_owned(),
                 sse,
                 ready: None,
+                deadline: None,
             },
         );
         w
+    }
+
+    /// The waits whose deadline passed: answered with their task as it is now.
+    pub(crate) fn expire_waits(&mut self, now: std::time::Instant) {
+        for (id, w) in self.waits.iter_mut() {
+            if w.ready.is_none() && w.deadline.is_some_and(|d| d <= now) {
+                w.deadline = None;
+                let r = match self.tasks.get(&w.response_id) {
+                    Some(t) if t.principal == w.principal && !t.deleted => {
+                        final_reply(&t.response, w.sse)
+                    }
+                    _ => error_response(&ApiError::response_not_found(&w.response_id)),
+                };
+                w.ready = Some(r);
+                self.events.push_back(ServerEvent::Wake(Wake::Wait(*id)));
+            }
+        }
+    }
+
+    /// The earliest deadline of a wait.
+    pub(crate) fn next_wait_deadline(&self) -> Option<std::time::Instant> {
+        self.waits.values().filter_map(|w| w.deadline).min()
     }
 
     /// The answer of a waiting request, once its task has ended.
@@ -85,7 +111,7 @@ pub(super) fn conclude(response: &mut Response, outcome: &Outcome) -> &'static s
 }
 
 /// Answers the requests waiting for an ended task, each woken.
-pub(super) fn answer_waiters(
+pub(crate) fn answer_waiters(
     t: &mut Task,
     waits: &mut HashMap<WaitId, Wait>,
     events: &mut VecDeque<ServerEvent>,

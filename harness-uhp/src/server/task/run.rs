@@ -16,7 +16,7 @@ use crate::server::error::ApiError;
 use crate::server::session::Turn;
 use crate::server::store::StoreRecord;
 use crate::server::stream::Out;
-use crate::server::{Now, ServerEvent, TurnEnd, TurnGone, UhpServer, json_response};
+use crate::server::{Now, Reply, ServerEvent, TurnEnd, TurnGone, UhpServer, json_response};
 
 impl UhpServer {
     /// `POST /v1/responses/{id}/cancel`.
@@ -25,10 +25,29 @@ impl UhpServer {
         now: Now,
         p: &Principal,
         id: &str,
-    ) -> Result<http::Response<Vec<u8>>, ApiError> {
-        self.task(p, id)?;
+    ) -> Result<Reply, ApiError> {
+        let t = self.task(p, id)?;
+        let remote = self.cfg.shared
+            && !t.response.status.is_terminal()
+            && !self.running.contains(id)
+            && !self.claims.contains_key(id);
+        if remote {
+            // Another host runs it: ask that host, and answer when it has ended the task (or
+            // with the task as stored, after REMOTE_CANCEL_WAIT).
+            self.events.push_back(ServerEvent::CancelRemote {
+                response_id: id.to_owned(),
+            });
+            let w = self.new_wait(p, id, false);
+            if let Some(wait) = self.waits.get_mut(&w) {
+                wait.deadline = now.instant.checked_add(crate::server::REMOTE_CANCEL_WAIT);
+            }
+            if let Some(t) = self.tasks.get_mut(id) {
+                t.waiters.push(w);
+            }
+            return Ok(Reply::Wait(w));
+        }
         self.finish_task(now, id, Outcome::Cancelled, true);
-        Ok(json_response(200, &self.task(p, id)?.response))
+        Ok(Reply::Full(json_response(200, &self.task(p, id)?.response)))
     }
 
     /// `DELETE /v1/responses/{id}`: forgets the response; a running task goes on.
@@ -121,13 +140,8 @@ impl UhpServer {
         if !self.running.remove(rid) {
             return;
         }
-        if let Some(p) = self.tasks.get(rid).map(|t| &t.principal) {
-            if let Some(n) = self.running_per.get_mut(p) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    self.running_per.remove(p);
-                }
-            }
+        if let Some(p) = self.tasks.get(rid).map(|t| t.principal.clone()) {
+            self.release_slot(&p);
         }
         let mut out = Out {
             streams: &mut self.streams,
@@ -161,6 +175,7 @@ impl UhpServer {
         let input_text = t.input_text.clone();
         let created_at = t.response.created_at.unwrap_or(0);
         let keep = t.store && !t.deleted;
+        let t_deleted = t.deleted;
         if let Some(s) = self.sessions.get_mut(&sid) {
             if s.running.as_deref() == Some(rid) {
                 s.running = None;
@@ -183,9 +198,14 @@ impl UhpServer {
                 h.push(Event::new(rid, EventBody::Output(Message::assistant(text))));
             }
         }
+        // Its final record (which also frees its session in a shared store); a deleted
+        // response stays deleted in the store too.
         if self.cfg.persist {
             if let Some(r) = self.tasks.get(rid).map(StoreRecord::task) {
                 self.persist(|| r);
+            }
+            if t_deleted {
+                self.persist(|| StoreRecord::ResponseDeleted { id: rid.to_owned() });
             }
         }
         self.persist_session(&sid);
