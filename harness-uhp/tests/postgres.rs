@@ -43,6 +43,15 @@ mod pg_store {
     store_suite!(Schema::fresh());
 }
 
+/// A pool of one connection would hang every statement behind the host's marker: refused
+/// at once with a message that says why.
+#[test]
+fn a_pool_of_one_is_refused_with_the_reason() {
+    let cfg = Schema::fresh().0.pool_size(1);
+    let err = PgStore::with_config(&cfg).unwrap_err().to_string();
+    assert!(err.contains("at least 2 connections"), "{err}");
+}
+
 /// Two hosts on one database: what one appends, the other loads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_host_loads_what_the_first_wrote() {

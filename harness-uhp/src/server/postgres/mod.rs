@@ -91,6 +91,15 @@ impl PgStore {
 
     /// A store (a new host) on an open pool; migrates the database.
     pub fn new(pg: Pg) -> Result<PgStore, StoreError> {
+        // The marker holds one connection for the store's life: with a pool of one, every
+        // other statement would wait for ever.
+        let size = pg.pool().status().max_size;
+        if size < 2 {
+            return Err(StoreError::Io(format!(
+                "PgStore needs a pool of at least 2 connections (one is held as this host's \
+                 liveness marker); this pool has {size}"
+            )));
+        }
         pg.migrate("uhp", MIGRATIONS).map_err(store_err)?;
         let host: Arc<str> = uuid::Uuid::new_v4().simple().to_string().into();
         let pool = pg.pool().clone();
