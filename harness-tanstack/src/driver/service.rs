@@ -67,6 +67,16 @@ impl<L: EventLog> Inner<L> {
     }
 }
 
+/// Forgets a forwarded request's entry in `forwards` when its wait ends or is dropped.
+struct Unregister<'a, L: EventLog>(&'a Service<L>, u64);
+
+impl<L: EventLog> Drop for Unregister<'_, L> {
+    fn drop(&mut self) {
+        let mut g = self.0.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.forwards.remove(&self.1);
+    }
+}
+
 /// A host shared by the tasks of an application. Cheap to clone.
 pub struct Service<L: EventLog> {
     inner: Arc<Mutex<Inner<L>>>,
@@ -258,6 +268,9 @@ impl<L: EventLog + 'static> Service<L> {
         id: u64,
         deadline: impl std::future::Future<Output = ()>,
     ) -> Option<(u16, String)> {
+        // The entry goes when this future does, answered or not: a request dropped while
+        // it waits (its client went away) leaves nothing behind.
+        let _unregister = Unregister(self, id);
         let answered = futures::future::poll_fn(|cx| {
             let mut g = self.lock();
             match g.forwards.get_mut(&id) {
@@ -276,14 +289,16 @@ impl<L: EventLog + 'static> Service<L> {
         });
         let answered = std::pin::pin!(answered);
         let deadline = std::pin::pin!(deadline);
-        let got = match futures::future::select(answered, deadline).await {
+        match futures::future::select(answered, deadline).await {
             futures::future::Either::Left((a, _)) => a,
             futures::future::Either::Right(((), _)) => None,
-        };
-        if got.is_none() {
-            self.lock().forwards.remove(&id);
         }
-        got
+    }
+
+    /// How many requests (`POST control`, `POST run`) wait for the answer of the thread's
+    /// owner they were forwarded to: at most one per request in flight.
+    pub fn waiting_forwards(&self) -> usize {
+        self.lock().forwards.len()
     }
 
     /// How long an input forwarded to its thread's owner waits for the answer
