@@ -400,7 +400,7 @@ impl<L: EventLog> Host<L> {
     pub fn new(cfg: HostConfig, mut log: L) -> Self {
         let mut user_threads: HashMap<String, usize> = HashMap::new();
         let keys = log.threads();
-        let runs = resume::RunIndex::rebuild(&mut log, &keys);
+        let runs = resume::RunIndex::rebuild(&mut log, &keys, &cfg.access);
         for key in &keys {
             if let Some(owner) = log.owner(key) {
                 *user_threads.entry(owner).or_default() += 1;
