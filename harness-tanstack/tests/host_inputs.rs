@@ -408,6 +408,65 @@ fn an_empty_thread_id_is_refused_everywhere() {
     assert_eq!(n.host.stats().threads, 0);
 }
 
+/// A `POST run`'s `runId` becomes the operation id of every event of the run (in the log,
+/// on every `harness.event` frame and every plain AG-UI event of the run), so an id as long
+/// as the body allows would have the host store and send it hundreds of times: it is bounded
+/// as a thread id is (`max_thread_id_bytes`), refused as a bad shape ("`400`: `{ error }`.
+/// The input has a bad shape", tanstack-harness-wire-protocol.md:94), never a `500`.
+#[test]
+fn a_run_id_over_the_limit_is_a_bad_request() {
+    let mut n = net();
+    let run = |run_id: &str| -> harness_tanstack::agui::RunAgentInput {
+        serde_json::from_value(serde_json::json!({
+            "threadId": "t-run", "runId": run_id,
+            "messages": [{"id": "u", "role": "user", "content": "hi"}]
+        }))
+        .unwrap()
+    };
+    let a = n
+        .host
+        .run_agui(n.now, &run(&"r".repeat(1025)), None, "r", None)
+        .unwrap_err();
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(json(&a.body)["error"].as_str().unwrap().contains("runId"));
+    assert!(!n.host.has_thread("t-run"));
+    assert!(
+        n.host
+            .run_agui(n.now, &run(&"r".repeat(1024)), None, "r", None)
+            .is_ok()
+    );
+}
+
+/// A NUL character in a thread id or a run id is refused as a bad shape (line 94): no
+/// store keeps it as text (PostgreSQL's `text` refuses it, which made it a `500` that
+/// named the database's error), and no client means one.
+#[test]
+fn a_nul_in_a_thread_id_or_run_id_is_a_bad_request() {
+    let mut n = net();
+    let body = serde_json::json!({
+        "threadId": "t\u{0}x", "input": { "op": "prompt", "message": "x" }
+    })
+    .to_string();
+    let a = n.host.control(n.now, None, body.as_bytes(), "r", None);
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(json(&a.body)["error"].as_str().unwrap().contains("NUL"));
+    let sse = n
+        .host
+        .open_sse(n.now, Some("t\u{0}x"), Some("2"), None, None, None, "r");
+    assert_eq!(sse.unwrap_err().status, 400);
+    for (thread, run_id) in [("t\u{0}x", "run-1"), ("t-ok", "run\u{0}1")] {
+        let run: harness_tanstack::agui::RunAgentInput =
+            serde_json::from_value(serde_json::json!({
+                "threadId": thread, "runId": run_id,
+                "messages": [{"id": "u", "role": "user", "content": "hi"}]
+            }))
+            .unwrap();
+        let a = n.host.run_agui(n.now, &run, None, "r", None).unwrap_err();
+        assert_eq!(a.status, 400, "{}", a.body);
+    }
+    assert_eq!(n.host.stats().threads, 0);
+}
+
 /// The spec sets no length for a thread id; this host takes up to
 /// `HostConfig::max_thread_id_bytes` (1 KiB by default). A longer one is refused at every
 /// way in as a bad request, like a missing one: "`400`: `{ error }`. The input has a bad

@@ -238,6 +238,22 @@ impl<L: EventLog> Host<L> {
         if let Some(e) = self.thread_id_error(&input.thread_id) {
             return Err(HttpAnswer::error(400, &e, request_id));
         }
+        // The run's id names every event of the run, in the log and on every stream: bound
+        // it as a thread id is.
+        if input.run_id.len() > self.cfg.max_thread_id_bytes {
+            let e = format!(
+                "runId is longer than {} bytes",
+                self.cfg.max_thread_id_bytes
+            );
+            return Err(HttpAnswer::error(400, &e, request_id));
+        }
+        if input.run_id.contains('\0') {
+            return Err(HttpAnswer::error(
+                400,
+                "runId holds a NUL character",
+                request_id,
+            ));
+        }
         let wire = input.thread_id.as_str();
         let key = self.thread_key(user, wire);
         let text = input.last_user_text().unwrap_or_default();
