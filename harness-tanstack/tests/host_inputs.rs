@@ -616,3 +616,77 @@ fn a_lone_surrogate_is_refused_on_every_transport() {
     n.pump();
     assert_eq!(n.turns[1].message.text(), "a\\ud800");
 }
+
+/// A log whose every write fails with its store's own words.
+struct FailingLog(MemoryLog);
+
+impl EventLog for FailingLog {
+    fn append_as(
+        &mut self,
+        _key: &str,
+        _thread_id: &str,
+        _operation_id: &str,
+        _event: &harness_tanstack::agui::AguiEvent,
+    ) -> Result<harness_tanstack::log::LogRecord, harness_tanstack::log::LogError> {
+        Err(harness_tanstack::log::LogError::Io(
+            "postgres: relation harness_secret_table".into(),
+        ))
+    }
+    fn get(
+        &mut self,
+        thread_id: &str,
+        seq: u64,
+    ) -> Result<Option<harness_tanstack::log::LogRecord>, harness_tanstack::log::LogError> {
+        self.0.get(thread_id, seq)
+    }
+    fn head_seq(&self, thread_id: &str) -> u64 {
+        self.0.head_seq(thread_id)
+    }
+    fn first_seq(&self, thread_id: &str) -> u64 {
+        self.0.first_seq(thread_id)
+    }
+    fn gap_reason(&self) -> harness_tanstack::catalog::GapReason {
+        self.0.gap_reason()
+    }
+    fn threads(&self) -> Vec<String> {
+        self.0.threads()
+    }
+    fn is_durable(&self) -> bool {
+        false
+    }
+}
+
+/// An input the host fails to apply (its log refused the write) is "`internal`: The server
+/// … failed to apply one input" (tanstack-harness-wire-protocol.md:320): the client gets
+/// that code, on `POST control` a `500 {error}`, never the store's own error text (a
+/// database's words name its tables and are the operator's, in the host's log).
+#[test]
+fn an_input_the_log_fails_is_internal_without_the_stores_words() {
+    let mut n = Net::new(Host::new(
+        HostConfig::default(),
+        FailingLog(MemoryLog::default()),
+    ));
+    let a = n.host.control(n.now, None, PROMPT, "r", None);
+    assert_eq!(a.status, 500);
+    assert_eq!(json(&a.body)["error"], "internal");
+    assert!(!a.body.contains("harness_secret_table"), "{}", a.body);
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    let sub = serde_json::json!({ "type": "harness.subscribe", "threadId": "t-sock", "v": 2 });
+    n.host.handle_frame(n.now, c, &sub.to_string());
+    let frame = serde_json::json!({
+        "type": "harness.input", "requestId": "q1", "threadId": "t-sock",
+        "input": { "op": "prompt", "message": "hi" }
+    })
+    .to_string();
+    n.host.handle_frame(n.now, c, &frame);
+    n.pump();
+    let got = n.take(c);
+    let err = got
+        .iter()
+        .map(|f| json(f))
+        .find(|f| f["type"] == "harness.error")
+        .unwrap_or_else(|| panic!("{got:?}"));
+    assert_eq!(err["code"], "internal");
+    assert_eq!(err["requestId"], "q1");
+    assert!(!err.to_string().contains("harness_secret_table"), "{err}");
+}
