@@ -758,9 +758,11 @@ mod forwarding {
         let pool = pg.pool().clone();
         pg.block_on(async move {
             let c = pool.get().await?;
-            Ok(c.query_one("SELECT count(*) FROM harness_tanstack_inbox", &[])
-                .await?
-                .try_get::<_, i64>(0)?)
+            Ok(
+                c.query_one("SELECT count(*) FROM harness_tanstack_inbox", &[])
+                    .await?
+                    .try_get::<_, i64>(0)?,
+            )
         })
         .unwrap()
     }
@@ -779,13 +781,8 @@ mod forwarding {
         assert!(r.body.contains("accepted"), "{}", r.body);
         for n in 0..5 {
             let input = body("th", "and then", &format!("in-b{n}"));
-            let fwd = b.control_forwarding(
-                None,
-                &input,
-                "r-b",
-                Some(TP),
-                futures::future::pending(),
-            );
+            let fwd =
+                b.control_forwarding(None, &input, "r-b", Some(TP), futures::future::pending());
             assert!(fwd.now_or_never().is_none(), "it waits for the owner");
             assert_eq!(b.waiting_forwards(), 0);
         }
