@@ -408,6 +408,65 @@ fn an_empty_thread_id_is_refused_everywhere() {
     assert_eq!(n.host.stats().threads, 0);
 }
 
+/// A `POST run`'s `runId` becomes the operation id of every event of the run (in the log,
+/// on every `harness.event` frame and every plain AG-UI event of the run), so an id as long
+/// as the body allows would have the host store and send it hundreds of times: it is bounded
+/// as a thread id is (`max_thread_id_bytes`), refused as a bad shape ("`400`: `{ error }`.
+/// The input has a bad shape", tanstack-harness-wire-protocol.md:94), never a `500`.
+#[test]
+fn a_run_id_over_the_limit_is_a_bad_request() {
+    let mut n = net();
+    let run = |run_id: &str| -> harness_tanstack::agui::RunAgentInput {
+        serde_json::from_value(serde_json::json!({
+            "threadId": "t-run", "runId": run_id,
+            "messages": [{"id": "u", "role": "user", "content": "hi"}]
+        }))
+        .unwrap()
+    };
+    let a = n
+        .host
+        .run_agui(n.now, &run(&"r".repeat(1025)), None, "r", None)
+        .unwrap_err();
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(json(&a.body)["error"].as_str().unwrap().contains("runId"));
+    assert!(!n.host.has_thread("t-run"));
+    assert!(
+        n.host
+            .run_agui(n.now, &run(&"r".repeat(1024)), None, "r", None)
+            .is_ok()
+    );
+}
+
+/// A NUL character in a thread id or a run id is refused as a bad shape (line 94): no
+/// store keeps it as text (PostgreSQL's `text` refuses it, which made it a `500` that
+/// named the database's error), and no client means one.
+#[test]
+fn a_nul_in_a_thread_id_or_run_id_is_a_bad_request() {
+    let mut n = net();
+    let body = serde_json::json!({
+        "threadId": "t\u{0}x", "input": { "op": "prompt", "message": "x" }
+    })
+    .to_string();
+    let a = n.host.control(n.now, None, body.as_bytes(), "r", None);
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(json(&a.body)["error"].as_str().unwrap().contains("NUL"));
+    let sse = n
+        .host
+        .open_sse(n.now, Some("t\u{0}x"), Some("2"), None, None, None, "r");
+    assert_eq!(sse.unwrap_err().status, 400);
+    for (thread, run_id) in [("t\u{0}x", "run-1"), ("t-ok", "run\u{0}1")] {
+        let run: harness_tanstack::agui::RunAgentInput =
+            serde_json::from_value(serde_json::json!({
+                "threadId": thread, "runId": run_id,
+                "messages": [{"id": "u", "role": "user", "content": "hi"}]
+            }))
+            .unwrap();
+        let a = n.host.run_agui(n.now, &run, None, "r", None).unwrap_err();
+        assert_eq!(a.status, 400, "{}", a.body);
+    }
+    assert_eq!(n.host.stats().threads, 0);
+}
+
 /// The spec sets no length for a thread id; this host takes up to
 /// `HostConfig::max_thread_id_bytes` (1 KiB by default). A longer one is refused at every
 /// way in as a bad request, like a missing one: "`400`: `{ error }`. The input has a bad
@@ -556,4 +615,78 @@ fn a_lone_surrogate_is_refused_on_every_transport() {
     assert_eq!(n.host.control(n.now, None, ok, "r", None).status, 200);
     n.pump();
     assert_eq!(n.turns[1].message.text(), "a\\ud800");
+}
+
+/// A log whose every write fails with its store's own words.
+struct FailingLog(MemoryLog);
+
+impl EventLog for FailingLog {
+    fn append_as(
+        &mut self,
+        _key: &str,
+        _thread_id: &str,
+        _operation_id: &str,
+        _event: &harness_tanstack::agui::AguiEvent,
+    ) -> Result<harness_tanstack::log::LogRecord, harness_tanstack::log::LogError> {
+        Err(harness_tanstack::log::LogError::Io(
+            "postgres: relation harness_secret_table".into(),
+        ))
+    }
+    fn get(
+        &mut self,
+        thread_id: &str,
+        seq: u64,
+    ) -> Result<Option<harness_tanstack::log::LogRecord>, harness_tanstack::log::LogError> {
+        self.0.get(thread_id, seq)
+    }
+    fn head_seq(&self, thread_id: &str) -> u64 {
+        self.0.head_seq(thread_id)
+    }
+    fn first_seq(&self, thread_id: &str) -> u64 {
+        self.0.first_seq(thread_id)
+    }
+    fn gap_reason(&self) -> harness_tanstack::catalog::GapReason {
+        self.0.gap_reason()
+    }
+    fn threads(&self) -> Vec<String> {
+        self.0.threads()
+    }
+    fn is_durable(&self) -> bool {
+        false
+    }
+}
+
+/// An input the host fails to apply (its log refused the write) is "`internal`: The server
+/// … failed to apply one input" (tanstack-harness-wire-protocol.md:320): the client gets
+/// that code, on `POST control` a `500 {error}`, never the store's own error text (a
+/// database's words name its tables and are the operator's, in the host's log).
+#[test]
+fn an_input_the_log_fails_is_internal_without_the_stores_words() {
+    let mut n = Net::new(Host::new(
+        HostConfig::default(),
+        FailingLog(MemoryLog::default()),
+    ));
+    let a = n.host.control(n.now, None, PROMPT, "r", None);
+    assert_eq!(a.status, 500);
+    assert_eq!(json(&a.body)["error"], "internal");
+    assert!(!a.body.contains("harness_secret_table"), "{}", a.body);
+    let c = n.host.connect(n.now, Transport::WebSocket, None, "up");
+    let sub = serde_json::json!({ "type": "harness.subscribe", "threadId": "t-sock", "v": 2 });
+    n.host.handle_frame(n.now, c, &sub.to_string());
+    let frame = serde_json::json!({
+        "type": "harness.input", "requestId": "q1", "threadId": "t-sock",
+        "input": { "op": "prompt", "message": "hi" }
+    })
+    .to_string();
+    n.host.handle_frame(n.now, c, &frame);
+    n.pump();
+    let got = n.take(c);
+    let err = got
+        .iter()
+        .map(|f| json(f))
+        .find(|f| f["type"] == "harness.error")
+        .unwrap_or_else(|| panic!("{got:?}"));
+    assert_eq!(err["code"], "internal");
+    assert_eq!(err["requestId"], "q1");
+    assert!(!err.to_string().contains("harness_secret_table"), "{err}");
 }

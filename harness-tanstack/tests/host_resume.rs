@@ -209,3 +209,36 @@ fn hydrate_gives_ui_messages_with_parts_and_the_active_run() {
         serde_json::json!([{"type": "text", "content": "Hello"}])
     );
 }
+
+/// §3: joinRun names the run alone ("`GET <url>?offset=-1&runId=<id>`",
+/// tanstack-ai-client.md:131), and on a `membersOnly` host a user's ids are their own: a
+/// run of another user's under the same `runId` does not hide the user's own run from its
+/// joinRun (a `404` would make the client forget it, tanstack-ai-client.md:142).
+#[test]
+fn another_users_run_of_the_same_id_does_not_hide_ones_own_from_join() {
+    let mut n = net_with(members());
+    for user in ["alice", "mallory"] {
+        let c = n
+            .host
+            .run_agui(n.now, &input("t", "run-x", "Hello"), Some(user), "r", None)
+            .unwrap();
+        n.pump();
+        n.take(c);
+        n.turns.remove(0);
+    }
+    for user in ["alice", "mallory"] {
+        let got = n
+            .host
+            .join_run(n.now, None, "run-x", Some("-1"), Some(user), "r")
+            .map(|_| 200)
+            .unwrap_or_else(|a| a.status);
+        assert_eq!(got, 200, "{user}'s own run-x");
+    }
+    assert_eq!(
+        n.host
+            .join_run(n.now, None, "run-x", Some("-1"), Some("bob"), "r")
+            .unwrap_err()
+            .status,
+        404
+    );
+}

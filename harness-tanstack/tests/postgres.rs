@@ -752,6 +752,58 @@ mod forwarding {
         assert_eq!(owners, 1);
     }
 
+    /// Rows in the inbox table.
+    fn inbox_rows(schema: &Schema) -> i64 {
+        let pg = harness_core::pg::Pg::connect(&schema.0).unwrap();
+        let pool = pg.pool().clone();
+        pg.block_on(async move {
+            let c = pool.get().await?;
+            Ok(
+                c.query_one("SELECT count(*) FROM harness_tanstack_inbox", &[])
+                    .await?
+                    .try_get::<_, i64>(0)?,
+            )
+        })
+        .unwrap()
+    }
+
+    /// A request dropped while it waits for the owner (its client went away: the HTTP
+    /// server drops the handler's future) leaves nothing behind: the input still runs on
+    /// the owner (it was sent), the sender keeps no entry for it, and the owner's answer,
+    /// which nobody reads now, is taken off the inbox table when it comes, not left there.
+    #[test]
+    fn a_forwarded_request_whose_client_went_away_leaves_nothing_behind() {
+        use futures::FutureExt;
+        let schema = Schema::fresh();
+        let (a, _la) = service(&schema, 5_000);
+        let (b, _lb) = service(&schema, 5_000);
+        let r = a.control(None, &body("th", "wait", "in-a1"), "r-a1", None);
+        assert!(r.body.contains("accepted"), "{}", r.body);
+        for n in 0..5 {
+            let input = body("th", "and then", &format!("in-b{n}"));
+            let fwd =
+                b.control_forwarding(None, &input, "r-b", Some(TP), futures::future::pending());
+            assert!(fwd.now_or_never().is_none(), "it waits for the owner");
+            assert_eq!(b.waiting_forwards(), 0);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut log = schema.host();
+        loop {
+            let ran = (0..5)
+                .filter(|n| !accepted_records(&mut log, "th", &format!("in-b{n}")).is_empty())
+                .count();
+            if ran == 5 && inbox_rows(&schema) == 0 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{ran} of 5 ran on the owner; {} rows left",
+                inbox_rows(&schema)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The owner does not answer in time (here: it does not listen): the input is taken back
     /// and answered by the host that got it — `not_owner` while the owner's lease is live,
     /// and the owner never runs it afterwards.

@@ -41,6 +41,15 @@ struct Forwarded {
 }
 
 impl<L: EventLog> Inner<L> {
+    /// The owner's answer to the request forwarded under `id` that came after its deadline:
+    /// the one a forwarding listener already read, else the log's.
+    fn late_answer(&mut self, id: u64) -> Option<(u16, String)> {
+        self.forwards
+            .get_mut(&id)
+            .and_then(|f| f.answer.take())
+            .or_else(|| self.host.log_mut().forwarded_answer(id).ok().flatten())
+    }
+
     /// Drains the host's events (the str0m rule: after every mutation).
     fn pump(&mut self) {
         while let Some(ev) = self.host.poll_event() {
@@ -64,6 +73,16 @@ impl<L: EventLog> Inner<L> {
                 }
             }
         }
+    }
+}
+
+/// Forgets a forwarded request's entry in `forwards` when its wait ends or is dropped.
+struct Unregister<'a, L: EventLog>(&'a Service<L>, u64);
+
+impl<L: EventLog> Drop for Unregister<'_, L> {
+    fn drop(&mut self) {
+        let mut g = self.0.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.forwards.remove(&self.1);
     }
 }
 
@@ -168,6 +187,9 @@ impl<L: EventLog + 'static> Service<L> {
             Routed::Forwarded(id) => id,
             Routed::Answer(a) => return a,
         };
+        // The entry goes when this request does, answered or not: a request dropped while
+        // it waits (its client went away) leaves nothing behind.
+        let _unregister = Unregister(self, id);
         let got = self.owner_answer(id, deadline).await;
         let answer = |(status, body): (u16, String)| HttpAnswer {
             status,
@@ -184,9 +206,9 @@ impl<L: EventLog + 'static> Service<L> {
         let r = match withdrawn {
             // The owner never took it: run it here (a takeover, when its lease expired).
             Ok(true) => g.host.control(now, user, body, request_id, traceparent),
-            _ => match g.host.log_mut().forwarded_answer(id) {
-                Ok(Some(a)) => answer(a),
-                _ => HttpAnswer::error(504, "owner_timeout", request_id),
+            _ => match g.late_answer(id) {
+                Some(a) => answer(a),
+                None => HttpAnswer::error(504, "owner_timeout", request_id),
             },
         };
         g.pump();
@@ -228,6 +250,7 @@ impl<L: EventLog + 'static> Service<L> {
             RunRouted::Stream(c) => return Ok(self.stream(c)),
             RunRouted::Refused(a) => return Err(a),
         };
+        let _unregister = Unregister(self, id);
         let got = self.owner_answer(id, deadline).await;
         let now = self.now();
         let mut g = self.lock();
@@ -238,11 +261,11 @@ impl<L: EventLog + 'static> Service<L> {
             None => match g.host.log_mut().withdraw_forwarded(id) {
                 // The owner never took it: run it here (a takeover, when its lease expired).
                 Ok(true) => g.host.run_body(now, body, user, request_id, traceparent),
-                _ => match g.host.log_mut().forwarded_answer(id) {
-                    Ok(Some((status, answer))) => g
+                _ => match g.late_answer(id) {
+                    Some((status, answer)) => g
                         .host
                         .follow_forwarded_run(now, body, user, request_id, status, &answer),
-                    _ => Err(HttpAnswer::error(504, "owner_timeout", request_id)),
+                    None => Err(HttpAnswer::error(504, "owner_timeout", request_id)),
                 },
             },
         };
@@ -251,8 +274,8 @@ impl<L: EventLog + 'static> Service<L> {
         r.map(|c| self.stream(c))
     }
 
-    /// The owner's answer to the request forwarded under `id` (registered in `forwards`),
-    /// or `None` when `deadline` came first (the entry is gone either way).
+    /// The owner's answer to the request forwarded under `id` (registered in `forwards`,
+    /// gone once answered), or `None` when `deadline` came first.
     async fn owner_answer(
         &self,
         id: u64,
@@ -276,14 +299,16 @@ impl<L: EventLog + 'static> Service<L> {
         });
         let answered = std::pin::pin!(answered);
         let deadline = std::pin::pin!(deadline);
-        let got = match futures::future::select(answered, deadline).await {
+        match futures::future::select(answered, deadline).await {
             futures::future::Either::Left((a, _)) => a,
             futures::future::Either::Right(((), _)) => None,
-        };
-        if got.is_none() {
-            self.lock().forwards.remove(&id);
         }
-        got
+    }
+
+    /// How many requests (`POST control`, `POST run`) wait for the answer of the thread's
+    /// owner they were forwarded to: at most one per request in flight.
+    pub fn waiting_forwards(&self) -> usize {
+        self.lock().forwards.len()
     }
 
     /// How long an input forwarded to its thread's owner waits for the answer

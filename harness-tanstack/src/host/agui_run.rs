@@ -188,7 +188,8 @@ impl<L: EventLog> Host<L> {
         };
         let key = self.thread_key(user, &input.thread_id);
         // `joinRun` by id alone finds it here too.
-        self.runs.insert(&a.run_id, &key);
+        let scope = super::resume::index_scope(&self.cfg.access, user);
+        self.runs.insert(scope, &a.run_id, &key);
         let id = self.stream_run(now, &key, &a.run_id, a.after, user, request_id);
         self.wake(id);
         Ok(id)
@@ -236,6 +237,22 @@ impl<L: EventLog> Host<L> {
         }
         if let Some(e) = self.thread_id_error(&input.thread_id) {
             return Err(HttpAnswer::error(400, &e, request_id));
+        }
+        // The run's id names every event of the run, in the log and on every stream: bound
+        // it as a thread id is.
+        if input.run_id.len() > self.cfg.max_thread_id_bytes {
+            let e = format!(
+                "runId is longer than {} bytes",
+                self.cfg.max_thread_id_bytes
+            );
+            return Err(HttpAnswer::error(400, &e, request_id));
+        }
+        if input.run_id.contains('\0') {
+            return Err(HttpAnswer::error(
+                400,
+                "runId holds a NUL character",
+                request_id,
+            ));
         }
         let wire = input.thread_id.as_str();
         let key = self.thread_key(user, wire);

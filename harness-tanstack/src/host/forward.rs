@@ -73,10 +73,16 @@ impl<L: EventLog> Host<L> {
     /// The owner answered the input this host forwarded under `id` (a forwarding listener
     /// heard it: `PgLog::listen_forwards`): when a connection waits for it, the connection
     /// gets the owner's receipt (or its refusal, as a `harness.error`). Whether a
-    /// connection waited for it.
+    /// connection waited for it. An answer nobody waits for any more (its socket input
+    /// expired, or the request of
+    /// [`Service::control_forwarding`](crate::driver::Service::control_forwarding) went
+    /// away) is read off the log now, not left there.
     pub fn handle_forward_answer(&mut self, now: Instant, id: u64) -> bool {
         self.clock(now);
         if !self.socket_forwards.contains_key(&id) {
+            if let Err(e) = self.log.forwarded_answer(id) {
+                tracing::warn!(error = %e, "dropping a forwarded answer failed");
+            }
             return false;
         }
         match self.log.forwarded_answer(id) {

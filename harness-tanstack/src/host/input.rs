@@ -73,7 +73,12 @@ impl<L: EventLog> Host<L> {
         match self.apply_input(now, &key, &req.thread_id, user, req.input, tp) {
             Ok(r) => HttpAnswer::ok(serde_json::to_string(&r).unwrap_or_default(), request_id),
             Err(Refusal::Forbidden) => HttpAnswer::error(403, "forbidden", request_id),
-            Err(Refusal::Internal(m)) => HttpAnswer::error(500, &m, request_id),
+            Err(Refusal::Internal(m)) => {
+                // The log's own words (a database's error…) are the operator's, not the
+                // client's.
+                tracing::warn!(error = %m, "an input failed");
+                HttpAnswer::error(500, "internal", request_id)
+            }
         }
     }
 

@@ -110,7 +110,8 @@ pub struct HostConfig {
     /// every record of a thread repeats its id, so the host bounds it. A longer one is
     /// refused like a missing one: `400 {error}` on `POST control`, `GET events` and
     /// `POST run` (and by [`Host::input`]), `invalid_frame` (no close) for a
-    /// `harness.subscribe`. Default 1,024.
+    /// `harness.subscribe`. Also the most bytes of a `POST run`'s `runId`, which names every
+    /// event of its run (`400 {error}` past it). Default 1,024.
     pub max_thread_id_bytes: usize,
     /// Threads the host keeps, all users together (the threads of its log included). An
     /// input that would make one more gets a `rejected` receipt with reason
@@ -400,7 +401,7 @@ impl<L: EventLog> Host<L> {
     pub fn new(cfg: HostConfig, mut log: L) -> Self {
         let mut user_threads: HashMap<String, usize> = HashMap::new();
         let keys = log.threads();
-        let runs = resume::RunIndex::rebuild(&mut log, &keys);
+        let runs = resume::RunIndex::rebuild(&mut log, &keys, &cfg.access);
         for key in &keys {
             if let Some(owner) = log.owner(key) {
                 *user_threads.entry(owner).or_default() += 1;
@@ -505,6 +506,9 @@ impl<L: EventLog> Host<L> {
     fn thread_id_error(&self, thread_id: &str) -> Option<String> {
         if thread_id.is_empty() {
             Some("threadId is required".to_owned())
+        } else if thread_id.contains('\0') {
+            // No store keeps it as text (PostgreSQL's `text` has no NUL).
+            Some("threadId holds a NUL character".to_owned())
         } else if thread_id.len() > self.cfg.max_thread_id_bytes {
             Some(format!(
                 "threadId is longer than {} bytes",

@@ -21,22 +21,45 @@ pub(super) const MAX_RUN_INDEX_SCAN: u64 = 1 << 16;
 /// A run id longer than this is not indexed (it is still found with its `threadId`).
 const MAX_INDEXED_RUN_ID_BYTES: usize = 256;
 
-/// Run id → the key of its thread, the newest [`MAX_INDEXED_RUNS`].
+/// Run id → the key of its thread, the newest [`MAX_INDEXED_RUNS`]. Under
+/// [`MembersOnly`](AccessPolicy::MembersOnly) a run is indexed under its thread's owner and
+/// its id (each user's ids are their own, as thread ids are: another user's run of the same
+/// id does not hide the user's own from `joinRun`); else under its id.
 #[derive(Debug, Default)]
 pub(super) struct RunIndex {
     at: HashMap<String, String>,
     order: crate::lru::Lru,
 }
 
+/// The index's key of the run `run_id` of a thread `owner` owns (`None`: a thread anyone
+/// may read); no scoped key is an unscoped one (`<len>:<owner>:…` against `:…`).
+fn index_key(owner: Option<&str>, run_id: &str) -> String {
+    match owner {
+        Some(o) => format!("{}:{o}:{run_id}", o.len()),
+        None => format!(":{run_id}"),
+    }
+}
+
+/// The owner a run is indexed under on a host of this access policy.
+pub(super) fn index_scope<'a>(access: &AccessPolicy, owner: Option<&'a str>) -> Option<&'a str> {
+    match access {
+        AccessPolicy::MembersOnly => owner,
+        AccessPolicy::Open => None,
+    }
+}
+
 impl RunIndex {
-    pub(super) fn insert(&mut self, run_id: &str, key: &str) {
+    /// Indexes the run `run_id` of the thread stored under `key`, owned by `scope` (see
+    /// [`index_scope`]).
+    pub(super) fn insert(&mut self, scope: Option<&str>, run_id: &str, key: &str) {
         if run_id.len() > MAX_INDEXED_RUN_ID_BYTES {
             return;
         }
-        self.at.insert(run_id.to_owned(), key.to_owned());
-        self.order.touch(run_id);
+        let ix = index_key(scope, run_id);
+        self.at.insert(ix.clone(), key.to_owned());
+        self.order.touch(&ix);
         while self.order.len() > MAX_INDEXED_RUNS {
-            match self.order.pop_oldest_except(run_id) {
+            match self.order.pop_oldest_except(&ix) {
                 Some(old) => {
                     self.at.remove(&old);
                 }
@@ -45,8 +68,11 @@ impl RunIndex {
         }
     }
 
-    fn get(&self, run_id: &str) -> Option<&String> {
-        self.at.get(run_id)
+    /// The key of the thread of the run `run_id` that `user` may read: the user's own
+    /// (under `MembersOnly`), else one that anyone may read.
+    fn get(&self, user: Option<&str>, run_id: &str) -> Option<&String> {
+        user.and_then(|u| self.at.get(&index_key(Some(u), run_id)))
+            .or_else(|| self.at.get(&index_key(None, run_id)))
     }
 
     /// The index of the runs a log already has (a durable log after a restart), so that
@@ -54,7 +80,11 @@ impl RunIndex {
     /// `RUN_STARTED` records, newest first, until [`MAX_INDEXED_RUNS`] runs are found or
     /// [`MAX_RUN_INDEX_SCAN`] records are read (the host's start stays bounded however big
     /// its log; a run past them is still found with its `threadId`).
-    pub(super) fn rebuild<L: EventLog>(log: &mut L, keys: &[String]) -> RunIndex {
+    pub(super) fn rebuild<L: EventLog>(
+        log: &mut L,
+        keys: &[String],
+        access: &AccessPolicy,
+    ) -> RunIndex {
         let mut ix = RunIndex::default();
         let mut budget = MAX_RUN_INDEX_SCAN;
         let mut found = 0;
@@ -73,8 +103,10 @@ impl RunIndex {
             }
             found += runs.len();
             // Oldest first: the newest are the last to go when the index is full.
+            let owner = log.owner(key);
+            let scope = index_scope(access, owner.as_deref());
             for run in runs.iter().rev() {
-                ix.insert(run, key);
+                ix.insert(scope, run, key);
             }
             if budget == 0 || found >= MAX_INDEXED_RUNS {
                 break;
@@ -115,7 +147,7 @@ impl<L: EventLog> Host<L> {
         let not_found = || HttpAnswer::error(404, "not_found", request_id);
         let key = match thread_id.filter(|t| !t.is_empty()) {
             Some(t) => self.thread_key(user, t),
-            None => self.runs.get(run_id).cloned().ok_or_else(not_found)?,
+            None => self.runs.get(user, run_id).cloned().ok_or_else(not_found)?,
         };
         if !self.ensure(&key, thread_id) {
             return Err(not_found());
@@ -316,12 +348,15 @@ mod tests {
     fn run_index_is_bounded() {
         let mut ix = RunIndex::default();
         for i in 0..MAX_INDEXED_RUNS + 10 {
-            ix.insert(&format!("run-{i}"), "t");
+            ix.insert(None, &format!("run-{i}"), "t");
         }
         assert_eq!(ix.at.len(), MAX_INDEXED_RUNS);
-        assert!(ix.get("run-0").is_none());
-        assert!(ix.get(&format!("run-{}", MAX_INDEXED_RUNS + 9)).is_some());
-        ix.insert(&"x".repeat(MAX_INDEXED_RUN_ID_BYTES + 1), "t");
+        assert!(ix.get(None, "run-0").is_none());
+        assert!(
+            ix.get(None, &format!("run-{}", MAX_INDEXED_RUNS + 9))
+                .is_some()
+        );
+        ix.insert(None, &"x".repeat(MAX_INDEXED_RUN_ID_BYTES + 1), "t");
         assert_eq!(ix.at.len(), MAX_INDEXED_RUNS);
     }
 
@@ -349,9 +384,12 @@ mod tests {
         log.append("t", "run-new", &AguiEvent::text_content("m", "y"))
             .unwrap();
         let keys = log.threads();
-        let ix = RunIndex::rebuild(&mut log, &keys);
-        assert_eq!(ix.get("run-new").map(String::as_str), Some("t"));
-        assert!(ix.get("run-old").is_none(), "read past the scan budget");
+        let ix = RunIndex::rebuild(&mut log, &keys, &AccessPolicy::Open);
+        assert_eq!(ix.get(None, "run-new").map(String::as_str), Some("t"));
+        assert!(
+            ix.get(None, "run-old").is_none(),
+            "read past the scan budget"
+        );
         assert_eq!(ix.at.len(), 1);
     }
 }

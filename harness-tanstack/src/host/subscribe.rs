@@ -347,7 +347,11 @@ impl<L: EventLog> Host<L> {
                         // "On the socket, also when the host refuses one input." — no close.
                         self.error(id, ErrorCode::Forbidden, "forbidden", &rid);
                     }
-                    Err(Refusal::Internal(m)) => self.error(id, ErrorCode::Internal, &m, &rid),
+                    Err(Refusal::Internal(m)) => {
+                        // The log's own words are the operator's, not the client's.
+                        tracing::warn!(error = %m, "an input failed");
+                        self.error(id, ErrorCode::Internal, "internal", &rid);
+                    }
                 }
             }
             ClientFrame::Snapshot(_) => {

@@ -92,7 +92,9 @@ impl<L: EventLog> Host<L> {
         traceparent: Option<String>,
         resume: Option<Box<Resume>>,
     ) -> Result<(), Refusal> {
-        self.runs.insert(op, thread_id);
+        let owner = self.threads.get(thread_id).and_then(|t| t.owner.as_deref());
+        let scope = super::resume::index_scope(&self.cfg.access, owner);
+        self.runs.insert(scope, op, thread_id);
         let (history, wire) = match self.threads.get_mut(thread_id) {
             Some(t) => {
                 t.running = Some(Running {
