@@ -276,3 +276,25 @@ async fn socket_token_in_the_query_and_4401_without_it() {
     let _ = srv.stop.send(());
     srv.done.await.unwrap();
 }
+
+/// A query parameter that does not percent-decode to UTF-8 is a `400 {error}` that says so
+/// (spec :94: "`400`: `{ error }`. The input has a bad shape"), not "threadId is required",
+/// which is what reading it as missing said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_that_does_not_decode_is_invalid_query() {
+    let srv = start(
+        HostConfig::default(),
+        TanstackRouterConfig::default(),
+        TanstackServeConfig::default(),
+    )
+    .await;
+    let (status, text) = request(srv.addr, &get("events?threadId=%ff%fe&v=2", "")).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains(r#""error":"invalid_query""#), "{text}");
+    let (status, text) = request(srv.addr, &get("snapshot?threadId=t%201", "")).await;
+    // A decodable query reads on: the thread `t 1` has no events yet, which is a 404.
+    assert_eq!(status, 404, "{text}");
+    assert!(text.contains(r#""error":"not_found""#), "{text}");
+    let _ = srv.stop.send(());
+    srv.done.await.unwrap();
+}

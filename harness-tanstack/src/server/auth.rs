@@ -186,6 +186,14 @@ pub(crate) fn query_param(query: &str, name: &str) -> Option<String> {
     })
 }
 
+/// Whether every name and value of a query string percent-decodes to UTF-8.
+pub(crate) fn query_decodes(query: &str) -> bool {
+    query.split('&').all(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        percent_decode(k).is_some() && percent_decode(v).is_some()
+    })
+}
+
 fn percent_decode(s: &str) -> Option<String> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -236,6 +244,11 @@ mod tests {
         assert_eq!(query_param("token=a+b", "token").as_deref(), Some("a b"));
         assert_eq!(query_param("token=%zz", "token"), None);
         assert_eq!(query_param("", "token"), None);
+        assert!(query_decodes("threadId=t%201&v=2&offset=-1"));
+        assert!(query_decodes(""));
+        assert!(!query_decodes("threadId=%ff%fe&v=2"), "not UTF-8");
+        assert!(!query_decodes("v=2&threadId=%z1"), "not hex");
+        assert!(!query_decodes("%e9=1"), "a name that does not decode");
     }
 
     #[test]

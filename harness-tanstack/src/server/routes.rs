@@ -13,7 +13,7 @@ use futures::StreamExt;
 use http_body_util::BodyExt;
 
 use super::RouterState;
-use super::auth::query_param;
+use super::auth::{query_decodes, query_param};
 use crate::driver::ConnStream;
 use crate::http::{HttpAnswer, request_id};
 use crate::log::EventLog;
@@ -111,10 +111,16 @@ fn head<L: EventLog>(st: &RouterState<L>, parts: http::request::Parts) -> Result
             Err(r) => return Err(HttpAnswer::error(r.status(), r.error(), &rid)),
         },
     };
+    let query = parts.uri.query().unwrap_or("");
+    // A parameter that does not decode would otherwise read as missing ("threadId is
+    // required"): say what is wrong with it instead.
+    if !query_decodes(query) {
+        return Err(HttpAnswer::error(400, "invalid_query", &rid));
+    }
     Ok(Head {
         rid,
         user,
-        query: parts.uri.query().unwrap_or("").to_owned(),
+        query: query.to_owned(),
         parts,
     })
 }

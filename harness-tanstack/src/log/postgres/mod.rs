@@ -26,6 +26,11 @@ static MIGRATIONS: &[Migration] = &[
         name: "forwarded runs",
         sql: include_str!("0003_forward_kind.sql"),
     },
+    Migration {
+        version: 4,
+        name: "inbox sweep index",
+        sql: include_str!("0004_inbox_created.sql"),
+    },
 ];
 
 /// How long a thread's lease lives without a renewal, by default: 10 s (renewed every
