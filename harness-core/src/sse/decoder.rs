@@ -125,8 +125,8 @@ enum Found {
     Queued,
     /// In the fields, borrowing from the decoder's buffer.
     Buffer,
-    /// In the fields, borrowing from the caller's slice.
-    Slice,
+    /// In the fields, borrowing from the caller's slice; its lines start at the index given.
+    Slice(usize),
 }
 
 impl Lines {
@@ -175,6 +175,23 @@ impl Lines {
             };
             let end = *scan + off;
             let start = *pos;
+            // Most events of a real stream are one `data:` line and the blank line: when both
+            // are here whole (LF ends, the limits met), the event is dispatched at once, with
+            // exactly what the two lines would do one by one.
+            if self.skip == Skip::No
+                && buf[end] == b'\n'
+                && buf.get(end + 1) == Some(&b'\n')
+                && end - start <= self.cfg.max_line_bytes
+                && buf[start..end].starts_with(b"data:")
+                && self
+                    .fields
+                    .single_data(buf, start + 5, end, self.cfg.max_event_bytes)
+            {
+                self.skip_lf = false;
+                *pos = end + 2;
+                *scan = *pos;
+                return Parsed::Event;
+            }
             self.skip_lf = buf[end] == b'\r';
             *pos = end + 1;
             *scan = *pos;
@@ -308,6 +325,7 @@ impl SseDecoder {
             dec: self,
             src: bytes,
             at: 0,
+            text: None,
         }
     }
 
@@ -392,7 +410,7 @@ impl SseDecoder {
     /// The next event of the buffer, owned.
     fn poll_buffered(&mut self) -> Result<Option<SseEvent>, SseError> {
         if self.parse_buffered()? {
-            Ok(Some(self.lines.fields.take(&self.input.buf)))
+            Ok(Some(self.lines.fields.take(&self.input.buf, None)))
         } else {
             Ok(None)
         }
@@ -441,9 +459,10 @@ impl SseDecoder {
             if *at == src.len() {
                 return Ok(None);
             }
-            let mut scan = *at;
+            let from = *at;
+            let mut scan = from;
             match self.lines.parse(src, at, &mut scan) {
-                Parsed::Event => return Ok(Some(Found::Slice)),
+                Parsed::Event => return Ok(Some(Found::Slice(from))),
                 Parsed::Fail(e) => return Err(e),
                 Parsed::Wait | Parsed::NeedMore => {
                     // No line end in the rest: it waits in the buffer (which bounds it).
@@ -466,6 +485,25 @@ pub struct SseFeed<'d, 's> {
     dec: &'d mut SseDecoder,
     src: &'s [u8],
     at: usize,
+    /// The fed bytes from where events were first parsed in place up to their last line end,
+    /// validated as UTF-8 once (`Some(None)`: they are not valid), so that an event's data is
+    /// a slice of it rather than a validation of its own.
+    text: Option<Option<(usize, &'s str)>>,
+}
+
+/// The validated text of the fed bytes `src`, from `from` (where the first event parsed in
+/// place starts) to the last line end, made once per feed.
+fn text_of<'s>(
+    text: &mut Option<Option<(usize, &'s str)>>,
+    src: &'s [u8],
+    from: usize,
+) -> Option<(usize, &'s str)> {
+    *text.get_or_insert_with(|| {
+        let rest = src.get(from..)?;
+        let end = from + memchr::memrchr2(b'\n', b'\r', rest)?;
+        let text = simdutf8::basic::from_utf8(src.get(from..end)?).ok()?;
+        Some((from, text))
+    })
 }
 
 impl SseFeed<'_, '_> {
@@ -481,8 +519,11 @@ impl SseFeed<'_, '_> {
                 Err(e) => Some(Err(e)),
                 Ok(ev) => Some(Ok(SseEventRef::from(&*dec.lent.insert(ev)))),
             },
-            Ok(Some(Found::Buffer)) => Some(Ok(dec.lines.fields.borrow(&dec.input.buf))),
-            Ok(Some(Found::Slice)) => Some(Ok(dec.lines.fields.borrow(self.src))),
+            Ok(Some(Found::Buffer)) => Some(Ok(dec.lines.fields.borrow(&dec.input.buf, None))),
+            Ok(Some(Found::Slice(from))) => {
+                let text = text_of(&mut self.text, self.src, from);
+                Some(Ok(dec.lines.fields.borrow(self.src, text)))
+            }
         }
     }
 
@@ -501,8 +542,11 @@ impl Iterator for SseFeed<'_, '_> {
             Err(e) => Some(Err(e)),
             Ok(None) => None,
             Ok(Some(Found::Queued)) => dec.queued.pop_front(),
-            Ok(Some(Found::Buffer)) => Some(Ok(dec.lines.fields.take(&dec.input.buf))),
-            Ok(Some(Found::Slice)) => Some(Ok(dec.lines.fields.take(self.src))),
+            Ok(Some(Found::Buffer)) => Some(Ok(dec.lines.fields.take(&dec.input.buf, None))),
+            Ok(Some(Found::Slice(from))) => {
+                let text = text_of(&mut self.text, self.src, from);
+                Some(Ok(dec.lines.fields.take(self.src, text)))
+            }
         }
     }
 }
