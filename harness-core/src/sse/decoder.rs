@@ -105,6 +105,35 @@ struct Lines {
     skip_lf: bool,
     skip: Skip,
     fields: Fields,
+    ends: LineEnds,
+}
+
+/// The line-end search (`\n` or `\r`), set up once per decoder: memchr's AVX2 searcher
+/// where the CPU has it (no feature dispatch nor needle set-up per line), its `memchr2`
+/// elsewhere.
+#[derive(Clone, Copy, Debug)]
+struct LineEnds {
+    #[cfg(target_arch = "x86_64")]
+    avx2: Option<memchr::arch::x86_64::avx2::memchr::Two>,
+}
+
+impl LineEnds {
+    fn new() -> Self {
+        LineEnds {
+            #[cfg(target_arch = "x86_64")]
+            avx2: memchr::arch::x86_64::avx2::memchr::Two::new(b'\n', b'\r'),
+        }
+    }
+
+    /// The offset of the first `\n` or `\r` of `haystack`.
+    #[inline]
+    fn find(&self, haystack: &[u8]) -> Option<usize> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(two) = &self.avx2 {
+            return two.find(haystack);
+        }
+        memchr::memchr2(b'\n', b'\r', haystack)
+    }
 }
 
 /// What one run of the line machine over a source ended with.
@@ -165,7 +194,7 @@ impl Lines {
             // first byte before starting a vector search.
             let found = match buf.get(*scan) {
                 Some(b'\n' | b'\r') => Some(0),
-                Some(_) => memchr::memchr2(b'\n', b'\r', &buf[*scan..]),
+                Some(_) => self.ends.find(&buf[*scan..]),
                 None => None,
             };
             let Some(off) = found else {
@@ -227,6 +256,40 @@ impl Lines {
         }
     }
 
+    /// The common event, `data:` line and blank line, whole at `src[*at..]` with LF ends and
+    /// within the limits, in the state between events: dispatched at once (`true`, `*at`
+    /// past it), as [`parse`](Self::parse) would. `false`: nothing done, `parse` goes on.
+    #[inline]
+    fn quick_event(&mut self, src: &[u8], at: &mut usize) -> bool {
+        let start = *at;
+        if self.bom_pending || self.skip_lf || self.skip != Skip::No {
+            return false;
+        }
+        let rest = src.get(start..).unwrap_or_default();
+        if !rest.starts_with(b"data:") {
+            return false;
+        }
+        let Some(off) = self.ends.find(&rest[5..]) else {
+            return false;
+        };
+        let end = start + 5 + off;
+        if src[end] != b'\n'
+            || src.get(end + 1) != Some(&b'\n')
+            || end - start > self.cfg.max_line_bytes
+        {
+            return false;
+        }
+        self.fields.release();
+        if !self
+            .fields
+            .single_data(src, start + 5, end, self.cfg.max_event_bytes)
+        {
+            return false;
+        }
+        *at = end + 2;
+        true
+    }
+
     /// The buffer holds no line end: bound what it keeps. A line being dropped, or a
     /// non-blank line of an event being skipped, is dropped as it comes; a line past the
     /// limit is an error for its event.
@@ -275,6 +338,7 @@ impl SseDecoder {
                 skip_lf: false,
                 skip: Skip::No,
                 fields: Fields::default(),
+                ends: LineEnds::new(),
             },
             queued: VecDeque::new(),
             lent: None,
@@ -460,6 +524,9 @@ impl SseDecoder {
                 return Ok(None);
             }
             let from = *at;
+            if self.lines.quick_event(src, at) {
+                return Ok(Some(Found::Slice(from)));
+            }
             let mut scan = from;
             match self.lines.parse(src, at, &mut scan) {
                 Parsed::Event => return Ok(Some(Found::Slice(from))),

@@ -152,6 +152,7 @@ impl Fields {
     }
 
     /// The blank line: dispatch the event when the data buffer is not empty.
+    #[inline(always)]
     fn dispatch(&mut self) -> Step {
         // Step 1, before the empty-data check: an event with only an `id` sets it too.
         if self.id_pending {
@@ -173,6 +174,7 @@ impl Fields {
     }
 
     /// The event type buffer as a shared string, allocated once per distinct recent type.
+    #[inline(never)]
     fn intern_type(&mut self) -> Arc<str> {
         let raw = self.event_type.as_slice();
         if let Some(i) = self.types.iter().rposition(|t| t.as_bytes() == raw) {
@@ -215,22 +217,19 @@ impl Fields {
     /// The event just dispatched, borrowed from `src` or from the data buffer: no allocation
     /// unless the data is not valid UTF-8 (then it is decoded into the data buffer). `text`
     /// as for [`take`](Self::take).
+    #[inline]
     pub(super) fn borrow<'a>(
         &'a mut self,
         src: &'a [u8],
         text: Option<(usize, &'a str)>,
     ) -> SseEventRef<'a> {
         let data: &'a str = match self.span {
-            Some((lo, hi)) => match within(text, lo, hi)
-                .map_or_else(|| simdutf8::basic::from_utf8(&src[lo..hi]), Ok)
-            {
-                Ok(s) => s,
-                Err(_) => {
-                    self.span = None;
-                    self.data.clear();
-                    push_utf8(&mut self.data, &src[lo..hi]);
-                    &self.data
-                }
+            Some((lo, hi)) => match within(text, lo, hi) {
+                Some(s) => s,
+                None => match self.decode_span(src, lo, hi) {
+                    Some(s) => s,
+                    None => &self.data,
+                },
             },
             None => &self.data,
         };
@@ -238,6 +237,21 @@ impl Fields {
             event_type: self.out_type.as_deref(),
             data,
             id: (!self.id.is_empty()).then_some(self.id.as_str()),
+        }
+    }
+
+    /// The data span `src[lo..hi]` outside the validated text: borrowed when it is valid
+    /// UTF-8, else decoded into the data buffer (`None`).
+    #[cold]
+    fn decode_span<'s>(&mut self, src: &'s [u8], lo: usize, hi: usize) -> Option<&'s str> {
+        match simdutf8::basic::from_utf8(&src[lo..hi]) {
+            Ok(s) => Some(s),
+            Err(_) => {
+                self.span = None;
+                self.data.clear();
+                push_utf8(&mut self.data, &src[lo..hi]);
+                None
+            }
         }
     }
 
@@ -275,6 +289,7 @@ impl Fields {
 
 /// `src[lo..hi]` as a slice of the validated `text` (`src[t0..]`, a prefix of it), when it
 /// lies inside it on character boundaries.
+#[inline]
 fn within(text: Option<(usize, &str)>, lo: usize, hi: usize) -> Option<&str> {
     let (t0, text) = text?;
     text.get(lo.checked_sub(t0)?..hi - t0)
