@@ -511,31 +511,33 @@ impl<'s, T: DeserializeOwned> NdjsonValues<'_, '_, 's, T> {
         if len > dec.lines.cfg.max_line_bytes {
             return None;
         }
-        let mut kept = match self.kept.take() {
+        // Kept in place (not moved in and out of its slot: it is not small).
+        let kept = match &mut self.kept {
             Some(kept) if kept.next == at => kept,
-            _ => Kept {
+            slot => slot.insert(Kept {
                 base: at,
                 next: at,
                 de: serde_json::Deserializer::from_slice(&src[at..complete]).into_iter(),
-            },
+            }),
         };
         // What the deserializer skips before the value is what the last value was checked
         // to be followed by (JSON whitespace, then the LF before `at`).
-        let value = kept.de.next()?.ok()?;
+        let value = kept.de.next().and_then(Result::ok);
         // A `{` or `[` value ends at its closing bracket wherever the slice ends: it parsed
         // within its line exactly when it ends before the LF.
         let end = kept.base + kept.de.byte_offset();
-        if end > lf
-            || !src[end..lf]
-                .iter()
-                .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
-        {
+        let Some(value) = value.filter(|_| {
+            end <= lf
+                && src[end..lf]
+                    .iter()
+                    .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+        }) else {
+            self.kept = None;
             return None;
-        }
+        };
         dec.lines.line_no += 1;
         feed.at = lf + 1;
         kept.next = feed.at;
-        self.kept = Some(kept);
         Some(value)
     }
 }
