@@ -10,7 +10,7 @@
 //!
 //! `CODEC_RATIOS_ONE=WORKLOAD:PUSH` runs one workload once and nothing else, for a profiler
 //! (`valgrind --tool=callgrind target/release/deps/codec_ratios-*` then `callgrind_annotate`):
-//! WORKLOAD is one of `sse_owned`, `sse_borrowed`, `sse_stream`, `nd_ignored`,
+//! WORKLOAD is one of `sse_owned`, `sse_borrowed`, `sse_stream`, `nd_ignored`, `nd_values`,
 //! `stream_deserializer`, `uhp_fed`, `uhp_flat`; PUSH a size in bytes.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -177,6 +177,7 @@ fn ndjson(mb: usize, pairs: usize) {
     assert_eq!(stream_deserializer(&stream), frames);
     for (chunk, _) in PUSH_SIZES {
         assert_eq!(nd_ignored(&stream, chunk), frames);
+        assert_eq!(nd_values(&stream, chunk), frames);
         assert_eq!(bufread_split(&stream, chunk), frames);
         assert_eq!(nd_typed(&stream, chunk), flat_frames(&lines));
     }
@@ -185,14 +186,20 @@ fn ndjson(mb: usize, pairs: usize) {
         len as f64 / 1e6
     );
     println!(
-        "| push | framing+parse MB/s | × StreamDeserializer | × BufRead::split | push+poll × StreamDeserializer | typed frame × flat serde_json (pre-split) | lines / memchr |"
+        "| push | framing+parse MB/s | × StreamDeserializer | `values` MB/s | `values` × StreamDeserializer | × BufRead::split | push+poll × StreamDeserializer | typed frame × flat serde_json (pre-split) | lines / memchr |"
     );
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (chunk, label) in PUSH_SIZES {
         let sd = pair(
             len,
             pairs,
             t!(nd_ignored(&stream, chunk)),
+            t!(stream_deserializer(&stream)),
+        );
+        let values = pair(
+            len,
+            pairs,
+            t!(nd_values(&stream, chunk)),
             t!(stream_deserializer(&stream)),
         );
         let split = pair(
@@ -220,9 +227,11 @@ fn ndjson(mb: usize, pairs: usize) {
             t!(memchr_newlines(&stream)),
         );
         println!(
-            "| {label} | {:.0} | {:.2}× | {:.2}× | {:.2}× | {:.0}% | {:.0}% |",
+            "| {label} | {:.0} | {:.2}× | {:.0} | {:.2}× | {:.2}× | {:.2}× | {:.0}% | {:.0}% |",
             sd.ours,
             sd.ratio,
+            values.ours,
+            values.ratio,
             split.ratio,
             classic.ratio,
             100.0 * typed.ratio,
@@ -278,6 +287,7 @@ fn one(spec: &str, mb: usize) {
         "sse_borrowed" => sse_borrowed(&sse(), push).events,
         "sse_stream" => sse_stream_crate(byte_chunks(&sse(), push)).events,
         "nd_ignored" => nd_ignored(&nd(), push),
+        "nd_values" => nd_values(&nd(), push),
         "stream_deserializer" => stream_deserializer(&nd()),
         "uhp_fed" => uhp_stream::pipeline_fed(&uhp(), push).text().len(),
         "uhp_flat" => uhp_stream::baseline(&uhp_stream::payloads(&uhp())) as usize,

@@ -24,7 +24,7 @@ mod workloads;
 
 use workloads::{
     PUSH_SIZES, bufread_split, flat_frames, memchr_newlines, nd_ignored, nd_lines, nd_push_ignored,
-    nd_push_lines, nd_typed, stream_deserializer,
+    nd_push_lines, nd_typed, nd_values, stream_deserializer,
 };
 
 fn bench(c: &mut Criterion) {
@@ -35,6 +35,7 @@ fn bench(c: &mut Criterion) {
         .filter(|l| !l.is_empty())
         .collect();
     assert_eq!(nd_ignored(&stream, 4096), frames);
+    assert_eq!(nd_values(&stream, 4096), frames);
     assert_eq!(nd_push_ignored(&stream, 4096), frames);
     assert_eq!(bufread_split(&stream, 4096), frames);
     assert_eq!(stream_deserializer(&stream), frames);
@@ -66,6 +67,7 @@ fn bench(c: &mut Criterion) {
         f("harness_core_NdjsonDecoder_lines", nd_lines);
         f("harness_core_NdjsonDecoder_push_lines", nd_push_lines);
         f("harness_core_NdjsonDecoder_IgnoredAny", nd_ignored);
+        f("harness_core_NdjsonDecoder_values_IgnoredAny", nd_values);
         f(
             "harness_core_NdjsonDecoder_push_IgnoredAny",
             nd_push_ignored,

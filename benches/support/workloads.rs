@@ -179,6 +179,20 @@ pub fn nd_ignored(stream: &[u8], chunk: usize) -> usize {
     n
 }
 
+/// Ours in place, owned values with one deserializer kept across the lines of a push:
+/// `feed` and `values::<IgnoredAny>` (a bad line is still that line's error).
+pub fn nd_values(stream: &[u8], chunk: usize) -> usize {
+    let mut dec = NdjsonDecoder::new();
+    let mut n = 0;
+    for c in stream.chunks(chunk) {
+        for v in dec.feed(c).values::<IgnoredAny>() {
+            v.unwrap();
+            n += 1;
+        }
+    }
+    n
+}
+
 /// Ours in place into the borrowed `Frame`.
 pub fn nd_typed(stream: &[u8], chunk: usize) -> usize {
     let mut dec = NdjsonDecoder::new();

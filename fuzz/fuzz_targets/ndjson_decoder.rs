@@ -1,8 +1,9 @@
 //! Arbitrary bytes never panic the NDJSON decoder, and neither the chunking nor the path
-//! (`push` + `poll`, or in place with `feed`) changes what comes out.
+//! (`push` + `poll`, or in place with `feed`, value by value or with `values`' kept
+//! deserializer) changes what comes out.
 #![no_main]
 
-use harness_core::ndjson::{NdjsonConfig, NdjsonDecoder};
+use harness_core::ndjson::{NdjsonConfig, NdjsonDecoder, NdjsonError};
 use libfuzzer_sys::fuzz_target;
 
 fn run(chunks: &[&[u8]]) -> Vec<String> {
@@ -24,16 +25,21 @@ fn run(chunks: &[&[u8]]) -> Vec<String> {
     out
 }
 
-/// The same through `feed` and `next_value`.
-fn run_fed(chunks: &[&[u8]]) -> Vec<String> {
+/// The same through `feed` and `next_value` (or `values`).
+fn run_fed(chunks: &[&[u8]], kept: bool) -> Vec<String> {
     let mut dec = NdjsonDecoder::with_config(NdjsonConfig { max_line_bytes: 64 });
     let mut out = Vec::new();
+    let mut put = |v: Result<serde_json::Value, NdjsonError>| match v {
+        Ok(v) => out.push(v.to_string()),
+        Err(e) => out.push(format!("error {e}")),
+    };
     for c in chunks {
         let mut feed = dec.feed(c);
-        while let Some(v) = feed.next_value::<serde_json::Value>() {
-            match v {
-                Ok(v) => out.push(v.to_string()),
-                Err(e) => out.push(format!("error {e}")),
+        if kept {
+            feed.values::<serde_json::Value>().for_each(&mut put);
+        } else {
+            while let Some(v) = feed.next_value::<serde_json::Value>() {
+                put(v);
             }
         }
     }
@@ -56,5 +62,6 @@ fuzz_target!(|data: &[u8]| {
     let split = (usize::from(data[0]) % data.len()).min(body.len());
     let whole = run(&[body]);
     assert_eq!(whole, run(&[&body[..split], &body[split..]]));
-    assert_eq!(whole, run_fed(&[&body[..split], &body[split..]]));
+    assert_eq!(whole, run_fed(&[&body[..split], &body[split..]], false));
+    assert_eq!(whole, run_fed(&[&body[..split], &body[split..]], true));
 });

@@ -392,7 +392,7 @@ pub struct NdjsonFeed<'d, 's> {
     complete: usize,
 }
 
-impl NdjsonFeed<'_, '_> {
+impl<'d, 's> NdjsonFeed<'d, 's> {
     /// The next non-blank line, without its line end, borrowed until the next call. `None`:
     /// the fed bytes are used up. An `Err` concerns one line; keep calling.
     pub fn next_line(&mut self) -> Option<Result<&[u8], NdjsonError>> {
@@ -422,9 +422,143 @@ impl NdjsonFeed<'_, '_> {
         Some(dec.lines.parse(line))
     }
 
+    /// The lines parsed as owned `T`s (values that borrow nothing, such as
+    /// `serde_json::Value` or `IgnoredAny`), as an iterator: [`next_value`](Self::next_value)
+    /// with one deserializer kept across the lines of the fed bytes instead of one per line,
+    /// which saves its set-up (and its scratch allocation for nested values) on every line.
+    /// Each value must still end its own line: a value that runs past its line end, or
+    /// anything after it on the line but JSON whitespace, sends that line the framing way,
+    /// which reports it as that line's error. The same values and errors as `next_value`,
+    /// under any chunking.
+    ///
+    /// ```
+    /// use harness_core::ndjson::NdjsonDecoder;
+    /// use serde_json::Value;
+    ///
+    /// let mut dec = NdjsonDecoder::new();
+    /// let mut feed = dec.feed(b"{\"n\":1}\n{\"n\":\n2}\n[3]\n");
+    /// let got: Vec<_> = feed.values::<Value>().map(|v| v.map_err(|e| e.line())).collect();
+    /// // `{"n":` and `2}` are two bad lines: every value is on its own line.
+    /// assert_eq!(got, [Ok(serde_json::json!({"n": 1})), Err(2), Err(3), Ok(serde_json::json!([3]))]);
+    /// ```
+    pub fn values<T: DeserializeOwned>(&mut self) -> NdjsonValues<'_, 'd, 's, T> {
+        NdjsonValues {
+            feed: self,
+            kept: None,
+        }
+    }
+
     /// The 1-based number of the last line returned or reported.
     pub fn line_number(&self) -> u64 {
         self.dec.lines.line_no
+    }
+}
+
+/// The values of an [`NdjsonFeed`], owned, with one deserializer kept from line to line
+/// ([`NdjsonFeed::values`]).
+pub struct NdjsonValues<'f, 'd, 's, T> {
+    feed: &'f mut NdjsonFeed<'d, 's>,
+    /// The deserializer over `src[base..complete]` and `next`, the line start it may go on
+    /// from: only JSON whitespace and the one LF were left between the end of its last value
+    /// and `next`.
+    kept: Option<Kept<'s, T>>,
+}
+
+/// A deserializer kept over the fed bytes.
+struct Kept<'s, T> {
+    base: usize,
+    next: usize,
+    de: serde_json::StreamDeserializer<'s, serde_json::de::SliceRead<'s>, T>,
+}
+
+impl<T> std::fmt::Debug for NdjsonValues<'_, '_, '_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NdjsonValues")
+            .field("feed", &self.feed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> NdjsonValues<'_, '_, '_, T> {
+    /// The 1-based number of the last line returned or reported.
+    pub fn line_number(&self) -> u64 {
+        self.feed.dec.lines.line_no
+    }
+}
+
+impl<'s, T: DeserializeOwned> NdjsonValues<'_, '_, 's, T> {
+    /// The fast path, on the terms of [`NdjsonDecoder::value_in_place`] (a line starting
+    /// with `{` or `[`, in place, no bytes buffered, within the limit) with the kept
+    /// deserializer: `None` leaves the line to the framing path.
+    fn in_place(&mut self) -> Option<T> {
+        let feed = &mut *self.feed;
+        let (at, src, complete) = (feed.at, feed.src, feed.complete);
+        let dec = &mut *feed.dec;
+        if at >= complete || dec.input.pending() > 0 || dec.lines.dropping || dec.lines.eof {
+            return None;
+        }
+        let rest = &src[at..complete];
+        if !matches!(rest.first(), Some(b'{' | b'[')) {
+            return None;
+        }
+        // `complete` ends with a LF, so there is one.
+        let lf = at + memchr::memchr(b'\n', rest)?;
+        let len = if src[..lf].ends_with(b"\r") {
+            lf - 1 - at
+        } else {
+            lf - at
+        };
+        if len > dec.lines.cfg.max_line_bytes {
+            return None;
+        }
+        // Kept in place (not moved in and out of its slot: it is not small).
+        let kept = match &mut self.kept {
+            Some(kept) if kept.next == at => kept,
+            slot => slot.insert(Kept {
+                base: at,
+                next: at,
+                de: serde_json::Deserializer::from_slice(&src[at..complete]).into_iter(),
+            }),
+        };
+        // What the deserializer skips before the value is what the last value was checked
+        // to be followed by (JSON whitespace, then the LF before `at`).
+        let value = kept.de.next().and_then(Result::ok);
+        // A `{` or `[` value ends at its closing bracket wherever the slice ends: it parsed
+        // within its line exactly when it ends before the LF.
+        let end = kept.base + kept.de.byte_offset();
+        let Some(value) = value.filter(|_| {
+            end <= lf
+                && src[end..lf]
+                    .iter()
+                    .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+        }) else {
+            self.kept = None;
+            return None;
+        };
+        dec.lines.line_no += 1;
+        feed.at = lf + 1;
+        kept.next = feed.at;
+        Some(value)
+    }
+}
+
+impl<T: DeserializeOwned> Iterator for NdjsonValues<'_, '_, '_, T> {
+    type Item = Result<T, NdjsonError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(v) = self.in_place() {
+            return Some(Ok(v));
+        }
+        self.kept = None;
+        let feed = &mut *self.feed;
+        let dec = &mut *feed.dec;
+        let line = match dec.next_in(feed.src, &mut feed.at) {
+            Err(e) => return Some(Err(e)),
+            Ok(None) => return None,
+            Ok(Some(Found::Buffer(lo, hi))) => &dec.input.buf[lo..hi],
+            Ok(Some(Found::Slice(lo, hi))) => &feed.src[lo..hi],
+        };
+        Some(dec.lines.parse(line))
     }
 }
 

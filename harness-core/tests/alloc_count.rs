@@ -119,6 +119,38 @@ fn main() {
             got.0,
         );
     }
+    // Owned values with one deserializer kept across the lines of a feed (`values`): nested
+    // objects need serde_json's scratch stack, allocated per feed (once for the kept
+    // deserializer, once for the line a feed completes in the decoder's buffer), never per
+    // line (a deserializer per line, as `next_value` makes, allocates it on every line).
+    let nested: Vec<u8> = (0..EVENTS)
+        .flat_map(|i| {
+            format!(
+                "{{\"type\":\"harness.event\",\"seq\":{i},\"event\":{{\"delta\":\"tok{i}\"}}}}\n"
+            )
+            .into_bytes()
+        })
+        .collect();
+    for chunk in [4096, 65536, 1 << 20] {
+        let mut dec = NdjsonDecoder::new();
+        let region = Region::new(GLOBAL);
+        let (mut n, mut feeds) = (0, 0);
+        for c in nested.chunks(chunk) {
+            feeds += 1;
+            for v in dec.feed(c).values::<serde::de::IgnoredAny>() {
+                v.unwrap();
+                n += 1;
+            }
+        }
+        let stats = region.change();
+        let allocations = stats.allocations + stats.reallocations;
+        println!("ndjson values, {chunk}-byte feeds: {allocations} allocations over {n} lines");
+        assert_eq!(n, EVENTS);
+        assert!(
+            allocations <= 2 * feeds + 8 && allocations < n / 8,
+            "values: {allocations} allocations for {feeds} feeds"
+        );
+    }
     let stream = sse_stream();
     // The owned path, for contrast: per event its data and, as every event here has a new id,
     // that id (shared with the events after it while it stays the same).

@@ -49,7 +49,7 @@ fn mixed(cfg: NdjsonConfig, bytes: &[u8], cuts: &[usize], modes: &[u8]) -> Vec<I
     for (i, cut) in cuts.into_iter().chain([bytes.len()]).enumerate() {
         let chunk = &bytes[start..cut];
         start = cut;
-        match modes.get(i).copied().unwrap_or(0) % 5 {
+        match modes.get(i).copied().unwrap_or(0) % 6 {
             0 => {
                 dec.push(chunk);
                 drain(&mut dec, &mut out);
@@ -77,10 +77,26 @@ fn mixed(cfg: NdjsonConfig, bytes: &[u8], cuts: &[usize], modes: &[u8]) -> Vec<I
                 drop(feed);
                 drain(&mut dec, &mut out);
             }
-            _ => {
+            4 => {
                 let (a, b) = chunk.split_at(chunk.len() / 2);
                 dec.push(a);
                 values(&mut dec.feed(b), &mut out);
+            }
+            // Owned values with one deserializer kept across lines (`values`), stopped after
+            // at most `modes[i] / 6 % 4` values, the rest read by a second `values` of the same
+            // feed (whose deserializer starts afresh).
+            _ => {
+                let mut feed = dec.feed(chunk);
+                let first = usize::from(modes.get(i).copied().unwrap_or(0) / 6 % 4);
+                let mut vals = feed.values::<Value>();
+                for _ in 0..first {
+                    let Some(item) = vals.next() else { break };
+                    out.push(item.map(|v| (vals.line_number(), v)));
+                }
+                let mut vals = feed.values::<Value>();
+                while let Some(item) = vals.next() {
+                    out.push(item.map(|v| (vals.line_number(), v)));
+                }
             }
         }
     }
@@ -185,6 +201,12 @@ fn one_pass_values_agree_with_framing_on_edge_lines() {
                     reference(cfg, bytes),
                     mixed(cfg, bytes, &[split], &[1, 1]),
                     "case {i}, limit {limit}, split at {split}"
+                );
+                // `values`, its deserializer kept across the lines (5, 5: read whole).
+                assert_eq!(
+                    reference(cfg, bytes),
+                    mixed(cfg, bytes, &[split], &[5, 5]),
+                    "values: case {i}, limit {limit}, split at {split}"
                 );
             }
         }

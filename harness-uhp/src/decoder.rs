@@ -130,8 +130,8 @@ impl StreamFeed<'_, '_> {
     /// escaped strings and nested objects aside). `None`: the fed bytes are used up. `Err`:
     /// a finding about one message; keep calling.
     pub fn next_ref(&mut self) -> Option<Result<&StreamEvent, Finding>> {
-        if let Some(ev) = self.lent.take() {
-            *self.spare = ev.into_raw_json();
+        if let Some(ev) = self.lent.as_mut() {
+            *self.spare = ev.take_raw_json();
         }
         let data = match self.sse.next_ref()? {
             Ok(ev) => ev.data(),

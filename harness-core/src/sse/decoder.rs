@@ -105,6 +105,35 @@ struct Lines {
     skip_lf: bool,
     skip: Skip,
     fields: Fields,
+    ends: LineEnds,
+}
+
+/// The line-end search (`\n` or `\r`), set up once per decoder: memchr's AVX2 searcher
+/// where the CPU has it (no feature dispatch nor needle set-up per line), its `memchr2`
+/// elsewhere.
+#[derive(Clone, Copy, Debug)]
+struct LineEnds {
+    #[cfg(target_arch = "x86_64")]
+    avx2: Option<memchr::arch::x86_64::avx2::memchr::Two>,
+}
+
+impl LineEnds {
+    fn new() -> Self {
+        LineEnds {
+            #[cfg(target_arch = "x86_64")]
+            avx2: memchr::arch::x86_64::avx2::memchr::Two::new(b'\n', b'\r'),
+        }
+    }
+
+    /// The offset of the first `\n` or `\r` of `haystack`.
+    #[inline]
+    fn find(&self, haystack: &[u8]) -> Option<usize> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(two) = &self.avx2 {
+            return two.find(haystack);
+        }
+        memchr::memchr2(b'\n', b'\r', haystack)
+    }
 }
 
 /// What one run of the line machine over a source ended with.
@@ -125,8 +154,8 @@ enum Found {
     Queued,
     /// In the fields, borrowing from the decoder's buffer.
     Buffer,
-    /// In the fields, borrowing from the caller's slice.
-    Slice,
+    /// In the fields, borrowing from the caller's slice; its lines start at the index given.
+    Slice(usize),
 }
 
 impl Lines {
@@ -165,7 +194,7 @@ impl Lines {
             // first byte before starting a vector search.
             let found = match buf.get(*scan) {
                 Some(b'\n' | b'\r') => Some(0),
-                Some(_) => memchr::memchr2(b'\n', b'\r', &buf[*scan..]),
+                Some(_) => self.ends.find(&buf[*scan..]),
                 None => None,
             };
             let Some(off) = found else {
@@ -175,6 +204,23 @@ impl Lines {
             };
             let end = *scan + off;
             let start = *pos;
+            // Most events of a real stream are one `data:` line and the blank line: when both
+            // are here whole (LF ends, the limits met), the event is dispatched at once, with
+            // exactly what the two lines would do one by one.
+            if self.skip == Skip::No
+                && buf[end] == b'\n'
+                && buf.get(end + 1) == Some(&b'\n')
+                && end - start <= self.cfg.max_line_bytes
+                && buf[start..end].starts_with(b"data:")
+                && self
+                    .fields
+                    .single_data(buf, start + 5, end, self.cfg.max_event_bytes)
+            {
+                self.skip_lf = false;
+                *pos = end + 2;
+                *scan = *pos;
+                return Parsed::Event;
+            }
             self.skip_lf = buf[end] == b'\r';
             *pos = end + 1;
             *scan = *pos;
@@ -208,6 +254,40 @@ impl Lines {
                 }
             }
         }
+    }
+
+    /// The common event, `data:` line and blank line, whole at `src[*at..]` with LF ends and
+    /// within the limits, in the state between events: dispatched at once (`true`, `*at`
+    /// past it), as [`parse`](Self::parse) would. `false`: nothing done, `parse` goes on.
+    #[inline]
+    fn quick_event(&mut self, src: &[u8], at: &mut usize) -> bool {
+        let start = *at;
+        if self.bom_pending || self.skip_lf || self.skip != Skip::No {
+            return false;
+        }
+        let rest = src.get(start..).unwrap_or_default();
+        if !rest.starts_with(b"data:") {
+            return false;
+        }
+        let Some(off) = self.ends.find(&rest[5..]) else {
+            return false;
+        };
+        let end = start + 5 + off;
+        if src[end] != b'\n'
+            || src.get(end + 1) != Some(&b'\n')
+            || end - start > self.cfg.max_line_bytes
+        {
+            return false;
+        }
+        self.fields.release();
+        if !self
+            .fields
+            .single_data(src, start + 5, end, self.cfg.max_event_bytes)
+        {
+            return false;
+        }
+        *at = end + 2;
+        true
     }
 
     /// The buffer holds no line end: bound what it keeps. A line being dropped, or a
@@ -258,6 +338,7 @@ impl SseDecoder {
                 skip_lf: false,
                 skip: Skip::No,
                 fields: Fields::default(),
+                ends: LineEnds::new(),
             },
             queued: VecDeque::new(),
             lent: None,
@@ -308,6 +389,7 @@ impl SseDecoder {
             dec: self,
             src: bytes,
             at: 0,
+            text: None,
         }
     }
 
@@ -392,7 +474,7 @@ impl SseDecoder {
     /// The next event of the buffer, owned.
     fn poll_buffered(&mut self) -> Result<Option<SseEvent>, SseError> {
         if self.parse_buffered()? {
-            Ok(Some(self.lines.fields.take(&self.input.buf)))
+            Ok(Some(self.lines.fields.take(&self.input.buf, None)))
         } else {
             Ok(None)
         }
@@ -441,9 +523,13 @@ impl SseDecoder {
             if *at == src.len() {
                 return Ok(None);
             }
-            let mut scan = *at;
+            let from = *at;
+            if self.lines.quick_event(src, at) {
+                return Ok(Some(Found::Slice(from)));
+            }
+            let mut scan = from;
             match self.lines.parse(src, at, &mut scan) {
-                Parsed::Event => return Ok(Some(Found::Slice)),
+                Parsed::Event => return Ok(Some(Found::Slice(from))),
                 Parsed::Fail(e) => return Err(e),
                 Parsed::Wait | Parsed::NeedMore => {
                     // No line end in the rest: it waits in the buffer (which bounds it).
@@ -466,6 +552,25 @@ pub struct SseFeed<'d, 's> {
     dec: &'d mut SseDecoder,
     src: &'s [u8],
     at: usize,
+    /// The fed bytes from where events were first parsed in place up to their last line end,
+    /// validated as UTF-8 once (`Some(None)`: they are not valid), so that an event's data is
+    /// a slice of it rather than a validation of its own.
+    text: Option<Option<(usize, &'s str)>>,
+}
+
+/// The validated text of the fed bytes `src`, from `from` (where the first event parsed in
+/// place starts) to the last line end, made once per feed.
+fn text_of<'s>(
+    text: &mut Option<Option<(usize, &'s str)>>,
+    src: &'s [u8],
+    from: usize,
+) -> Option<(usize, &'s str)> {
+    *text.get_or_insert_with(|| {
+        let rest = src.get(from..)?;
+        let end = from + memchr::memrchr2(b'\n', b'\r', rest)?;
+        let text = simdutf8::basic::from_utf8(src.get(from..end)?).ok()?;
+        Some((from, text))
+    })
 }
 
 impl SseFeed<'_, '_> {
@@ -481,8 +586,11 @@ impl SseFeed<'_, '_> {
                 Err(e) => Some(Err(e)),
                 Ok(ev) => Some(Ok(SseEventRef::from(&*dec.lent.insert(ev)))),
             },
-            Ok(Some(Found::Buffer)) => Some(Ok(dec.lines.fields.borrow(&dec.input.buf))),
-            Ok(Some(Found::Slice)) => Some(Ok(dec.lines.fields.borrow(self.src))),
+            Ok(Some(Found::Buffer)) => Some(Ok(dec.lines.fields.borrow(&dec.input.buf, None))),
+            Ok(Some(Found::Slice(from))) => {
+                let text = text_of(&mut self.text, self.src, from);
+                Some(Ok(dec.lines.fields.borrow(self.src, text)))
+            }
         }
     }
 
@@ -501,8 +609,11 @@ impl Iterator for SseFeed<'_, '_> {
             Err(e) => Some(Err(e)),
             Ok(None) => None,
             Ok(Some(Found::Queued)) => dec.queued.pop_front(),
-            Ok(Some(Found::Buffer)) => Some(Ok(dec.lines.fields.take(&dec.input.buf))),
-            Ok(Some(Found::Slice)) => Some(Ok(dec.lines.fields.take(self.src))),
+            Ok(Some(Found::Buffer)) => Some(Ok(dec.lines.fields.take(&dec.input.buf, None))),
+            Ok(Some(Found::Slice(from))) => {
+                let text = text_of(&mut self.text, self.src, from);
+                Some(Ok(dec.lines.fields.take(self.src, text)))
+            }
         }
     }
 }

@@ -120,6 +120,28 @@ impl Fields {
         Step::Continue
     }
 
+    /// The event is one `data` line whose value (one leading space still to strip) is
+    /// `src[vlo..hi]`, followed by the blank line: gathers it and dispatches, as
+    /// [`line`](Self::line) would for the two lines. `false` (nothing done) when an event is
+    /// already being gathered with data or the value is past `max_event`: the caller goes
+    /// the line-by-line way, which reports it.
+    pub(super) fn single_data(
+        &mut self,
+        src: &[u8],
+        vlo: usize,
+        hi: usize,
+        max_event: usize,
+    ) -> bool {
+        let vlo = vlo + usize::from(vlo < hi && src[vlo] == b' ');
+        if self.has_data || hi - vlo > max_event {
+            return false;
+        }
+        self.data.clear();
+        self.has_data = true;
+        self.span = Some((vlo, hi));
+        matches!(self.dispatch(), Step::Dispatch)
+    }
+
     /// Copies a data value still in `src` into the data buffer (the source is about to go
     /// away, or a second `data:` line joins it).
     pub(super) fn materialize(&mut self, src: &[u8]) {
@@ -130,6 +152,7 @@ impl Fields {
     }
 
     /// The blank line: dispatch the event when the data buffer is not empty.
+    #[inline(always)]
     fn dispatch(&mut self) -> Step {
         // Step 1, before the empty-data check: an event with only an `id` sets it too.
         if self.id_pending {
@@ -151,6 +174,7 @@ impl Fields {
     }
 
     /// The event type buffer as a shared string, allocated once per distinct recent type.
+    #[inline(never)]
     fn intern_type(&mut self) -> Arc<str> {
         let raw = self.event_type.as_slice();
         if let Some(i) = self.types.iter().rposition(|t| t.as_bytes() == raw) {
@@ -164,10 +188,15 @@ impl Fields {
         t
     }
 
-    /// The event just dispatched, owned (its data moved out, or copied from `src`).
-    pub(super) fn take(&mut self, src: &[u8]) -> SseEvent {
+    /// The event just dispatched, owned (its data moved out, or copied from `src`). `text`,
+    /// when given, is `src[t0..]` (a prefix of it) already validated as UTF-8: a data span
+    /// inside it is copied with no validation of its own.
+    pub(super) fn take(&mut self, src: &[u8], text: Option<(usize, &str)>) -> SseEvent {
         let data = match self.span.take() {
-            Some((lo, hi)) => decode_owned(&src[lo..hi]),
+            Some((lo, hi)) => match within(text, lo, hi) {
+                Some(s) => s.to_owned(),
+                None => decode_owned(&src[lo..hi]),
+            },
             None => std::mem::take(&mut self.data),
         };
         let id = if self.id.is_empty() {
@@ -186,17 +215,21 @@ impl Fields {
     }
 
     /// The event just dispatched, borrowed from `src` or from the data buffer: no allocation
-    /// unless the data is not valid UTF-8 (then it is decoded into the data buffer).
-    pub(super) fn borrow<'a>(&'a mut self, src: &'a [u8]) -> SseEventRef<'a> {
+    /// unless the data is not valid UTF-8 (then it is decoded into the data buffer). `text`
+    /// as for [`take`](Self::take).
+    #[inline]
+    pub(super) fn borrow<'a>(
+        &'a mut self,
+        src: &'a [u8],
+        text: Option<(usize, &'a str)>,
+    ) -> SseEventRef<'a> {
         let data: &'a str = match self.span {
-            Some((lo, hi)) => match simdutf8::basic::from_utf8(&src[lo..hi]) {
-                Ok(s) => s,
-                Err(_) => {
-                    self.span = None;
-                    self.data.clear();
-                    push_utf8(&mut self.data, &src[lo..hi]);
-                    &self.data
-                }
+            Some((lo, hi)) => match within(text, lo, hi) {
+                Some(s) => s,
+                None => match self.decode_span(src, lo, hi) {
+                    Some(s) => s,
+                    None => &self.data,
+                },
             },
             None => &self.data,
         };
@@ -204,6 +237,21 @@ impl Fields {
             event_type: self.out_type.as_deref(),
             data,
             id: (!self.id.is_empty()).then_some(self.id.as_str()),
+        }
+    }
+
+    /// The data span `src[lo..hi]` outside the validated text: borrowed when it is valid
+    /// UTF-8, else decoded into the data buffer (`None`).
+    #[cold]
+    fn decode_span<'s>(&mut self, src: &'s [u8], lo: usize, hi: usize) -> Option<&'s str> {
+        match simdutf8::basic::from_utf8(&src[lo..hi]) {
+            Ok(s) => Some(s),
+            Err(_) => {
+                self.span = None;
+                self.data.clear();
+                push_utf8(&mut self.data, &src[lo..hi]);
+                None
+            }
         }
     }
 
@@ -237,6 +285,14 @@ impl Fields {
     pub(super) fn pending_data(&self) -> Option<usize> {
         self.has_data.then_some(self.data.len())
     }
+}
+
+/// `src[lo..hi]` as a slice of the validated `text` (`src[t0..]`, a prefix of it), when it
+/// lies inside it on character boundaries.
+#[inline]
+fn within(text: Option<(usize, &str)>, lo: usize, hi: usize) -> Option<&str> {
+    let (t0, text) = text?;
+    text.get(lo.checked_sub(t0)?..hi - t0)
 }
 
 /// Bytes decoded as UTF-8 into a new string, invalid sequences replaced.

@@ -441,6 +441,12 @@ impl StreamEvent {
         self.raw
     }
 
+    /// Takes the received text out of the event, leaving it empty (the decoder reuses the
+    /// buffer of an event it lent for the next one, without moving the event).
+    pub(crate) fn take_raw_json(&mut self) -> String {
+        std::mem::take(&mut self.raw)
+    }
+
     /// The event as a JSON value (parses the received text again).
     pub fn to_value(&self) -> serde_json::Value {
         serde_json::from_str(&self.raw).unwrap_or(serde_json::Value::Null)
