@@ -134,8 +134,7 @@ pub fn canonical_event(event: &Event) -> Result<String, CanonicalError> {
     if nesting > MAX_EVENT_DEPTH {
         return Err(too_deep());
     }
-    let canonical =
-        serde_json_canonicalizer::to_string(event).map_err(|e| CanonicalError(e.to_string()))?;
+    let canonical = crate::jcs::to_string(event).map_err(|e| CanonicalError(e.to_string()))?;
     if crate::depth::may_exceed(nesting)
         && crate::depth::json_depth(canonical.as_bytes()) > MAX_EVENT_DEPTH
     {
@@ -146,7 +145,7 @@ pub fn canonical_event(event: &Event) -> Result<String, CanonicalError> {
 
 /// The RFC 8785 canonical JSON of any JSON value.
 pub fn canonical_value(value: &serde_json::Value) -> Result<String, CanonicalError> {
-    serde_json_canonicalizer::to_string(value).map_err(|e| CanonicalError(e.to_string()))
+    crate::jcs::to_string(value).map_err(|e| CanonicalError(e.to_string()))
 }
 
 /// Feeds the canonical wrapper `{"event":…,"prev_hash":"…","seq":"…"}` to `hasher`.

@@ -76,6 +76,7 @@ pub mod execution;
 pub mod harnesses;
 pub mod hash;
 pub mod input_hash;
+mod jcs;
 pub mod journal;
 mod journal_error;
 mod observer;

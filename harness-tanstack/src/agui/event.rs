@@ -646,6 +646,51 @@ impl AguiEvent {
         serde_json::to_string(self).unwrap_or_default()
     }
 
+    /// [`to_json`](Self::to_json), appended to `out` (the log writes each event into its
+    /// record's buffer). The events a streamed reply is made of, `TEXT_MESSAGE_CONTENT` and
+    /// `TOOL_CALL_ARGS`, with none of their optional fields or unknown keys, are written
+    /// directly (their strings escaped by serde_json): byte for byte the serde form
+    /// (`tests/codec_props.rs`), without its per-key calls.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            AguiEvent::TextMessageContent(e)
+                if e.timestamp.is_none()
+                    && e.raw_event.is_none()
+                    && e.metadata.is_none()
+                    && e.subagent_run_id.is_none()
+                    && e.extra.is_empty() =>
+            {
+                write_delta(
+                    out,
+                    "TEXT_MESSAGE_CONTENT\",\"messageId",
+                    &e.message_id,
+                    &e.delta,
+                )
+            }
+            AguiEvent::ToolCallArgs(e)
+                if e.timestamp.is_none()
+                    && e.raw_event.is_none()
+                    && e.metadata.is_none()
+                    && e.subagent_run_id.is_none()
+                    && e.extra.is_empty() =>
+            {
+                write_delta(
+                    out,
+                    "TOOL_CALL_ARGS\",\"toolCallId",
+                    &e.tool_call_id,
+                    &e.delta,
+                )
+            }
+            _ => {
+                let start = out.len();
+                if serde_json::to_writer(&mut *out, self).is_err() {
+                    // As `to_json`: nothing (serializing our own types cannot fail).
+                    out.truncate(start);
+                }
+            }
+        }
+    }
+
     /// The event as the AG-UI encoder frames it on SSE: `data: <json>\n\n`.
     pub fn to_sse(&self) -> String {
         format!("data: {}\n\n", self.to_json())
@@ -680,4 +725,23 @@ impl Default for AguiEvent {
     fn default() -> Self {
         AguiEvent::Custom(Custom::default())
     }
+}
+
+/// `{"type":"<type_and_key>":<id>,"delta":<delta>}`: a streamed fragment in the serde form
+/// of its event (`type`, the id, `delta`: the schema's order).
+fn write_delta(out: &mut Vec<u8>, type_and_key: &str, id: &str, delta: &str) {
+    out.reserve(type_and_key.len() + id.len() + delta.len() + 32);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(type_and_key.as_bytes());
+    out.extend_from_slice(b"\":");
+    json_str(out, id);
+    out.extend_from_slice(b",\"delta\":");
+    json_str(out, delta);
+    out.push(b'}');
+}
+
+/// A JSON string as serde_json writes it.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    // ok: a &str into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
 }

@@ -488,7 +488,7 @@ impl<L: EventLog + 'static> Service<L> {
     pub(super) fn emit(&self, thread: &str, op: &str, ev: AguiEvent) -> Result<(), SinkError> {
         let now = self.now();
         let mut g = self.lock();
-        let r = g.host.emit(now, thread, op, ev);
+        let r = g.host.emit_seq(now, thread, op, ev);
         g.pump();
         r.map(|_| ())
             .map_err(|e| SinkError::Transport(e.to_string()))

@@ -103,6 +103,17 @@ struct Env {
     tools: Tools,
 }
 
+/// The token counts of a `harness.usage` event (`usage`, `total`), in the order its JSON
+/// has them: keys sorted, as a JSON object built from them was (the log's bytes unchanged).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TokenCounts {
+    input_tokens: u64,
+    output_tokens: u64,
+    reasoning_tokens: u64,
+    total_tokens: u64,
+}
+
 /// What the driver keeps of a turn that waits for a person: the host stores it as the
 /// turn's [`Interrupted::state`] and hands it back in [`Resume::state`](crate::host::Resume).
 #[derive(Serialize, Deserialize)]
@@ -398,12 +409,14 @@ impl<L: EventLog + 'static> TanStackSink<L> {
     fn usage_event(&self, u: &Usage, source: Option<&str>) -> Result<(), SinkError> {
         let total = self.service.add_usage(&self.thread, u);
         let as_json = |u: &Usage| {
-            Json::from_value(&serde_json::json!({
-                "inputTokens": u.input_tokens,
-                "outputTokens": u.output_tokens,
-                "totalTokens": u.input_tokens.saturating_add(u.output_tokens),
-                "reasoningTokens": u.reasoning_tokens,
-            }))
+            // Written straight into its JSON, with no map built first.
+            Json::new(&TokenCounts {
+                input_tokens: u.input_tokens,
+                output_tokens: u.output_tokens,
+                reasoning_tokens: u.reasoning_tokens,
+                total_tokens: u.input_tokens.saturating_add(u.output_tokens),
+            })
+            .unwrap_or_else(|_| Json::null())
         };
         let ev = HarnessEvent::Usage(UsageEvent {
             model: u.model.clone(),

@@ -15,7 +15,7 @@ use crate::agui::{
 };
 use crate::catalog::{self, Delivery, HarnessEvent, InputOutcome, OperationKind};
 use crate::frame::Input;
-use crate::log::{EventLog, LogError};
+use crate::log::{EventLog, LogError, LogRecord};
 
 /// The turn a thread runs.
 #[derive(Clone, Debug)]
@@ -195,37 +195,37 @@ impl<L: EventLog> Host<L> {
         operation_id: &str,
         event: AguiEvent,
     ) -> Result<Cursor, HostError> {
+        self.emit_seq(now, thread_id, operation_id, event)
+            .map(|seq| Cursor::new(seq.to_string()))
+    }
+
+    /// [`emit`](Self::emit), returning the event's sequence number (a caller that does not
+    /// hand the cursor on makes no string of it).
+    pub(crate) fn emit_seq(
+        &mut self,
+        now: Instant,
+        thread_id: &str,
+        operation_id: &str,
+        event: AguiEvent,
+    ) -> Result<u64, HostError> {
         self.clock(now);
-        if !self.ensure(thread_id, None) {
-            let t = Thread::new(thread_id, None, Caps::of(&self.cfg));
-            self.insert_thread(thread_id, t, None);
-        }
-        // Its frame names the thread by the id its clients use (one lookup of the thread
-        // for the append and what follows: an event is the hot path of a turn).
+        // One lookup of the thread for the append and what follows (an event is the hot
+        // path of a turn); a thread not in memory is read back or made first.
         let rec = match self.threads.get_mut(thread_id) {
             Some(t) => {
-                let rec = self
-                    .log
-                    .append_as(thread_id, &t.thread_id, operation_id, &event);
-                if rec.is_ok() {
-                    t.observe(&event);
-                    if let Some(r) = t
-                        .running
-                        .as_mut()
-                        .filter(|r| r.operation_id == operation_id)
-                    {
-                        match &event {
-                            AguiEvent::TextMessageStart(s) => {
-                                r.open_message = Some(s.message_id.clone());
-                            }
-                            AguiEvent::TextMessageEnd(_) => r.open_message = None,
-                            _ => {}
-                        }
-                    }
-                }
-                rec
+                self.resident.touch(thread_id);
+                append_observed(&mut self.log, t, thread_id, operation_id, &event)
             }
-            None => self.log.append(thread_id, operation_id, &event),
+            None => {
+                if !self.ensure(thread_id, None) {
+                    let t = Thread::new(thread_id, None, Caps::of(&self.cfg));
+                    self.insert_thread(thread_id, t, None);
+                }
+                match self.threads.get_mut(thread_id) {
+                    Some(t) => append_observed(&mut self.log, t, thread_id, operation_id, &event),
+                    None => self.log.append(thread_id, operation_id, &event),
+                }
+            }
         };
         let rec = match rec {
             Ok(r) => r,
@@ -242,7 +242,7 @@ impl<L: EventLog> Host<L> {
             Err(e) => return Err(e.into()),
         };
         self.wake_thread(thread_id);
-        Ok(rec.cursor())
+        Ok(rec.seq)
     }
 
     /// Ends a turn: closes its open text message, sends `RUN_FINISHED` (with
@@ -405,4 +405,33 @@ impl<L: EventLog> Host<L> {
             self.wake_thread(&stream);
         }
     }
+}
+
+/// Appends `event` to the log of the thread `t` (stored under `key`; its frame names the
+/// thread by the id its clients use) and, once appended, lets the thread observe it.
+fn append_observed<L: EventLog>(
+    log: &mut L,
+    t: &mut Thread,
+    key: &str,
+    operation_id: &str,
+    event: &AguiEvent,
+) -> Result<LogRecord, LogError> {
+    let rec = log.append_as(key, &t.thread_id, operation_id, event);
+    if rec.is_ok() {
+        t.observe(event);
+        if let Some(r) = t
+            .running
+            .as_mut()
+            .filter(|r| r.operation_id == operation_id)
+        {
+            match event {
+                AguiEvent::TextMessageStart(s) => {
+                    r.open_message = Some(s.message_id.clone());
+                }
+                AguiEvent::TextMessageEnd(_) => r.open_message = None,
+                _ => {}
+            }
+        }
+    }
+    rec
 }

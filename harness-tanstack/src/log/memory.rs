@@ -129,7 +129,7 @@ impl EventLog for MemoryLog {
                 ..MemThread::default()
             });
         let seq = t.first + t.records.len() as u64;
-        let rec = LogRecord::render(thread_id, seq, operation_id, event);
+        let rec = LogRecord::render_after(t.records.back(), thread_id, seq, operation_id, event);
         t.bytes += rec.sse.len();
         self.total_bytes += rec.sse.len();
         t.records.push_back(rec.clone());

@@ -66,8 +66,24 @@ pub struct LogRecord {
 impl LogRecord {
     /// Renders a record: the `harness.event` frame, once.
     pub fn render(thread_id: &str, seq: u64, operation_id: &str, event: &AguiEvent) -> LogRecord {
-        let event_json = event.to_json();
-        Self::render_raw(thread_id, seq, operation_id, &event_json)
+        Self::render_after(None, thread_id, seq, operation_id, event)
+    }
+
+    /// [`render`](Self::render) of the record after `prev` (the thread's last), which shares
+    /// `prev`'s operation id when it is the same run's (a run's events are consecutive).
+    pub(crate) fn render_after(
+        prev: Option<&LogRecord>,
+        thread_id: &str,
+        seq: u64,
+        operation_id: &str,
+        event: &AguiEvent,
+    ) -> LogRecord {
+        let op = match prev {
+            Some(p) if &*p.operation_id == operation_id => Arc::clone(&p.operation_id),
+            _ => Arc::from(operation_id),
+        };
+        // The event is written where it stays, in the record's buffer (no string of its own).
+        Self::render_with(thread_id, seq, op, 128, |out| event.write_json(out))
     }
 
     pub(crate) fn render_raw(
@@ -76,28 +92,46 @@ impl LogRecord {
         operation_id: &str,
         event_json: &str,
     ) -> LogRecord {
-        let cursor = seq.to_string();
-        let mut out = Vec::with_capacity(event_json.len() + thread_id.len() + 96);
+        Self::render_with(
+            thread_id,
+            seq,
+            Arc::from(operation_id),
+            event_json.len(),
+            |out| out.extend_from_slice(event_json.as_bytes()),
+        )
+    }
+
+    /// The record of the event `write_event` appends (about `event_len` bytes).
+    fn render_with(
+        thread_id: &str,
+        seq: u64,
+        operation_id: Arc<str>,
+        event_len: usize,
+        write_event: impl FnOnce(&mut Vec<u8>),
+    ) -> LogRecord {
+        let mut digits = [0u8; 20];
+        let cursor = decimal(seq, &mut digits);
+        let mut out = Vec::with_capacity(event_len + thread_id.len() + operation_id.len() + 96);
         out.extend_from_slice(b"id: ");
-        out.extend_from_slice(cursor.as_bytes());
+        out.extend_from_slice(cursor);
         out.extend_from_slice(b"\ndata: ");
         let start = out.len();
         out.extend_from_slice(b"{\"type\":\"harness.event\",\"cursor\":\"");
-        out.extend_from_slice(cursor.as_bytes());
+        out.extend_from_slice(cursor);
         out.extend_from_slice(b"\",\"threadId\":");
         json_string(&mut out, thread_id);
         out.extend_from_slice(b",\"operationId\":");
-        json_string(&mut out, operation_id);
+        json_string(&mut out, &operation_id);
         out.extend_from_slice(b",\"event\":");
         let ev_start = out.len();
-        out.extend_from_slice(event_json.as_bytes());
+        write_event(&mut out);
         let ev_end = out.len();
         out.push(b'}');
         let end = out.len();
         out.extend_from_slice(b"\n\n");
         LogRecord {
             seq,
-            operation_id: Arc::from(operation_id),
+            operation_id,
             sse: Bytes::from(out),
             json: start..end,
             event: ev_start..ev_end,
@@ -164,6 +198,20 @@ fn thread_keys<T>(
 ) -> Vec<String> {
     let owned_only = owners.keys().filter(|k| !threads.contains_key(*k));
     threads.keys().chain(owned_only).cloned().collect()
+}
+
+/// `n` in decimal, written into `buf` (a cursor, without a `String` of its own).
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        // n % 10 < 10: the cast cannot truncate.
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
 }
 
 fn json_string(out: &mut Vec<u8>, s: &str) {

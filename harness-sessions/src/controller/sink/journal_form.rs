@@ -11,7 +11,7 @@ use harness_core::message::{Part, ToolResult};
 fn journal_form_value(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::Number(n) => {
-            if let Some(x) = serde_json_canonicalizer::to_string(&*n)
+            if let Some(x) = crate::jcs::to_string(&*n)
                 .ok()
                 .and_then(|s| serde_json::from_str::<serde_json::Number>(&s).ok())
             {
