@@ -329,6 +329,18 @@ impl Pg {
         self.schema.as_deref()
     }
 
+    /// The schema the pool's statements work in (`current_schema()`), as a statement that
+    /// names it (a `NOTIFY` payload, say) sees it. Blocking: call it at start.
+    pub fn current_schema(&self) -> Result<String, PgError> {
+        let pool = self.pool.clone();
+        self.block_on(async move {
+            let c = pool.get().await?;
+            Ok(c.query_one("SELECT current_schema()", &[])
+                .await?
+                .try_get(0)?)
+        })
+    }
+
     /// A handle to the pool's runtime (to spawn long-lived tasks such as a LISTEN loop).
     pub fn runtime(&self) -> &tokio::runtime::Handle {
         &self.handle

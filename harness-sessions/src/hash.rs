@@ -166,24 +166,8 @@ fn feed(hasher: &mut Sha256, canonical_event: &[u8], prev: Option<&ContentHash>,
         hasher.update(buf);
     }
     hasher.update(b"\",\"seq\":\"");
-    let mut digits = [0u8; 20];
-    hasher.update(decimal(seq, &mut digits));
+    hasher.update(itoa::Buffer::new().format(seq));
     hasher.update(b"\"}");
-}
-
-/// `seq` in decimal, written into `buf`.
-pub(crate) fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        // n % 10 < 10: the cast cannot truncate.
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    &buf[i..]
 }
 
 /// The `content_hash` of the record at `seq` whose event's canonical JSON is
@@ -234,14 +218,6 @@ mod tests {
         );
         assert!("ab".parse::<ContentHash>().is_err());
         assert!("zz".repeat(32).parse::<ContentHash>().is_err());
-    }
-
-    #[test]
-    fn decimal_digits() {
-        let mut b = [0u8; 20];
-        assert_eq!(decimal(0, &mut b), b"0");
-        assert_eq!(decimal(1, &mut b), b"1");
-        assert_eq!(decimal(u64::MAX, &mut b), u64::MAX.to_string().as_bytes());
     }
 
     #[test]

@@ -109,8 +109,8 @@ impl LogRecord {
         event_len: usize,
         write_event: impl FnOnce(&mut Vec<u8>),
     ) -> LogRecord {
-        let mut digits = [0u8; 20];
-        let cursor = decimal(seq, &mut digits);
+        let mut digits = itoa::Buffer::new();
+        let cursor = digits.format(seq).as_bytes();
         let mut out = Vec::with_capacity(event_len + thread_id.len() + operation_id.len() + 96);
         out.extend_from_slice(b"id: ");
         out.extend_from_slice(cursor);
@@ -198,20 +198,6 @@ fn thread_keys<T>(
 ) -> Vec<String> {
     let owned_only = owners.keys().filter(|k| !threads.contains_key(*k));
     threads.keys().chain(owned_only).cloned().collect()
-}
-
-/// `n` in decimal, written into `buf` (a cursor, without a `String` of its own).
-fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        // n % 10 < 10: the cast cannot truncate.
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[i..];
-        }
-    }
 }
 
 fn json_string(out: &mut Vec<u8>, s: &str) {

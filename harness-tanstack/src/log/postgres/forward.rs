@@ -5,7 +5,7 @@
 //! (`NOTIFY` [`ANSWER_CHANNEL`] with `<schema> <sender> <id>`). [`PgLog::listen_forwards`]
 //! tails both.
 
-use harness_core::pg::{Pg, PgListener};
+use harness_core::pg::PgListener;
 
 use super::{PgLog, log_err};
 use crate::log::{Forward, ForwardKind, LogError};
@@ -29,17 +29,6 @@ impl ForwardListener {
     }
 }
 
-fn schema_of(pg: &Pg) -> Result<String, LogError> {
-    let pool = pg.pool().clone();
-    pg.block_on(async move {
-        let c = pool.get().await?;
-        Ok(c.query_one("SELECT current_schema()", &[])
-            .await?
-            .try_get(0)?)
-    })
-    .map_err(log_err)
-}
-
 impl PgLog {
     /// Listens for inputs other hosts forward to this one (`on_input()`: call
     /// [`Service::handle_forwarded`](crate::driver::Service::handle_forwarded)) and for the
@@ -55,7 +44,7 @@ impl PgLog {
         let Some(l) = &self.leases else {
             return Ok(None);
         };
-        let schema = schema_of(&self.pg)?;
+        let schema = self.pg.current_schema().map_err(log_err)?;
         let me = format!("{schema} {}", l.holder);
         let inbox = self
             .pg

@@ -24,15 +24,7 @@ pub(super) fn start(
 ) -> Result<Listener, LogError> {
     let err = |e: harness_core::pg::PgError| LogError::Io(e.to_string());
     // The schema the log's tables are in, as the appending statement names it.
-    let pool = pg.pool().clone();
-    let schema: String = pg
-        .block_on(async move {
-            let c = pool.get().await?;
-            Ok(c.query_one("SELECT current_schema()", &[])
-                .await?
-                .try_get(0)?)
-        })
-        .map_err(err)?;
+    let schema = pg.current_schema().map_err(err)?;
     let l = pg
         .listen(NOTIFY_CHANNEL, move |payload| {
             // `<schema> <seq> <holder> <key>`: the key may hold spaces; the rest never do.

@@ -38,16 +38,8 @@ pub(super) fn change(payload: &str, schema: &str, me: &str) -> Option<Change> {
 
 pub(super) fn start(pg: &Pg, me: &str, on_change: OnChange) -> Result<PgWatch, StoreError> {
     let err = |e: PgError| StoreError::Io(e.to_string());
-    let pool = pg.pool().clone();
     // The schema the tables are in, as the notifying statements name it.
-    let schema: String = pg
-        .block_on(async move {
-            let c = pool.get().await?;
-            Ok(c.query_one("SELECT current_schema()", &[])
-                .await?
-                .try_get(0)?)
-        })
-        .map_err(err)?;
+    let schema = pg.current_schema().map_err(err)?;
     let me = me.to_owned();
     let l = pg
         .listen(NOTIFY_CHANNEL, move |payload| {
