@@ -181,6 +181,11 @@ mod two_hosts {
         (status, text)
     }
 
+    /// A `GET`: the status and the whole body.
+    async fn get(h: &Host, token: &str, path: &str) -> (u16, String) {
+        call(h, token, "GET", path, None, &Value::Null).await
+    }
+
     fn json_of(s: &str) -> Value {
         serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
     }
@@ -280,41 +285,17 @@ mod two_hosts {
         let id = t["id"].as_str().unwrap().to_owned();
         let sid = t["metadata"]["session_id"].as_str().unwrap().to_owned();
         // B reads it, running.
-        let (st, got) = call(
-            &b,
-            "ka",
-            "GET",
-            &format!("/v1/responses/{id}"),
-            None,
-            &Value::Null,
-        )
-        .await;
+        let (st, got) = get(&b, "ka", &format!("/v1/responses/{id}")).await;
         assert_eq!(st, 200, "{got}");
         assert_eq!(json_of(&got)["status"], "in_progress");
-        let (st, items) = call(
-            &b,
-            "ka",
-            "GET",
-            &format!("/v1/responses/{id}/input_items"),
-            None,
-            &Value::Null,
-        )
-        .await;
+        let (st, items) = get(&b, "ka", &format!("/v1/responses/{id}/input_items")).await;
         assert_eq!(st, 200);
         assert_eq!(json_of(&items)["data"][0]["content"][0]["text"], "wait");
-        let (st, s) = call(
-            &b,
-            "ka",
-            "GET",
-            &format!("/v1/sessions/{sid}"),
-            None,
-            &Value::Null,
-        )
-        .await;
+        let (st, s) = get(&b, "ka", &format!("/v1/sessions/{sid}")).await;
         assert_eq!(st, 200, "{s}");
         // B lists the session (A's write reached B).
         eventually("B lists A's session", || async {
-            let (_, l) = call(&b, "ka", "GET", "/v1/sessions", None, &Value::Null).await;
+            let (_, l) = get(&b, "ka", "/v1/sessions").await;
             l.contains(&sid)
         })
         .await;
@@ -354,15 +335,7 @@ mod two_hosts {
             text.starts_with('.'),
             "output made before the cancel is kept: {c}"
         );
-        let (_, on_a) = call(
-            &a,
-            "ka",
-            "GET",
-            &format!("/v1/responses/{id}"),
-            None,
-            &Value::Null,
-        )
-        .await;
+        let (_, on_a) = get(&a, "ka", &format!("/v1/responses/{id}")).await;
         assert_eq!(json_of(&on_a)["status"], "cancelled");
         assert_eq!(json_of(&on_a)["output"], c["output"]);
         // Cancelling again, through either host, changes nothing (sessions.md:95).
@@ -392,26 +365,10 @@ mod two_hosts {
         assert_eq!(st, 200, "{next}");
         let next = json_of(&next);
         assert_eq!(next["metadata"]["session_id"], sid.as_str());
-        let (_, turns) = call(
-            &a,
-            "ka",
-            "GET",
-            &format!("/v1/sessions/{sid}/turns"),
-            None,
-            &Value::Null,
-        )
-        .await;
+        let (_, turns) = get(&a, "ka", &format!("/v1/sessions/{sid}/turns")).await;
         assert!(turns.contains(&id), "{turns}");
         eventually("A sees B's turn", || async {
-            let (_, turns) = call(
-                &a,
-                "ka",
-                "GET",
-                &format!("/v1/sessions/{sid}/turns"),
-                None,
-                &Value::Null,
-            )
-            .await;
+            let (_, turns) = get(&a, "ka", &format!("/v1/sessions/{sid}/turns")).await;
             turns.contains(next["id"].as_str().unwrap())
         })
         .await;
@@ -442,16 +399,8 @@ mod two_hosts {
                 t["metadata"]["session_id"].as_str().unwrap().to_owned(),
             )
         };
-        let get = |h, id: String| async move {
-            let (st, t) = call(
-                h,
-                "ka",
-                "GET",
-                &format!("/v1/responses/{id}"),
-                None,
-                &Value::Null,
-            )
-            .await;
+        let status_of = |h, id: String| async move {
+            let (st, t) = get(h, "ka", &format!("/v1/responses/{id}")).await;
             (
                 st,
                 if st == 200 {
@@ -464,7 +413,8 @@ mod two_hosts {
         // Cancelling the session through B stops A's task.
         let (id, sid) = start(&a).await;
         eventually("B knows A's task", || async {
-            b.svc.with_server(|s, _| s.running_tasks()) == 0 && get(&b, id.clone()).await.0 == 200
+            b.svc.with_server(|s, _| s.running_tasks()) == 0
+                && status_of(&b, id.clone()).await.0 == 200
         })
         .await;
         let (st, c) = call(
@@ -479,7 +429,7 @@ mod two_hosts {
         assert_eq!(st, 200, "{c}");
         assert_eq!(json_of(&c)["cancelled"][0], id.as_str());
         eventually("A's task cancelled", || async {
-            get(&a, id.clone()).await.1 == "cancelled"
+            status_of(&a, id.clone()).await.1 == "cancelled"
         })
         .await;
         // Deleting a response through B leaves A's task running; it is gone after.
@@ -500,7 +450,7 @@ mod two_hosts {
             1,
             "still running on A"
         );
-        assert_eq!(get(&b, id.clone()).await.0, 404);
+        assert_eq!(status_of(&b, id.clone()).await.0, 404);
         // Deleting a session through B cancels A's task first; the session is unreadable on both.
         let (id2, sid2) = start(&a).await;
         let (st, _) = call(
@@ -519,20 +469,11 @@ mod two_hosts {
         .await;
         for h in [&a, &b] {
             eventually("the session unreadable", || async {
-                call(
-                    h,
-                    "ka",
-                    "GET",
-                    &format!("/v1/sessions/{sid2}"),
-                    None,
-                    &Value::Null,
-                )
-                .await
-                .0 == 404
+                get(h, "ka", &format!("/v1/sessions/{sid2}")).await.0 == 404
             })
             .await;
             eventually("its task unreadable", || async {
-                get(h, id2.clone()).await.0 == 404
+                status_of(h, id2.clone()).await.0 == 404
             })
             .await;
         }
@@ -575,15 +516,7 @@ mod two_hosts {
             prev = json_of(&ok.1)["id"].as_str().unwrap().to_owned();
             // Once it has ended, the session takes the next task, through either host.
             eventually("the task ends", || async {
-                let (_, t) = call(
-                    &b,
-                    "ka",
-                    "GET",
-                    &format!("/v1/responses/{prev}"),
-                    None,
-                    &Value::Null,
-                )
-                .await;
+                let (_, t) = get(&b, "ka", &format!("/v1/responses/{prev}")).await;
                 json_of(&t)["status"] == "completed"
             })
             .await;
@@ -641,7 +574,7 @@ mod two_hosts {
             assert_eq!(st, 404, "{m} {path}: {e}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let (_, l) = call(&b, "kb", "GET", "/v1/sessions", None, &Value::Null).await;
+        let (_, l) = get(&b, "kb", "/v1/sessions").await;
         assert!(!l.contains(sid), "{l}");
         let (st, his) = call(&b, "kb", "POST", "/v1/responses", Some("same"), &body).await;
         assert_eq!(st, 200);
@@ -666,15 +599,7 @@ mod two_hosts {
         )
         .await;
         let id = json_of(&t)["id"].as_str().unwrap().to_owned();
-        let (_, got) = call(
-            &b,
-            "ka",
-            "GET",
-            &format!("/v1/responses/{id}"),
-            None,
-            &Value::Null,
-        )
-        .await;
+        let (_, got) = get(&b, "ka", &format!("/v1/responses/{id}")).await;
         assert_eq!(json_of(&got)["status"], "in_progress");
         // Host A's marker connection dies (as with a SIGKILL of its process).
         let mark = format!("harness-uhp {}", a.store.host());
@@ -693,15 +618,7 @@ mod two_hosts {
             .await
             .unwrap();
         eventually("B reads the task failed", || async {
-            let (_, got) = call(
-                &b,
-                "ka",
-                "GET",
-                &format!("/v1/responses/{id}"),
-                None,
-                &Value::Null,
-            )
-            .await;
+            let (_, got) = get(&b, "ka", &format!("/v1/responses/{id}")).await;
             json_of(&got)["status"] == "failed"
         })
         .await;
