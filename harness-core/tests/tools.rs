@@ -155,6 +155,36 @@ fn the_registry_is_by_name_and_a_clone_is_independent() {
     assert!(a.get("a_tool").is_none() && b.get("a_tool").is_some());
 }
 
+/// Lookup finds exactly the registered names, whether the registry is small (scanned) or
+/// large (searched): a prefix, an extension or an empty name is not a tool, and a name
+/// registered again replaces its tool in either size.
+#[test]
+fn lookup_is_exact_in_a_small_and_a_large_registry() {
+    for n in [1usize, 2, 8, 9, 40] {
+        let names: Vec<String> = (0..n).rev().map(|i| format!("tool_{i}")).collect();
+        let mut tools: Tools = names
+            .iter()
+            .map(|name| Tool::json(name.clone(), "t", |_| Ok(json!("first"))))
+            .collect();
+        assert_eq!(tools.len(), n);
+        for name in &names {
+            assert_eq!(
+                tools.get(name).map(Tool::name),
+                Some(name.as_str()),
+                "{n} tools"
+            );
+        }
+        for absent in ["", "tool_", "tool_00", &format!("tool_{n}"), "tool_0x"] {
+            assert!(tools.get(absent).is_none(), "{absent:?} in {n} tools");
+        }
+        tools.insert(Tool::json("tool_0", "t", |_| Ok(json!("second"))));
+        assert_eq!(tools.len(), n, "a name registered again is replaced");
+        let call = ToolCall::new("c1", "tool_0", JsonObject::new());
+        let out = block_on(tools.call_ref(&call, &ToolContext::default())).output;
+        assert_eq!(out.unwrap()["result"], "second", "{n} tools");
+    }
+}
+
 /// agentsessions (Rule 4, mediation): sink.tool_call is for CONTROLLER_MEDIATED and
 /// REQUIRES_APPROVAL calls with an idempotency key; the words are the controller's.
 #[test]

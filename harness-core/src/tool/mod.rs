@@ -317,6 +317,10 @@ impl Future for ToolFuture {
     }
 }
 
+/// Up to this many tools, [`Tools::get`] scans them instead of searching: most names differ
+/// in length, and an equality test stops at the lengths.
+const LINEAR_LOOKUP_MAX: usize = 8;
+
 /// The tools of an agent, by name: one registry that every host takes. Cheap to clone
 /// (the tools are shared, not copied: a host hands each turn the same registry).
 #[derive(Clone, Debug, Default)]
@@ -341,7 +345,13 @@ impl Tools {
 
     /// Adds a tool (replacing one of the same name).
     pub fn insert(&mut self, tool: Tool) {
-        let tools = Arc::make_mut(self.by_name.get_or_insert_with(Default::default));
+        let Some(tools) = &mut self.by_name else {
+            // The first tool: one allocation of exactly one slot (most registries hold a
+            // few tools, and a host builds one per session or per test).
+            self.by_name = Some(Arc::new(vec![tool]));
+            return;
+        };
+        let tools = Arc::make_mut(tools);
         match tools.binary_search_by(|t| t.name().cmp(tool.name())) {
             Ok(i) => tools[i] = tool,
             Err(i) => tools.insert(i, tool),
@@ -351,6 +361,10 @@ impl Tools {
     /// The tool named `name`.
     pub fn get(&self, name: &str) -> Option<&Tool> {
         let tools = self.as_slice();
+        if tools.len() <= LINEAR_LOOKUP_MAX {
+            // A few names: comparing for equality (lengths first) beats ordering them.
+            return tools.iter().find(|t| t.name() == name);
+        }
         tools
             .binary_search_by(|t| t.name().cmp(name))
             .ok()
