@@ -115,6 +115,14 @@ mod two_hosts {
         store: PgStore,
     }
 
+    /// Two hosts on a fresh schema, counting the runs of the `slow` harness between them.
+    async fn two_hosts() -> (Arc<AtomicUsize>, Host, Host) {
+        let cfg = schema();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let (a, b) = (host(&cfg, &runs).await, host(&cfg, &runs).await);
+        (runs, a, b)
+    }
+
     async fn host(cfg: &PgConfig, runs: &Arc<AtomicUsize>) -> Host {
         let c = cfg.clone();
         let store = tokio::task::spawn_blocking(move || PgStore::with_config(&c))
@@ -208,9 +216,7 @@ mod two_hosts {
     /// through another host on the database too. The same key with another body is refused.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_key_repeated_through_another_host_names_the_first_task() {
-        let cfg = schema();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let (a, b) = (host(&cfg, &runs).await, host(&cfg, &runs).await);
+        let (runs, a, b) = two_hosts().await;
         let body = json!({"input": "hello"});
         let (st, first) = call(&a, "ka", "POST", "/v1/responses", Some("k1"), &body).await;
         assert_eq!(st, 200, "{first}");
@@ -252,9 +258,7 @@ mod two_hosts {
     /// Two hosts race one new key: exactly one task runs, both requests get it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn two_hosts_racing_one_key_run_one_task() {
-        let cfg = schema();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let (a, b) = (host(&cfg, &runs).await, host(&cfg, &runs).await);
+        let (runs, a, b) = two_hosts().await;
         for i in 0..5 {
             let key = format!("race-{i}");
             let body = json!({"input": format!("race {i}")});
@@ -276,9 +280,7 @@ mod two_hosts {
     /// host A is read, listed, streamed and cancelled through host B.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_task_made_on_one_host_is_read_listed_and_cancelled_through_another() {
-        let cfg = schema();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let (a, b) = (host(&cfg, &runs).await, host(&cfg, &runs).await);
+        let (_, a, b) = two_hosts().await;
         let body = json!({"input": "wait", "background": true});
         let (_, t) = call(&a, "ka", "POST", "/v1/responses", None, &body).await;
         let t = json_of(&t);
@@ -380,9 +382,7 @@ mod two_hosts {
     /// through host B, of tasks running on host A.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn sessions_and_responses_cancelled_or_deleted_through_another_host() {
-        let cfg = schema();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let (a, b) = (host(&cfg, &runs).await, host(&cfg, &runs).await);
+        let (_, a, b) = two_hosts().await;
         let start = |h| async move {
             let (_, t) = call(
                 h,
@@ -484,9 +484,7 @@ mod two_hosts {
     /// continuations of one idle session through two hosts at once: one runs, one is refused.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn two_hosts_continuing_one_session_at_once_run_one_task() {
-        let cfg = schema();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let (a, b) = (host(&cfg, &runs).await, host(&cfg, &runs).await);
+        let (runs, a, b) = two_hosts().await;
         // Each racing task runs 1 s: the slower request claims while the faster one's task
         // still runs (on a loaded machine too).
         let mut prev = {
@@ -528,9 +526,7 @@ mod two_hosts {
     /// made on A with `stream: true` is replayed as a stream through B for its key.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_finished_task_is_streamed_again_through_another_host() {
-        let cfg = schema();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let (a, b) = (host(&cfg, &runs).await, host(&cfg, &runs).await);
+        let (runs, a, b) = two_hosts().await;
         let body = json!({"input": "stream me", "stream": true});
         let (st, live) = call(&a, "ka", "POST", "/v1/responses", Some("s1"), &body).await;
         assert_eq!(st, 200);
@@ -557,9 +553,7 @@ mod two_hosts {
     /// the same key is his own (keys are per principal).
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn each_principal_sees_only_its_own_across_hosts() {
-        let cfg = schema();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let (a, b) = (host(&cfg, &runs).await, host(&cfg, &runs).await);
+        let (runs, a, b) = two_hosts().await;
         let body = json!({"input": "mine"});
         let (_, t) = call(&a, "ka", "POST", "/v1/responses", Some("same"), &body).await;
         let t = json_of(&t);
@@ -586,9 +580,7 @@ mod two_hosts {
     /// connection to the database closed) is read `failed` by the others, never run again.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_task_of_a_host_that_is_gone_is_read_failed() {
-        let cfg = schema();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let (a, b) = (host(&cfg, &runs).await, host(&cfg, &runs).await);
+        let (runs, a, b) = two_hosts().await;
         let (_, t) = call(
             &a,
             "ka",
