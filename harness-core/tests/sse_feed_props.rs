@@ -108,8 +108,54 @@ fn sse_like() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(piece, 0..60).prop_map(|v| v.concat())
 }
 
+/// Whole lines in the shapes a real stream has (and near misses): what the in-place fast
+/// lane takes (`id:`, `data:` and the blank line, comments and blank lines between events)
+/// next to what it must leave to the line machine.
+fn stream_like() -> impl Strategy<Value = Vec<u8>> {
+    let line = prop_oneof![
+        4 => "[a-z0-9{}\"é]{0,10}".prop_map(|v| format!("data: {v}\n\n").into_bytes()),
+        2 => "[a-z0-9]{0,4}".prop_map(|v| format!("id: {v}\n").into_bytes()),
+        1 => Just(b"id:\n".to_vec()),
+        1 => Just(b"id:  two spaces\n".to_vec()),
+        1 => Just(b"id: a\0b\n".to_vec()),
+        1 => Just(b"id: \xFF\n".to_vec()),
+        1 => Just(b": ping\n".to_vec()),
+        1 => Just(b":\n".to_vec()),
+        1 => Just(b"\n".to_vec()),
+        1 => Just(b"data:x\n\n".to_vec()),
+        1 => Just(b"data:\n\n".to_vec()),
+        1 => Just(b"data:  x\n\n".to_vec()),
+        1 => Just(b"data: a\ndata: b\n\n".to_vec()),
+        1 => Just(b"data: x\r\n\r\n".to_vec()),
+        1 => Just(b"data: x\r\r".to_vec()),
+        1 => Just(b"data: \xC3(\n\n".to_vec()),
+        1 => Just(b"event: e\n".to_vec()),
+        1 => Just(b"retry: 7\n".to_vec()),
+        1 => Just(b": a comment that is longer than the small limits\n".to_vec()),
+        1 => Just(b"data: a value that is longer than the small limits\n\n".to_vec()),
+        1 => Just(b"\xEF\xBB\xBF".to_vec()),
+        1 => Just(b"data: cut".to_vec()),
+        1 => Just(b"id: cut".to_vec()),
+    ];
+    prop::collection::vec(line, 0..40).prop_map(|v| v.concat())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Streams of realistic lines, with and without small limits: the in-place fast lane
+    /// gives exactly the events, errors and last event ID of push-then-poll.
+    #[test]
+    fn feed_fast_lane_equals_push_then_poll(bytes in stream_like(), cuts in prop::collection::vec(any::<usize>(), 0..12), modes in prop::collection::vec(any::<u8>(), 0..13), line in 8usize..24, ev in 0usize..24) {
+        let limits = SseConfig { max_line_bytes: line, max_event_bytes: ev };
+        for cfg in [SseConfig::default(), limits] {
+            let want = reference(cfg, &bytes);
+            prop_assert_eq!(&want, &mixed(cfg, &bytes, &cuts, &modes));
+            // Every chunk fed, borrowed then owned: the lane sees all of the stream.
+            prop_assert_eq!(&want, &mixed(cfg, &bytes, &cuts, &[2; 13]));
+            prop_assert_eq!(&want, &mixed(cfg, &bytes, &cuts, &[1; 13]));
+        }
+    }
 
     /// Owned and borrowed in-place events equal push-then-poll, under any chunking.
     #[test]
@@ -154,4 +200,21 @@ proptest! {
             prop_assert!(!c.ends_with(b"\n") || dec.buffered_bytes() == 0);
         }
     }
+}
+
+/// An `id:` line past the line limit makes its event an error on the in-place path too
+/// (WHATWG leaves limits to the implementation; ours apply to every line alike), and the
+/// event after it is read normally.
+#[test]
+fn fed_id_line_past_the_limit_is_an_error() {
+    let cfg = SseConfig {
+        max_line_bytes: 10,
+        max_event_bytes: 40,
+    };
+    let bytes = b"data: a\n\nid:  two spaces\ndata: b\n\ndata: c\n\n";
+    let want = reference(cfg, bytes);
+    assert_eq!(want.0.len(), 3);
+    assert_eq!(want.0[1], Err(SseError::LineTooLong { limit: 10 }));
+    assert_eq!(want, mixed(cfg, bytes, &[], &[2]));
+    assert_eq!(want, mixed(cfg, bytes, &[], &[1]));
 }

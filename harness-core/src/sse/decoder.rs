@@ -5,8 +5,12 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::event::{SseError, SseEvent, SseEventRef};
-use super::fields::{Fields, Step};
+use super::fields::{Fields, Step, within};
 use crate::buffer::InputBuffer;
+
+mod lane;
+
+use lane::Lane;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -390,6 +394,7 @@ impl SseDecoder {
             src: bytes,
             at: 0,
             text: None,
+            ready: false,
         }
     }
 
@@ -503,7 +508,14 @@ impl SseDecoder {
         }
         loop {
             if self.input.pending() > 0 {
-                if self.parse_buffered()? {
+                // A buffered tail already searched to its end holds no line: only its bound
+                // is to check before completing it (the line machine would find nothing).
+                let searched = self.input.scan == self.input.buf.len()
+                    && !self.lines.bom_pending
+                    && !self.lines.skip_lf;
+                if searched {
+                    self.lines.hold(&mut self.input)?;
+                } else if self.parse_buffered()? {
                     return Ok(Some(Found::Buffer));
                 }
                 if self.input.pending() == 0 {
@@ -514,9 +526,22 @@ impl SseDecoder {
                 if rest.is_empty() {
                     return Ok(None);
                 }
-                let take = memchr::memchr2(b'\n', b'\r', rest).map_or(rest.len(), |i| i + 1);
+                // Up to its line end, and the blank line after an LF when it is there: a
+                // one-line event split by the push is then dispatched whole by the line
+                // machine's own quick check, its data never copied twice.
+                let end = self.lines.ends.find(rest);
+                let take = match end {
+                    Some(i) if rest[i] == b'\n' && rest.get(i + 1) == Some(&b'\n') => i + 2,
+                    Some(i) => i + 1,
+                    None => rest.len(),
+                };
+                let searched = self.input.scan == self.input.buf.len();
                 self.input.push(&rest[..take]);
                 *at += take;
+                if let (true, Some(i)) = (searched, end) {
+                    // Known to hold no line end up to the one just found: not searched again.
+                    self.input.scan = self.input.buf.len() - take + i;
+                }
                 continue;
             }
             self.input.clear();
@@ -556,6 +581,8 @@ pub struct SseFeed<'d, 's> {
     /// validated as UTF-8 once (`Some(None)`: they are not valid), so that an event's data is
     /// a slice of it rather than a validation of its own.
     text: Option<Option<(usize, &'s str)>>,
+    /// The decoder was [`lane_ready`](SseDecoder::lane_ready) and only the lane ran since.
+    ready: bool,
 }
 
 /// The validated text of the fed bytes `src`, from `from` (where the first event parsed in
@@ -573,11 +600,94 @@ fn text_of<'s>(
     })
 }
 
-impl SseFeed<'_, '_> {
+/// What the fast lane gave [`SseFeed`].
+enum Quick<'s> {
+    /// An event of the common shape: its data.
+    Event(&'s str),
+    /// The fed bytes are used up (their incomplete tail is in the buffer).
+    Done,
+    /// The buffered tail is past the line limit.
+    Fail(SseError),
+    /// The line machine's turn.
+    Slow,
+}
+
+impl<'s> SseFeed<'_, 's> {
+    /// The decoder's fast lane ([`SseDecoder::lane`]) at the feed's position: an event of
+    /// the common shape with its data (and `id`) inside the feed's validated text is
+    /// dispatched here, the feed moved past it; an incomplete tail goes into the buffer as
+    /// the line machine would put it there.
+    #[inline(always)]
+    fn lane(&mut self) -> Quick<'s> {
+        if !self.ready {
+            if !self.dec.lane_ready() {
+                return Quick::Slow;
+            }
+            self.ready = true;
+        }
+        match self.dec.lines.lane(self.src, &mut self.at) {
+            Lane::Other => {
+                self.ready = false;
+                Quick::Slow
+            }
+            Lane::Tail => self.tail(),
+            Lane::Event(ev) => {
+                let text = text_of(&mut self.text, self.src, self.at);
+                let Some(data) = within(text, ev.data.0, ev.data.1) else {
+                    self.ready = false;
+                    return Quick::Slow;
+                };
+                if let Some((lo, hi)) = ev.id {
+                    let Some(id) = within(text, lo, hi) else {
+                        self.ready = false;
+                        return Quick::Slow;
+                    };
+                    self.dec.lines.fields.dispatch_id(id);
+                }
+                self.at = ev.next;
+                Quick::Event(data)
+            }
+        }
+    }
+
+    /// The rest of the fed bytes is an incomplete line the lane can buffer: it goes into
+    /// the buffer, searched, and its bound is checked, as the line machine would.
+    #[cold]
+    fn tail(&mut self) -> Quick<'s> {
+        self.ready = false;
+        let dec = &mut *self.dec;
+        dec.input.clear();
+        dec.input.push(&self.src[self.at..]);
+        dec.input.scan = dec.input.buf.len();
+        self.at = self.src.len();
+        match dec.lines.hold(&mut dec.input) {
+            Ok(()) => Quick::Done,
+            Err(e) => Quick::Fail(e),
+        }
+    }
+
     /// The next event, borrowed from the fed bytes or the decoder until the next call: no
     /// allocation per event (unless its data is not valid UTF-8, or its type is new).
     /// `None`: the fed bytes are used up. An `Err` concerns one event; keep calling.
     pub fn next_ref(&mut self) -> Option<Result<SseEventRef<'_>, SseError>> {
+        match self.lane() {
+            Quick::Event(data) => {
+                return Some(Ok(SseEventRef {
+                    event_type: None,
+                    data,
+                    id: self.dec.lines.fields.current_id(),
+                }));
+            }
+            Quick::Done => return None,
+            Quick::Fail(e) => return Some(Err(e)),
+            Quick::Slow => {}
+        }
+        self.slow_ref()
+    }
+
+    /// [`next_ref`](Self::next_ref) by the line machine.
+    #[inline(never)]
+    fn slow_ref(&mut self) -> Option<Result<SseEventRef<'_>, SseError>> {
         let dec = &mut *self.dec;
         match dec.next_in(self.src, &mut self.at) {
             Err(e) => Some(Err(e)),
@@ -604,6 +714,26 @@ impl Iterator for SseFeed<'_, '_> {
     type Item = Result<SseEvent, SseError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        match self.lane() {
+            Quick::Event(data) => {
+                return Some(Ok(SseEvent {
+                    event_type: None,
+                    data: data.to_owned(),
+                    id: self.dec.lines.fields.current_id_shared(),
+                }));
+            }
+            Quick::Done => return None,
+            Quick::Fail(e) => return Some(Err(e)),
+            Quick::Slow => {}
+        }
+        self.slow_next()
+    }
+}
+
+impl SseFeed<'_, '_> {
+    /// [`Iterator::next`] by the line machine.
+    #[inline(never)]
+    fn slow_next(&mut self) -> Option<Result<SseEvent, SseError>> {
         let dec = &mut *self.dec;
         match dec.next_in(self.src, &mut self.at) {
             Err(e) => Some(Err(e)),

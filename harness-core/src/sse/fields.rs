@@ -142,6 +142,45 @@ impl Fields {
         matches!(self.dispatch(), Step::Dispatch)
     }
 
+    /// Nothing is being gathered and no `id` awaits its blank line: a one-line event
+    /// dispatched now has the default type, the current `id`, and changes no state.
+    #[inline(always)]
+    pub(super) fn idle(&self) -> bool {
+        !self.has_data && !self.id_pending && self.event_type.is_empty()
+    }
+
+    /// An event with an `id:` line of value `id` (decoded) is dispatched from the idle state:
+    /// the `id` buffer takes the value, and the last event ID string the buffer.
+    #[inline]
+    pub(super) fn dispatch_id(&mut self, id: &str) {
+        if self.id != id {
+            self.id.clear();
+            self.id.push_str(id);
+            self.id_shared = None;
+        }
+        if self.dispatched_id != self.id {
+            self.dispatched_id.clone_from(&self.id);
+        }
+    }
+
+    /// The last event ID buffer (`None` when empty): the `id` of an event dispatched now.
+    #[inline(always)]
+    pub(super) fn current_id(&self) -> Option<&str> {
+        (!self.id.is_empty()).then_some(self.id.as_str())
+    }
+
+    /// [`current_id`](Self::current_id), shared with owned events.
+    #[inline]
+    pub(super) fn current_id_shared(&mut self) -> Option<Arc<str>> {
+        if self.id.is_empty() {
+            return None;
+        }
+        let id = self
+            .id_shared
+            .get_or_insert_with(|| Arc::from(self.id.as_str()));
+        Some(Arc::clone(id))
+    }
+
     /// Copies a data value still in `src` into the data buffer (the source is about to go
     /// away, or a second `data:` line joins it).
     pub(super) fn materialize(&mut self, src: &[u8]) {
@@ -199,14 +238,7 @@ impl Fields {
             },
             None => std::mem::take(&mut self.data),
         };
-        let id = if self.id.is_empty() {
-            None
-        } else {
-            let id = self
-                .id_shared
-                .get_or_insert_with(|| Arc::from(self.id.as_str()));
-            Some(Arc::clone(id))
-        };
+        let id = self.current_id_shared();
         SseEvent {
             event_type: self.out_type.take(),
             data,
@@ -236,7 +268,7 @@ impl Fields {
         SseEventRef {
             event_type: self.out_type.as_deref(),
             data,
-            id: (!self.id.is_empty()).then_some(self.id.as_str()),
+            id: self.current_id(),
         }
     }
 
@@ -290,7 +322,7 @@ impl Fields {
 /// `src[lo..hi]` as a slice of the validated `text` (`src[t0..]`, a prefix of it), when it
 /// lies inside it on character boundaries.
 #[inline]
-fn within(text: Option<(usize, &str)>, lo: usize, hi: usize) -> Option<&str> {
+pub(super) fn within(text: Option<(usize, &str)>, lo: usize, hi: usize) -> Option<&str> {
     let (t0, text) = text?;
     text.get(lo.checked_sub(t0)?..hi - t0)
 }
