@@ -275,25 +275,61 @@ fn uhp(mb: usize, pairs: usize) {
     }
 }
 
-/// One workload once (`CODEC_RATIOS_ONE`), for a profiler.
+/// One workload (`CODEC_RATIOS_ONE`), for a profiler: its input is made once, then it runs
+/// `CODEC_RATIOS_REPEAT` times (default once) and the best time is printed.
 fn one(spec: &str, mb: usize) {
     let (name, push) = spec.split_once(':').unwrap_or((spec, "4096"));
     let push: usize = push.parse().expect("CODEC_RATIOS_ONE=WORKLOAD:PUSH_BYTES");
+    let repeat: usize = std::env::var("CODEC_RATIOS_REPEAT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
     let sse = || Bytes::from(streams::realistic_sse(mb << 20));
     let nd = || streams::realistic_ndjson(mb << 20);
     let uhp = || uhp_stream::realistic(mb * 1_000_000 * 50 / 64);
-    let n = match name {
-        "sse_owned" => sse_owned(&sse(), push).events,
-        "sse_borrowed" => sse_borrowed(&sse(), push).events,
-        "sse_stream" => sse_stream_crate(byte_chunks(&sse(), push)).events,
-        "nd_ignored" => nd_ignored(&nd(), push),
-        "nd_values" => nd_values(&nd(), push),
-        "stream_deserializer" => stream_deserializer(&nd()),
-        "uhp_fed" => uhp_stream::pipeline_fed(&uhp(), push).text().len(),
-        "uhp_flat" => uhp_stream::baseline(&uhp_stream::payloads(&uhp())) as usize,
+    let mut run: Box<dyn FnMut() -> usize> = match name {
+        "sse_owned" => {
+            let s = sse();
+            Box::new(move || sse_owned(&s, push).events)
+        }
+        "sse_borrowed" => {
+            let s = sse();
+            Box::new(move || sse_borrowed(&s, push).events)
+        }
+        "sse_stream" => {
+            let s = sse();
+            Box::new(move || sse_stream_crate(byte_chunks(&s, push)).events)
+        }
+        "nd_ignored" => {
+            let s = nd();
+            Box::new(move || nd_ignored(&s, push))
+        }
+        "nd_values" => {
+            let s = nd();
+            Box::new(move || nd_values(&s, push))
+        }
+        "stream_deserializer" => {
+            let s = nd();
+            Box::new(move || stream_deserializer(&s))
+        }
+        "uhp_fed" => {
+            let s = uhp();
+            Box::new(move || uhp_stream::pipeline_fed(&s, push).text().len())
+        }
+        "uhp_flat" => {
+            let p = uhp_stream::payloads(&uhp());
+            Box::new(move || uhp_stream::baseline(&p) as usize)
+        }
         other => panic!("CODEC_RATIOS_ONE: unknown workload {other}"),
     };
-    println!("{name} at {push}-byte pushes: {n}");
+    let (mut n, mut best) = (0, Duration::MAX);
+    for _ in 0..repeat.max(1) {
+        best = best.min(timed(|| n = black_box(run())));
+    }
+    println!(
+        "{name} at {push}-byte pushes: {n} ({:.2} ms, best of {repeat})",
+        best.as_secs_f64() * 1e3
+    );
 }
 
 fn main() {

@@ -393,7 +393,7 @@ impl SseDecoder {
             dec: self,
             src: bytes,
             at: 0,
-            text: None,
+            window: Window::NONE,
             ready: false,
         }
     }
@@ -577,27 +577,81 @@ pub struct SseFeed<'d, 's> {
     dec: &'d mut SseDecoder,
     src: &'s [u8],
     at: usize,
-    /// The fed bytes from where events were first parsed in place up to their last line end,
-    /// validated as UTF-8 once (`Some(None)`: they are not valid), so that an event's data is
-    /// a slice of it rather than a validation of its own.
-    text: Option<Option<(usize, &'s str)>>,
+    /// The part of the fed bytes validated as UTF-8, so that an event's data is a slice of
+    /// it rather than a validation of its own.
+    window: Window<'s>,
     /// The decoder was [`lane_ready`](SseDecoder::lane_ready) and only the lane ran since.
     ready: bool,
 }
 
-/// The validated text of the fed bytes `src`, from `from` (where the first event parsed in
-/// place starts) to the last line end, made once per feed.
-fn text_of<'s>(
-    text: &mut Option<Option<(usize, &'s str)>>,
-    src: &'s [u8],
-    from: usize,
-) -> Option<(usize, &'s str)> {
-    *text.get_or_insert_with(|| {
-        let rest = src.get(from..)?;
-        let end = from + memchr::memrchr2(b'\n', b'\r', rest)?;
-        let text = simdutf8::basic::from_utf8(src.get(from..end)?).ok()?;
-        Some((from, text))
-    })
+/// How many fed bytes are validated at once: a window small enough to stay in the L1 cache
+/// while its events are then read, so that a large push is not read from memory twice.
+const WINDOW_BYTES: usize = 16 << 10;
+
+/// A window of the fed bytes validated as UTF-8: `src[start..end]`, from a line start to a
+/// line end; `text` is `None` when they are not valid (their events are then decoded one by
+/// one).
+#[derive(Clone, Copy, Debug)]
+struct Window<'s> {
+    start: usize,
+    end: usize,
+    text: Option<&'s str>,
+}
+
+impl<'s> Window<'s> {
+    const NONE: Window<'static> = Window {
+        start: 0,
+        end: 0,
+        text: None,
+    };
+
+    /// `src[lo..hi]`, which lies within the lines from `from` (a line start) to `hi`'s line
+    /// end, as a slice of the validated text: the window moves to `from` when it does not
+    /// hold it. `None`: not valid UTF-8.
+    #[inline(always)]
+    fn slice(&mut self, src: &'s [u8], from: usize, lo: usize, hi: usize) -> Option<&'s str> {
+        if lo < self.start || hi > self.end {
+            *self = Window::at(src, from, hi);
+        }
+        within(self.text(), lo, hi)
+    }
+
+    /// The validated text and where it starts, moved to `from` (a line start) when it does
+    /// not hold it, for the line machine's events (their data is sliced from it if it lies
+    /// within, else validated alone).
+    fn text_from(&mut self, src: &'s [u8], from: usize) -> Option<(usize, &'s str)> {
+        if from < self.start || from >= self.end {
+            *self = Window::at(src, from, from);
+        }
+        self.text()
+    }
+
+    #[inline(always)]
+    fn text(&self) -> Option<(usize, &'s str)> {
+        Some((self.start, self.text?))
+    }
+
+    /// The window from `from` (a line start) to the last line end within [`WINDOW_BYTES`],
+    /// or to the line end at or after `need` when that is further.
+    #[cold]
+    fn at(src: &'s [u8], from: usize, need: usize) -> Window<'s> {
+        let limit = from
+            .saturating_add(WINDOW_BYTES)
+            .max(need.saturating_add(1))
+            .min(src.len());
+        let Some(end) = src
+            .get(from..limit)
+            .and_then(|w| memchr::memrchr2(b'\n', b'\r', w))
+            .map(|i| from + i)
+        else {
+            return Window::NONE;
+        };
+        Window {
+            start: from,
+            end,
+            text: simdutf8::basic::from_utf8(&src[from..end]).ok(),
+        }
+    }
 }
 
 /// What the fast lane gave [`SseFeed`].
@@ -632,13 +686,12 @@ impl<'s> SseFeed<'_, 's> {
             }
             Lane::Tail => self.tail(),
             Lane::Event(ev) => {
-                let text = text_of(&mut self.text, self.src, self.at);
-                let Some(data) = within(text, ev.data.0, ev.data.1) else {
+                let Some(data) = self.window.slice(self.src, self.at, ev.data.0, ev.data.1) else {
                     self.ready = false;
                     return Quick::Slow;
                 };
                 if let Some((lo, hi)) = ev.id {
-                    let Some(id) = within(text, lo, hi) else {
+                    let Some(id) = self.window.slice(self.src, self.at, lo, hi) else {
                         self.ready = false;
                         return Quick::Slow;
                     };
@@ -698,7 +751,7 @@ impl<'s> SseFeed<'_, 's> {
             },
             Ok(Some(Found::Buffer)) => Some(Ok(dec.lines.fields.borrow(&dec.input.buf, None))),
             Ok(Some(Found::Slice(from))) => {
-                let text = text_of(&mut self.text, self.src, from);
+                let text = self.window.text_from(self.src, from);
                 Some(Ok(dec.lines.fields.borrow(self.src, text)))
             }
         }
@@ -716,11 +769,10 @@ impl Iterator for SseFeed<'_, '_> {
     fn next(&mut self) -> Option<Self::Item> {
         match self.lane() {
             Quick::Event(data) => {
-                return Some(Ok(SseEvent {
-                    event_type: None,
-                    data: data.to_owned(),
-                    id: self.dec.lines.fields.current_id_shared(),
-                }));
+                return Some(Ok(SseEvent::untyped(
+                    data,
+                    self.dec.lines.fields.current_id_shared(),
+                )));
             }
             Quick::Done => return None,
             Quick::Fail(e) => return Some(Err(e)),
@@ -741,7 +793,7 @@ impl SseFeed<'_, '_> {
             Ok(Some(Found::Queued)) => dec.queued.pop_front(),
             Ok(Some(Found::Buffer)) => Some(Ok(dec.lines.fields.take(&dec.input.buf, None))),
             Ok(Some(Found::Slice(from))) => {
-                let text = text_of(&mut self.text, self.src, from);
+                let text = self.window.text_from(self.src, from);
                 Some(Ok(dec.lines.fields.take(self.src, text)))
             }
         }

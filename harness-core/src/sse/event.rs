@@ -29,6 +29,17 @@ pub struct SseEvent {
 }
 
 impl SseEvent {
+    /// An event of the default type with a copy of `data` (one allocation, made out of line
+    /// so that the decoder's hot loop stays small).
+    #[inline(never)]
+    pub(crate) fn untyped(data: &str, id: Option<Arc<str>>) -> Self {
+        SseEvent {
+            event_type: None,
+            data: data.to_owned(),
+            id,
+        }
+    }
+
     /// An event of type `message` with the given data and no id.
     pub fn new(data: impl Into<String>) -> Self {
         SseEvent {
