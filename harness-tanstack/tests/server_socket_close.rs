@@ -182,7 +182,7 @@ async fn send_raw(addr: SocketAddr, subscribed: bool, bytes: &[u8]) -> Got {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frames_the_protocol_forbids_get_1002() {
     let addr = start().await;
-    let cases: [(&str, Vec<u8>); 5] = [
+    let cases: [(&str, Vec<u8>); 7] = [
         // RFC 6455 5.2: RSV1 "MUST be 0 unless an extension is negotiated … the receiving
         // endpoint MUST _Fail the WebSocket Connection_".
         ("RSV1 set", frame(0xC1, SUBSCRIBE.as_bytes())),
@@ -200,6 +200,11 @@ async fn frames_the_protocol_forbids_get_1002() {
             b.extend(frame(0x81, SUBSCRIBE.as_bytes()));
             b
         }),
+        // RFC 6455 7.4.1: 1005 "MUST NOT be set as a status code in a Close control frame
+        // by an endpoint"; the close answered is 1002.
+        ("close with 1005", frame(0x88, &1005u16.to_be_bytes())),
+        // RFC 6455 5.5.1: a close body, if any, starts with a two-byte code.
+        ("close with a one-byte body", frame(0x88, &[3])),
     ];
     for (what, bytes) in cases {
         let got = send_raw(addr, true, &bytes).await;
