@@ -242,3 +242,65 @@ fn another_users_run_of_the_same_id_does_not_hide_ones_own_from_join() {
         404
     );
 }
+
+/// The run index behind `joinRun` by `runId` alone is shared by every user of the host;
+/// one user starting many runs pushes out their own oldest entries, never another user's
+/// (`HostConfig::max_indexed_runs_per_user`). Else alice's 20,000 runs, more than the
+/// 16,384 the host indexes, would turn bob's reload into a `404`, and the client "quietly
+/// forgets" a run on `404` (tanstack-ai-client.md:142). Alice's own oldest run is still
+/// found with its `threadId`.
+#[test]
+fn one_users_many_runs_do_not_push_another_users_run_out_of_the_index() {
+    let mut cfg = members();
+    cfg.max_indexed_runs_per_user = 1_024;
+    // A thread per run (a thread's log grows with each of its runs): alice may make them.
+    cfg.max_threads = 30_000;
+    cfg.max_threads_per_user = 30_000;
+    let mut n = net_with(cfg);
+    let run_and_finish =
+        |n: &mut Net<harness_tanstack::MemoryLog>, user: &str, thread: &str, run: &str| {
+            let c = n
+                .host
+                .run_agui(n.now, &input(thread, run, "Hello"), Some(user), "r", None)
+                .unwrap();
+            n.pump();
+            let turn = n.turns.remove(0);
+            n.host
+                .finish_turn(
+                    n.now,
+                    &turn.thread_id,
+                    &turn.operation_id,
+                    TurnOutcome::Completed,
+                )
+                .unwrap();
+            n.pump();
+            n.take(c);
+        };
+    run_and_finish(&mut n, "bob", "tb", "run-bob");
+    for i in 0..20_000 {
+        run_and_finish(&mut n, "alice", &format!("ta-{i}"), &format!("run-a-{i}"));
+    }
+    let join = |n: &mut Net<harness_tanstack::MemoryLog>, thread, run: &str, user| {
+        n.host
+            .join_run(n.now, thread, run, Some("-1"), Some(user), "r")
+            .map(|_| 200)
+            .unwrap_or_else(|a| a.status)
+    };
+    assert_eq!(join(&mut n, None, "run-bob", "bob"), 200, "bob's run by id");
+    assert_eq!(join(&mut n, None, "run-a-19999", "alice"), 200);
+    assert_eq!(
+        join(&mut n, None, "run-a-18976", "alice"),
+        200,
+        "her 1,024th newest"
+    );
+    assert_eq!(
+        join(&mut n, None, "run-a-18975", "alice"),
+        404,
+        "past her share"
+    );
+    assert_eq!(
+        join(&mut n, Some("ta-18975"), "run-a-18975", "alice"),
+        200,
+        "with its thread"
+    );
+}

@@ -189,7 +189,7 @@ impl<L: EventLog> Host<L> {
         let key = self.thread_key(user, &input.thread_id);
         // `joinRun` by id alone finds it here too.
         let scope = super::resume::index_scope(&self.cfg.access, user);
-        self.runs.insert(scope, &a.run_id, &key);
+        self.runs.insert(scope, user, &a.run_id, &key);
         let id = self.stream_run(now, &key, &a.run_id, a.after, user, request_id);
         self.wake(id);
         Ok(id)

@@ -167,6 +167,12 @@ pub struct HostConfig {
     /// a thread another host owns gets the `rejected` receipt with reason `not_owner`
     /// (transient: the client may send it again). Default 1,000.
     pub max_forwarded: usize,
+    /// Runs of one user that `joinRun` finds by their id alone (`GET run?runId=`, no
+    /// thread): the host indexes the newest 16,384 runs, all users together, and of each
+    /// user (the owner of the run's thread) the newest this many, so that a user who
+    /// starts many runs pushes out their own oldest, never another user's. An older run
+    /// is still found with its `threadId`. Default 1,024.
+    pub max_indexed_runs_per_user: usize,
 }
 
 impl Default for HostConfig {
@@ -194,6 +200,7 @@ impl Default for HostConfig {
             max_parked_bytes: 4 << 20,
             forward_wait: std::time::Duration::from_secs(5),
             max_forwarded: 1_000,
+            max_indexed_runs_per_user: 1_024,
         }
     }
 }
@@ -401,7 +408,8 @@ impl<L: EventLog> Host<L> {
     pub fn new(cfg: HostConfig, mut log: L) -> Self {
         let mut user_threads: HashMap<String, usize> = HashMap::new();
         let keys = log.threads();
-        let runs = resume::RunIndex::rebuild(&mut log, &keys, &cfg.access);
+        let runs =
+            resume::RunIndex::rebuild(&mut log, &keys, &cfg.access, cfg.max_indexed_runs_per_user);
         for key in &keys {
             if let Some(owner) = log.owner(key) {
                 *user_threads.entry(owner).or_default() += 1;

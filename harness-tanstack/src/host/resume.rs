@@ -14,21 +14,39 @@ use crate::http::HttpAnswer;
 use crate::log::EventLog;
 
 /// The runs the host can find by id alone (`joinRun` sends no thread): the newest this
-/// many; an older run is found with its `threadId`.
+/// many, all users together; an older run is found with its `threadId`.
 pub(super) const MAX_INDEXED_RUNS: usize = 16_384;
 /// The most log records read to rebuild the index when a host opens its log.
 pub(super) const MAX_RUN_INDEX_SCAN: u64 = 1 << 16;
 /// A run id longer than this is not indexed (it is still found with its `threadId`).
 const MAX_INDEXED_RUN_ID_BYTES: usize = 256;
 
-/// Run id → the key of its thread, the newest [`MAX_INDEXED_RUNS`]. Under
-/// [`MembersOnly`](AccessPolicy::MembersOnly) a run is indexed under its thread's owner and
-/// its id (each user's ids are their own, as thread ids are: another user's run of the same
-/// id does not hide the user's own from `joinRun`); else under its id.
-#[derive(Debug, Default)]
+/// Run id → the key of its thread, the newest [`MAX_INDEXED_RUNS`], and of each user (the
+/// owner of the run's thread) the newest [`HostConfig::max_indexed_runs_per_user`]: a user
+/// over their share loses their own oldest entry, so that one user starting many runs
+/// cannot push the other users' runs out of the index (runs of threads with no owner count
+/// against the whole only). Under [`MembersOnly`](AccessPolicy::MembersOnly) a run is
+/// indexed under its thread's owner and its id (each user's ids are their own, as thread
+/// ids are: another user's run of the same id does not hide the user's own from
+/// `joinRun`); else under its id. Each insert is `O(log n)`.
+///
+/// [`HostConfig::max_indexed_runs_per_user`]: super::HostConfig::max_indexed_runs_per_user
+#[derive(Debug)]
 pub(super) struct RunIndex {
-    at: HashMap<String, String>,
+    at: HashMap<String, Indexed>,
+    /// Every entry, the oldest first.
     order: crate::lru::Lru,
+    /// Each user's entries, the oldest first (a user with none has no entry).
+    of_user: HashMap<String, crate::lru::Lru>,
+    /// The most entries of one user.
+    per_user: usize,
+}
+
+/// An entry: the key of the run's thread, and the user it counts against.
+#[derive(Debug)]
+struct Indexed {
+    key: String,
+    user: Option<String>,
 }
 
 /// The index's key of the run `run_id` of a thread `owner` owns (`None`: a thread anyone
@@ -49,21 +67,74 @@ pub(super) fn index_scope<'a>(access: &AccessPolicy, owner: Option<&'a str>) -> 
 }
 
 impl RunIndex {
-    /// Indexes the run `run_id` of the thread stored under `key`, owned by `scope` (see
-    /// [`index_scope`]).
-    pub(super) fn insert(&mut self, scope: Option<&str>, run_id: &str, key: &str) {
+    /// An empty index keeping at most `per_user` runs of one user (at least one).
+    pub(super) fn new(per_user: usize) -> RunIndex {
+        RunIndex {
+            at: HashMap::new(),
+            order: crate::lru::Lru::default(),
+            of_user: HashMap::new(),
+            per_user: per_user.max(1),
+        }
+    }
+
+    /// Indexes the run `run_id` of the thread stored under `key`, owned by `owner`
+    /// (whose share it counts against) and indexed under `scope` (see [`index_scope`]).
+    pub(super) fn insert(
+        &mut self,
+        scope: Option<&str>,
+        owner: Option<&str>,
+        run_id: &str,
+        key: &str,
+    ) {
         if run_id.len() > MAX_INDEXED_RUN_ID_BYTES {
             return;
         }
         let ix = index_key(scope, run_id);
-        self.at.insert(ix.clone(), key.to_owned());
+        let entry = Indexed {
+            key: key.to_owned(),
+            user: owner.map(str::to_owned),
+        };
+        // The same id again (an unscoped id another user ran too): the new one stands,
+        // counted against its own user.
+        if let Some(old) = self.at.insert(ix.clone(), entry) {
+            if old.user.as_deref() != owner {
+                self.forget_user_entry(old.user.as_deref(), &ix);
+            }
+        }
         self.order.touch(&ix);
+        if let Some(u) = owner {
+            let mine = self.of_user.entry(u.to_owned()).or_default();
+            mine.touch(&ix);
+            // Over the user's share: the user's own oldest goes, never another user's.
+            while mine.len() > self.per_user {
+                match mine.pop_oldest_except(&ix) {
+                    Some(old) => {
+                        self.at.remove(&old);
+                        self.order.remove(&old);
+                    }
+                    None => break,
+                }
+            }
+        }
         while self.order.len() > MAX_INDEXED_RUNS {
             match self.order.pop_oldest_except(&ix) {
                 Some(old) => {
-                    self.at.remove(&old);
+                    if let Some(e) = self.at.remove(&old) {
+                        self.forget_user_entry(e.user.as_deref(), &old);
+                    }
                 }
                 None => break,
+            }
+        }
+    }
+
+    /// Takes `ix` out of `user`'s entries (and the user out of the map once it has none).
+    fn forget_user_entry(&mut self, user: Option<&str>, ix: &str) {
+        let Some(u) = user else { return };
+        if let Some(mine) = self.of_user.get_mut(u) {
+            mine.remove(ix);
+            if mine.len() == 0 {
+                self.of_user.remove(u);
             }
         }
     }
@@ -73,19 +144,22 @@ impl RunIndex {
     fn get(&self, user: Option<&str>, run_id: &str) -> Option<&String> {
         user.and_then(|u| self.at.get(&index_key(Some(u), run_id)))
             .or_else(|| self.at.get(&index_key(None, run_id)))
+            .map(|e| &e.key)
     }
 
     /// The index of the runs a log already has (a durable log after a restart), so that
     /// `joinRun` finds a run from before the restart by its id alone: each thread's
     /// `RUN_STARTED` records, newest first, until [`MAX_INDEXED_RUNS`] runs are found or
     /// [`MAX_RUN_INDEX_SCAN`] records are read (the host's start stays bounded however big
-    /// its log; a run past them is still found with its `threadId`).
+    /// its log; a run past them is still found with its `threadId`). Each user's share
+    /// holds as in [`insert`](Self::insert).
     pub(super) fn rebuild<L: EventLog>(
         log: &mut L,
         keys: &[String],
         access: &AccessPolicy,
+        per_user: usize,
     ) -> RunIndex {
-        let mut ix = RunIndex::default();
+        let mut ix = RunIndex::new(per_user);
         let mut budget = MAX_RUN_INDEX_SCAN;
         let mut found = 0;
         for key in keys {
@@ -106,7 +180,7 @@ impl RunIndex {
             let owner = log.owner(key);
             let scope = index_scope(access, owner.as_deref());
             for run in runs.iter().rev() {
-                ix.insert(scope, run, key);
+                ix.insert(scope, owner.as_deref(), run, key);
             }
             if budget == 0 || found >= MAX_INDEXED_RUNS {
                 break;
@@ -346,9 +420,9 @@ mod tests {
 
     #[test]
     fn run_index_is_bounded() {
-        let mut ix = RunIndex::default();
+        let mut ix = RunIndex::new(usize::MAX);
         for i in 0..MAX_INDEXED_RUNS + 10 {
-            ix.insert(None, &format!("run-{i}"), "t");
+            ix.insert(None, None, &format!("run-{i}"), "t");
         }
         assert_eq!(ix.at.len(), MAX_INDEXED_RUNS);
         assert!(ix.get(None, "run-0").is_none());
@@ -356,8 +430,54 @@ mod tests {
             ix.get(None, &format!("run-{}", MAX_INDEXED_RUNS + 9))
                 .is_some()
         );
-        ix.insert(None, &"x".repeat(MAX_INDEXED_RUN_ID_BYTES + 1), "t");
+        ix.insert(None, None, &"x".repeat(MAX_INDEXED_RUN_ID_BYTES + 1), "t");
         assert_eq!(ix.at.len(), MAX_INDEXED_RUNS);
+    }
+
+    /// A user over their share loses their own oldest entry; the other users' entries and
+    /// those of threads with no owner stay; the global cap still holds, and the per-user
+    /// orders hold exactly the entries the index has.
+    #[test]
+    fn a_user_over_their_share_evicts_only_their_own_oldest() {
+        let mut ix = RunIndex::new(4);
+        ix.insert(Some("bob"), Some("bob"), "b-1", "tb");
+        ix.insert(None, None, "anon-1", "tn");
+        for i in 0..10 {
+            ix.insert(Some("alice"), Some("alice"), &format!("a-{i}"), "ta");
+        }
+        assert_eq!(ix.get(Some("bob"), "b-1").map(String::as_str), Some("tb"));
+        assert_eq!(ix.get(None, "anon-1").map(String::as_str), Some("tn"));
+        assert!(ix.get(Some("alice"), "a-5").is_none());
+        for i in 6..10 {
+            assert!(ix.get(Some("alice"), &format!("a-{i}")).is_some(), "a-{i}");
+        }
+        assert_eq!(ix.at.len(), 6);
+        assert_eq!(ix.of_user["alice"].len(), 4);
+        // The same unscoped id, run again by another user, counts against that user only.
+        ix.insert(None, Some("carol"), "anon-1", "tc");
+        ix.insert(None, Some("dave"), "anon-1", "td");
+        assert_eq!(ix.get(None, "anon-1").map(String::as_str), Some("td"));
+        assert!(!ix.of_user.contains_key("carol"));
+        assert_eq!(ix.of_user["dave"].len(), 1);
+        let held: usize = ix.of_user.values().map(crate::lru::Lru::len).sum();
+        assert_eq!(held, ix.at.values().filter(|e| e.user.is_some()).count());
+    }
+
+    /// With shares larger than the whole, the global cap evicts the oldest of anyone and
+    /// takes the entry out of its user's order too (no user left with none held).
+    #[test]
+    fn the_global_cap_still_holds_across_users() {
+        let mut ix = RunIndex::new(MAX_INDEXED_RUNS);
+        for i in 0..MAX_INDEXED_RUNS {
+            let u = format!("u{}", i % 8);
+            ix.insert(Some(&u), Some(&u), &format!("r-{i}"), "t");
+        }
+        ix.insert(Some("z"), Some("z"), "r-z", "t");
+        assert_eq!(ix.at.len(), MAX_INDEXED_RUNS);
+        assert!(ix.get(Some("u0"), "r-0").is_none());
+        assert!(ix.get(Some("u1"), "r-1").is_some());
+        let held: usize = ix.of_user.values().map(crate::lru::Lru::len).sum();
+        assert_eq!(held, MAX_INDEXED_RUNS);
     }
 
     /// The rebuild on open reads at most `MAX_RUN_INDEX_SCAN` records, newest first: a run
@@ -384,7 +504,7 @@ mod tests {
         log.append("t", "run-new", &AguiEvent::text_content("m", "y"))
             .unwrap();
         let keys = log.threads();
-        let ix = RunIndex::rebuild(&mut log, &keys, &AccessPolicy::Open);
+        let ix = RunIndex::rebuild(&mut log, &keys, &AccessPolicy::Open, 1_024);
         assert_eq!(ix.get(None, "run-new").map(String::as_str), Some("t"));
         assert!(
             ix.get(None, "run-old").is_none(),

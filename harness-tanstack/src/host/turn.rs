@@ -94,7 +94,7 @@ impl<L: EventLog> Host<L> {
     ) -> Result<(), Refusal> {
         let owner = self.threads.get(thread_id).and_then(|t| t.owner.as_deref());
         let scope = super::resume::index_scope(&self.cfg.access, owner);
-        self.runs.insert(scope, op, thread_id);
+        self.runs.insert(scope, owner, op, thread_id);
         let (history, wire) = match self.threads.get_mut(thread_id) {
             Some(t) => {
                 t.running = Some(Running {

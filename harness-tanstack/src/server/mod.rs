@@ -43,8 +43,10 @@
 //! `getUser`): a refusal is `401 {error:"unauthorized"}`, and on the WebSocket the close
 //! 4401 after the upgrade. A body is read up to [`TanstackRouterConfig::max_body_bytes`] (else
 //! `413`), each read within [`TanstackRouterConfig::body_timeout`] (else `408`); a WebSocket
-//! message over the same limit closes the socket. Slow consumers are the host's to decide
-//! (`sseQueueBytes`, `slowConsumerMs`): an SSE body is polled only as the socket takes it,
+//! message over the same limit closes the socket with the close `1009` (a frame the
+//! WebSocket protocol does not allow: `1002`; a text message that is not UTF-8: `1007`;
+//! each close is sent first, then the TCP connection is closed). Slow consumers are the
+//! host's to decide (`sseQueueBytes`, `slowConsumerMs`): an SSE body is polled only as the socket takes it,
 //! and a WebSocket write that does not complete within `slowConsumerMs` closes it 4408.
 
 mod auth;
@@ -84,6 +86,9 @@ pub struct TanstackRouterConfig {
     /// The read buffer of each WebSocket (default 4 KiB: an idle socket holds little; a
     /// larger message is read in as many reads as it takes).
     pub socket_read_buffer_bytes: usize,
+    /// After the server sends a WebSocket close, how long it waits for the client's end of
+    /// the TCP connection, dropping what it sends meanwhile (default 1 s).
+    pub socket_close_linger: Duration,
 }
 
 impl std::fmt::Debug for TanstackRouterConfig {
@@ -94,6 +99,7 @@ impl std::fmt::Debug for TanstackRouterConfig {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("body_timeout", &self.body_timeout)
             .field("socket_read_buffer_bytes", &self.socket_read_buffer_bytes)
+            .field("socket_close_linger", &self.socket_close_linger)
             .finish()
     }
 }
@@ -113,6 +119,7 @@ impl TanstackRouterConfig {
             max_body_bytes: 2 << 20,
             body_timeout: Duration::from_secs(30),
             socket_read_buffer_bytes: 4 << 10,
+            socket_close_linger: Duration::from_secs(1),
         }
     }
 
@@ -137,6 +144,13 @@ impl TanstackRouterConfig {
     #[must_use]
     pub fn with_max_body_bytes(mut self, n: usize) -> Self {
         self.max_body_bytes = n;
+        self
+    }
+
+    /// Sets [`socket_close_linger`](Self::socket_close_linger).
+    #[must_use]
+    pub fn with_socket_close_linger(mut self, t: Duration) -> Self {
+        self.socket_close_linger = t;
         self
     }
 

@@ -206,6 +206,22 @@ s2.ws.close(1000, 'done')
 const closeCode = await Promise.race([closed, sleep(2000).then(() => 'no close event')])
 if (closeCode !== 1000) fail(`socket close from the client: the host answered ${closeCode}, not the close 1000`)
 else ok('WebSocket: a close from the client gets its close frame back (1000)')
+// A client that breaks the WebSocket protocol gets a close frame with the code of RFC 6455
+// 7.4.1 before the connection ends (`ws` reports 1006 when there is none): a text message
+// that is not UTF-8 is 1007 (RFC 6455 8.1), a message past the host's limit (2 MiB here) 1009.
+for (const [what, data, want] of [
+  ['a text message that is not UTF-8', Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d]), 1007],
+  ['a message past the size limit', Buffer.alloc((2 << 20) + 4096, 0x20), 1009],
+]) {
+  const s = await openSocket()
+  await sleep(50)
+  const closed = new Promise((resolve) => s.ws.on('close', (code) => resolve(code)))
+  s.ws.on('error', () => {})
+  s.ws.send(data, { binary: false })
+  const code = await Promise.race([closed, sleep(3000).then(() => 'no close event')])
+  if (code !== want) fail(`socket: ${what}: the host closed with ${code}, not ${want}`)
+  else ok(`WebSocket: ${what} gets the close ${want}`)
+}
 // Socket events up to the cut, then the rest after reconnecting, against the whole thread.
 const truth = (await readThread(t2)).filter((f) => f.type === 'harness.event').map((f) => f.cursor)
 const firstPart = s1.frames.filter((f) => f.type === 'harness.event').map((f) => f.cursor)
