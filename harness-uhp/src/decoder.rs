@@ -130,8 +130,13 @@ impl StreamFeed<'_, '_> {
     /// escaped strings and nested objects aside). `None`: the fed bytes are used up. `Err`:
     /// a finding about one message; keep calling.
     pub fn next_ref(&mut self) -> Option<Result<&StreamEvent, Finding>> {
+        // The lent event's buffer is kept for the next event; an event whose buffer was
+        // already taken (the call before found nothing: the end of a feed) has none to give.
         if let Some(ev) = self.lent.as_mut() {
-            *self.spare = ev.take_raw_json();
+            let raw = ev.take_raw_json();
+            if raw.capacity() > 0 {
+                *self.spare = raw;
+            }
         }
         let data = match self.sse.next_ref()? {
             Ok(ev) => ev.data(),
