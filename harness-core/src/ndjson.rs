@@ -88,6 +88,48 @@ impl NdjsonError {
 pub struct NdjsonDecoder {
     input: InputBuffer,
     lines: Lines,
+    lf: LfSearch,
+}
+
+/// The line-end search of the in-place paths: memchr's AVX2 searcher called directly where the
+/// CPU has AVX2 (memchr's own entry point goes through a function pointer on every call, a
+/// cost per line), memchr's portable entry point elsewhere.
+#[derive(Clone, Copy, Debug)]
+struct LfSearch {
+    #[cfg(target_arch = "x86_64")]
+    avx2: Option<memchr::arch::x86_64::avx2::memchr::One>,
+}
+
+impl Default for LfSearch {
+    fn default() -> Self {
+        LfSearch {
+            #[cfg(target_arch = "x86_64")]
+            avx2: memchr::arch::x86_64::avx2::memchr::One::new(b'\n'),
+        }
+    }
+}
+
+impl LfSearch {
+    /// The offset of the first LF in `hay`.
+    #[inline(always)]
+    fn find(&self, hay: &[u8]) -> Option<usize> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(one) = &self.avx2 {
+            return one.find(hay);
+        }
+        memchr::memchr(b'\n', hay)
+    }
+}
+
+/// What the in-place fast path of a feed found at its position.
+enum Fast<V> {
+    /// A line `src[at..lf]` (plus its LF) the fast path takes: starts with `{` or `[`,
+    /// within the limit, nothing buffered before it.
+    Line(V),
+    /// The fed bytes are used up (an incomplete last line, within the limit, was buffered).
+    End,
+    /// Anything else: the framing path's turn.
+    Slow,
 }
 
 /// The line state machine: everything but the bytes, so that it runs over the decoder's
@@ -219,6 +261,7 @@ impl NdjsonDecoder {
                 cfg,
                 ..Lines::default()
             },
+            lf: LfSearch::default(),
         }
     }
 
@@ -252,7 +295,6 @@ impl NdjsonDecoder {
             dec: self,
             src: bytes,
             at: 0,
-            complete: memchr::memrchr(b'\n', bytes).map_or(0, |i| i + 1),
         }
     }
 
@@ -300,43 +342,43 @@ impl NdjsonDecoder {
         }
     }
 
-    /// The fast path of [`NdjsonFeed::next_value`]: a line in `src[*at..complete]` that
-    /// starts with `{` or `[` is parsed where it is, with no copy and none of the framing
-    /// path's checks; the value must fill its line (JSON whitespace after it, which holds the
-    /// one CR of a CRLF, is allowed, as the framing path allows it). The line end is found
-    /// first: JSON whitespace includes LF, so a value spread over two lines would otherwise
-    /// parse as one. Anything else (a blank or BOM-led line, a line that does not parse, a
-    /// line past the limit, bytes still buffered) is left to the framing path, which reports
-    /// it exactly (`None` here).
-    fn value_in_place<'a, T: Deserialize<'a>>(
-        &mut self,
-        src: &'a [u8],
-        at: &mut usize,
-        complete: usize,
-    ) -> Option<T> {
-        if *at >= complete || self.input.pending() > 0 || self.lines.dropping || self.lines.eof {
-            return None;
-        }
-        let rest = &src[*at..complete];
-        if !matches!(rest.first(), Some(b'{' | b'[')) {
-            return None;
-        }
-        // `complete` ends with a LF, so there is one.
-        let lf = memchr::memchr(b'\n', rest)?;
-        let len = if rest[..lf].ends_with(b"\r") {
-            lf - 1
-        } else {
-            lf
+    /// The fast path of the in-place reads: the line at `src[at..]`, if it starts with `{`
+    /// or `[`, nothing is buffered before it and it is within the limit, as the offset of its
+    /// LF (one search per line). The caller parses `src[at..lf]` and must see the value fill
+    /// the line (JSON whitespace after it, which holds the one CR of a CRLF, is allowed, as
+    /// the framing path allows it). The line end is found first: JSON whitespace includes
+    /// LF, so a value spread over two lines would otherwise parse as one. Anything else (a
+    /// blank or BOM-led line, a line past the limit, bytes still buffered, a line that does
+    /// not parse, which the caller finds) is left to the framing path, which reports it
+    /// exactly. Fed bytes with no LF left are buffered here (the framing path would search
+    /// them again) when they are within the limit.
+    #[inline(always)]
+    fn line_in_place(&mut self, src: &[u8], at: usize) -> Fast<usize> {
+        let Some(rest) = src.get(at..) else {
+            return Fast::Slow;
         };
-        if len > self.lines.cfg.max_line_bytes {
-            return None;
+        if !matches!(rest.first(), Some(b'{' | b'['))
+            || self.input.pending() > 0
+            || self.lines.dropping
+            || self.lines.eof
+        {
+            return Fast::Slow;
         }
-        let mut de = serde_json::Deserializer::from_slice(&rest[..lf]);
-        let value = T::deserialize(&mut de).ok()?;
-        de.end().ok()?;
-        self.lines.line_no += 1;
-        *at += lf + 1;
-        Some(value)
+        match self.lf.find(rest) {
+            // A CR before the LF is not the line's: a line of `max + 1` bytes and a CR is
+            // still within the limit, which the framing path measures exactly.
+            Some(len) if len <= self.lines.cfg.max_line_bytes => Fast::Line(at + len),
+            Some(_) => Fast::Slow,
+            None if rest.len() <= self.lines.cfg.max_line_bytes => {
+                // What `hold` would keep: no LF, within the limit (a BOM and a last CR only
+                // make the held part shorter).
+                self.input.clear();
+                self.input.push(rest);
+                self.input.scan = self.input.buf.len();
+                Fast::End
+            }
+            None => Fast::Slow,
+        }
     }
 
     /// The next line from the buffer, then from `src[*at..]` in place: the buffer is only
@@ -355,9 +397,19 @@ impl NdjsonDecoder {
                 if rest.is_empty() {
                     return Ok(None);
                 }
-                let take = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
-                self.input.push(&rest[..take]);
-                *at += take;
+                match self.lf.find(rest) {
+                    Some(i) => {
+                        self.input.push(&rest[..=i]);
+                        *at += i + 1;
+                        // The held bytes have no LF, nor do those before `i`: the line
+                        // search finds the LF last, without searching them again.
+                        self.input.scan = self.input.buf.len() - 1;
+                    }
+                    None => {
+                        self.input.push(rest);
+                        *at = src.len();
+                    }
+                }
                 continue;
             }
             self.input.clear();
@@ -388,8 +440,6 @@ pub struct NdjsonFeed<'d, 's> {
     dec: &'d mut NdjsonDecoder,
     src: &'s [u8],
     at: usize,
-    /// `src[..complete]` ends with a LF (0: `src` has none).
-    complete: usize,
 }
 
 impl<'d, 's> NdjsonFeed<'d, 's> {
@@ -410,14 +460,31 @@ impl<'d, 's> NdjsonFeed<'d, 's> {
     /// only; keep calling.
     pub fn next_value<'a, T: Deserialize<'a>>(&'a mut self) -> Option<Result<T, NdjsonError>> {
         let dec = &mut *self.dec;
-        if let Some(v) = dec.value_in_place(self.src, &mut self.at, self.complete) {
-            return Some(Ok(v));
+        let src = self.src;
+        match dec.line_in_place(src, self.at) {
+            Fast::Line(lf) => {
+                // One deserializer per line: `T` borrows from this call, so none can be kept
+                // across calls (nor does serde_json's say where its value ended).
+                let mut de = serde_json::Deserializer::from_slice(&src[self.at..lf]);
+                if let Ok(value) = T::deserialize(&mut de) {
+                    if de.end().is_ok() {
+                        dec.lines.line_no += 1;
+                        self.at = lf + 1;
+                        return Some(Ok(value));
+                    }
+                }
+            }
+            Fast::End => {
+                self.at = src.len();
+                return None;
+            }
+            Fast::Slow => {}
         }
-        let line = match dec.next_in(self.src, &mut self.at) {
+        let line = match dec.next_in(src, &mut self.at) {
             Err(e) => return Some(Err(e)),
             Ok(None) => return None,
             Ok(Some(Found::Buffer(lo, hi))) => &dec.input.buf[lo..hi],
-            Ok(Some(Found::Slice(lo, hi))) => &self.src[lo..hi],
+            Ok(Some(Found::Slice(lo, hi))) => &src[lo..hi],
         };
         Some(dec.lines.parse(line))
     }
@@ -458,7 +525,7 @@ impl<'d, 's> NdjsonFeed<'d, 's> {
 /// ([`NdjsonFeed::values`]).
 pub struct NdjsonValues<'f, 'd, 's, T> {
     feed: &'f mut NdjsonFeed<'d, 's>,
-    /// The deserializer over `src[base..complete]` and `next`, the line start it may go on
+    /// The deserializer over `src[base..]` and `next`, the line start it may go on
     /// from: only JSON whitespace and the one LF were left between the end of its last value
     /// and `next`.
     kept: Option<Kept<'s, T>>,
@@ -487,58 +554,48 @@ impl<T> NdjsonValues<'_, '_, '_, T> {
 }
 
 impl<'s, T: DeserializeOwned> NdjsonValues<'_, '_, 's, T> {
-    /// The fast path, on the terms of [`NdjsonDecoder::value_in_place`] (a line starting
-    /// with `{` or `[`, in place, no bytes buffered, within the limit) with the kept
-    /// deserializer: `None` leaves the line to the framing path.
-    fn in_place(&mut self) -> Option<T> {
+    /// The fast path, on the terms of [`NdjsonDecoder::line_in_place`], with the kept
+    /// deserializer.
+    #[inline(always)]
+    fn in_place(&mut self) -> Fast<T> {
         let feed = &mut *self.feed;
-        let (at, src, complete) = (feed.at, feed.src, feed.complete);
-        let dec = &mut *feed.dec;
-        if at >= complete || dec.input.pending() > 0 || dec.lines.dropping || dec.lines.eof {
-            return None;
-        }
-        let rest = &src[at..complete];
-        if !matches!(rest.first(), Some(b'{' | b'[')) {
-            return None;
-        }
-        // `complete` ends with a LF, so there is one.
-        let lf = at + memchr::memchr(b'\n', rest)?;
-        let len = if src[..lf].ends_with(b"\r") {
-            lf - 1 - at
-        } else {
-            lf - at
+        let (at, src) = (feed.at, feed.src);
+        let lf = match feed.dec.line_in_place(src, at) {
+            Fast::Line(lf) => lf,
+            Fast::End => {
+                feed.at = src.len();
+                return Fast::End;
+            }
+            Fast::Slow => return Fast::Slow,
         };
-        if len > dec.lines.cfg.max_line_bytes {
-            return None;
-        }
         // Kept in place (not moved in and out of its slot: it is not small).
         let kept = match &mut self.kept {
             Some(kept) if kept.next == at => kept,
             slot => slot.insert(Kept {
                 base: at,
                 next: at,
-                de: serde_json::Deserializer::from_slice(&src[at..complete]).into_iter(),
+                de: serde_json::Deserializer::from_slice(&src[at..]).into_iter(),
             }),
         };
         // What the deserializer skips before the value is what the last value was checked
         // to be followed by (JSON whitespace, then the LF before `at`).
-        let value = kept.de.next().and_then(Result::ok);
-        // A `{` or `[` value ends at its closing bracket wherever the slice ends: it parsed
-        // within its line exactly when it ends before the LF.
-        let end = kept.base + kept.de.byte_offset();
-        let Some(value) = value.filter(|_| {
-            end <= lf
-                && src[end..lf]
-                    .iter()
-                    .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
-        }) else {
-            self.kept = None;
-            return None;
-        };
-        dec.lines.line_no += 1;
-        feed.at = lf + 1;
-        kept.next = feed.at;
-        Some(value)
+        if let Some(Ok(value)) = kept.de.next() {
+            // A `{` or `[` value ends at its closing bracket wherever the slice ends: it
+            // parsed within its line exactly when it ends before the LF.
+            let end = kept.base + kept.de.byte_offset();
+            if end == lf
+                || src
+                    .get(end..lf)
+                    .is_some_and(|gap| gap.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')))
+            {
+                feed.dec.lines.line_no += 1;
+                feed.at = lf + 1;
+                kept.next = lf + 1;
+                return Fast::Line(value);
+            }
+        }
+        self.kept = None;
+        Fast::Slow
     }
 }
 
@@ -546,10 +603,11 @@ impl<T: DeserializeOwned> Iterator for NdjsonValues<'_, '_, '_, T> {
     type Item = Result<T, NdjsonError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Some(v) = self.in_place() {
-            return Some(Ok(v));
+        match self.in_place() {
+            Fast::Line(v) => return Some(Ok(v)),
+            Fast::End => return None,
+            Fast::Slow => {}
         }
-        self.kept = None;
         let feed = &mut *self.feed;
         let dec = &mut *feed.dec;
         let line = match dec.next_in(feed.src, &mut feed.at) {
