@@ -157,9 +157,16 @@ enum Got {
 impl Lines {
     /// The next non-blank line of `buf[*pos..]`; `buf[*pos..*scan]` holds no LF. At `eof`, an
     /// unterminated rest is a line.
-    fn next(&mut self, buf: &[u8], pos: &mut usize, scan: &mut usize, eof: bool) -> Got {
+    fn next(
+        &mut self,
+        lf: &LfSearch,
+        buf: &[u8],
+        pos: &mut usize,
+        scan: &mut usize,
+        eof: bool,
+    ) -> Got {
         loop {
-            let (start, end) = match memchr::memchr(b'\n', &buf[*scan..]) {
+            let (start, end) = match lf.find(&buf[*scan..]) {
                 Some(off) => {
                     let end = *scan + off;
                     let start = *pos;
@@ -178,32 +185,41 @@ impl Lines {
                     return Got::NeedMore;
                 }
             };
-            if self.dropping {
-                self.dropping = false; // the rest of a line already reported
-                continue;
+            if let Some(got) = self.take(buf, start, end) {
+                return got;
             }
-            self.line_no += 1;
-            let (mut lo, mut hi) = (start, end);
-            if buf[lo..hi].ends_with(b"\r") {
-                hi -= 1;
-            }
-            if self.line_no == 1 && buf[lo..hi].starts_with(BOM) {
-                lo += BOM.len(); // one BOM at the start of the stream (RFC 8259 §8.1)
-            }
-            if hi - lo > self.cfg.max_line_bytes {
-                return Got::Fail(NdjsonError::LineTooLong {
-                    line: self.line_no,
-                    limit: self.cfg.max_line_bytes,
-                });
-            }
-            if buf[lo..hi]
-                .iter()
-                .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
-            {
-                continue; // blank lines are skipped
-            }
-            return Got::Line(lo, hi);
         }
+    }
+
+    /// The line `buf[start..end]` (its line end excluded) seen: counted, then given as a
+    /// line or an error; `None` for a blank line or the rest of a line already reported.
+    #[inline]
+    fn take(&mut self, buf: &[u8], start: usize, end: usize) -> Option<Got> {
+        if self.dropping {
+            self.dropping = false; // the rest of a line already reported
+            return None;
+        }
+        self.line_no += 1;
+        let (mut lo, mut hi) = (start, end);
+        if buf[lo..hi].ends_with(b"\r") {
+            hi -= 1;
+        }
+        if self.line_no == 1 && buf[lo..hi].starts_with(BOM) {
+            lo += BOM.len(); // one BOM at the start of the stream (RFC 8259 §8.1)
+        }
+        if hi - lo > self.cfg.max_line_bytes {
+            return Some(Got::Fail(NdjsonError::LineTooLong {
+                line: self.line_no,
+                limit: self.cfg.max_line_bytes,
+            }));
+        }
+        if buf[lo..hi]
+            .iter()
+            .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+        {
+            return None; // blank lines are skipped
+        }
+        Some(Got::Line(lo, hi))
     }
 
     /// The buffer holds no LF: bound what it keeps (a line past the limit is reported as
@@ -332,9 +348,10 @@ impl NdjsonDecoder {
     /// The next line of the buffer, as a range of it.
     fn poll_buffered(&mut self) -> Result<Option<(usize, usize)>, NdjsonError> {
         let input = &mut self.input;
+        let eof = self.lines.eof;
         match self
             .lines
-            .next(&input.buf, &mut input.pos, &mut input.scan, self.lines.eof)
+            .next(&self.lf, &input.buf, &mut input.pos, &mut input.scan, eof)
         {
             Got::Line(lo, hi) => Ok(Some((lo, hi))),
             Got::Fail(e) => Err(e),
@@ -386,6 +403,27 @@ impl NdjsonDecoder {
     /// copied into it.
     fn next_in(&mut self, src: &[u8], at: &mut usize) -> Result<Option<Found>, NdjsonError> {
         loop {
+            let input = &mut self.input;
+            if input.pending() > 0
+                && input.scan == input.buf.len()
+                && !self.lines.dropping
+                && !self.lines.eof
+            {
+                // The buffer holds the start of a line, searched, bounded (`hold`) and with
+                // no LF: one search completes it from `src`, and the line is taken as it is
+                // (what `poll_buffered` would find, without searching the buffer again).
+                if let Some(i) = src.get(*at..).and_then(|rest| self.lf.find(rest)) {
+                    input.push(&src[*at..*at + i]);
+                    *at += i + 1;
+                    let (start, end) = (input.pos, input.buf.len());
+                    input.skip_all();
+                    match self.lines.take(&input.buf, start, end) {
+                        Some(Got::Line(lo, hi)) => return Ok(Some(Found::Buffer(lo, hi))),
+                        Some(Got::Fail(e)) => return Err(e),
+                        Some(Got::NeedMore) | None => continue,
+                    }
+                }
+            }
             if self.input.pending() > 0 {
                 if let Some((lo, hi)) = self.poll_buffered()? {
                     return Ok(Some(Found::Buffer(lo, hi)));
@@ -417,7 +455,7 @@ impl NdjsonDecoder {
                 return Ok(None);
             }
             let mut scan = *at;
-            match self.lines.next(src, at, &mut scan, false) {
+            match self.lines.next(&self.lf, src, at, &mut scan, false) {
                 Got::Line(lo, hi) => return Ok(Some(Found::Slice(lo, hi))),
                 Got::Fail(e) => return Err(e),
                 Got::NeedMore => {
