@@ -469,6 +469,17 @@ impl NdjsonDecoder {
     }
 }
 
+/// A value of `src` ending at `end` fills the line whose LF is at `lf`: it ends before the LF
+/// with only JSON whitespace (which holds the one CR of a CRLF) after it. The common case, the
+/// LF right after the value, is one compare.
+#[inline(always)]
+fn fills_line(src: &[u8], end: usize, lf: usize) -> bool {
+    end == lf
+        || src
+            .get(end..lf)
+            .is_some_and(|gap| gap.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')))
+}
+
 /// The lines of one [`NdjsonDecoder::feed`], read in place from the fed bytes.
 ///
 /// Dropping it copies the bytes it has not read yet into the decoder's buffer, so nothing is
@@ -501,8 +512,10 @@ impl<'d, 's> NdjsonFeed<'d, 's> {
         let src = self.src;
         match dec.line_in_place(src, self.at) {
             Fast::Line(lf) => {
-                // One deserializer per line: `T` borrows from this call, so none can be kept
-                // across calls (nor does serde_json's say where its value ended).
+                // One deserializer per call: `T` borrows for this call only, so none can be
+                // kept across calls. Over the line alone, its end is checked by `end` (a
+                // stream deserializer over the rest, which says where its value ended, costs
+                // more per call than serde_json's slower scan near the end of its input).
                 let mut de = serde_json::Deserializer::from_slice(&src[self.at..lf]);
                 if let Ok(value) = T::deserialize(&mut de) {
                     if de.end().is_ok() {
@@ -621,11 +634,7 @@ impl<'s, T: DeserializeOwned> NdjsonValues<'_, '_, 's, T> {
             // A `{` or `[` value ends at its closing bracket wherever the slice ends: it
             // parsed within its line exactly when it ends before the LF.
             let end = kept.base + kept.de.byte_offset();
-            if end == lf
-                || src
-                    .get(end..lf)
-                    .is_some_and(|gap| gap.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')))
-            {
+            if fills_line(src, end, lf) {
                 feed.dec.lines.line_no += 1;
                 feed.at = lf + 1;
                 kept.next = lf + 1;
