@@ -32,6 +32,9 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 use crate::buffer::InputBuffer;
 use serde::de::DeserializeOwned;
 
+mod values;
+pub use values::NdjsonValues;
+
 /// Limits of an [`NdjsonDecoder`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NdjsonConfig {
@@ -88,6 +91,48 @@ impl NdjsonError {
 pub struct NdjsonDecoder {
     input: InputBuffer,
     lines: Lines,
+    lf: LfSearch,
+}
+
+/// The line-end search of the in-place paths: memchr's AVX2 searcher called directly where the
+/// CPU has AVX2 (memchr's own entry point goes through a function pointer on every call, a
+/// cost per line), memchr's portable entry point elsewhere.
+#[derive(Clone, Copy, Debug)]
+struct LfSearch {
+    #[cfg(target_arch = "x86_64")]
+    avx2: Option<memchr::arch::x86_64::avx2::memchr::One>,
+}
+
+impl Default for LfSearch {
+    fn default() -> Self {
+        LfSearch {
+            #[cfg(target_arch = "x86_64")]
+            avx2: memchr::arch::x86_64::avx2::memchr::One::new(b'\n'),
+        }
+    }
+}
+
+impl LfSearch {
+    /// The offset of the first LF in `hay`.
+    #[inline(always)]
+    fn find(&self, hay: &[u8]) -> Option<usize> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(one) = &self.avx2 {
+            return one.find(hay);
+        }
+        memchr::memchr(b'\n', hay)
+    }
+}
+
+/// What the in-place fast path of a feed found at its position.
+enum Fast<V> {
+    /// A line `src[at..lf]` (plus its LF) the fast path takes: starts with `{` or `[`,
+    /// within the limit, nothing buffered before it.
+    Line(V),
+    /// The fed bytes are used up (an incomplete last line, within the limit, was buffered).
+    End,
+    /// Anything else: the framing path's turn.
+    Slow,
 }
 
 /// The line state machine: everything but the bytes, so that it runs over the decoder's
@@ -115,9 +160,16 @@ enum Got {
 impl Lines {
     /// The next non-blank line of `buf[*pos..]`; `buf[*pos..*scan]` holds no LF. At `eof`, an
     /// unterminated rest is a line.
-    fn next(&mut self, buf: &[u8], pos: &mut usize, scan: &mut usize, eof: bool) -> Got {
+    fn next(
+        &mut self,
+        lf: &LfSearch,
+        buf: &[u8],
+        pos: &mut usize,
+        scan: &mut usize,
+        eof: bool,
+    ) -> Got {
         loop {
-            let (start, end) = match memchr::memchr(b'\n', &buf[*scan..]) {
+            let (start, end) = match lf.find(&buf[*scan..]) {
                 Some(off) => {
                     let end = *scan + off;
                     let start = *pos;
@@ -136,32 +188,41 @@ impl Lines {
                     return Got::NeedMore;
                 }
             };
-            if self.dropping {
-                self.dropping = false; // the rest of a line already reported
-                continue;
+            if let Some(got) = self.take(buf, start, end) {
+                return got;
             }
-            self.line_no += 1;
-            let (mut lo, mut hi) = (start, end);
-            if buf[lo..hi].ends_with(b"\r") {
-                hi -= 1;
-            }
-            if self.line_no == 1 && buf[lo..hi].starts_with(BOM) {
-                lo += BOM.len(); // one BOM at the start of the stream (RFC 8259 §8.1)
-            }
-            if hi - lo > self.cfg.max_line_bytes {
-                return Got::Fail(NdjsonError::LineTooLong {
-                    line: self.line_no,
-                    limit: self.cfg.max_line_bytes,
-                });
-            }
-            if buf[lo..hi]
-                .iter()
-                .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
-            {
-                continue; // blank lines are skipped
-            }
-            return Got::Line(lo, hi);
         }
+    }
+
+    /// The line `buf[start..end]` (its line end excluded) seen: counted, then given as a
+    /// line or an error; `None` for a blank line or the rest of a line already reported.
+    #[inline]
+    fn take(&mut self, buf: &[u8], start: usize, end: usize) -> Option<Got> {
+        if self.dropping {
+            self.dropping = false; // the rest of a line already reported
+            return None;
+        }
+        self.line_no += 1;
+        let (mut lo, mut hi) = (start, end);
+        if buf[lo..hi].ends_with(b"\r") {
+            hi -= 1;
+        }
+        if self.line_no == 1 && buf[lo..hi].starts_with(BOM) {
+            lo += BOM.len(); // one BOM at the start of the stream (RFC 8259 §8.1)
+        }
+        if hi - lo > self.cfg.max_line_bytes {
+            return Some(Got::Fail(NdjsonError::LineTooLong {
+                line: self.line_no,
+                limit: self.cfg.max_line_bytes,
+            }));
+        }
+        if buf[lo..hi]
+            .iter()
+            .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+        {
+            return None; // blank lines are skipped
+        }
+        Some(Got::Line(lo, hi))
     }
 
     /// The buffer holds no LF: bound what it keeps (a line past the limit is reported as
@@ -219,6 +280,7 @@ impl NdjsonDecoder {
                 cfg,
                 ..Lines::default()
             },
+            lf: LfSearch::default(),
         }
     }
 
@@ -252,7 +314,6 @@ impl NdjsonDecoder {
             dec: self,
             src: bytes,
             at: 0,
-            complete: memchr::memrchr(b'\n', bytes).map_or(0, |i| i + 1),
         }
     }
 
@@ -290,9 +351,10 @@ impl NdjsonDecoder {
     /// The next line of the buffer, as a range of it.
     fn poll_buffered(&mut self) -> Result<Option<(usize, usize)>, NdjsonError> {
         let input = &mut self.input;
+        let eof = self.lines.eof;
         match self
             .lines
-            .next(&input.buf, &mut input.pos, &mut input.scan, self.lines.eof)
+            .next(&self.lf, &input.buf, &mut input.pos, &mut input.scan, eof)
         {
             Got::Line(lo, hi) => Ok(Some((lo, hi))),
             Got::Fail(e) => Err(e),
@@ -300,43 +362,43 @@ impl NdjsonDecoder {
         }
     }
 
-    /// The fast path of [`NdjsonFeed::next_value`]: a line in `src[*at..complete]` that
-    /// starts with `{` or `[` is parsed where it is, with no copy and none of the framing
-    /// path's checks; the value must fill its line (JSON whitespace after it, which holds the
-    /// one CR of a CRLF, is allowed, as the framing path allows it). The line end is found
-    /// first: JSON whitespace includes LF, so a value spread over two lines would otherwise
-    /// parse as one. Anything else (a blank or BOM-led line, a line that does not parse, a
-    /// line past the limit, bytes still buffered) is left to the framing path, which reports
-    /// it exactly (`None` here).
-    fn value_in_place<'a, T: Deserialize<'a>>(
-        &mut self,
-        src: &'a [u8],
-        at: &mut usize,
-        complete: usize,
-    ) -> Option<T> {
-        if *at >= complete || self.input.pending() > 0 || self.lines.dropping || self.lines.eof {
-            return None;
-        }
-        let rest = &src[*at..complete];
-        if !matches!(rest.first(), Some(b'{' | b'[')) {
-            return None;
-        }
-        // `complete` ends with a LF, so there is one.
-        let lf = memchr::memchr(b'\n', rest)?;
-        let len = if rest[..lf].ends_with(b"\r") {
-            lf - 1
-        } else {
-            lf
+    /// The fast path of the in-place reads: the line at `src[at..]`, if it starts with `{`
+    /// or `[`, nothing is buffered before it and it is within the limit, as the offset of its
+    /// LF (one search per line). The caller parses `src[at..lf]` and must see the value fill
+    /// the line (JSON whitespace after it, which holds the one CR of a CRLF, is allowed, as
+    /// the framing path allows it). The line end is found first: JSON whitespace includes
+    /// LF, so a value spread over two lines would otherwise parse as one. Anything else (a
+    /// blank or BOM-led line, a line past the limit, bytes still buffered, a line that does
+    /// not parse, which the caller finds) is left to the framing path, which reports it
+    /// exactly. Fed bytes with no LF left are buffered here (the framing path would search
+    /// them again) when they are within the limit.
+    #[inline(always)]
+    fn line_in_place(&mut self, src: &[u8], at: usize) -> Fast<usize> {
+        let Some(rest) = src.get(at..) else {
+            return Fast::Slow;
         };
-        if len > self.lines.cfg.max_line_bytes {
-            return None;
+        if !matches!(rest.first(), Some(b'{' | b'['))
+            || self.input.pending() > 0
+            || self.lines.dropping
+            || self.lines.eof
+        {
+            return Fast::Slow;
         }
-        let mut de = serde_json::Deserializer::from_slice(&rest[..lf]);
-        let value = T::deserialize(&mut de).ok()?;
-        de.end().ok()?;
-        self.lines.line_no += 1;
-        *at += lf + 1;
-        Some(value)
+        match self.lf.find(rest) {
+            // A CR before the LF is not the line's: a line of `max + 1` bytes and a CR is
+            // still within the limit, which the framing path measures exactly.
+            Some(len) if len <= self.lines.cfg.max_line_bytes => Fast::Line(at + len),
+            Some(_) => Fast::Slow,
+            None if rest.len() <= self.lines.cfg.max_line_bytes => {
+                // What `hold` would keep: no LF, within the limit (a BOM and a last CR only
+                // make the held part shorter).
+                self.input.clear();
+                self.input.push(rest);
+                self.input.scan = self.input.buf.len();
+                Fast::End
+            }
+            None => Fast::Slow,
+        }
     }
 
     /// The next line from the buffer, then from `src[*at..]` in place: the buffer is only
@@ -344,6 +406,27 @@ impl NdjsonDecoder {
     /// copied into it.
     fn next_in(&mut self, src: &[u8], at: &mut usize) -> Result<Option<Found>, NdjsonError> {
         loop {
+            let input = &mut self.input;
+            if input.pending() > 0
+                && input.scan == input.buf.len()
+                && !self.lines.dropping
+                && !self.lines.eof
+            {
+                // The buffer holds the start of a line, searched, bounded (`hold`) and with
+                // no LF: one search completes it from `src`, and the line is taken as it is
+                // (what `poll_buffered` would find, without searching the buffer again).
+                if let Some(i) = src.get(*at..).and_then(|rest| self.lf.find(rest)) {
+                    input.push(&src[*at..*at + i]);
+                    *at += i + 1;
+                    let (start, end) = (input.pos, input.buf.len());
+                    input.skip_all();
+                    match self.lines.take(&input.buf, start, end) {
+                        Some(Got::Line(lo, hi)) => return Ok(Some(Found::Buffer(lo, hi))),
+                        Some(Got::Fail(e)) => return Err(e),
+                        Some(Got::NeedMore) | None => continue,
+                    }
+                }
+            }
             if self.input.pending() > 0 {
                 if let Some((lo, hi)) = self.poll_buffered()? {
                     return Ok(Some(Found::Buffer(lo, hi)));
@@ -355,9 +438,19 @@ impl NdjsonDecoder {
                 if rest.is_empty() {
                     return Ok(None);
                 }
-                let take = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
-                self.input.push(&rest[..take]);
-                *at += take;
+                match self.lf.find(rest) {
+                    Some(i) => {
+                        self.input.push(&rest[..=i]);
+                        *at += i + 1;
+                        // The held bytes have no LF, nor do those before `i`: the line
+                        // search finds the LF last, without searching them again.
+                        self.input.scan = self.input.buf.len() - 1;
+                    }
+                    None => {
+                        self.input.push(rest);
+                        *at = src.len();
+                    }
+                }
                 continue;
             }
             self.input.clear();
@@ -365,7 +458,7 @@ impl NdjsonDecoder {
                 return Ok(None);
             }
             let mut scan = *at;
-            match self.lines.next(src, at, &mut scan, false) {
+            match self.lines.next(&self.lf, src, at, &mut scan, false) {
                 Got::Line(lo, hi) => return Ok(Some(Found::Slice(lo, hi))),
                 Got::Fail(e) => return Err(e),
                 Got::NeedMore => {
@@ -388,8 +481,6 @@ pub struct NdjsonFeed<'d, 's> {
     dec: &'d mut NdjsonDecoder,
     src: &'s [u8],
     at: usize,
-    /// `src[..complete]` ends with a LF (0: `src` has none).
-    complete: usize,
 }
 
 impl<'d, 's> NdjsonFeed<'d, 's> {
@@ -410,14 +501,33 @@ impl<'d, 's> NdjsonFeed<'d, 's> {
     /// only; keep calling.
     pub fn next_value<'a, T: Deserialize<'a>>(&'a mut self) -> Option<Result<T, NdjsonError>> {
         let dec = &mut *self.dec;
-        if let Some(v) = dec.value_in_place(self.src, &mut self.at, self.complete) {
-            return Some(Ok(v));
+        let src = self.src;
+        match dec.line_in_place(src, self.at) {
+            Fast::Line(lf) => {
+                // One deserializer per call: `T` borrows for this call only, so none can be
+                // kept across calls. Over the line alone, its end is checked by `end` (a
+                // stream deserializer over the rest, which says where its value ended, costs
+                // more per call than serde_json's slower scan near the end of its input).
+                let mut de = serde_json::Deserializer::from_slice(&src[self.at..lf]);
+                if let Ok(value) = T::deserialize(&mut de) {
+                    if de.end().is_ok() {
+                        dec.lines.line_no += 1;
+                        self.at = lf + 1;
+                        return Some(Ok(value));
+                    }
+                }
+            }
+            Fast::End => {
+                self.at = src.len();
+                return None;
+            }
+            Fast::Slow => {}
         }
-        let line = match dec.next_in(self.src, &mut self.at) {
+        let line = match dec.next_in(src, &mut self.at) {
             Err(e) => return Some(Err(e)),
             Ok(None) => return None,
             Ok(Some(Found::Buffer(lo, hi))) => &dec.input.buf[lo..hi],
-            Ok(Some(Found::Slice(lo, hi))) => &self.src[lo..hi],
+            Ok(Some(Found::Slice(lo, hi))) => &src[lo..hi],
         };
         Some(dec.lines.parse(line))
     }
@@ -442,123 +552,12 @@ impl<'d, 's> NdjsonFeed<'d, 's> {
     /// assert_eq!(got, [Ok(serde_json::json!({"n": 1})), Err(2), Err(3), Ok(serde_json::json!([3]))]);
     /// ```
     pub fn values<T: DeserializeOwned>(&mut self) -> NdjsonValues<'_, 'd, 's, T> {
-        NdjsonValues {
-            feed: self,
-            kept: None,
-        }
+        NdjsonValues::new(self)
     }
 
     /// The 1-based number of the last line returned or reported.
     pub fn line_number(&self) -> u64 {
         self.dec.lines.line_no
-    }
-}
-
-/// The values of an [`NdjsonFeed`], owned, with one deserializer kept from line to line
-/// ([`NdjsonFeed::values`]).
-pub struct NdjsonValues<'f, 'd, 's, T> {
-    feed: &'f mut NdjsonFeed<'d, 's>,
-    /// The deserializer over `src[base..complete]` and `next`, the line start it may go on
-    /// from: only JSON whitespace and the one LF were left between the end of its last value
-    /// and `next`.
-    kept: Option<Kept<'s, T>>,
-}
-
-/// A deserializer kept over the fed bytes.
-struct Kept<'s, T> {
-    base: usize,
-    next: usize,
-    de: serde_json::StreamDeserializer<'s, serde_json::de::SliceRead<'s>, T>,
-}
-
-impl<T> std::fmt::Debug for NdjsonValues<'_, '_, '_, T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NdjsonValues")
-            .field("feed", &self.feed)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T> NdjsonValues<'_, '_, '_, T> {
-    /// The 1-based number of the last line returned or reported.
-    pub fn line_number(&self) -> u64 {
-        self.feed.dec.lines.line_no
-    }
-}
-
-impl<'s, T: DeserializeOwned> NdjsonValues<'_, '_, 's, T> {
-    /// The fast path, on the terms of [`NdjsonDecoder::value_in_place`] (a line starting
-    /// with `{` or `[`, in place, no bytes buffered, within the limit) with the kept
-    /// deserializer: `None` leaves the line to the framing path.
-    fn in_place(&mut self) -> Option<T> {
-        let feed = &mut *self.feed;
-        let (at, src, complete) = (feed.at, feed.src, feed.complete);
-        let dec = &mut *feed.dec;
-        if at >= complete || dec.input.pending() > 0 || dec.lines.dropping || dec.lines.eof {
-            return None;
-        }
-        let rest = &src[at..complete];
-        if !matches!(rest.first(), Some(b'{' | b'[')) {
-            return None;
-        }
-        // `complete` ends with a LF, so there is one.
-        let lf = at + memchr::memchr(b'\n', rest)?;
-        let len = if src[..lf].ends_with(b"\r") {
-            lf - 1 - at
-        } else {
-            lf - at
-        };
-        if len > dec.lines.cfg.max_line_bytes {
-            return None;
-        }
-        // Kept in place (not moved in and out of its slot: it is not small).
-        let kept = match &mut self.kept {
-            Some(kept) if kept.next == at => kept,
-            slot => slot.insert(Kept {
-                base: at,
-                next: at,
-                de: serde_json::Deserializer::from_slice(&src[at..complete]).into_iter(),
-            }),
-        };
-        // What the deserializer skips before the value is what the last value was checked
-        // to be followed by (JSON whitespace, then the LF before `at`).
-        let value = kept.de.next().and_then(Result::ok);
-        // A `{` or `[` value ends at its closing bracket wherever the slice ends: it parsed
-        // within its line exactly when it ends before the LF.
-        let end = kept.base + kept.de.byte_offset();
-        let Some(value) = value.filter(|_| {
-            end <= lf
-                && src[end..lf]
-                    .iter()
-                    .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
-        }) else {
-            self.kept = None;
-            return None;
-        };
-        dec.lines.line_no += 1;
-        feed.at = lf + 1;
-        kept.next = feed.at;
-        Some(value)
-    }
-}
-
-impl<T: DeserializeOwned> Iterator for NdjsonValues<'_, '_, '_, T> {
-    type Item = Result<T, NdjsonError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if let Some(v) = self.in_place() {
-            return Some(Ok(v));
-        }
-        self.kept = None;
-        let feed = &mut *self.feed;
-        let dec = &mut *feed.dec;
-        let line = match dec.next_in(feed.src, &mut feed.at) {
-            Err(e) => return Some(Err(e)),
-            Ok(None) => return None,
-            Ok(Some(Found::Buffer(lo, hi))) => &dec.input.buf[lo..hi],
-            Ok(Some(Found::Slice(lo, hi))) => &feed.src[lo..hi],
-        };
-        Some(dec.lines.parse(line))
     }
 }
 

@@ -226,3 +226,47 @@ fn one_pass_values_agree_with_framing_on_edge_lines() {
     assert_eq!(feed.next_value::<Frame>().unwrap().unwrap(), Frame { n: 3 });
     assert!(feed.next_value::<Frame>().is_none());
 }
+
+/// After `finish`, an unterminated buffered rest is a line of its own: a feed then gives the
+/// same lines as polls then a push (the in-place paths do not complete it from the fed bytes).
+#[test]
+fn a_feed_after_finish_equals_a_push_after_finish() {
+    let cases: &[(&[u8], &[u8])] = &[
+        (b"{\"a\":1}\n{\"b\"", b":2}\n[3]\n"),
+        (b"[1", b"]\n"),
+        (b"{\"a\":1}\r", b"\n{}\n"),
+        (b"", b"{}\n[1]"),
+    ];
+    for (i, (first, second)) in cases.iter().enumerate() {
+        let mut pushed = NdjsonDecoder::new();
+        let mut want = Vec::new();
+        pushed.push(first);
+        drain(&mut pushed, &mut want);
+        pushed.finish();
+        drain(&mut pushed, &mut want);
+        pushed.push(second);
+        drain(&mut pushed, &mut want);
+        for mode in 0..2 {
+            let mut fed = NdjsonDecoder::new();
+            let mut got = Vec::new();
+            let mut read = |fed: &mut NdjsonDecoder, bytes: &[u8]| {
+                let mut feed = fed.feed(bytes);
+                if mode == 0 {
+                    while let Some(item) = feed.next_value::<Value>() {
+                        got.push(item.map(|v| (feed.line_number(), v)));
+                    }
+                } else {
+                    let mut vals = feed.values::<Value>();
+                    while let Some(item) = vals.next() {
+                        got.push(item.map(|v| (vals.line_number(), v)));
+                    }
+                }
+            };
+            read(&mut fed, first); // the unterminated rest is held
+            fed.finish();
+            read(&mut fed, second);
+            drain(&mut fed, &mut got);
+            assert_eq!(want, got, "case {i}, mode {mode}");
+        }
+    }
+}
