@@ -45,16 +45,18 @@ impl Lines {
         !self.bom_pending && !self.skip_lf && self.skip == Skip::No && self.fields.idle()
     }
 
-    /// The lane at `src[*at..]`, when the decoder is
-    /// [`lane_ready`](SseDecoder::lane_ready). Comment and blank lines (LF-terminated, within the line limit) are passed over,
+    /// The lane at `src[*at..]`, when the decoder is [`lane_ready`](SseDecoder::lane_ready).
+    /// Comment and blank lines (LF-terminated, within the line limit) are passed over,
     /// moving `*at`; an event of the common shape is returned as spans, `*at` left at its
     /// start, nothing written.
     #[inline(always)]
     pub(super) fn lane(&self, src: &[u8], at: &mut usize) -> Lane {
         let max_line = self.cfg.max_line_bytes;
         let mut p = *at;
+        let mut id = None;
         loop {
             match src.get(p) {
+                Some(b'd') => break,
                 Some(b'\n') => p += 1,
                 Some(b':') => {
                     let Some(end) = self.ends.find(&src[p..]) else {
@@ -67,26 +69,32 @@ impl Lines {
                     }
                     p += end + 1;
                 }
-                _ => break,
+                Some(b'i') if src[p..].starts_with(b"id:") => {
+                    *at = p;
+                    let rest = &src[p..];
+                    let Some(end) = self.ends.find(rest) else {
+                        return Lane::Tail;
+                    };
+                    if rest[end] != b'\n' || end > max_line {
+                        return Lane::Other;
+                    }
+                    // `rest[3]` is the line end when the value is empty.
+                    let vlo = 3 + usize::from(rest[3] == b' ');
+                    if memchr::memchr(0, &rest[vlo..end]).is_some() {
+                        return Lane::Other; // an id with NUL is ignored: the line machine's
+                    }
+                    id = Some((p + vlo, p + end));
+                    p += end + 1;
+                    break;
+                }
+                _ => {
+                    *at = p;
+                    return Lane::Other;
+                }
             }
         }
-        *at = p;
-        let mut id = None;
-        if src[p..].starts_with(b"id:") {
-            let rest = &src[p..];
-            let Some(end) = self.ends.find(rest) else {
-                return Lane::Tail;
-            };
-            if rest[end] != b'\n' || end > max_line {
-                return Lane::Other;
-            }
-            // `rest[3]` is the line end when the value is empty.
-            let vlo = 3 + usize::from(rest[3] == b' ');
-            if memchr::memchr(0, &rest[vlo..end]).is_some() {
-                return Lane::Other; // an id with NUL is ignored: the line machine's case
-            }
-            id = Some((p + vlo, p + end));
-            p += end + 1;
+        if id.is_none() {
+            *at = p;
         }
         let rest = &src[p..];
         if !rest.starts_with(b"data:") {
