@@ -10,7 +10,7 @@ use crate::buffer::InputBuffer;
 
 mod lane;
 
-use lane::Lane;
+use lane::{Lane, LaneEvent};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -656,8 +656,8 @@ impl<'s> Window<'s> {
 
 /// What the fast lane gave [`SseFeed`].
 enum Quick<'s> {
-    /// An event of the common shape: its data.
-    Event(&'s str),
+    /// An event of the common shape: its data and its type (`None`: the default).
+    Event(&'s str, Option<&'s str>),
     /// The fed bytes are used up (their incomplete tail is in the buffer).
     Done,
     /// The buffered tail is past the line limit.
@@ -690,17 +690,33 @@ impl<'s> SseFeed<'_, 's> {
                     self.ready = false;
                     return Quick::Slow;
                 };
-                if let Some((lo, hi)) = ev.id {
-                    let Some(id) = self.window.slice(self.src, self.at, lo, hi) else {
-                        self.ready = false;
-                        return Quick::Slow;
-                    };
-                    self.dec.lines.fields.dispatch_id(id);
+                if ev.id.is_some() || ev.event_type.is_some() {
+                    return self.lane_fields(&ev, data);
                 }
                 self.at = ev.next;
-                Quick::Event(data)
+                Quick::Event(data, None)
             }
         }
+    }
+
+    /// A lane event with an `id:` or `event:` line: their values taken from the validated
+    /// text (else the line machine's way, nothing changed), then the event dispatched.
+    #[inline(never)]
+    fn lane_fields(&mut self, ev: &LaneEvent, data: &'s str) -> Quick<'s> {
+        let mut text = |span: Option<(usize, usize)>| match span {
+            None => Some(None),
+            Some((lo, hi)) => self.window.slice(self.src, self.at, lo, hi).map(Some),
+        };
+        let (Some(id), Some(event_type)) = (text(ev.id), text(ev.event_type)) else {
+            self.ready = false;
+            return Quick::Slow;
+        };
+        if let Some(id) = id {
+            self.dec.lines.fields.dispatch_id(id);
+        }
+        self.at = ev.next;
+        // An empty type is the default one.
+        Quick::Event(data, event_type.filter(|t| !t.is_empty()))
     }
 
     /// The rest of the fed bytes is an incomplete line the lane can buffer: it goes into
@@ -724,9 +740,9 @@ impl<'s> SseFeed<'_, 's> {
     /// `None`: the fed bytes are used up. An `Err` concerns one event; keep calling.
     pub fn next_ref(&mut self) -> Option<Result<SseEventRef<'_>, SseError>> {
         match self.lane() {
-            Quick::Event(data) => {
+            Quick::Event(data, event_type) => {
                 return Some(Ok(SseEventRef {
-                    event_type: None,
+                    event_type,
                     data,
                     id: self.dec.lines.fields.current_id(),
                 }));
@@ -768,10 +784,13 @@ impl Iterator for SseFeed<'_, '_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         match self.lane() {
-            Quick::Event(data) => {
-                return Some(Ok(SseEvent::untyped(
+            Quick::Event(data, event_type) => {
+                let fields = &mut self.dec.lines.fields;
+                let event_type = event_type.map(|t| fields.intern(t.as_bytes()));
+                return Some(Ok(SseEvent::dispatched(
+                    event_type,
                     data,
-                    self.dec.lines.fields.current_id_shared(),
+                    fields.current_id_shared(),
                 )));
             }
             Quick::Done => return None,

@@ -29,12 +29,16 @@ pub struct SseEvent {
 }
 
 impl SseEvent {
-    /// An event of the default type with a copy of `data` (one allocation, made out of line
-    /// so that the decoder's hot loop stays small).
+    /// A dispatched event with a copy of `data` (one allocation, made out of line so that
+    /// the decoder's hot loop stays small).
     #[inline(never)]
-    pub(crate) fn untyped(data: &str, id: Option<Arc<str>>) -> Self {
+    pub(crate) fn dispatched(
+        event_type: Option<Arc<str>>,
+        data: &str,
+        id: Option<Arc<str>>,
+    ) -> Self {
         SseEvent {
-            event_type: None,
+            event_type,
             data: data.to_owned(),
             id,
         }

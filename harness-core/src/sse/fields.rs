@@ -215,7 +215,15 @@ impl Fields {
     /// The event type buffer as a shared string, allocated once per distinct recent type.
     #[inline(never)]
     fn intern_type(&mut self) -> Arc<str> {
-        let raw = self.event_type.as_slice();
+        let raw = std::mem::take(&mut self.event_type);
+        let t = self.intern(&raw);
+        self.event_type = raw;
+        t
+    }
+
+    /// The event type `raw` (decoded) as a shared string, allocated once per distinct
+    /// recent type.
+    pub(super) fn intern(&mut self, raw: &[u8]) -> Arc<str> {
         if let Some(i) = self.types.iter().rposition(|t| t.as_bytes() == raw) {
             return Arc::clone(&self.types[i]);
         }

@@ -1,6 +1,6 @@
 //! The fast lane of [`SseFeed`](super::SseFeed): the shape nearly every event of a real
-//! stream has (an optional `id:` line, one `data:` line, the blank line; comments and blank
-//! lines between events), recognised in one pass over the caller's bytes with no write to
+//! stream has (an optional `id:` line and an optional `event:` line in either order, one
+//! `data:` line, the blank line; comments and blank lines between events), recognised in one pass over the caller's bytes with no write to
 //! the line machine. Anything else, or any doubt, goes the line machine's way, which gives
 //! the same events: the lane is only a shortcut through states where the WHATWG rules
 //! change nothing but the last event ID.
@@ -13,6 +13,8 @@ pub(super) struct LaneEvent {
     pub(super) data: (usize, usize),
     /// The value of its `id:` line, when it has one (one leading space removed, no NUL).
     pub(super) id: Option<(usize, usize)>,
+    /// The value of its `event:` line, when it has one (one leading space removed).
+    pub(super) event_type: Option<(usize, usize)>,
     /// Where the next line starts, past the blank line.
     pub(super) next: usize,
 }
@@ -51,63 +53,90 @@ impl Lines {
     /// start, nothing written.
     #[inline(always)]
     pub(super) fn lane(&self, src: &[u8], at: &mut usize) -> Lane {
+        // Most events are one `data:` line: straight to it.
+        if src.get(*at) == Some(&b'd') {
+            return self.data_line(src, *at, None, None, false);
+        }
+        self.lane_lines(src, at)
+    }
+
+    /// [`lane`](Self::lane) for an event that starts with another line.
+    #[inline(never)]
+    fn lane_lines(&self, src: &[u8], at: &mut usize) -> Lane {
         let max_line = self.cfg.max_line_bytes;
         let mut p = *at;
-        let mut id = None;
+        let (mut id, mut event_type) = (None, None);
+        // An `id:` or `event:` line was read: the event has started, and a blank line would
+        // now end it (with no data: not the lane's case).
+        let mut started = false;
         loop {
             match src.get(p) {
                 Some(b'd') => break,
-                Some(b'\n') => p += 1,
+                Some(b'\n') if !started => p += 1,
                 Some(b':') => {
                     let Some(end) = self.ends.find(&src[p..]) else {
-                        *at = p;
-                        return Lane::Tail;
+                        return self.stop(at, p, started, Lane::Tail);
                     };
                     if src[p + end] != b'\n' || end > max_line {
-                        *at = p;
-                        return Lane::Other;
+                        return self.stop(at, p, started, Lane::Other);
                     }
                     p += end + 1;
                 }
-                Some(b'i') if src[p..].starts_with(b"id:") => {
-                    *at = p;
-                    let rest = &src[p..];
-                    let Some(end) = self.ends.find(rest) else {
-                        return Lane::Tail;
+                Some(b'i') if id.is_none() && src[p..].starts_with(b"id:") => {
+                    let Some((lo, hi, next)) = self.field_line(src, p, 3) else {
+                        return self.stop(at, p, started, self.unended(src, p));
                     };
-                    if rest[end] != b'\n' || end > max_line {
-                        return Lane::Other;
+                    if memchr::memchr(0, &src[lo..hi]).is_some() {
+                        // An id with NUL is ignored: the line machine's case.
+                        return self.stop(at, p, started, Lane::Other);
                     }
-                    // `rest[3]` is the line end when the value is empty.
-                    let vlo = 3 + usize::from(rest[3] == b' ');
-                    if memchr::memchr(0, &rest[vlo..end]).is_some() {
-                        return Lane::Other; // an id with NUL is ignored: the line machine's
+                    if !started {
+                        *at = p;
+                        started = true;
                     }
-                    id = Some((p + vlo, p + end));
-                    p += end + 1;
-                    break;
+                    id = Some((lo, hi));
+                    p = next;
                 }
-                _ => {
-                    *at = p;
-                    return Lane::Other;
+                Some(b'e') if event_type.is_none() && src[p..].starts_with(b"event:") => {
+                    let Some((lo, hi, next)) = self.field_line(src, p, 6) else {
+                        return self.stop(at, p, started, self.unended(src, p));
+                    };
+                    if !started {
+                        *at = p;
+                        started = true;
+                    }
+                    event_type = Some((lo, hi));
+                    p = next;
                 }
+                _ => return self.stop(at, p, started, Lane::Other),
             }
         }
-        if id.is_none() {
+        if !started {
             *at = p;
         }
+        self.data_line(src, p, id, event_type, started)
+    }
+
+    /// The event's `data:` line at `src[p..]` and the blank line after it, with the `id` and
+    /// type read before it (`started`: at least one line was).
+    #[inline(always)]
+    fn data_line(
+        &self,
+        src: &[u8],
+        p: usize,
+        id: Option<(usize, usize)>,
+        event_type: Option<(usize, usize)>,
+        started: bool,
+    ) -> Lane {
         let rest = &src[p..];
         if !rest.starts_with(b"data:") {
             return Lane::Other;
         }
         let Some(end) = self.ends.find(&rest[5..]).map(|e| e + 5) else {
-            return if id.is_none() {
-                Lane::Tail
-            } else {
-                Lane::Other
-            };
+            return if started { Lane::Other } else { Lane::Tail };
         };
-        if rest[end] != b'\n' || rest.get(end + 1) != Some(&b'\n') || end > max_line {
+        if rest[end] != b'\n' || rest.get(end + 1) != Some(&b'\n') || end > self.cfg.max_line_bytes
+        {
             return Lane::Other;
         }
         // `rest[5]` is the line end when the value is empty.
@@ -118,7 +147,45 @@ impl Lines {
         Lane::Event(LaneEvent {
             data: (p + vlo, p + end),
             id,
+            event_type,
             next: p + end + 2,
         })
+    }
+
+    /// The field line `name:value` at `src[p..]` whose name and colon are `name_len` bytes:
+    /// its value (one leading space removed) and where the next line starts, when it ends
+    /// with an LF within the line limit.
+    #[inline(always)]
+    fn field_line(&self, src: &[u8], p: usize, name_len: usize) -> Option<(usize, usize, usize)> {
+        let rest = &src[p..];
+        let end = self.ends.find(rest)?;
+        if rest[end] != b'\n' || end > self.cfg.max_line_bytes {
+            return None;
+        }
+        // `rest[name_len]` is the line end when the value is empty.
+        let lo = name_len + usize::from(rest[name_len] == b' ');
+        Some((p + lo, p + end, p + end + 1))
+    }
+
+    /// Why [`field_line`](Self::field_line) gave nothing at `src[p..]`: no line end yet (a
+    /// tail), or a line the line machine must read.
+    #[cold]
+    fn unended(&self, src: &[u8], p: usize) -> Lane {
+        match self.ends.find(&src[p..]) {
+            None => Lane::Tail,
+            Some(_) => Lane::Other,
+        }
+    }
+
+    /// The lane stops at `p`: lines passed over before an event started are behind `*at`;
+    /// once an event started (`*at` at its first line), only the line machine may go on, and
+    /// a tail is not the lane's to buffer.
+    #[inline(always)]
+    fn stop(&self, at: &mut usize, p: usize, started: bool, why: Lane) -> Lane {
+        if started {
+            return Lane::Other;
+        }
+        *at = p;
+        why
     }
 }
