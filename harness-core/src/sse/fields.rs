@@ -295,6 +295,20 @@ impl Fields {
         }
     }
 
+    /// Decodes `bytes`, which are not valid UTF-8, into the data buffer (invalid sequences
+    /// replaced), for an event dispatched elsewhere: read it with [`data`](Self::data).
+    #[cold]
+    pub(super) fn decode_data(&mut self, bytes: &[u8]) {
+        self.span = None;
+        self.data.clear();
+        push_utf8(&mut self.data, bytes);
+    }
+
+    /// The data buffer.
+    pub(super) fn data(&self) -> &str {
+        &self.data
+    }
+
     /// Forgets a dispatched event nobody read as owned (the next one starts clean).
     pub(super) fn release(&mut self) {
         self.span = None;

@@ -93,6 +93,16 @@ impl<'s> Window<'s> {
     }
 }
 
+/// What [`SseFeed::straight`] found.
+enum Straight<'s> {
+    /// A one-line event's data.
+    Event(&'s str),
+    /// The start of a `data:` line with no line end: the tail.
+    Tail,
+    /// Not its case.
+    No,
+}
+
 /// What the fast lane gave [`SseFeed`].
 enum Quick<'s> {
     /// An event of the common shape: its data and its type (`None`: the default).
@@ -101,6 +111,9 @@ enum Quick<'s> {
     Done,
     /// The buffered tail is past the line limit.
     Fail(SseError),
+    /// A one-line event completed in the decoder's buffer ([`SseFeed::join`]): the span of
+    /// its data in the buffer, not yet validated.
+    Joined(usize, usize),
     /// The line machine's turn.
     Slow,
 }
@@ -117,6 +130,36 @@ impl<'d, 's> SseFeed<'d, 's> {
         }
     }
 
+    /// The lane's most common case, taken first: the lane is ready and the next line is an
+    /// event's one `data:` line, whole, with the blank line after it, its value inside the
+    /// validated text (its data, the feed moved past it), or the start of one with no line
+    /// end yet (the tail). Else [`lane`](Self::lane) decides (nothing changed but the window).
+    #[inline(always)]
+    fn straight(&mut self) -> Straight<'s> {
+        if !self.ready || self.src.get(self.at) != Some(&b'd') {
+            return Straight::No;
+        }
+        let (lo, hi) = match self.dec.lines.data_event(self.src, self.at) {
+            Ok(span) => span,
+            Err(true) => return Straight::Tail,
+            Err(false) => return Straight::No,
+        };
+        let Some(data) = self.window.slice(self.src, self.at, lo, hi) else {
+            return Straight::No;
+        };
+        self.at = hi + 2;
+        Straight::Event(data)
+    }
+
+    /// The end of the fed bytes: the tail buffered ([`tail`](Self::tail)), or its error.
+    #[cold]
+    fn end<T>(&mut self) -> Option<Result<T, SseError>> {
+        match self.tail() {
+            Quick::Fail(e) => Some(Err(e)),
+            _ => None,
+        }
+    }
+
     /// The decoder's fast lane ([`SseDecoder::lane`]) at the feed's position: an event of
     /// the common shape with its data (and `id`) inside the feed's validated text is
     /// dispatched here, the feed moved past it; an incomplete tail goes into the buffer as
@@ -125,7 +168,7 @@ impl<'d, 's> SseFeed<'d, 's> {
     fn lane(&mut self) -> Quick<'s> {
         if !self.ready {
             if !self.dec.lane_ready() {
-                return Quick::Slow;
+                return self.join();
             }
             self.ready = true;
         }
@@ -169,6 +212,60 @@ impl<'d, 's> SseFeed<'d, 's> {
         Quick::Event(data, event_type.filter(|t| !t.is_empty()))
     }
 
+    /// The decoder holds only the start of an event's first line (a lane [`tail`](Self::tail):
+    /// searched, nothing gathered) and the fed bytes end that line with an LF and the blank
+    /// line: both are added to the buffer, as the line machine would add them, and the lane
+    /// reads the event there. A push that splits a one-line event then costs no trip through
+    /// the line machine. Anything else is the line machine's, in the same state.
+    #[inline(never)]
+    fn join(&mut self) -> Quick<'s> {
+        let dec = &mut *self.dec;
+        let input = &mut dec.input;
+        let pending = input.pending();
+        if pending == 0
+            || input.scan != input.buf.len()
+            || !dec.queued.is_empty()
+            || !dec.lines.idle()
+        {
+            return Quick::Slow;
+        }
+        let rest = &self.src[self.at..];
+        let Some(i) = dec.lines.ends.find(rest) else {
+            return Quick::Slow;
+        };
+        if rest[i] != b'\n' || rest.get(i + 1) != Some(&b'\n') {
+            return Quick::Slow;
+        }
+        // What `next_in` does with this line: added up to the blank line, searched up to
+        // its end (the buffered part was searched before).
+        input.push(&rest[..i + 2]);
+        self.at += i + 2;
+        let end = input.buf.len() - 2;
+        input.scan = end;
+        // The lane's `data:` line, as it reads one in the fed bytes.
+        let (start, cfg) = (input.pos, dec.lines.cfg);
+        let line = &input.buf[start..end];
+        if line.len() > cfg.max_line_bytes || !line.starts_with(b"data:") {
+            return Quick::Slow;
+        }
+        // `line[5..]` is the value, with one leading space to strip.
+        let lo = start + 5 + usize::from(line.get(5) == Some(&b' '));
+        if end - lo > cfg.max_event_bytes {
+            return Quick::Slow;
+        }
+        Quick::Joined(lo, end)
+    }
+
+    /// A [`Quick::Joined`] event is read: the buffer is consumed (its one `data:` line sets
+    /// no state but the data) and the lane is ready again.
+    #[inline(always)]
+    fn consume_joined(&mut self) {
+        let input = &mut self.dec.input;
+        input.pos = input.buf.len();
+        input.scan = input.pos;
+        self.ready = true;
+    }
+
     /// The rest of the fed bytes is an incomplete line the lane can buffer: it goes into
     /// the buffer, searched, and its bound is checked, as the line machine would.
     #[cold]
@@ -189,6 +286,20 @@ impl<'d, 's> SseFeed<'d, 's> {
     /// allocation per event (unless its data is not valid UTF-8, or its type is new).
     /// `None`: the fed bytes are used up. An `Err` concerns one event; keep calling.
     pub fn next_ref(&mut self) -> Option<Result<SseEventRef<'_>, SseError>> {
+        match self.straight() {
+            Straight::Event(data) => Some(Ok(SseEventRef {
+                event_type: None,
+                data,
+                id: self.dec.lines.fields.current_id(),
+            })),
+            Straight::Tail => self.end(),
+            Straight::No => self.lane_ref(),
+        }
+    }
+
+    /// [`next_ref`](Self::next_ref) past its straight path.
+    #[inline(never)]
+    fn lane_ref(&mut self) -> Option<Result<SseEventRef<'_>, SseError>> {
         match self.lane() {
             Quick::Event(data, event_type) => {
                 return Some(Ok(SseEventRef {
@@ -199,9 +310,32 @@ impl<'d, 's> SseFeed<'d, 's> {
             }
             Quick::Done => return None,
             Quick::Fail(e) => return Some(Err(e)),
+            Quick::Joined(lo, hi) => return self.joined_ref(lo, hi),
             Quick::Slow => {}
         }
         self.slow_ref()
+    }
+
+    /// [`next_ref`](Self::next_ref) of a [`Quick::Joined`] event: its data borrowed from the
+    /// buffer (decoded into the data buffer when it is not valid UTF-8, as the line machine
+    /// would).
+    #[inline(never)]
+    fn joined_ref(&mut self, lo: usize, hi: usize) -> Option<Result<SseEventRef<'_>, SseError>> {
+        self.consume_joined();
+        let dec = &mut *self.dec;
+        let bytes = &dec.input.buf[lo..hi];
+        let data = match simdutf8::basic::from_utf8(bytes) {
+            Ok(data) => data,
+            Err(_) => {
+                dec.lines.fields.decode_data(bytes);
+                dec.lines.fields.data()
+            }
+        };
+        Some(Ok(SseEventRef {
+            event_type: None,
+            data,
+            id: dec.lines.fields.current_id(),
+        }))
     }
 
     /// [`next_ref`](Self::next_ref) by the line machine.
@@ -233,6 +367,21 @@ impl Iterator for SseFeed<'_, '_> {
     type Item = Result<SseEvent, SseError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        match self.straight() {
+            Straight::Event(data) => {
+                let id = self.dec.lines.fields.current_id_shared();
+                Some(Ok(SseEvent::dispatched(None, data, id)))
+            }
+            Straight::Tail => self.end(),
+            Straight::No => self.lane_next(),
+        }
+    }
+}
+
+impl SseFeed<'_, '_> {
+    /// [`Iterator::next`] past its straight path.
+    #[inline(never)]
+    fn lane_next(&mut self) -> Option<Result<SseEvent, SseError>> {
         match self.lane() {
             Quick::Event(data, event_type) => {
                 let fields = &mut self.dec.lines.fields;
@@ -245,6 +394,7 @@ impl Iterator for SseFeed<'_, '_> {
             }
             Quick::Done => return None,
             Quick::Fail(e) => return Some(Err(e)),
+            Quick::Joined(lo, hi) => return Some(Ok(self.joined_owned(lo, hi))),
             Quick::Slow => {}
         }
         self.slow_next()
@@ -252,6 +402,19 @@ impl Iterator for SseFeed<'_, '_> {
 }
 
 impl SseFeed<'_, '_> {
+    /// [`Iterator::next`] of a [`Quick::Joined`] event.
+    #[inline(never)]
+    fn joined_owned(&mut self, lo: usize, hi: usize) -> SseEvent {
+        self.consume_joined();
+        let dec = &mut *self.dec;
+        let id = dec.lines.fields.current_id_shared();
+        let bytes = &dec.input.buf[lo..hi];
+        match simdutf8::basic::from_utf8(bytes) {
+            Ok(data) => SseEvent::dispatched(None, data, id),
+            Err(_) => SseEvent::dispatched(None, &String::from_utf8_lossy(bytes), id),
+        }
+    }
+
     /// [`Iterator::next`] by the line machine.
     #[inline(never)]
     fn slow_next(&mut self) -> Option<Result<SseEvent, SseError>> {

@@ -43,7 +43,7 @@ impl Lines {
     /// Between events, with nothing being gathered: comment and blank lines change nothing,
     /// and an event of the common shape changes only the last event ID.
     #[inline(always)]
-    fn idle(&self) -> bool {
+    pub(super) fn idle(&self) -> bool {
         !self.bom_pending && !self.skip_lf && self.skip == Skip::No && self.fields.idle()
     }
 
@@ -128,28 +128,40 @@ impl Lines {
         event_type: Option<(usize, usize)>,
         started: bool,
     ) -> Lane {
+        match self.data_event(src, p) {
+            Ok((lo, hi)) => Lane::Event(LaneEvent {
+                data: (lo, hi),
+                id,
+                event_type,
+                next: hi + 2,
+            }),
+            Err(true) if !started => Lane::Tail,
+            Err(_) => Lane::Other,
+        }
+    }
+
+    /// The `data:` line at `src[p..]`, LF-ended within the limits, and the blank line after
+    /// it: the span of its value (one leading space removed), the next line starting two
+    /// bytes past it. `Err(true)`: a `data:` line with no line end yet (a tail).
+    #[inline(always)]
+    pub(super) fn data_event(&self, src: &[u8], p: usize) -> Result<(usize, usize), bool> {
         let rest = &src[p..];
         if !rest.starts_with(b"data:") {
-            return Lane::Other;
+            return Err(false);
         }
         let Some(end) = self.ends.find(&rest[5..]).map(|e| e + 5) else {
-            return if started { Lane::Other } else { Lane::Tail };
+            return Err(true);
         };
         if rest[end] != b'\n' || rest.get(end + 1) != Some(&b'\n') || end > self.cfg.max_line_bytes
         {
-            return Lane::Other;
+            return Err(false);
         }
         // `rest[5]` is the line end when the value is empty.
         let vlo = 5 + usize::from(rest[5] == b' ');
         if end - vlo > self.cfg.max_event_bytes {
-            return Lane::Other;
+            return Err(false);
         }
-        Lane::Event(LaneEvent {
-            data: (p + vlo, p + end),
-            id,
-            event_type,
-            next: p + end + 2,
-        })
+        Ok((p + vlo, p + end))
     }
 
     /// The field line `name:value` at `src[p..]` whose name and colon are `name_len` bytes:
