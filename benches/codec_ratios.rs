@@ -111,9 +111,10 @@ fn sse(mb: usize, pairs: usize) {
         want.events
     );
     println!(
-        "| push | owned MB/s | × sse-stream | borrowed MB/s | × sse-stream | owned × eventsource-stream | push+poll × sse-stream | borrowed / memchr |"
+        "| push | owned MB/s | × sse-stream | owned × the push size before | borrowed MB/s | × sse-stream | borrowed × the push size before | owned × eventsource-stream | push+poll × sse-stream | borrowed / memchr |"
     );
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let mut before: Option<usize> = None;
     for (chunk, label) in PUSH_SIZES {
         // The baselines' chunks are made once, outside timing, and cloned (cheap `Bytes`).
         let chunks = byte_chunks(&stream, chunk);
@@ -149,8 +150,18 @@ fn sse(mb: usize, pairs: usize) {
             t!(sse_borrowed(&stream, chunk)),
             t!(memchr_newlines(&stream)),
         );
+        // Whether throughput falls as pushes grow: this size against the one before, also
+        // interleaved (above 1: this size is faster).
+        let growth = |f: fn(&[u8], usize) -> Tally| {
+            before.map_or("—".to_owned(), |b| {
+                let p = pair(len, pairs, t!(f(&stream, chunk)), t!(f(&stream, b)));
+                format!("{:.2}×", p.ratio)
+            })
+        };
+        let (owned_growth, borrowed_growth) = (growth(sse_owned), growth(sse_borrowed));
+        before = Some(chunk);
         println!(
-            "| {label} | {:.0} | {:.2}× | {:.0} | {:.2}× | {} | {:.2}× | {:.0}% (memchr {:.0} MB/s) |",
+            "| {label} | {:.0} | {:.2}× | {owned_growth} | {:.0} | {:.2}× | {borrowed_growth} | {} | {:.2}× | {:.0}% (memchr {:.0} MB/s) |",
             owned.ours,
             owned.ratio,
             borrowed.ours,

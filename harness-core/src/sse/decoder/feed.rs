@@ -28,7 +28,7 @@ pub struct SseFeed<'d, 's> {
 const WINDOW_BYTES: usize = 16 << 10;
 
 /// A window of the fed bytes validated as UTF-8: `src[start..end]`, from a line start to a
-/// line end; `text` is `None` when they are not valid (their events are then decoded one by
+/// line end or an ASCII byte; `text` is `None` when they are not valid (their events are then decoded one by
 /// one).
 #[derive(Clone, Copy, Debug)]
 struct Window<'s> {
@@ -70,20 +70,23 @@ impl<'s> Window<'s> {
         Some((self.start, self.text?))
     }
 
-    /// The window from `from` (a line start) to the last line end within [`WINDOW_BYTES`],
-    /// or to the line end at or after `need` when that is further.
+    /// The window from `from` (a line start) to [`WINDOW_BYTES`] past it, or past `need`
+    /// when that is further: to its last byte when that is ASCII, else to its last line end.
     #[cold]
     fn at(src: &'s [u8], from: usize, need: usize) -> Window<'s> {
         let limit = from
             .saturating_add(WINDOW_BYTES)
             .max(need.saturating_add(1))
             .min(src.len());
-        let Some(end) = src
-            .get(from..limit)
-            .and_then(|w| memchr::memrchr2(b'\n', b'\r', w))
-            .map(|i| from + i)
-        else {
-            return Window::NONE;
+        // It ends where no character can be split: after an ASCII byte (the end of a small
+        // push nearly always is one), else at the last line end.
+        let end = match src.get(from..limit) {
+            Some([.., last]) if last.is_ascii() => limit,
+            Some(w) => match memchr::memrchr2(b'\n', b'\r', w) {
+                Some(i) => from + i,
+                None => return Window::NONE,
+            },
+            None => return Window::NONE,
         };
         Window {
             start: from,

@@ -86,7 +86,7 @@ impl Lines {
                     let Some((lo, hi, next)) = self.field_line(src, p, 3) else {
                         return self.stop(at, p, started, self.unended(src, p));
                     };
-                    if memchr::memchr(0, &src[lo..hi]).is_some() {
+                    if src[lo..hi].contains(&0) {
                         // An id with NUL is ignored: the line machine's case.
                         return self.stop(at, p, started, Lane::Other);
                     }
