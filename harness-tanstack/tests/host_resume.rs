@@ -304,3 +304,51 @@ fn one_users_many_runs_do_not_push_another_users_run_out_of_the_index() {
         "with its thread"
     );
 }
+
+/// The whole run index is bounded by `HostConfig::max_indexed_runs`: past it the oldest
+/// run of anyone is no longer found by its id alone (`404`, which the client takes as
+/// "forget it", tanstack-ai-client.md:142), and is still found with its `threadId`.
+#[test]
+fn the_run_index_holds_the_configured_number_of_runs() {
+    let mut cfg = members();
+    cfg.max_indexed_runs = 4;
+    let mut n = net_with(cfg);
+    for i in 0..6 {
+        let c = n
+            .host
+            .run_agui(
+                n.now,
+                &input(&format!("tc-{i}"), &format!("r-{i}"), "Hello"),
+                Some("carol"),
+                "r",
+                None,
+            )
+            .unwrap();
+        n.pump();
+        let turn = n.turns.remove(0);
+        n.host
+            .finish_turn(
+                n.now,
+                &turn.thread_id,
+                &turn.operation_id,
+                TurnOutcome::Completed,
+            )
+            .unwrap();
+        n.pump();
+        n.take(c);
+    }
+    let join = |n: &mut Net<harness_tanstack::MemoryLog>, thread, run: &str| {
+        n.host
+            .join_run(n.now, thread, run, Some("-1"), Some("carol"), "r")
+            .map(|_| 200)
+            .unwrap_or_else(|a| a.status)
+    };
+    assert_eq!(
+        join(&mut n, None, "r-1"),
+        404,
+        "the 5th newest, past the index"
+    );
+    assert_eq!(join(&mut n, None, "r-2"), 200, "the 4th newest");
+    assert_eq!(join(&mut n, None, "r-5"), 200);
+    assert_eq!(join(&mut n, Some("tc-1"), "r-1"), 200, "with its thread");
+}

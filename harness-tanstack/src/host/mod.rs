@@ -167,11 +167,14 @@ pub struct HostConfig {
     /// a thread another host owns gets the `rejected` receipt with reason `not_owner`
     /// (transient: the client may send it again). Default 1,000.
     pub max_forwarded: usize,
-    /// Runs of one user that `joinRun` finds by their id alone (`GET run?runId=`, no
-    /// thread): the host indexes the newest 16,384 runs, all users together, and of each
-    /// user (the owner of the run's thread) the newest this many, so that a user who
-    /// starts many runs pushes out their own oldest, never another user's. An older run
-    /// is still found with its `threadId`. Default 1,024.
+    /// Runs that `joinRun` finds by their id alone (`GET run?runId=`, no thread): the
+    /// host indexes the newest this many, all users together (each entry holds the run id
+    /// and its thread's key, at most 256 bytes of id). An older run is still found with
+    /// its `threadId`. Default 16,384.
+    pub max_indexed_runs: usize,
+    /// Of [`max_indexed_runs`](Self::max_indexed_runs), the most one user's runs (the
+    /// owner of the run's thread) may hold: a user who starts many runs pushes out their
+    /// own oldest, never another user's. Default 1,024.
     pub max_indexed_runs_per_user: usize,
 }
 
@@ -200,6 +203,7 @@ impl Default for HostConfig {
             max_parked_bytes: 4 << 20,
             forward_wait: std::time::Duration::from_secs(5),
             max_forwarded: 1_000,
+            max_indexed_runs: 16_384,
             max_indexed_runs_per_user: 1_024,
         }
     }
@@ -408,8 +412,13 @@ impl<L: EventLog> Host<L> {
     pub fn new(cfg: HostConfig, mut log: L) -> Self {
         let mut user_threads: HashMap<String, usize> = HashMap::new();
         let keys = log.threads();
-        let runs =
-            resume::RunIndex::rebuild(&mut log, &keys, &cfg.access, cfg.max_indexed_runs_per_user);
+        let runs = resume::RunIndex::rebuild(
+            &mut log,
+            &keys,
+            &cfg.access,
+            cfg.max_indexed_runs,
+            cfg.max_indexed_runs_per_user,
+        );
         for key in &keys {
             if let Some(owner) = log.owner(key) {
                 *user_threads.entry(owner).or_default() += 1;

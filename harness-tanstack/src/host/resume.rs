@@ -13,16 +13,14 @@ use crate::agui::AguiMessage;
 use crate::http::HttpAnswer;
 use crate::log::EventLog;
 
-/// The runs the host can find by id alone (`joinRun` sends no thread): the newest this
-/// many, all users together; an older run is found with its `threadId`.
-pub(super) const MAX_INDEXED_RUNS: usize = 16_384;
 /// The most log records read to rebuild the index when a host opens its log.
 pub(super) const MAX_RUN_INDEX_SCAN: u64 = 1 << 16;
 /// A run id longer than this is not indexed (it is still found with its `threadId`).
 const MAX_INDEXED_RUN_ID_BYTES: usize = 256;
 
-/// Run id → the key of its thread, the newest [`MAX_INDEXED_RUNS`], and of each user (the
-/// owner of the run's thread) the newest [`HostConfig::max_indexed_runs_per_user`]: a user
+/// Run id → the key of its thread, the newest [`HostConfig::max_indexed_runs`] all users
+/// together, and of each user (the owner of the run's thread) the newest
+/// [`HostConfig::max_indexed_runs_per_user`]: a user
 /// over their share loses their own oldest entry, so that one user starting many runs
 /// cannot push the other users' runs out of the index (runs of threads with no owner count
 /// against the whole only). Under [`MembersOnly`](AccessPolicy::MembersOnly) a run is
@@ -30,6 +28,7 @@ const MAX_INDEXED_RUN_ID_BYTES: usize = 256;
 /// ids are: another user's run of the same id does not hide the user's own from
 /// `joinRun`); else under its id. Each insert is `O(log n)`.
 ///
+/// [`HostConfig::max_indexed_runs`]: super::HostConfig::max_indexed_runs
 /// [`HostConfig::max_indexed_runs_per_user`]: super::HostConfig::max_indexed_runs_per_user
 #[derive(Debug)]
 pub(super) struct RunIndex {
@@ -38,6 +37,8 @@ pub(super) struct RunIndex {
     order: crate::lru::Lru,
     /// Each user's entries, the oldest first (a user with none has no entry).
     of_user: HashMap<String, crate::lru::Lru>,
+    /// The most entries of all users together.
+    total: usize,
     /// The most entries of one user.
     per_user: usize,
 }
@@ -67,12 +68,14 @@ pub(super) fn index_scope<'a>(access: &AccessPolicy, owner: Option<&'a str>) -> 
 }
 
 impl RunIndex {
-    /// An empty index keeping at most `per_user` runs of one user (at least one).
-    pub(super) fn new(per_user: usize) -> RunIndex {
+    /// An empty index keeping at most `total` runs, and `per_user` runs of one user (at
+    /// least one each).
+    pub(super) fn new(total: usize, per_user: usize) -> RunIndex {
         RunIndex {
             at: HashMap::new(),
             order: crate::lru::Lru::default(),
             of_user: HashMap::new(),
+            total: total.max(1),
             per_user: per_user.max(1),
         }
     }
@@ -116,7 +119,7 @@ impl RunIndex {
                 }
             }
         }
-        while self.order.len() > MAX_INDEXED_RUNS {
+        while self.order.len() > self.total {
             match self.order.pop_oldest_except(&ix) {
                 Some(old) => {
                     if let Some(e) = self.at.remove(&old) {
@@ -149,7 +152,7 @@ impl RunIndex {
 
     /// The index of the runs a log already has (a durable log after a restart), so that
     /// `joinRun` finds a run from before the restart by its id alone: each thread's
-    /// `RUN_STARTED` records, newest first, until [`MAX_INDEXED_RUNS`] runs are found or
+    /// `RUN_STARTED` records, newest first, until `total` runs are found or
     /// [`MAX_RUN_INDEX_SCAN`] records are read (the host's start stays bounded however big
     /// its log; a run past them is still found with its `threadId`). Each user's share
     /// holds as in [`insert`](Self::insert).
@@ -157,16 +160,18 @@ impl RunIndex {
         log: &mut L,
         keys: &[String],
         access: &AccessPolicy,
+        total: usize,
         per_user: usize,
     ) -> RunIndex {
-        let mut ix = RunIndex::new(per_user);
+        let mut ix = RunIndex::new(total, per_user);
+        let total = ix.total;
         let mut budget = MAX_RUN_INDEX_SCAN;
         let mut found = 0;
         for key in keys {
             let first = log.first_seq(key).max(1);
             let mut seq = log.head_seq(key);
             let mut runs = Vec::new();
-            while seq >= first && budget > 0 && found + runs.len() < MAX_INDEXED_RUNS {
+            while seq >= first && budget > 0 && found + runs.len() < total {
                 budget -= 1;
                 if let Ok(Some(rec)) = log.get(key, seq) {
                     if rec.event_json().starts_with(b"{\"type\":\"RUN_STARTED\"") {
@@ -182,7 +187,7 @@ impl RunIndex {
             for run in runs.iter().rev() {
                 ix.insert(scope, owner.as_deref(), run, key);
             }
-            if budget == 0 || found >= MAX_INDEXED_RUNS {
+            if budget == 0 || found >= total {
                 break;
             }
         }
@@ -420,7 +425,8 @@ mod tests {
 
     #[test]
     fn run_index_is_bounded() {
-        let mut ix = RunIndex::new(usize::MAX);
+        const MAX_INDEXED_RUNS: usize = 16_384;
+        let mut ix = RunIndex::new(MAX_INDEXED_RUNS, usize::MAX);
         for i in 0..MAX_INDEXED_RUNS + 10 {
             ix.insert(None, None, &format!("run-{i}"), "t");
         }
@@ -439,7 +445,7 @@ mod tests {
     /// orders hold exactly the entries the index has.
     #[test]
     fn a_user_over_their_share_evicts_only_their_own_oldest() {
-        let mut ix = RunIndex::new(4);
+        let mut ix = RunIndex::new(1_000, 4);
         ix.insert(Some("bob"), Some("bob"), "b-1", "tb");
         ix.insert(None, None, "anon-1", "tn");
         for i in 0..10 {
@@ -467,7 +473,8 @@ mod tests {
     /// takes the entry out of its user's order too (no user left with none held).
     #[test]
     fn the_global_cap_still_holds_across_users() {
-        let mut ix = RunIndex::new(MAX_INDEXED_RUNS);
+        const MAX_INDEXED_RUNS: usize = 64;
+        let mut ix = RunIndex::new(MAX_INDEXED_RUNS, MAX_INDEXED_RUNS);
         for i in 0..MAX_INDEXED_RUNS {
             let u = format!("u{}", i % 8);
             ix.insert(Some(&u), Some(&u), &format!("r-{i}"), "t");
@@ -504,7 +511,7 @@ mod tests {
         log.append("t", "run-new", &AguiEvent::text_content("m", "y"))
             .unwrap();
         let keys = log.threads();
-        let ix = RunIndex::rebuild(&mut log, &keys, &AccessPolicy::Open, 1_024);
+        let ix = RunIndex::rebuild(&mut log, &keys, &AccessPolicy::Open, 16_384, 1_024);
         assert_eq!(ix.get(None, "run-new").map(String::as_str), Some("t"));
         assert!(
             ix.get(None, "run-old").is_none(),
