@@ -234,3 +234,42 @@ async fn serve_socket<L: EventLog + 'static>(
         close(&st, &mut socket, code, &reason).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio_tungstenite::tungstenite::error::CapacityError;
+
+    use super::*;
+
+    /// Each failed read maps to the close RFC 6455 7.4.1 names for it (the table in the
+    /// module docs), and a client that is gone gets none. The 1011 row cannot be reached
+    /// from a socket test (the upgraded connection has no TLS, URL or HTTP stage to fail).
+    #[test]
+    fn a_failed_read_gets_the_close_rfc_6455_names() {
+        let code = |e: WsError| failure_close(&e).map(|(c, _)| c);
+        assert_eq!(code(WsError::ConnectionClosed), None);
+        assert_eq!(code(WsError::AlreadyClosed), None);
+        assert_eq!(
+            code(WsError::Io(std::io::ErrorKind::BrokenPipe.into())),
+            None
+        );
+        assert_eq!(
+            code(WsError::Protocol(
+                ProtocolError::ResetWithoutClosingHandshake
+            )),
+            None
+        );
+        let too_big = CapacityError::MessageTooLong {
+            size: 2,
+            max_size: 1,
+        };
+        assert_eq!(code(WsError::Capacity(too_big)), Some(1009));
+        assert_eq!(
+            code(WsError::Protocol(ProtocolError::NonZeroReservedBits)),
+            Some(1002)
+        );
+        let not_utf8 = std::str::from_utf8(&[0xff][..]).map(|_| ()).unwrap_err();
+        assert_eq!(code(WsError::Utf8(not_utf8.to_string())), Some(1007));
+        assert_eq!(code(WsError::AttackAttempt), Some(1011));
+    }
+}
