@@ -242,8 +242,8 @@ fn run_fed(body: &[u8], sizes: &[usize], mode: u8) -> common::Run {
                 while let Some(ev) = feed.next_ref() {
                     match ev {
                         Ok(ev) => {
-                            r.task.add(ev);
-                            r.events.push(ev.clone());
+                            r.task.add_ref(ev);
+                            r.events.push(ev.to_event());
                         }
                         Err(f) => {
                             r.task.add_finding(&f);

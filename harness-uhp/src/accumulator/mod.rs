@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::decoder::StreamDecoder;
 use crate::error::ErrorObject;
-use crate::event::{EventType, StreamEvent};
+use crate::event::{EventType, StreamEvent, StreamEventRef};
 use crate::finding::{Finding, excerpt};
 use crate::response::{
     Annotation, ContainerFileCitation, FunctionCallItem, OutputContent, OutputItem, Response,
@@ -293,7 +293,7 @@ impl TaskAccumulator {
         let mut feed = dec.feed(bytes);
         while let Some(ev) = feed.next_ref() {
             match ev {
-                Ok(ev) => self.add(ev),
+                Ok(ev) => self.add_ref(ev),
                 Err(finding) => self.add_finding(&finding),
             }
         }
@@ -328,6 +328,12 @@ impl TaskAccumulator {
 
     /// Feeds one event.
     pub fn add(&mut self, ev: &StreamEvent) {
+        self.add_ref(ev.view());
+    }
+
+    /// Feeds one lent event ([`StreamFeed::next_ref`](crate::StreamFeed::next_ref)), as
+    /// [`add`](Self::add) does an owned one.
+    pub fn add_ref(&mut self, ev: StreamEventRef<'_>) {
         let first = self.seq.events() == 0;
         let seq = ev.sequence_number();
         let arrival = self.seq.record(seq);
@@ -376,7 +382,7 @@ impl TaskAccumulator {
         self.apply(ev, seq);
     }
 
-    fn output_index(&mut self, ev: &StreamEvent) -> u64 {
+    fn output_index(&mut self, ev: StreamEventRef<'_>) -> u64 {
         match (ev.output_index(), ev.item_id()) {
             (Some(oi), _) => oi,
             (None, Some(id)) => self.slot_of(id),
@@ -396,7 +402,7 @@ impl TaskAccumulator {
         oi
     }
 
-    fn apply(&mut self, ev: &StreamEvent, seq: Option<u64>) {
+    fn apply(&mut self, ev: StreamEventRef<'_>, seq: Option<u64>) {
         use EventType as T;
         match ev.event_type() {
             T::OutputTextDelta => {

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::types::{EventType, Rare, SeqField, StreamEvent, Text};
+use super::types::{Body, EventType, Rare, SeqField, StreamEvent, StreamEventRef, Text};
 use crate::finding::{Finding, excerpt};
 use crate::response::{OutputContent, OutputItem, Response};
 use harness_core::wire;
@@ -166,7 +166,55 @@ impl<'de: 'a, 'a> Visitor<'de> for Sink<'_, 'a> {
     }
 }
 
+/// What [`StreamEvent::parse_lent`] lends from: the fields of the last event read flat, and
+/// the last event decoded the serde way, whose buffer is reused for the next one.
+#[derive(Debug, Default)]
+pub(crate) struct LentSlot {
+    body: Option<Body>,
+    owned: Option<StreamEvent>,
+    spare: String,
+}
+
 impl StreamEvent {
+    /// [`parse`](Self::parse) of `data` lent as a view: an event read flat borrows its text
+    /// from `data` itself (no copy); any other is decoded into an owned event kept in `slot`
+    /// (its text copied into the buffer of the one before).
+    #[inline]
+    pub(crate) fn parse_lent<'a>(
+        data: &'a str,
+        slot: &'a mut LentSlot,
+    ) -> Result<StreamEventRef<'a>, Finding> {
+        let mut f = Fields::default();
+        if super::flat::read(data, &mut f).is_some() {
+            let body = f.into_body(data)?;
+            return Ok(StreamEventRef {
+                raw: data,
+                body: slot.body.insert(body),
+            });
+        }
+        Self::parse_lent_serde(data, slot)
+    }
+
+    /// [`parse_lent`](Self::parse_lent) the serde way.
+    #[inline(never)]
+    fn parse_lent_serde<'a>(
+        data: &'a str,
+        slot: &'a mut LentSlot,
+    ) -> Result<StreamEventRef<'a>, Finding> {
+        // An event whose buffer was already taken (the call before failed) has none to give.
+        if let Some(ev) = slot.owned.as_mut() {
+            let raw = ev.take_raw_json();
+            if raw.capacity() > 0 {
+                slot.spare = raw;
+            }
+        }
+        let mut raw = std::mem::take(&mut slot.spare);
+        raw.clear();
+        raw.push_str(data);
+        let ev = Self::parse_serde(raw)?;
+        Ok(slot.owned.insert(ev).view())
+    }
+
     /// Decodes one event from the data of one SSE message.
     ///
     /// Errors are findings about this payload: not JSON, a `[DONE]` sentinel, JSON that is
@@ -235,6 +283,7 @@ impl StreamEvent {
             };
             return Ok(StreamEvent {
                 raw: String::new(),
+                body: Body {
                 type_name: Text::Owned(ty.into()),
                 item_id: None,
                 delta: None,
@@ -246,6 +295,7 @@ impl StreamEvent {
                 item: None,
                 part: None,
                 rare: None,
+                },
             }
             .with_raw(data));
         }
@@ -272,6 +322,7 @@ impl StreamEvent {
             if let Some(Ok(response)) = response {
                 return Ok(StreamEvent {
                     raw: String::new(),
+                    body: Body {
                     type_name: Text::Owned(ty.into()),
                     item_id: None,
                     delta: None,
@@ -283,6 +334,7 @@ impl StreamEvent {
                     item: None,
                     part: None,
                     rare: None,
+                    },
                 }
                 .with_raw(data));
             }
@@ -331,18 +383,22 @@ pub(super) struct Fields {
 impl Fields {
     /// Checks that the type is there, then moves the raw text in.
     pub(super) fn into_event(self, raw: String) -> Result<StreamEvent, Finding> {
-        let seq = match self.sequence_number {
-            SeqField::Valid(n) => Some(n),
-            _ => None,
-        };
+        let body = self.into_body(&raw)?;
+        Ok(StreamEvent { raw, body })
+    }
+
+    /// Checks that the type is there: the event's fields, spans into `raw`.
+    #[inline]
+    pub(super) fn into_body(self, raw: &str) -> Result<Body, Finding> {
         let Some(type_name) = self.type_name else {
-            return Err(Finding::MissingType {
-                sequence_number: seq,
-            });
+            let sequence_number = match self.sequence_number {
+                SeqField::Valid(n) => Some(n),
+                _ => None,
+            };
+            return Err(Finding::MissingType { sequence_number });
         };
-        let event_type = EventType::from_wire(type_name.get(&raw));
-        Ok(StreamEvent {
-            raw,
+        let event_type = EventType::from_wire(type_name.get(raw));
+        Ok(Body {
             type_name,
             item_id: self.item_id,
             delta: self.delta,

@@ -12,4 +12,5 @@ mod flat;
 /// The typed event and its view.
 mod types;
 
-pub use types::{EventType, StreamEvent, StreamEventKind};
+pub(crate) use de::LentSlot;
+pub use types::{EventType, StreamEvent, StreamEventKind, StreamEventRef};

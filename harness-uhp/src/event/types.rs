@@ -195,6 +195,34 @@ pub(super) enum SeqField {
 #[derive(Clone, Debug, PartialEq)]
 pub struct StreamEvent {
     pub(super) raw: String,
+    pub(super) body: Body,
+}
+
+/// A [`StreamEvent`] lent by [`StreamFeed::next_ref`](crate::StreamFeed::next_ref): the same
+/// accessors, its text borrowed from the decoded bytes where they lie (no copy into an
+/// event's own buffer). [`to_event`](Self::to_event) makes an owned one; a `StreamEvent`
+/// lends one with [`view`](StreamEvent::view).
+///
+/// ```
+/// use harness_uhp::{StreamDecoder, StreamEvent};
+///
+/// let mut dec = StreamDecoder::new();
+/// let mut feed = dec.feed(b"data: {\"type\":\"response.output_text.delta\",\"sequence_number\":4,\"delta\":\"Hi\"}\n\n");
+/// let ev = feed.next_ref().unwrap()?;
+/// assert_eq!((ev.delta(), ev.sequence_number()), (Some("Hi"), Some(4)));
+/// let owned: StreamEvent = ev.to_event();
+/// assert_eq!(owned.view(), ev);
+/// # Ok::<(), harness_uhp::Finding>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StreamEventRef<'a> {
+    pub(super) raw: &'a str,
+    pub(super) body: &'a Body,
+}
+
+/// An event's decoded fields: everything but its text (spans point into it).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Body {
     pub(super) type_name: Text,
     pub(super) item_id: Option<Text>,
     pub(super) delta: Option<Text>,
@@ -368,24 +396,24 @@ pub enum StreamEventKind<'a> {
     },
 }
 
-impl StreamEvent {
+impl<'a> StreamEventRef<'a> {
     /// The field a known type needs and this event lacks (`response` for a lifecycle event,
     /// `item`, `part`, `delta`, `text`, `arguments`, `annotation`), if any. Such an event is
     /// still an event (its type and number count), but it carries nothing to apply.
-    pub fn missing_field(&self) -> Option<&'static str> {
+    pub fn missing_field(self) -> Option<&'static str> {
         use EventType as T;
-        let rare = self.rare.as_deref();
-        match self.event_type {
+        let rare = self.body.rare.as_deref();
+        match self.body.event_type {
             T::Created | T::InProgress | T::Completed | T::Incomplete | T::Failed => {
-                self.response.is_none().then_some("response")
+                self.body.response.is_none().then_some("response")
             }
-            T::OutputItemAdded | T::OutputItemDone => self.item.is_none().then_some("item"),
+            T::OutputItemAdded | T::OutputItemDone => self.body.item.is_none().then_some("item"),
             T::ContentPartAdded
             | T::ContentPartDone
             | T::ReasoningSummaryPartAdded
-            | T::ReasoningSummaryPartDone => self.part.is_none().then_some("part"),
+            | T::ReasoningSummaryPartDone => self.body.part.is_none().then_some("part"),
             T::OutputTextDelta | T::ReasoningSummaryTextDelta | T::FunctionCallArgumentsDelta => {
-                self.delta.is_none().then_some("delta")
+                self.body.delta.is_none().then_some("delta")
             }
             T::OutputTextDone => rare
                 .and_then(|r| r.text.as_ref())
@@ -404,133 +432,130 @@ impl StreamEvent {
     }
 
     /// The event's type.
-    pub fn event_type(&self) -> EventType {
-        self.event_type
+    pub fn event_type(self) -> EventType {
+        self.body.event_type
     }
 
     /// The wire `type`, as sent (also for unknown types).
-    pub fn type_name(&self) -> &str {
-        self.type_name.get(&self.raw)
+    pub fn type_name(self) -> &'a str {
+        self.body.type_name.get(self.raw)
     }
 
     /// The `sequence_number`, when it is an integer ≥ 0.
-    pub fn sequence_number(&self) -> Option<u64> {
-        match self.sequence_number {
+    pub fn sequence_number(self) -> Option<u64> {
+        match self.body.sequence_number {
             SeqField::Valid(n) => Some(n),
             _ => None,
         }
     }
 
     /// Whether `sequence_number` was present but not an integer ≥ 0 (`true`, `-1`, `"3"`, …).
-    pub fn has_invalid_sequence_number(&self) -> bool {
-        self.sequence_number == SeqField::Invalid
+    pub fn has_invalid_sequence_number(self) -> bool {
+        self.body.sequence_number == SeqField::Invalid
     }
 
     /// Whether this is a terminal event (`response.completed`, `.incomplete`, `.failed`).
-    pub fn is_terminal(&self) -> bool {
-        self.event_type.is_terminal()
+    pub fn is_terminal(self) -> bool {
+        self.body.event_type.is_terminal()
     }
 
     /// The JSON text as received.
-    pub fn raw_json(&self) -> &str {
-        &self.raw
-    }
-
-    /// Takes the JSON text as received out of the event.
-    pub fn into_raw_json(self) -> String {
+    pub fn raw_json(self) -> &'a str {
         self.raw
     }
 
-    /// Takes the received text out of the event, leaving it empty (the decoder reuses the
-    /// buffer of an event it lent for the next one, without moving the event).
-    pub(crate) fn take_raw_json(&mut self) -> String {
-        std::mem::take(&mut self.raw)
+    /// An owned copy of the event.
+    pub fn to_event(self) -> StreamEvent {
+        StreamEvent {
+            raw: self.raw.to_owned(),
+            body: self.body.clone(),
+        }
     }
 
     /// The event as a JSON value (parses the received text again).
-    pub fn to_value(&self) -> serde_json::Value {
-        serde_json::from_str(&self.raw).unwrap_or(serde_json::Value::Null)
+    pub fn to_value(self) -> serde_json::Value {
+        serde_json::from_str(self.raw).unwrap_or(serde_json::Value::Null)
     }
 
     /// `item_id`.
-    pub fn item_id(&self) -> Option<&str> {
-        self.item_id.as_ref().map(|t| t.get(&self.raw))
+    pub fn item_id(self) -> Option<&'a str> {
+        self.body.item_id.as_ref().map(|t| t.get(self.raw))
     }
     /// `output_index`.
-    pub fn output_index(&self) -> Option<u64> {
-        self.output_index
+    pub fn output_index(self) -> Option<u64> {
+        self.body.output_index
     }
     /// `content_index`.
-    pub fn content_index(&self) -> Option<u64> {
-        self.content_index
+    pub fn content_index(self) -> Option<u64> {
+        self.body.content_index
     }
     /// `summary_index`.
-    pub fn summary_index(&self) -> Option<u64> {
-        self.rare.as_ref()?.summary_index
+    pub fn summary_index(self) -> Option<u64> {
+        self.body.rare.as_ref()?.summary_index
     }
     /// `annotation_index`.
-    pub fn annotation_index(&self) -> Option<u64> {
-        self.rare.as_ref()?.annotation_index
+    pub fn annotation_index(self) -> Option<u64> {
+        self.body.rare.as_ref()?.annotation_index
     }
     /// `delta`.
-    pub fn delta(&self) -> Option<&str> {
-        self.delta.as_ref().map(|t| t.get(&self.raw))
+    pub fn delta(self) -> Option<&'a str> {
+        self.body.delta.as_ref().map(|t| t.get(self.raw))
     }
-    fn rare_text(&self, f: impl Fn(&Rare) -> Option<&Text>) -> Option<&str> {
-        self.rare.as_deref().and_then(f).map(|t| t.get(&self.raw))
+    fn rare_text(self, f: impl Fn(&'a Rare) -> Option<&'a Text>) -> Option<&'a str> {
+        self.body.rare.as_deref().and_then(f).map(|t| t.get(self.raw))
     }
     /// `text`.
-    pub fn text(&self) -> Option<&str> {
+    pub fn text(self) -> Option<&'a str> {
         self.rare_text(|r| r.text.as_ref())
     }
     /// `arguments`.
-    pub fn arguments(&self) -> Option<&str> {
+    pub fn arguments(self) -> Option<&'a str> {
         self.rare_text(|r| r.arguments.as_ref())
     }
     /// `code` (of an `error` event).
-    pub fn code(&self) -> Option<&str> {
+    pub fn code(self) -> Option<&'a str> {
         self.rare_text(|r| r.code.as_ref())
     }
     /// `message` (of an `error` event).
-    pub fn message(&self) -> Option<&str> {
+    pub fn message(self) -> Option<&'a str> {
         self.rare_text(|r| r.message.as_ref())
     }
     /// `param` (of an `error` event).
-    pub fn param(&self) -> Option<&str> {
+    pub fn param(self) -> Option<&'a str> {
         self.rare_text(|r| r.param.as_ref())
     }
     /// `response`.
-    pub fn response(&self) -> Option<&Response> {
-        self.response.as_deref()
+    pub fn response(self) -> Option<&'a Response> {
+        self.body.response.as_deref()
     }
     /// `item`.
-    pub fn item(&self) -> Option<&OutputItem> {
-        self.item.as_deref()
+    pub fn item(self) -> Option<&'a OutputItem> {
+        self.body.item.as_deref()
     }
     /// `part`.
-    pub fn part(&self) -> Option<&OutputContent> {
-        self.part.as_deref()
+    pub fn part(self) -> Option<&'a OutputContent> {
+        self.body.part.as_deref()
     }
     /// `annotation`.
-    pub fn annotation(&self) -> Option<&Annotation> {
-        self.rare.as_ref()?.annotation.as_ref()
+    pub fn annotation(self) -> Option<&'a Annotation> {
+        self.body.rare.as_ref()?.annotation.as_ref()
     }
 
     /// The typed view, to `match` on.
-    pub fn kind(&self) -> StreamEventKind<'_> {
+    pub fn kind(self) -> StreamEventKind<'a> {
         use EventType as T;
         let item_id = self.item_id();
-        let (oi, ci, si) = (self.output_index, self.content_index, self.summary_index());
+        let (oi, ci, si) = (self.body.output_index, self.body.content_index, self.summary_index());
         let unknown = StreamEventKind::MissingField {
             event_type: self.type_name(),
             field: self.missing_field().unwrap_or("?"),
         };
-        match self.event_type {
+        match self.body.event_type {
             T::Created | T::InProgress | T::Completed | T::Incomplete | T::Failed => {
                 let Some(r) = self.response() else {
                     return unknown;
                 };
-                match self.event_type {
+                match self.body.event_type {
                     T::Created => StreamEventKind::Created(r),
                     T::InProgress => StreamEventKind::InProgress(r),
                     T::Completed => StreamEventKind::Completed(r),
@@ -539,7 +564,7 @@ impl StreamEvent {
                 }
             }
             T::OutputItemAdded | T::OutputItemDone => match self.item() {
-                Some(item) if self.event_type == T::OutputItemAdded => {
+                Some(item) if self.body.event_type == T::OutputItemAdded => {
                     StreamEventKind::OutputItemAdded {
                         output_index: oi,
                         item,
@@ -552,7 +577,7 @@ impl StreamEvent {
                 None => unknown,
             },
             T::ContentPartAdded | T::ContentPartDone => match self.part() {
-                Some(part) if self.event_type == T::ContentPartAdded => {
+                Some(part) if self.body.event_type == T::ContentPartAdded => {
                     StreamEventKind::ContentPartAdded {
                         item_id,
                         output_index: oi,
@@ -569,7 +594,7 @@ impl StreamEvent {
                 None => unknown,
             },
             T::ReasoningSummaryPartAdded | T::ReasoningSummaryPartDone => match self.part() {
-                Some(part) if self.event_type == T::ReasoningSummaryPartAdded => {
+                Some(part) if self.body.event_type == T::ReasoningSummaryPartAdded => {
                     StreamEventKind::ReasoningSummaryPartAdded {
                         item_id,
                         output_index: oi,
@@ -647,5 +672,176 @@ impl StreamEvent {
                 event_type: self.type_name(),
             },
         }
+    }
+}
+
+/// The owned event's accessors are its view's ([`StreamEventRef`]).
+impl StreamEvent {
+    /// The event lent as a view (what [`StreamFeed::next_ref`](crate::StreamFeed::next_ref)
+    /// gives), with the same accessors.
+    #[inline]
+    pub fn view(&self) -> StreamEventRef<'_> {
+        StreamEventRef {
+            raw: &self.raw,
+            body: &self.body,
+        }
+    }
+
+    /// Takes the JSON text as received out of the event.
+    pub fn into_raw_json(self) -> String {
+        self.raw
+    }
+
+    /// Takes the received text out of the event, leaving it empty (the decoder reuses the
+    /// buffer of an event it lent for the next one, without moving the event).
+    pub(crate) fn take_raw_json(&mut self) -> String {
+        std::mem::take(&mut self.raw)
+    }
+
+    /// The field a known type needs and this event lacks (`response` for a lifecycle event,
+    /// `item`, `part`, `delta`, `text`, `arguments`, `annotation`), if any. Such an event is
+    /// still an event (its type and number count), but it carries nothing to apply.
+    #[inline]
+    pub fn missing_field(&self) -> Option<&'static str> {
+        self.view().missing_field()
+    }
+
+    /// The event's type.
+    #[inline]
+    pub fn event_type(&self) -> EventType {
+        self.view().event_type()
+    }
+
+    /// The wire `type`, as sent (also for unknown types).
+    #[inline]
+    pub fn type_name(&self) -> &str {
+        self.view().type_name()
+    }
+
+    /// The `sequence_number`, when it is an integer ≥ 0.
+    #[inline]
+    pub fn sequence_number(&self) -> Option<u64> {
+        self.view().sequence_number()
+    }
+
+    /// Whether `sequence_number` was present but not an integer ≥ 0 (`true`, `-1`, `"3"`, …).
+    #[inline]
+    pub fn has_invalid_sequence_number(&self) -> bool {
+        self.view().has_invalid_sequence_number()
+    }
+
+    /// Whether this is one of the three terminal events (`response.completed`,
+    /// `response.incomplete`, `response.failed`): exactly one ends a stream, and it is last.
+    #[inline]
+    pub fn is_terminal(&self) -> bool {
+        self.view().is_terminal()
+    }
+
+    /// The JSON text as received.
+    #[inline]
+    pub fn raw_json(&self) -> &str {
+        self.view().raw_json()
+    }
+
+    /// The event as a JSON value (parses the received text again).
+    #[inline]
+    pub fn to_value(&self) -> serde_json::Value {
+        self.view().to_value()
+    }
+
+    /// `item_id`.
+    #[inline]
+    pub fn item_id(&self) -> Option<&str> {
+        self.view().item_id()
+    }
+
+    /// `output_index`.
+    #[inline]
+    pub fn output_index(&self) -> Option<u64> {
+        self.view().output_index()
+    }
+
+    /// `content_index`.
+    #[inline]
+    pub fn content_index(&self) -> Option<u64> {
+        self.view().content_index()
+    }
+
+    /// `summary_index`.
+    #[inline]
+    pub fn summary_index(&self) -> Option<u64> {
+        self.view().summary_index()
+    }
+
+    /// `annotation_index`.
+    #[inline]
+    pub fn annotation_index(&self) -> Option<u64> {
+        self.view().annotation_index()
+    }
+
+    /// `delta`.
+    #[inline]
+    pub fn delta(&self) -> Option<&str> {
+        self.view().delta()
+    }
+
+    /// `text`.
+    #[inline]
+    pub fn text(&self) -> Option<&str> {
+        self.view().text()
+    }
+
+    /// `arguments`.
+    #[inline]
+    pub fn arguments(&self) -> Option<&str> {
+        self.view().arguments()
+    }
+
+    /// `code` (of an `error` event).
+    #[inline]
+    pub fn code(&self) -> Option<&str> {
+        self.view().code()
+    }
+
+    /// `message` (of an `error` event).
+    #[inline]
+    pub fn message(&self) -> Option<&str> {
+        self.view().message()
+    }
+
+    /// `param` (of an `error` event).
+    #[inline]
+    pub fn param(&self) -> Option<&str> {
+        self.view().param()
+    }
+
+    /// `response`.
+    #[inline]
+    pub fn response(&self) -> Option<&Response> {
+        self.view().response()
+    }
+
+    /// `item`.
+    #[inline]
+    pub fn item(&self) -> Option<&OutputItem> {
+        self.view().item()
+    }
+
+    /// `part`.
+    #[inline]
+    pub fn part(&self) -> Option<&OutputContent> {
+        self.view().part()
+    }
+
+    /// `annotation`.
+    #[inline]
+    pub fn annotation(&self) -> Option<&Annotation> {
+        self.view().annotation()
+    }
+
+    /// The typed view, to `match` on.
+    #[inline]
+    pub fn kind(&self) -> StreamEventKind<'_> {
+        self.view().kind()
     }
 }
