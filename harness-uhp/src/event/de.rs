@@ -166,19 +166,18 @@ impl<'de: 'a, 'a> Visitor<'de> for Sink<'_, 'a> {
     }
 }
 
-/// What [`StreamEvent::parse_lent`] lends from: the fields of the last event read flat, and
-/// the last event decoded the serde way, whose buffer is reused for the next one.
+/// What [`StreamEvent::parse_lent`] lends from: the fields of the last event (spans into
+/// the data it was lent with), or the last event that only the slow path could read.
 #[derive(Debug, Default)]
 pub(crate) struct LentSlot {
     body: Option<Body>,
     owned: Option<StreamEvent>,
-    spare: String,
 }
 
 impl StreamEvent {
-    /// [`parse`](Self::parse) of `data` lent as a view: an event read flat borrows its text
-    /// from `data` itself (no copy); any other is decoded into an owned event kept in `slot`
-    /// (its text copied into the buffer of the one before).
+    /// [`parse`](Self::parse) of `data` lent as a view borrowing its text from `data` itself
+    /// (no copy); only a payload the slow path must read (a finding, or a shape this crate
+    /// does not expect) is copied, into an owned event kept in `slot`.
     #[inline]
     pub(crate) fn parse_lent<'a>(
         data: &'a str,
@@ -201,17 +200,14 @@ impl StreamEvent {
         data: &'a str,
         slot: &'a mut LentSlot,
     ) -> Result<StreamEventRef<'a>, Finding> {
-        // An event whose buffer was already taken (the call before failed) has none to give.
-        if let Some(ev) = slot.owned.as_mut() {
-            let raw = ev.take_raw_json();
-            if raw.capacity() > 0 {
-                slot.spare = raw;
-            }
+        if let Some(f) = Self::fields_serde(data) {
+            let body = f.into_body(data)?;
+            return Ok(StreamEventRef {
+                raw: data,
+                body: slot.body.insert(body),
+            });
         }
-        let mut raw = std::mem::take(&mut slot.spare);
-        raw.clear();
-        raw.push_str(data);
-        let ev = Self::parse_serde(raw)?;
+        let ev = Self::slow_path(data.to_owned())?;
         Ok(slot.owned.insert(ev).view())
     }
 
@@ -232,22 +228,21 @@ impl StreamEvent {
     /// [`parse`](Self::parse) through serde_json only, for any payload (the flat fast path
     /// must agree with it on every payload it accepts).
     pub(super) fn parse_serde(data: String) -> Result<StreamEvent, Finding> {
-        let mut f = Fields::default();
-        let decoded = {
-            let mut de = serde_json::Deserializer::from_str(&data);
-            de::Deserializer::deserialize_map(
-                &mut de,
-                Sink {
-                    raw: &data,
-                    f: &mut f,
-                },
-            )
-            .and_then(|()| de.end())
-        };
-        match decoded {
-            Ok(()) => f.into_event(data),
-            Err(_) => Self::slow_path(data),
+        match Self::fields_serde(&data) {
+            Some(f) => f.into_event(data),
+            None => Self::slow_path(data),
         }
+    }
+
+    /// The fields of `data` through serde_json (its strings spans of `data`); `None`: the
+    /// slow path's turn.
+    fn fields_serde(data: &str) -> Option<Fields> {
+        let mut f = Fields::default();
+        let mut de = serde_json::Deserializer::from_str(data);
+        de::Deserializer::deserialize_map(&mut de, Sink { raw: data, f: &mut f })
+            .and_then(|()| de.end())
+            .ok()
+            .map(|()| f)
     }
 
     /// The slow path: an unknown type whose fields have shapes this crate does not expect is

@@ -166,7 +166,8 @@ impl<'a> Reader<'a> {
     #[cold]
     fn escaped(&mut self, at: usize) -> Option<String> {
         let start = self.i + 1;
-        let mut out = String::with_capacity(at - start + 16);
+        // The rest of the payload bounds the string: one allocation, never grown.
+        let mut out = String::with_capacity(self.b.len() - start);
         out.push_str(self.raw.get(start..at)?);
         let mut j = at;
         loop {

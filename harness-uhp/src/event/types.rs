@@ -692,12 +692,6 @@ impl StreamEvent {
         self.raw
     }
 
-    /// Takes the received text out of the event, leaving it empty (the decoder reuses the
-    /// buffer of an event it lent for the next one, without moving the event).
-    pub(crate) fn take_raw_json(&mut self) -> String {
-        std::mem::take(&mut self.raw)
-    }
-
     /// The field a known type needs and this event lacks (`response` for a lifecycle event,
     /// `item`, `part`, `delta`, `text`, `arguments`, `annotation`), if any. Such an event is
     /// still an event (its type and number count), but it carries nothing to apply.
