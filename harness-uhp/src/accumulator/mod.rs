@@ -382,11 +382,14 @@ impl TaskAccumulator {
         self.apply(ev, seq);
     }
 
+    #[inline]
     fn output_index(&mut self, ev: StreamEventRef<'_>) -> u64 {
-        match (ev.output_index(), ev.item_id()) {
-            (Some(oi), _) => oi,
-            (None, Some(id)) => self.slot_of(id),
-            (None, None) => NO_INDEX,
+        if let Some(oi) = ev.output_index() {
+            return oi;
+        }
+        match ev.item_id() {
+            Some(id) => self.slot_of(id),
+            None => NO_INDEX,
         }
     }
 

@@ -41,7 +41,7 @@ pub(super) fn read(raw: &str, f: &mut Fields) -> Option<()> {
             r.eat(b':')?;
             r.ws();
             match key {
-                Key::Type => f.type_name = Some(r.text()?),
+                Key::Type => f.type_name = Some(r.type_text()?),
                 Key::SequenceNumber => f.sequence_number = SeqField::Valid(r.uint()?),
                 Key::Delta => f.delta = Some(r.text()?),
                 Key::ItemId => f.item_id = Some(r.text()?),
@@ -239,9 +239,33 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// A key (no escapes: a key with one goes the serde way).
+    /// Whether the input at the cursor starts with `lit` (then the cursor moves past it).
+    #[inline(always)]
+    fn lit(&mut self, lit: &[u8]) -> bool {
+        let hit = self.b.get(self.i..self.i + lit.len()) == Some(lit);
+        if hit {
+            self.i += lit.len();
+        }
+        hit
+    }
+
+    /// A key (no escapes: a key with one goes the serde way). The keys of a delta event are
+    /// matched whole, quotes included (no scan for the closing quote; a literal has no
+    /// escape), by the byte after the opening quote; any other key is scanned.
     #[inline]
     fn key(&mut self) -> Option<Key> {
+        let hot = match self.b.get(self.i + 1) {
+            Some(b't') => self.lit(b"\"type\"").then_some(Key::Type),
+            Some(b's') => self.lit(b"\"sequence_number\"").then_some(Key::SequenceNumber),
+            Some(b'i') => self.lit(b"\"item_id\"").then_some(Key::ItemId),
+            Some(b'o') => self.lit(b"\"output_index\"").then_some(Key::OutputIndex),
+            Some(b'c') => self.lit(b"\"content_index\"").then_some(Key::ContentIndex),
+            Some(b'd') => self.lit(b"\"delta\"").then_some(Key::Delta),
+            _ => None,
+        };
+        if let Some(k) = hot {
+            return Some(k);
+        }
         match self.string()? {
             Str::Span(s, e) => self.raw.get(s..e).map(Key::of),
             Str::Escaped(_) => None,
@@ -258,6 +282,20 @@ impl<'a> Reader<'a> {
             },
             Str::Escaped(o) => Text::of(self.raw, wire::Key(Cow::Owned(o))),
         })
+    }
+
+    /// The `type` value: the delta's matched whole (no scan), any other read as a string.
+    #[inline]
+    fn type_text(&mut self) -> Option<Text> {
+        const DELTA: &[u8] = b"\"response.output_text.delta\"";
+        let start = self.i + 1;
+        if self.lit(DELTA) {
+            if let (Ok(s), Ok(e)) = (u32::try_from(start), u32::try_from(self.i - 1)) {
+                return Some(Text::Span(s, e));
+            }
+            self.i = start - 1;
+        }
+        self.text()
     }
 
     /// A plain non-negative integer that fits a `u64` (no sign, fraction, exponent or
