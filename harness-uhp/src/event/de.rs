@@ -239,10 +239,16 @@ impl StreamEvent {
     fn fields_serde(data: &str) -> Option<Fields> {
         let mut f = Fields::default();
         let mut de = serde_json::Deserializer::from_str(data);
-        de::Deserializer::deserialize_map(&mut de, Sink { raw: data, f: &mut f })
-            .and_then(|()| de.end())
-            .ok()
-            .map(|()| f)
+        de::Deserializer::deserialize_map(
+            &mut de,
+            Sink {
+                raw: data,
+                f: &mut f,
+            },
+        )
+        .and_then(|()| de.end())
+        .ok()
+        .map(|()| f)
     }
 
     /// The slow path: an unknown type whose fields have shapes this crate does not expect is
@@ -279,17 +285,17 @@ impl StreamEvent {
             return Ok(StreamEvent {
                 raw: String::new(),
                 body: Body {
-                type_name: Text::Owned(ty.into()),
-                item_id: None,
-                delta: None,
-                output_index: None,
-                content_index: None,
-                sequence_number: seq,
-                event_type: EventType::Unknown,
-                response: None,
-                item: None,
-                part: None,
-                rare: None,
+                    type_name: Text::Owned(ty.into()),
+                    item_id: None,
+                    delta: None,
+                    output_index: None,
+                    content_index: None,
+                    sequence_number: seq,
+                    event_type: EventType::Unknown,
+                    response: None,
+                    item: None,
+                    part: None,
+                    rare: None,
                 },
             }
             .with_raw(data));
@@ -318,17 +324,17 @@ impl StreamEvent {
                 return Ok(StreamEvent {
                     raw: String::new(),
                     body: Body {
-                    type_name: Text::Owned(ty.into()),
-                    item_id: None,
-                    delta: None,
-                    output_index: None,
-                    content_index: None,
-                    sequence_number: seq,
-                    event_type: EventType::from_wire(ty),
-                    response: Some(Box::new(response)),
-                    item: None,
-                    part: None,
-                    rare: None,
+                        type_name: Text::Owned(ty.into()),
+                        item_id: None,
+                        delta: None,
+                        output_index: None,
+                        content_index: None,
+                        sequence_number: seq,
+                        event_type: EventType::from_wire(ty),
+                        response: Some(Box::new(response)),
+                        item: None,
+                        part: None,
+                        rare: None,
                     },
                 }
                 .with_raw(data));

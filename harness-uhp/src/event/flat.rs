@@ -256,7 +256,9 @@ impl<'a> Reader<'a> {
     fn key(&mut self) -> Option<Key> {
         let hot = match self.b.get(self.i + 1) {
             Some(b't') => self.lit(b"\"type\"").then_some(Key::Type),
-            Some(b's') => self.lit(b"\"sequence_number\"").then_some(Key::SequenceNumber),
+            Some(b's') => self
+                .lit(b"\"sequence_number\"")
+                .then_some(Key::SequenceNumber),
             Some(b'i') => self.lit(b"\"item_id\"").then_some(Key::ItemId),
             Some(b'o') => self.lit(b"\"output_index\"").then_some(Key::OutputIndex),
             Some(b'c') => self.lit(b"\"content_index\"").then_some(Key::ContentIndex),

@@ -502,7 +502,11 @@ impl<'a> StreamEventRef<'a> {
         self.body.delta.as_ref().map(|t| t.get(self.raw))
     }
     fn rare_text(self, f: impl Fn(&'a Rare) -> Option<&'a Text>) -> Option<&'a str> {
-        self.body.rare.as_deref().and_then(f).map(|t| t.get(self.raw))
+        self.body
+            .rare
+            .as_deref()
+            .and_then(f)
+            .map(|t| t.get(self.raw))
     }
     /// `text`.
     pub fn text(self) -> Option<&'a str> {
@@ -545,7 +549,11 @@ impl<'a> StreamEventRef<'a> {
     pub fn kind(self) -> StreamEventKind<'a> {
         use EventType as T;
         let item_id = self.item_id();
-        let (oi, ci, si) = (self.body.output_index, self.body.content_index, self.summary_index());
+        let (oi, ci, si) = (
+            self.body.output_index,
+            self.body.content_index,
+            self.summary_index(),
+        );
         let unknown = StreamEventKind::MissingField {
             event_type: self.type_name(),
             field: self.missing_field().unwrap_or("?"),
