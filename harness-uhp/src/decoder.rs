@@ -59,7 +59,7 @@ impl StreamDecoder {
 
     /// Decodes `bytes` in place (harness-core's [`SseDecoder::feed`]): the returned
     /// [`StreamFeed`] yields the events they complete, owned (it is an iterator) or lent
-    /// ([`StreamFeed::next_ref`], which reuses one event's buffer for the next). Only an
+    /// ([`StreamFeed::next_ref`]: a [`StreamEventRef`] whose text is the fed bytes). Only an
     /// incomplete event is copied into the decoder. Events pushed with [`push`](Self::push)
     /// and not yet polled come first.
     ///
@@ -122,9 +122,10 @@ pub struct StreamFeed<'d, 's> {
 impl StreamFeed<'_, '_> {
     /// The next event, lent until the next call as a [`StreamEventRef`]: an event of flat
     /// fields (every delta) borrows its text from the fed bytes where they lie, with no copy
-    /// and no allocation (escaped strings aside); one with nested objects is decoded into an
-    /// event whose buffer is reused for the next. `None`: the fed bytes are used up. `Err`: a
-    /// finding about one message; keep calling.
+    /// and no allocation (escaped strings aside); so does one with nested objects (they are
+    /// built, as for an owned event). Only a payload the slow path reads (an unknown type with
+    /// unexpected shapes, a lenient lifecycle event) is copied. `None`: the fed bytes are used
+    /// up. `Err`: a finding about one message; keep calling.
     #[inline]
     pub fn next_ref(&mut self) -> Option<Result<StreamEventRef<'_>, Finding>> {
         let data = match self.sse.next_ref()? {

@@ -275,8 +275,9 @@ impl TaskAccumulator {
 
     /// Decodes `bytes` with `dec` in place and feeds every event (and finding) they complete
     /// to the task: [`drain_decoder`](Self::drain_decoder) without copying the body into the
-    /// decoder (only an incomplete event is kept there) and with one event's buffer reused
-    /// for the next ([`StreamFeed::next_ref`](crate::StreamFeed::next_ref)).
+    /// decoder (only an incomplete event is kept there) and with each event lent, its text
+    /// the fed bytes themselves ([`StreamFeed::next_ref`](crate::StreamFeed::next_ref),
+    /// [`add_ref`](Self::add_ref)).
     ///
     /// ```
     /// use harness_uhp::{Finding, ProtocolFinding, StreamDecoder, TaskAccumulator};
