@@ -134,7 +134,7 @@ pub fn baseline(payloads: &[String]) -> u64 {
 }
 
 /// Decode + accumulate in place, in `chunk`-byte pushes: `TaskAccumulator::feed` (borrowed
-/// SSE events, one event's buffer reused for the next).
+/// SSE events, each lent as a `StreamEventRef` over the fed bytes).
 pub fn pipeline_fed(stream: &[u8], chunk: usize) -> harness_uhp::TaskAccumulator {
     let mut dec = harness_uhp::StreamDecoder::new();
     let mut task = harness_uhp::TaskAccumulator::new();

@@ -8,7 +8,7 @@
 
 use harness_core::sse::{SseConfig, SseDecoder, SseFeed};
 
-use crate::event::StreamEvent;
+use crate::event::{LentSlot, StreamEvent, StreamEventRef};
 
 /// What [`StreamDecoder::poll_event`] reports about a message that is not an event (it lives
 /// in its own module: the event codec reports it too).
@@ -33,10 +33,8 @@ pub use crate::finding::Finding;
 #[derive(Debug, Default)]
 pub struct StreamDecoder {
     sse: SseDecoder,
-    /// The event [`StreamFeed::next_ref`] lent out last.
-    lent: Option<StreamEvent>,
-    /// The raw text buffer of the event lent before it, reused for the next one.
-    spare: String,
+    /// What [`StreamFeed::next_ref`] lends from.
+    lent: LentSlot,
 }
 
 impl StreamDecoder {
@@ -50,8 +48,7 @@ impl StreamDecoder {
     pub fn with_config(cfg: SseConfig) -> Self {
         StreamDecoder {
             sse: SseDecoder::with_config(cfg),
-            lent: None,
-            spare: String::new(),
+            lent: LentSlot::default(),
         }
     }
 
@@ -62,7 +59,7 @@ impl StreamDecoder {
 
     /// Decodes `bytes` in place (harness-core's [`SseDecoder::feed`]): the returned
     /// [`StreamFeed`] yields the events they complete, owned (it is an iterator) or lent
-    /// ([`StreamFeed::next_ref`], which reuses one event's buffer for the next). Only an
+    /// ([`StreamFeed::next_ref`]: a [`StreamEventRef`] whose text is the fed bytes). Only an
     /// incomplete event is copied into the decoder. Events pushed with [`push`](Self::push)
     /// and not yet polled come first.
     ///
@@ -81,7 +78,6 @@ impl StreamDecoder {
         StreamFeed {
             sse: self.sse.feed(bytes),
             lent: &mut self.lent,
-            spare: &mut self.spare,
         }
     }
 
@@ -120,32 +116,23 @@ impl StreamDecoder {
 #[derive(Debug)]
 pub struct StreamFeed<'d, 's> {
     sse: SseFeed<'d, 's>,
-    lent: &'d mut Option<StreamEvent>,
-    spare: &'d mut String,
+    lent: &'d mut LentSlot,
 }
 
 impl StreamFeed<'_, '_> {
-    /// The next event, lent until the next call: its raw text goes into the buffer of the
-    /// event lent before, so a stream of events costs no allocation for their text (their
-    /// escaped strings and nested objects aside). `None`: the fed bytes are used up. `Err`:
-    /// a finding about one message; keep calling.
-    pub fn next_ref(&mut self) -> Option<Result<&StreamEvent, Finding>> {
-        // The lent event's buffer is kept for the next event; an event whose buffer was
-        // already taken (the call before found nothing: the end of a feed) has none to give.
-        if let Some(ev) = self.lent.as_mut() {
-            let raw = ev.take_raw_json();
-            if raw.capacity() > 0 {
-                *self.spare = raw;
-            }
-        }
+    /// The next event, lent until the next call as a [`StreamEventRef`]: an event of flat
+    /// fields (every delta) borrows its text from the fed bytes where they lie, with no copy
+    /// and no allocation (escaped strings aside); so does one with nested objects (they are
+    /// built, as for an owned event). Only a payload the slow path reads (an unknown type with
+    /// unexpected shapes, a lenient lifecycle event) is copied. `None`: the fed bytes are used
+    /// up. `Err`: a finding about one message; keep calling.
+    #[inline]
+    pub fn next_ref(&mut self) -> Option<Result<StreamEventRef<'_>, Finding>> {
         let data = match self.sse.next_ref()? {
             Ok(ev) => ev.data(),
             Err(e) => return Some(Err(e.into())),
         };
-        let mut raw = std::mem::take(self.spare);
-        raw.clear();
-        raw.push_str(data);
-        Some(StreamEvent::parse(raw).map(|ev| &*self.lent.insert(ev)))
+        Some(StreamEvent::parse_lent(data, self.lent))
     }
 }
 

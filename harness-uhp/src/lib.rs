@@ -123,7 +123,7 @@ pub use client::{
 pub use client::{HttpClientConfig, HttpTaskClient, TaskRun};
 pub use decoder::{Finding, StreamDecoder, StreamFeed};
 pub use error::{ErrorEnvelope, ErrorObject};
-pub use event::{EventType, StreamEvent, StreamEventKind};
+pub use event::{EventType, StreamEvent, StreamEventKind, StreamEventRef};
 pub use response::{
     Annotation, ContainerFileCitation, FunctionCallItem, FunctionCallOutput, OutputContent,
     OutputItem, OutputMessage, OutputText, Reasoning, Response, ResponseStatus, ResponseUsage,

@@ -1,5 +1,5 @@
-//! Lent events cost no allocation for their text (issue 16): `StreamFeed::next_ref` reuses
-//! one event's buffer for the next, across the end of a feed too. A counting global
+//! Lent events cost no allocation for their text (issue 16): `StreamFeed::next_ref` lends a
+//! `StreamEventRef` whose text is the fed bytes, across the end of a feed too. A counting global
 //! allocator (`stats_alloc`: our crates forbid the `unsafe impl GlobalAlloc` one would
 //! need) around a second pass over a stream of plain delta events, after a first pass has
 //! grown every buffer. A plain `main` (`harness = false`): no test threads allocate beside it.

@@ -352,3 +352,29 @@ fn drain_decoder_accumulates() {
     assert!(task.is_terminal());
     assert_eq!(task.findings().len(), 1);
 }
+
+/// Issue 16: a lent event's text is the fed bytes themselves, not a copy, for a flat event
+/// and for one with nested objects alike; a finding on the lent path is the owned path's.
+#[test]
+fn a_lent_event_borrows_its_text_from_the_fed_bytes() {
+    let body = concat!(
+        "data: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"delta\":\"a\\\"b\"}\n\n",
+        "data: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"r\",\"status\":\"in_progress\",\"output\":[]}}\n\n",
+        "data: [DONE]\n\n",
+    )
+    .as_bytes();
+    let within = |s: &str| {
+        let (lo, hi) = (body.as_ptr() as usize, body.as_ptr() as usize + body.len());
+        (lo..hi).contains(&(s.as_ptr() as usize))
+    };
+    let mut dec = StreamDecoder::new();
+    let mut feed = dec.feed(body);
+    let ev = feed.next_ref().unwrap().unwrap();
+    assert!(within(ev.raw_json()));
+    assert_eq!(ev.delta(), Some("a\"b")); // unescaped (a copy: it differs from the bytes)
+    let ev = feed.next_ref().unwrap().unwrap();
+    assert!(within(ev.raw_json()));
+    assert!(matches!(ev.kind(), StreamEventKind::Created(r) if r.id == "r"));
+    assert_eq!(feed.next_ref().unwrap().unwrap_err(), Finding::DoneSentinel);
+    assert!(feed.next_ref().is_none());
+}

@@ -242,8 +242,8 @@ fn run_fed(body: &[u8], sizes: &[usize], mode: u8) -> common::Run {
                 while let Some(ev) = feed.next_ref() {
                     match ev {
                         Ok(ev) => {
-                            r.task.add(ev);
-                            r.events.push(ev.clone());
+                            r.task.add_ref(ev);
+                            r.events.push(ev.to_event());
                         }
                         Err(f) => {
                             r.task.add_finding(&f);
@@ -306,5 +306,70 @@ proptest! {
         if mode != 2 {
             prop_assert_eq!(outcome(&fed), want);
         }
+    }
+}
+
+/// The events of `body` fed in chunks of `sizes` (cycled), each lent by
+/// `StreamFeed::next_ref` and compared, field by field, with the owned event the same feed
+/// gives as an iterator (a second decoder fed the same chunks); findings likewise.
+fn lent_matches_owned(body: &[u8], sizes: &[usize]) -> Result<usize, TestCaseError> {
+    let (mut lent_dec, mut owned_dec) = (StreamDecoder::new(), StreamDecoder::new());
+    let (mut rest, mut i, mut n) = (body, 0, 0);
+    while !rest.is_empty() {
+        let k = sizes[i % sizes.len()].clamp(1, rest.len());
+        let (chunk, tail) = rest.split_at(k);
+        rest = tail;
+        i += 1;
+        let mut owned = owned_dec.feed(chunk);
+        let mut lent = lent_dec.feed(chunk);
+        while let Some(ev) = lent.next_ref() {
+            let want = owned.next();
+            match (ev, want) {
+                (Ok(ev), Some(Ok(want))) => {
+                    prop_assert_eq!(ev, want.view());
+                    prop_assert_eq!(ev.kind(), want.kind());
+                    prop_assert_eq!(&ev.to_event(), &want);
+                    n += 1;
+                }
+                (Err(f), Some(Err(g))) => prop_assert_eq!(f, g),
+                (ev, want) => prop_assert!(false, "lent {:?}, owned {:?}", ev, want),
+            }
+        }
+        prop_assert!(owned.next().is_none());
+    }
+    Ok(n)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// A lent event (its text borrowed from the fed bytes, or decoded the serde way) is the
+    /// owned event, for any fixture under any chunking.
+    #[test]
+    fn a_lent_event_is_the_owned_event(
+        pick in any::<prop::sample::Index>(),
+        sizes in prop::collection::vec(1usize..300, 1..8),
+    ) {
+        let fixtures = small_fixtures();
+        lent_matches_owned(&fixtures[pick.index(fixtures.len())], &sizes)?;
+    }
+
+    /// The same over built streams of arbitrary text (escapes, non-ASCII), whose done and
+    /// terminal events nest it.
+    #[test]
+    fn a_lent_event_of_any_text_is_the_owned_event(
+        deltas in prop::collection::vec("[a-zé東🚀 \"\\\\\n\t\u{1}/]{0,8}", 1..12),
+        sizes in prop::collection::vec(1usize..200, 1..6),
+    ) {
+        let mut b = StreamBuilder::new("resp_1");
+        b.created();
+        b.message_start();
+        for d in &deltas {
+            b.message_delta(d);
+        }
+        b.message_end(&[]);
+        b.completed();
+        let n = lent_matches_owned(&b.to_sse(), &sizes)?;
+        prop_assert_eq!(n, b.len());
     }
 }

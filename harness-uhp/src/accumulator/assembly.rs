@@ -45,6 +45,11 @@ impl PartText {
     }
 
     pub(super) fn set_done(&mut self, text: &str) {
+        // The done events of one part repeat its text (`output_text.done`, then
+        // `content_part.done`, then `output_item.done`): read, not written again.
+        if self.done && self.text == text {
+            return;
+        }
         self.text.clear();
         self.text.push_str(text);
         self.runs = Vec::new();

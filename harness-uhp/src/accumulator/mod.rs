@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::decoder::StreamDecoder;
 use crate::error::ErrorObject;
-use crate::event::{EventType, StreamEvent};
+use crate::event::{EventType, StreamEvent, StreamEventRef};
 use crate::finding::{Finding, excerpt};
 use crate::response::{
     Annotation, ContainerFileCitation, FunctionCallItem, OutputContent, OutputItem, Response,
@@ -275,8 +275,9 @@ impl TaskAccumulator {
 
     /// Decodes `bytes` with `dec` in place and feeds every event (and finding) they complete
     /// to the task: [`drain_decoder`](Self::drain_decoder) without copying the body into the
-    /// decoder (only an incomplete event is kept there) and with one event's buffer reused
-    /// for the next ([`StreamFeed::next_ref`](crate::StreamFeed::next_ref)).
+    /// decoder (only an incomplete event is kept there) and with each event lent, its text
+    /// the fed bytes themselves ([`StreamFeed::next_ref`](crate::StreamFeed::next_ref),
+    /// [`add_ref`](Self::add_ref)).
     ///
     /// ```
     /// use harness_uhp::{Finding, ProtocolFinding, StreamDecoder, TaskAccumulator};
@@ -293,7 +294,7 @@ impl TaskAccumulator {
         let mut feed = dec.feed(bytes);
         while let Some(ev) = feed.next_ref() {
             match ev {
-                Ok(ev) => self.add(ev),
+                Ok(ev) => self.add_ref(ev),
                 Err(finding) => self.add_finding(&finding),
             }
         }
@@ -328,6 +329,12 @@ impl TaskAccumulator {
 
     /// Feeds one event.
     pub fn add(&mut self, ev: &StreamEvent) {
+        self.add_ref(ev.view());
+    }
+
+    /// Feeds one lent event ([`StreamFeed::next_ref`](crate::StreamFeed::next_ref)), as
+    /// [`add`](Self::add) does an owned one.
+    pub fn add_ref(&mut self, ev: StreamEventRef<'_>) {
         let first = self.seq.events() == 0;
         let seq = ev.sequence_number();
         let arrival = self.seq.record(seq);
@@ -376,11 +383,14 @@ impl TaskAccumulator {
         self.apply(ev, seq);
     }
 
-    fn output_index(&mut self, ev: &StreamEvent) -> u64 {
-        match (ev.output_index(), ev.item_id()) {
-            (Some(oi), _) => oi,
-            (None, Some(id)) => self.slot_of(id),
-            (None, None) => NO_INDEX,
+    #[inline]
+    fn output_index(&mut self, ev: StreamEventRef<'_>) -> u64 {
+        if let Some(oi) = ev.output_index() {
+            return oi;
+        }
+        match ev.item_id() {
+            Some(id) => self.slot_of(id),
+            None => NO_INDEX,
         }
     }
 
@@ -396,7 +406,7 @@ impl TaskAccumulator {
         oi
     }
 
-    fn apply(&mut self, ev: &StreamEvent, seq: Option<u64>) {
+    fn apply(&mut self, ev: StreamEventRef<'_>, seq: Option<u64>) {
         use EventType as T;
         match ev.event_type() {
             T::OutputTextDelta => {

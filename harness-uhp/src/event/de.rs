@@ -6,7 +6,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::types::{EventType, Rare, SeqField, StreamEvent, Text};
+use super::types::{Body, EventType, Rare, SeqField, StreamEvent, StreamEventRef, Text};
 use crate::finding::{Finding, excerpt};
 use crate::response::{OutputContent, OutputItem, Response};
 use harness_core::wire;
@@ -166,7 +166,51 @@ impl<'de: 'a, 'a> Visitor<'de> for Sink<'_, 'a> {
     }
 }
 
+/// What [`StreamEvent::parse_lent`] lends from: the fields of the last event (spans into
+/// the data it was lent with), or the last event that only the slow path could read.
+#[derive(Debug, Default)]
+pub(crate) struct LentSlot {
+    body: Option<Body>,
+    owned: Option<StreamEvent>,
+}
+
 impl StreamEvent {
+    /// [`parse`](Self::parse) of `data` lent as a view borrowing its text from `data` itself
+    /// (no copy); only a payload the slow path must read (a finding, or a shape this crate
+    /// does not expect) is copied, into an owned event kept in `slot`.
+    #[inline]
+    pub(crate) fn parse_lent<'a>(
+        data: &'a str,
+        slot: &'a mut LentSlot,
+    ) -> Result<StreamEventRef<'a>, Finding> {
+        let mut f = Fields::default();
+        if super::flat::read(data, &mut f).is_some() {
+            let body = f.into_body(data)?;
+            return Ok(StreamEventRef {
+                raw: data,
+                body: slot.body.insert(body),
+            });
+        }
+        Self::parse_lent_serde(data, slot)
+    }
+
+    /// [`parse_lent`](Self::parse_lent) the serde way.
+    #[inline(never)]
+    fn parse_lent_serde<'a>(
+        data: &'a str,
+        slot: &'a mut LentSlot,
+    ) -> Result<StreamEventRef<'a>, Finding> {
+        if let Some(f) = Self::fields_serde(data) {
+            let body = f.into_body(data)?;
+            return Ok(StreamEventRef {
+                raw: data,
+                body: slot.body.insert(body),
+            });
+        }
+        let ev = Self::slow_path(data.to_owned())?;
+        Ok(slot.owned.insert(ev).view())
+    }
+
     /// Decodes one event from the data of one SSE message.
     ///
     /// Errors are findings about this payload: not JSON, a `[DONE]` sentinel, JSON that is
@@ -184,22 +228,27 @@ impl StreamEvent {
     /// [`parse`](Self::parse) through serde_json only, for any payload (the flat fast path
     /// must agree with it on every payload it accepts).
     pub(super) fn parse_serde(data: String) -> Result<StreamEvent, Finding> {
-        let mut f = Fields::default();
-        let decoded = {
-            let mut de = serde_json::Deserializer::from_str(&data);
-            de::Deserializer::deserialize_map(
-                &mut de,
-                Sink {
-                    raw: &data,
-                    f: &mut f,
-                },
-            )
-            .and_then(|()| de.end())
-        };
-        match decoded {
-            Ok(()) => f.into_event(data),
-            Err(_) => Self::slow_path(data),
+        match Self::fields_serde(&data) {
+            Some(f) => f.into_event(data),
+            None => Self::slow_path(data),
         }
+    }
+
+    /// The fields of `data` through serde_json (its strings spans of `data`); `None`: the
+    /// slow path's turn.
+    fn fields_serde(data: &str) -> Option<Fields> {
+        let mut f = Fields::default();
+        let mut de = serde_json::Deserializer::from_str(data);
+        de::Deserializer::deserialize_map(
+            &mut de,
+            Sink {
+                raw: data,
+                f: &mut f,
+            },
+        )
+        .and_then(|()| de.end())
+        .ok()
+        .map(|()| f)
     }
 
     /// The slow path: an unknown type whose fields have shapes this crate does not expect is
@@ -235,17 +284,19 @@ impl StreamEvent {
             };
             return Ok(StreamEvent {
                 raw: String::new(),
-                type_name: Text::Owned(ty.into()),
-                item_id: None,
-                delta: None,
-                output_index: None,
-                content_index: None,
-                sequence_number: seq,
-                event_type: EventType::Unknown,
-                response: None,
-                item: None,
-                part: None,
-                rare: None,
+                body: Body {
+                    type_name: Text::Owned(ty.into()),
+                    item_id: None,
+                    delta: None,
+                    output_index: None,
+                    content_index: None,
+                    sequence_number: seq,
+                    event_type: EventType::Unknown,
+                    response: None,
+                    item: None,
+                    part: None,
+                    rare: None,
+                },
             }
             .with_raw(data));
         }
@@ -272,17 +323,19 @@ impl StreamEvent {
             if let Some(Ok(response)) = response {
                 return Ok(StreamEvent {
                     raw: String::new(),
-                    type_name: Text::Owned(ty.into()),
-                    item_id: None,
-                    delta: None,
-                    output_index: None,
-                    content_index: None,
-                    sequence_number: seq,
-                    event_type: EventType::from_wire(ty),
-                    response: Some(Box::new(response)),
-                    item: None,
-                    part: None,
-                    rare: None,
+                    body: Body {
+                        type_name: Text::Owned(ty.into()),
+                        item_id: None,
+                        delta: None,
+                        output_index: None,
+                        content_index: None,
+                        sequence_number: seq,
+                        event_type: EventType::from_wire(ty),
+                        response: Some(Box::new(response)),
+                        item: None,
+                        part: None,
+                        rare: None,
+                    },
                 }
                 .with_raw(data));
             }
@@ -331,18 +384,22 @@ pub(super) struct Fields {
 impl Fields {
     /// Checks that the type is there, then moves the raw text in.
     pub(super) fn into_event(self, raw: String) -> Result<StreamEvent, Finding> {
-        let seq = match self.sequence_number {
-            SeqField::Valid(n) => Some(n),
-            _ => None,
-        };
+        let body = self.into_body(&raw)?;
+        Ok(StreamEvent { raw, body })
+    }
+
+    /// Checks that the type is there: the event's fields, spans into `raw`.
+    #[inline]
+    pub(super) fn into_body(self, raw: &str) -> Result<Body, Finding> {
         let Some(type_name) = self.type_name else {
-            return Err(Finding::MissingType {
-                sequence_number: seq,
-            });
+            let sequence_number = match self.sequence_number {
+                SeqField::Valid(n) => Some(n),
+                _ => None,
+            };
+            return Err(Finding::MissingType { sequence_number });
         };
-        let event_type = EventType::from_wire(type_name.get(&raw));
-        Ok(StreamEvent {
-            raw,
+        let event_type = EventType::from_wire(type_name.get(raw));
+        Ok(Body {
             type_name,
             item_id: self.item_id,
             delta: self.delta,

@@ -41,7 +41,7 @@ pub(super) fn read(raw: &str, f: &mut Fields) -> Option<()> {
             r.eat(b':')?;
             r.ws();
             match key {
-                Key::Type => f.type_name = Some(r.text()?),
+                Key::Type => f.type_name = Some(r.type_text()?),
                 Key::SequenceNumber => f.sequence_number = SeqField::Valid(r.uint()?),
                 Key::Delta => f.delta = Some(r.text()?),
                 Key::ItemId => f.item_id = Some(r.text()?),
@@ -159,32 +159,115 @@ impl<'a> Reader<'a> {
         self.escaped(at).map(Str::Escaped)
     }
 
-    /// The rest of a string whose first special byte, at `at`, is not its closing quote.
+    /// The rest of a string whose first special byte, at `at`, is not its closing quote:
+    /// unescaped here (JSON's eight one-letter escapes and `\uXXXX`, surrogate pairs
+    /// joined). `None` for anything serde_json would reject (a control character, an
+    /// unknown escape, a lone surrogate, bad hex): the serde path reports it.
     #[cold]
     fn escaped(&mut self, at: usize) -> Option<String> {
-        if self.b[at] != b'\\' {
-            return None; // a control character: serde reports it
-        }
-        // Find the closing quote (an escape is a backslash and the byte after it), then let
-        // serde_json decode and validate the escapes.
+        let start = self.i + 1;
+        // The rest of the payload bounds the string: one allocation, never grown.
+        let mut out = String::with_capacity(self.b.len() - start);
+        out.push_str(self.raw.get(start..at)?);
         let mut j = at;
         loop {
+            // `j` is at a special byte: a quote, a backslash or a control character.
             match *self.b.get(j)? {
-                b'\\' => j += 2,
                 b'"' => break,
-                c if c < 0x20 => return None,
-                _ => j += 1,
+                b'\\' => {
+                    let c = match *self.b.get(j + 1)? {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => {
+                            let (c, len) = self.unicode(j + 2)?;
+                            out.push(c);
+                            j += 2 + len;
+                            let next = self.special(j)?;
+                            out.push_str(self.raw.get(j..next)?);
+                            j = next;
+                            continue;
+                        }
+                        _ => return None,
+                    };
+                    out.push(c);
+                    j += 2;
+                }
+                _ => return None, // a control character
             }
+            let next = self.special(j)?;
+            out.push_str(self.raw.get(j..next)?);
+            j = next;
         }
-        let quoted = self.raw.get(self.i..=j)?;
-        let s: String = serde_json::from_str(quoted).ok()?;
         self.i = j + 1;
-        Some(s)
+        Some(out)
     }
 
-    /// A key (no escapes: a key with one goes the serde way).
+    /// Four hex digits at `at`.
+    #[inline]
+    fn hex4(&self, at: usize) -> Option<u32> {
+        let mut n = 0u32;
+        for &c in self.b.get(at..at + 4)? {
+            n = n * 16 + (c as char).to_digit(16)?;
+        }
+        Some(n)
+    }
+
+    /// The character of a `\u` escape whose hex digits start at `at` (a high surrogate
+    /// with the low one after it), and how many bytes after the `\u` it took.
+    fn unicode(&self, at: usize) -> Option<(char, usize)> {
+        let hi = self.hex4(at)?;
+        match hi {
+            0xD800..=0xDBFF => {
+                if self.b.get(at + 4..at + 6)? != b"\\u" {
+                    return None;
+                }
+                let lo = self.hex4(at + 6)?;
+                if !(0xDC00..=0xDFFF).contains(&lo) {
+                    return None;
+                }
+                let c = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                Some((char::from_u32(c)?, 10))
+            }
+            0xDC00..=0xDFFF => None,
+            _ => Some((char::from_u32(hi)?, 4)),
+        }
+    }
+
+    /// Whether the input at the cursor starts with `lit` (then the cursor moves past it).
+    #[inline(always)]
+    fn lit(&mut self, lit: &[u8]) -> bool {
+        let hit = self.b.get(self.i..self.i + lit.len()) == Some(lit);
+        if hit {
+            self.i += lit.len();
+        }
+        hit
+    }
+
+    /// A key (no escapes: a key with one goes the serde way). The keys of a delta event are
+    /// matched whole, quotes included (no scan for the closing quote; a literal has no
+    /// escape), by the byte after the opening quote; any other key is scanned.
     #[inline]
     fn key(&mut self) -> Option<Key> {
+        let hot = match self.b.get(self.i + 1) {
+            Some(b't') => self.lit(b"\"type\"").then_some(Key::Type),
+            Some(b's') => self
+                .lit(b"\"sequence_number\"")
+                .then_some(Key::SequenceNumber),
+            Some(b'i') => self.lit(b"\"item_id\"").then_some(Key::ItemId),
+            Some(b'o') => self.lit(b"\"output_index\"").then_some(Key::OutputIndex),
+            Some(b'c') => self.lit(b"\"content_index\"").then_some(Key::ContentIndex),
+            Some(b'd') => self.lit(b"\"delta\"").then_some(Key::Delta),
+            _ => None,
+        };
+        if let Some(k) = hot {
+            return Some(k);
+        }
         match self.string()? {
             Str::Span(s, e) => self.raw.get(s..e).map(Key::of),
             Str::Escaped(_) => None,
@@ -201,6 +284,20 @@ impl<'a> Reader<'a> {
             },
             Str::Escaped(o) => Text::of(self.raw, wire::Key(Cow::Owned(o))),
         })
+    }
+
+    /// The `type` value: the delta's matched whole (no scan), any other read as a string.
+    #[inline]
+    fn type_text(&mut self) -> Option<Text> {
+        const DELTA: &[u8] = b"\"response.output_text.delta\"";
+        let start = self.i + 1;
+        if self.lit(DELTA) {
+            if let (Ok(s), Ok(e)) = (u32::try_from(start), u32::try_from(self.i - 1)) {
+                return Some(Text::Span(s, e));
+            }
+            self.i = start - 1;
+        }
+        self.text()
     }
 
     /// A plain non-negative integer that fits a `u64` (no sign, fraction, exponent or
@@ -357,6 +454,38 @@ mod tests {
         /// Every payload the flat path accepts decodes exactly as serde decodes it.
         #[test]
         fn the_flat_path_agrees_with_serde(raw in object()) {
+            agree(&raw)?;
+        }
+
+        /// Any string, escaped as serde_json escapes it or with every character as `\\u`
+        /// escapes (surrogate pairs past the BMP, either hex case), is read flat and unescaped
+        /// exactly as serde unescapes it.
+        #[test]
+        fn escaped_strings_are_unescaped_as_serde_does(s in "\\PC{0,24}", upper in any::<bool>()) {
+            let mut all_u = String::from("\"");
+            for u in s.encode_utf16() {
+                let e = format!("\\u{u:04x}");
+                all_u.push_str(&if upper { e.to_uppercase().replace("\\U", "\\u") } else { e });
+            }
+            all_u.push('"');
+            for lit in [serde_json::to_string(&s).unwrap(), all_u] {
+                let raw = format!(r#"{{"type":"response.output_text.delta","sequence_number":1,"delta":{lit}}}"#);
+                prop_assert!(agree(&raw)?, "payload {}", raw);
+                let ev = StreamEvent::parse(raw).unwrap();
+                prop_assert_eq!(ev.delta(), Some(s.as_str()));
+            }
+        }
+
+        /// Escape sequences, valid or not, anywhere in a string: the flat path takes only
+        /// what serde takes, and decodes it the same.
+        #[test]
+        fn any_escape_agrees_with_serde(parts in prop::collection::vec(prop_oneof![
+            Just("\\".to_owned()), Just("\\u".to_owned()), Just("d83d".to_owned()),
+            Just("DE80".to_owned()), Just("dc00".to_owned()), Just("00e9".to_owned()),
+            Just("0G".to_owned()), Just("\\\"".to_owned()), Just("\\n".to_owned()),
+            Just("\\x".to_owned()), Just("\u{1}".to_owned()), "[a-z/ ]{0,3}",
+        ], 0..8)) {
+            let raw = format!(r#"{{"type":"x","delta":"{}"}}"#, parts.concat());
             agree(&raw)?;
         }
 

@@ -1,8 +1,10 @@
 //! The typed event: [`StreamEvent`] (the schema's flat event, its strings kept as spans of the
-//! received JSON), its typed view [`StreamEventKind`] and its type [`EventType`].
+//! received JSON), lent as a [`StreamEventRef`] (whose accessors and typed view
+//! [`StreamEventKind`] are in `view.rs`), and its type [`EventType`].
 
 use std::borrow::Cow;
 
+use super::view::StreamEventKind;
 use crate::response::{Annotation, OutputContent, OutputItem, Response};
 use harness_core::wire::Key;
 
@@ -195,6 +197,34 @@ pub(super) enum SeqField {
 #[derive(Clone, Debug, PartialEq)]
 pub struct StreamEvent {
     pub(super) raw: String,
+    pub(super) body: Body,
+}
+
+/// A [`StreamEvent`] lent by [`StreamFeed::next_ref`](crate::StreamFeed::next_ref): the same
+/// accessors, its text borrowed from the decoded bytes where they lie (no copy into an
+/// event's own buffer). [`to_event`](Self::to_event) makes an owned one; a `StreamEvent`
+/// lends one with [`view`](StreamEvent::view).
+///
+/// ```
+/// use harness_uhp::{StreamDecoder, StreamEvent};
+///
+/// let mut dec = StreamDecoder::new();
+/// let mut feed = dec.feed(b"data: {\"type\":\"response.output_text.delta\",\"sequence_number\":4,\"delta\":\"Hi\"}\n\n");
+/// let ev = feed.next_ref().unwrap()?;
+/// assert_eq!((ev.delta(), ev.sequence_number()), (Some("Hi"), Some(4)));
+/// let owned: StreamEvent = ev.to_event();
+/// assert_eq!(owned.view(), ev);
+/// # Ok::<(), harness_uhp::Finding>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StreamEventRef<'a> {
+    pub(super) raw: &'a str,
+    pub(super) body: &'a Body,
+}
+
+/// An event's decoded fields: everything but its text (spans point into it).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Body {
     pub(super) type_name: Text,
     pub(super) item_id: Option<Text>,
     pub(super) delta: Option<Text>,
@@ -208,232 +238,16 @@ pub struct StreamEvent {
     pub(super) rare: Option<Box<Rare>>,
 }
 
-/// The typed view of a [`StreamEvent`], borrowed from it. Index fields are `Option` because the
-/// schema does not require them.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum StreamEventKind<'a> {
-    /// `response.created`.
-    Created(&'a Response),
-    /// `response.in_progress`.
-    InProgress(&'a Response),
-    /// `response.completed`.
-    Completed(&'a Response),
-    /// `response.incomplete`.
-    Incomplete(&'a Response),
-    /// `response.failed` (the response's status may be `cancelled`: it wins over the name).
-    Failed(&'a Response),
-    /// `response.output_item.added`.
-    OutputItemAdded {
-        /// Position in `output`.
-        output_index: Option<u64>,
-        /// The item's shell (status `in_progress`).
-        item: &'a OutputItem,
-    },
-    /// `response.output_item.done`.
-    OutputItemDone {
-        /// Position in `output`.
-        output_index: Option<u64>,
-        /// The complete item.
-        item: &'a OutputItem,
-    },
-    /// `response.content_part.added`.
-    ContentPartAdded {
-        /// The message item.
-        item_id: Option<&'a str>,
-        /// Position in `output`.
-        output_index: Option<u64>,
-        /// Position in the item's `content`.
-        content_index: Option<u64>,
-        /// The empty part.
-        part: &'a OutputContent,
-    },
-    /// `response.content_part.done`.
-    ContentPartDone {
-        /// The message item.
-        item_id: Option<&'a str>,
-        /// Position in `output`.
-        output_index: Option<u64>,
-        /// Position in the item's `content`.
-        content_index: Option<u64>,
-        /// The complete part.
-        part: &'a OutputContent,
-    },
-    /// `response.output_text.delta`.
-    OutputTextDelta {
-        /// The message item.
-        item_id: Option<&'a str>,
-        /// Position in `output`.
-        output_index: Option<u64>,
-        /// Position in the item's `content`.
-        content_index: Option<u64>,
-        /// The text fragment.
-        delta: &'a str,
-    },
-    /// `response.output_text.done`.
-    OutputTextDone {
-        /// The message item.
-        item_id: Option<&'a str>,
-        /// Position in `output`.
-        output_index: Option<u64>,
-        /// Position in the item's `content`.
-        content_index: Option<u64>,
-        /// The part's whole text.
-        text: &'a str,
-    },
-    /// `response.output_text.annotation.added`.
-    OutputTextAnnotationAdded {
-        /// The message item.
-        item_id: Option<&'a str>,
-        /// Position in `output`.
-        output_index: Option<u64>,
-        /// Position in the item's `content`.
-        content_index: Option<u64>,
-        /// Position in the part's `annotations`.
-        annotation_index: Option<u64>,
-        /// The annotation.
-        annotation: &'a Annotation,
-    },
-    /// `response.reasoning_summary_part.added`.
-    ReasoningSummaryPartAdded {
-        /// The reasoning item.
-        item_id: Option<&'a str>,
-        /// Position in `output`.
-        output_index: Option<u64>,
-        /// Position in the item's `summary`.
-        summary_index: Option<u64>,
-        /// The empty part.
-        part: &'a OutputContent,
-    },
-    /// `response.reasoning_summary_text.delta`.
-    ReasoningSummaryTextDelta {
-        /// The reasoning item.
-        item_id: Option<&'a str>,
-        /// Position in `output`.
-        output_index: Option<u64>,
-        /// Position in the item's `summary`.
-        summary_index: Option<u64>,
-        /// The text fragment.
-        delta: &'a str,
-    },
-    /// `response.reasoning_summary_part.done`.
-    ReasoningSummaryPartDone {
-        /// The reasoning item.
-        item_id: Option<&'a str>,
-        /// Position in `output`.
-        output_index: Option<u64>,
-        /// Position in the item's `summary`.
-        summary_index: Option<u64>,
-        /// The complete part.
-        part: &'a OutputContent,
-    },
-    /// `response.function_call_arguments.delta`.
-    FunctionCallArgumentsDelta {
-        /// The function_call item.
-        item_id: Option<&'a str>,
-        /// Position in `output`.
-        output_index: Option<u64>,
-        /// A fragment of the arguments' JSON text.
-        delta: &'a str,
-    },
-    /// `response.function_call_arguments.done`.
-    FunctionCallArgumentsDone {
-        /// The function_call item.
-        item_id: Option<&'a str>,
-        /// Position in `output`.
-        output_index: Option<u64>,
-        /// The whole arguments' JSON text.
-        arguments: &'a str,
-    },
-    /// `error`.
-    Error {
-        /// The error code.
-        code: Option<&'a str>,
-        /// The message.
-        message: Option<&'a str>,
-        /// The offending field.
-        param: Option<&'a str>,
-    },
-    /// A known type that lacks the field it needs ([`StreamEvent::missing_field`]).
-    MissingField {
-        /// The wire `type`.
-        event_type: &'a str,
-        /// The missing field.
-        field: &'static str,
-    },
-    /// A type this crate does not know; see [`StreamEvent::raw_json`] for its fields.
-    Unknown {
-        /// The wire `type`.
-        event_type: &'a str,
-    },
-}
-
+/// The owned event's accessors are its view's ([`StreamEventRef`]).
 impl StreamEvent {
-    /// The field a known type needs and this event lacks (`response` for a lifecycle event,
-    /// `item`, `part`, `delta`, `text`, `arguments`, `annotation`), if any. Such an event is
-    /// still an event (its type and number count), but it carries nothing to apply.
-    pub fn missing_field(&self) -> Option<&'static str> {
-        use EventType as T;
-        let rare = self.rare.as_deref();
-        match self.event_type {
-            T::Created | T::InProgress | T::Completed | T::Incomplete | T::Failed => {
-                self.response.is_none().then_some("response")
-            }
-            T::OutputItemAdded | T::OutputItemDone => self.item.is_none().then_some("item"),
-            T::ContentPartAdded
-            | T::ContentPartDone
-            | T::ReasoningSummaryPartAdded
-            | T::ReasoningSummaryPartDone => self.part.is_none().then_some("part"),
-            T::OutputTextDelta | T::ReasoningSummaryTextDelta | T::FunctionCallArgumentsDelta => {
-                self.delta.is_none().then_some("delta")
-            }
-            T::OutputTextDone => rare
-                .and_then(|r| r.text.as_ref())
-                .is_none()
-                .then_some("text"),
-            T::FunctionCallArgumentsDone => rare
-                .and_then(|r| r.arguments.as_ref())
-                .is_none()
-                .then_some("arguments"),
-            T::OutputTextAnnotationAdded => rare
-                .and_then(|r| r.annotation.as_ref())
-                .is_none()
-                .then_some("annotation"),
-            T::Error | T::Unknown => None,
+    /// The event lent as a view (what [`StreamFeed::next_ref`](crate::StreamFeed::next_ref)
+    /// gives), with the same accessors.
+    #[inline]
+    pub fn view(&self) -> StreamEventRef<'_> {
+        StreamEventRef {
+            raw: &self.raw,
+            body: &self.body,
         }
-    }
-
-    /// The event's type.
-    pub fn event_type(&self) -> EventType {
-        self.event_type
-    }
-
-    /// The wire `type`, as sent (also for unknown types).
-    pub fn type_name(&self) -> &str {
-        self.type_name.get(&self.raw)
-    }
-
-    /// The `sequence_number`, when it is an integer ≥ 0.
-    pub fn sequence_number(&self) -> Option<u64> {
-        match self.sequence_number {
-            SeqField::Valid(n) => Some(n),
-            _ => None,
-        }
-    }
-
-    /// Whether `sequence_number` was present but not an integer ≥ 0 (`true`, `-1`, `"3"`, …).
-    pub fn has_invalid_sequence_number(&self) -> bool {
-        self.sequence_number == SeqField::Invalid
-    }
-
-    /// Whether this is a terminal event (`response.completed`, `.incomplete`, `.failed`).
-    pub fn is_terminal(&self) -> bool {
-        self.event_type.is_terminal()
-    }
-
-    /// The JSON text as received.
-    pub fn raw_json(&self) -> &str {
-        &self.raw
     }
 
     /// Takes the JSON text as received out of the event.
@@ -441,211 +255,150 @@ impl StreamEvent {
         self.raw
     }
 
-    /// Takes the received text out of the event, leaving it empty (the decoder reuses the
-    /// buffer of an event it lent for the next one, without moving the event).
-    pub(crate) fn take_raw_json(&mut self) -> String {
-        std::mem::take(&mut self.raw)
+    /// The field a known type needs and this event lacks (`response` for a lifecycle event,
+    /// `item`, `part`, `delta`, `text`, `arguments`, `annotation`), if any. Such an event is
+    /// still an event (its type and number count), but it carries nothing to apply.
+    #[inline]
+    pub fn missing_field(&self) -> Option<&'static str> {
+        self.view().missing_field()
+    }
+
+    /// The event's type.
+    #[inline]
+    pub fn event_type(&self) -> EventType {
+        self.view().event_type()
+    }
+
+    /// The wire `type`, as sent (also for unknown types).
+    #[inline]
+    pub fn type_name(&self) -> &str {
+        self.view().type_name()
+    }
+
+    /// The `sequence_number`, when it is an integer ≥ 0.
+    #[inline]
+    pub fn sequence_number(&self) -> Option<u64> {
+        self.view().sequence_number()
+    }
+
+    /// Whether `sequence_number` was present but not an integer ≥ 0 (`true`, `-1`, `"3"`, …).
+    #[inline]
+    pub fn has_invalid_sequence_number(&self) -> bool {
+        self.view().has_invalid_sequence_number()
+    }
+
+    /// Whether this is one of the three terminal events (`response.completed`,
+    /// `response.incomplete`, `response.failed`): exactly one ends a stream, and it is last.
+    #[inline]
+    pub fn is_terminal(&self) -> bool {
+        self.view().is_terminal()
+    }
+
+    /// The JSON text as received.
+    #[inline]
+    pub fn raw_json(&self) -> &str {
+        self.view().raw_json()
     }
 
     /// The event as a JSON value (parses the received text again).
+    #[inline]
     pub fn to_value(&self) -> serde_json::Value {
-        serde_json::from_str(&self.raw).unwrap_or(serde_json::Value::Null)
+        self.view().to_value()
     }
 
     /// `item_id`.
+    #[inline]
     pub fn item_id(&self) -> Option<&str> {
-        self.item_id.as_ref().map(|t| t.get(&self.raw))
+        self.view().item_id()
     }
+
     /// `output_index`.
+    #[inline]
     pub fn output_index(&self) -> Option<u64> {
-        self.output_index
+        self.view().output_index()
     }
+
     /// `content_index`.
+    #[inline]
     pub fn content_index(&self) -> Option<u64> {
-        self.content_index
+        self.view().content_index()
     }
+
     /// `summary_index`.
+    #[inline]
     pub fn summary_index(&self) -> Option<u64> {
-        self.rare.as_ref()?.summary_index
+        self.view().summary_index()
     }
+
     /// `annotation_index`.
+    #[inline]
     pub fn annotation_index(&self) -> Option<u64> {
-        self.rare.as_ref()?.annotation_index
+        self.view().annotation_index()
     }
+
     /// `delta`.
+    #[inline]
     pub fn delta(&self) -> Option<&str> {
-        self.delta.as_ref().map(|t| t.get(&self.raw))
+        self.view().delta()
     }
-    fn rare_text(&self, f: impl Fn(&Rare) -> Option<&Text>) -> Option<&str> {
-        self.rare.as_deref().and_then(f).map(|t| t.get(&self.raw))
-    }
+
     /// `text`.
+    #[inline]
     pub fn text(&self) -> Option<&str> {
-        self.rare_text(|r| r.text.as_ref())
+        self.view().text()
     }
+
     /// `arguments`.
+    #[inline]
     pub fn arguments(&self) -> Option<&str> {
-        self.rare_text(|r| r.arguments.as_ref())
+        self.view().arguments()
     }
+
     /// `code` (of an `error` event).
+    #[inline]
     pub fn code(&self) -> Option<&str> {
-        self.rare_text(|r| r.code.as_ref())
+        self.view().code()
     }
+
     /// `message` (of an `error` event).
+    #[inline]
     pub fn message(&self) -> Option<&str> {
-        self.rare_text(|r| r.message.as_ref())
+        self.view().message()
     }
+
     /// `param` (of an `error` event).
+    #[inline]
     pub fn param(&self) -> Option<&str> {
-        self.rare_text(|r| r.param.as_ref())
+        self.view().param()
     }
+
     /// `response`.
+    #[inline]
     pub fn response(&self) -> Option<&Response> {
-        self.response.as_deref()
+        self.view().response()
     }
+
     /// `item`.
+    #[inline]
     pub fn item(&self) -> Option<&OutputItem> {
-        self.item.as_deref()
+        self.view().item()
     }
+
     /// `part`.
+    #[inline]
     pub fn part(&self) -> Option<&OutputContent> {
-        self.part.as_deref()
+        self.view().part()
     }
+
     /// `annotation`.
+    #[inline]
     pub fn annotation(&self) -> Option<&Annotation> {
-        self.rare.as_ref()?.annotation.as_ref()
+        self.view().annotation()
     }
 
     /// The typed view, to `match` on.
+    #[inline]
     pub fn kind(&self) -> StreamEventKind<'_> {
-        use EventType as T;
-        let item_id = self.item_id();
-        let (oi, ci, si) = (self.output_index, self.content_index, self.summary_index());
-        let unknown = StreamEventKind::MissingField {
-            event_type: self.type_name(),
-            field: self.missing_field().unwrap_or("?"),
-        };
-        match self.event_type {
-            T::Created | T::InProgress | T::Completed | T::Incomplete | T::Failed => {
-                let Some(r) = self.response() else {
-                    return unknown;
-                };
-                match self.event_type {
-                    T::Created => StreamEventKind::Created(r),
-                    T::InProgress => StreamEventKind::InProgress(r),
-                    T::Completed => StreamEventKind::Completed(r),
-                    T::Incomplete => StreamEventKind::Incomplete(r),
-                    _ => StreamEventKind::Failed(r),
-                }
-            }
-            T::OutputItemAdded | T::OutputItemDone => match self.item() {
-                Some(item) if self.event_type == T::OutputItemAdded => {
-                    StreamEventKind::OutputItemAdded {
-                        output_index: oi,
-                        item,
-                    }
-                }
-                Some(item) => StreamEventKind::OutputItemDone {
-                    output_index: oi,
-                    item,
-                },
-                None => unknown,
-            },
-            T::ContentPartAdded | T::ContentPartDone => match self.part() {
-                Some(part) if self.event_type == T::ContentPartAdded => {
-                    StreamEventKind::ContentPartAdded {
-                        item_id,
-                        output_index: oi,
-                        content_index: ci,
-                        part,
-                    }
-                }
-                Some(part) => StreamEventKind::ContentPartDone {
-                    item_id,
-                    output_index: oi,
-                    content_index: ci,
-                    part,
-                },
-                None => unknown,
-            },
-            T::ReasoningSummaryPartAdded | T::ReasoningSummaryPartDone => match self.part() {
-                Some(part) if self.event_type == T::ReasoningSummaryPartAdded => {
-                    StreamEventKind::ReasoningSummaryPartAdded {
-                        item_id,
-                        output_index: oi,
-                        summary_index: si,
-                        part,
-                    }
-                }
-                Some(part) => StreamEventKind::ReasoningSummaryPartDone {
-                    item_id,
-                    output_index: oi,
-                    summary_index: si,
-                    part,
-                },
-                None => unknown,
-            },
-            T::OutputTextDelta => match self.delta() {
-                Some(delta) => StreamEventKind::OutputTextDelta {
-                    item_id,
-                    output_index: oi,
-                    content_index: ci,
-                    delta,
-                },
-                None => unknown,
-            },
-            T::ReasoningSummaryTextDelta => match self.delta() {
-                Some(delta) => StreamEventKind::ReasoningSummaryTextDelta {
-                    item_id,
-                    output_index: oi,
-                    summary_index: si,
-                    delta,
-                },
-                None => unknown,
-            },
-            T::FunctionCallArgumentsDelta => match self.delta() {
-                Some(delta) => StreamEventKind::FunctionCallArgumentsDelta {
-                    item_id,
-                    output_index: oi,
-                    delta,
-                },
-                None => unknown,
-            },
-            T::OutputTextDone => match self.text() {
-                Some(text) => StreamEventKind::OutputTextDone {
-                    item_id,
-                    output_index: oi,
-                    content_index: ci,
-                    text,
-                },
-                None => unknown,
-            },
-            T::FunctionCallArgumentsDone => match self.arguments() {
-                Some(arguments) => StreamEventKind::FunctionCallArgumentsDone {
-                    item_id,
-                    output_index: oi,
-                    arguments,
-                },
-                None => unknown,
-            },
-            T::OutputTextAnnotationAdded => match self.annotation() {
-                Some(annotation) => StreamEventKind::OutputTextAnnotationAdded {
-                    item_id,
-                    output_index: oi,
-                    content_index: ci,
-                    annotation_index: self.annotation_index(),
-                    annotation,
-                },
-                None => unknown,
-            },
-            T::Error => StreamEventKind::Error {
-                code: self.code(),
-                message: self.message(),
-                param: self.param(),
-            },
-            T::Unknown => StreamEventKind::Unknown {
-                event_type: self.type_name(),
-            },
-        }
+        self.view().kind()
     }
 }
