@@ -92,6 +92,9 @@ pub struct NdjsonDecoder {
     input: InputBuffer,
     lines: Lines,
     lf: LfSearch,
+    /// Where the lines of the window [`NdjsonValues`] is handing out end (after their line
+    /// end): kept here, not per feed, so that its buffer is reused from push to push.
+    window_ends: Vec<usize>,
 }
 
 /// The line-end search of the in-place paths: memchr's AVX2 searcher called directly where the
@@ -121,6 +124,26 @@ impl LfSearch {
             return one.find(hay);
         }
         memchr::memchr(b'\n', hay)
+    }
+
+    /// The offset of the last LF in `hay`.
+    #[inline]
+    fn rfind(&self, hay: &[u8]) -> Option<usize> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(one) = &self.avx2 {
+            return one.rfind(hay);
+        }
+        memchr::memrchr(b'\n', hay)
+    }
+
+    /// The number of LFs in `hay`, in one vectorized pass.
+    #[inline]
+    fn count(&self, hay: &[u8]) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(one) = &self.avx2 {
+            return one.count(hay);
+        }
+        memchr::memchr_iter(b'\n', hay).count()
     }
 }
 
@@ -281,6 +304,7 @@ impl NdjsonDecoder {
                 ..Lines::default()
             },
             lf: LfSearch::default(),
+            window_ends: Vec::new(),
         }
     }
 
