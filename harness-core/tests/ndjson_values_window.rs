@@ -158,8 +158,10 @@ proptest! {
     fn windows_equal_push_then_poll((cfg, bytes) in stream(), cuts in prop::collection::vec(any::<usize>(), 0..10), stops in prop::collection::vec(prop::option::of(any::<u8>()), 0..11)) {
         let want = reference(cfg, &bytes);
         prop_assert_eq!(&want, &windowed(cfg, &bytes, &cuts, &stops));
-        // The whole stream in one feed: the longest windows.
+        // The whole stream in one feed: the longest windows, read whole, then stopped
+        // halfway and finished each way.
         prop_assert_eq!(&want, &windowed(cfg, &bytes, &[], &[]));
+        prop_assert_eq!(&want, &windowed(cfg, &bytes, &[], &stops[..stops.len().min(1)]));
     }
 }
 
@@ -167,7 +169,11 @@ proptest! {
 /// count, not a per-value check, must catch it), at every split of the stream.
 #[test]
 fn a_value_holding_a_lf_deep_in_a_window_is_two_bad_lines() {
-    let good: String = (0..40).map(|i| format!("{{\"n\":{i}}}\n")).collect();
+    // 40 lines of 50 bytes on each side: windows (which start from 1 KiB of fed bytes) of
+    // many lines.
+    let good: String = (0..40)
+        .map(|i| format!("{{\"n\":{i:2},\"pad\":\"{}\"}}\n", "x".repeat(33)))
+        .collect();
     let cases = [
         format!("{good}{{\"a\":\n1}}\n{good}"),
         format!("{good}[1,\r\n2]\r\n{good}"),
@@ -179,7 +185,7 @@ fn a_value_holding_a_lf_deep_in_a_window_is_two_bad_lines() {
     ];
     for (i, case) in cases.iter().enumerate() {
         let bytes = case.as_bytes();
-        for limit in [16usize << 20, 9, 10] {
+        for limit in [16usize << 20, 49, 50] {
             let cfg = NdjsonConfig {
                 max_line_bytes: limit,
             };
@@ -189,13 +195,35 @@ fn a_value_holding_a_lf_deep_in_a_window_is_two_bad_lines() {
                 windowed(cfg, bytes, &[], &[]),
                 "case {i}, limit {limit}"
             );
-            for split in (0..=bytes.len()).step_by(7) {
-                assert_eq!(
-                    want,
-                    windowed(cfg, bytes, &[split], &[Some(20)]),
-                    "case {i}, limit {limit}, split at {split}"
-                );
+            for split in (0..=bytes.len()).step_by(13) {
+                // 6 values from each feed, then the rest by `values`, `next_value`, a poll.
+                for stop in [18, 19, 20] {
+                    assert_eq!(
+                        want,
+                        windowed(cfg, bytes, &[split], &[Some(stop), Some(stop)]),
+                        "case {i}, limit {limit}, split at {split}, stop {stop}"
+                    );
+                }
             }
         }
+    }
+}
+
+/// A feed that starts inside a held line (the buffer holds its start) never starts a window
+/// there: `1` held and `2345` fed are the line `12345`, not the value 2345.
+#[test]
+fn a_window_never_starts_inside_a_held_line() {
+    let good: String = (0..30)
+        .map(|i| format!("{{\"n\":{i:2},\"pad\":\"{}\"}}\n", "x".repeat(33)))
+        .collect();
+    let bytes = format!("{good}12345\n[1]\n{good}").into_bytes();
+    let cfg = NdjsonConfig::default();
+    let want = reference(cfg, &bytes);
+    for split in good.len()..good.len() + 10 {
+        assert_eq!(
+            want,
+            windowed(cfg, &bytes, &[split], &[]),
+            "split at {split}"
+        );
     }
 }

@@ -11,8 +11,6 @@
 //! otherwise the window is read again line by line (each line's end searched first), which
 //! reports every line exactly as the framing path does.
 
-use std::collections::VecDeque;
-
 use serde::de::DeserializeOwned;
 
 use super::{Fast, Found, NdjsonError, NdjsonFeed};
@@ -20,6 +18,10 @@ use super::{Fast, Found, NdjsonError, NdjsonFeed};
 /// Bytes of the fed slice one window parses before its LFs are counted (it closes at the
 /// first line end past this). Small enough that the count reads them from L1.
 const WINDOW_BYTES: usize = 16 << 10;
+
+/// Fed bytes left below which no window is started: over a few lines, the count's fixed cost
+/// is more than their line-end searches.
+const MIN_WINDOW_BYTES: usize = 1 << 10;
 
 /// Values one window holds at most before they are handed out (the bound of the queue).
 const WINDOW_VALUES: usize = 128;
@@ -39,19 +41,17 @@ fn fills_line(src: &[u8], end: usize, lf: usize) -> bool {
 /// ([`NdjsonFeed::values`]).
 ///
 /// Values are parsed a window of lines ahead and handed out once their window is checked;
-/// the feed's position moves with the values handed out, so that dropping the iterator drops
-/// only values not handed out, and the next read goes on from the first of them.
+/// dropping the iterator drops only values not handed out, and the next read of the feed
+/// goes on from the line of the first of them.
 pub struct NdjsonValues<'f, 'd, 's, T> {
     feed: &'f mut NdjsonFeed<'d, 's>,
     /// The deserializer over `src[base..]` and `next`, the line start it may go on
     /// from: only JSON whitespace and the one LF were left between the end of its last value
     /// and `next`.
     kept: Option<Kept<'s, T>>,
-    /// The checked window's values not handed out yet; their lines end at the decoder's
-    /// `window_ends[handed..]`.
-    queue: VecDeque<T>,
-    /// Values of the window handed out.
-    handed: usize,
+    /// The checked window's values not handed out yet, last first (the feed is at the
+    /// window's end, and counts them as `unhanded`).
+    queue: Vec<T>,
     /// Lines that start before this are read one by one (a window there did not check out,
     /// or its last line was not one a window takes).
     slow_until: usize,
@@ -82,8 +82,7 @@ impl<'f, 'd, 's, T> NdjsonValues<'f, 'd, 's, T> {
         NdjsonValues {
             feed,
             kept: None,
-            queue: VecDeque::new(),
-            handed: 0,
+            queue: Vec::new(),
             slow_until: 0,
             tail: None,
         }
@@ -108,8 +107,8 @@ enum Close {
 
 impl<'s, T: DeserializeOwned> NdjsonValues<'_, '_, 's, T> {
     /// Parses the window of lines at the feed's position into the queue and checks it (see the
-    /// module's documentation). `true`: the queue holds its values (the feed is still at the
-    /// first). `false`: nothing queued; the lines before `slow_until` are for the one-by-one way.
+    /// module's documentation). `true`: the queue holds its values, and the feed is at the
+    /// window's end. `false`: nothing queued; the lines before `slow_until` are for the one-by-one way.
     fn window(&mut self) -> bool {
         let feed = &mut *self.feed;
         let (a, src) = (feed.at, feed.src);
@@ -117,13 +116,18 @@ impl<'s, T: DeserializeOwned> NdjsonValues<'_, '_, 's, T> {
         if dec.input.pending() > 0 || dec.lines.dropping || dec.lines.eof {
             return false;
         }
-        let lf = dec.lf;
+        if src.len().saturating_sub(a) < MIN_WINDOW_BYTES {
+            self.slow_until = usize::MAX; // nor later in these fed bytes
+            return false;
+        }
+        let lf = &dec.lf;
         let tail = *self.tail.get_or_insert_with(|| {
             src.get(a..)
                 .and_then(|rest| lf.rfind(rest))
                 .map_or(0, |i| a + i + 1)
         });
-        if a >= tail {
+        if tail.saturating_sub(a) < MIN_WINDOW_BYTES {
+            self.slow_until = usize::MAX;
             return false;
         }
         let max = dec.lines.cfg.max_line_bytes;
@@ -136,12 +140,10 @@ impl<'s, T: DeserializeOwned> NdjsonValues<'_, '_, 's, T> {
             }),
         };
         self.queue.reserve(WINDOW_VALUES);
-        let ends = &mut dec.window_ends;
-        ends.clear();
         let limit = a.saturating_add(WINDOW_BYTES).min(tail);
         let mut pos = a;
         let close = loop {
-            if pos >= limit || ends.len() == WINDOW_VALUES {
+            if pos >= limit || self.queue.len() == WINDOW_VALUES {
                 break Close::Full;
             }
             // The value starts at the line start: the deserializer skips JSON whitespace,
@@ -163,8 +165,7 @@ impl<'s, T: DeserializeOwned> NdjsonValues<'_, '_, 's, T> {
             if end.wrapping_sub(pos) > max {
                 break Close::Line;
             }
-            self.queue.push_back(value);
-            ends.push(next);
+            self.queue.push(value);
             pos = next;
         };
         let n = self.queue.len();
@@ -184,20 +185,19 @@ impl<'s, T: DeserializeOwned> NdjsonValues<'_, '_, 's, T> {
             self.slow_until = self.slow_until.max(pos);
             return false;
         }
-        self.handed = 0;
+        self.queue.reverse();
+        feed.at = pos;
+        feed.unhanded = n;
         true
     }
 
     /// The next value of the checked window, if any: the feed moves past its line.
     #[inline(always)]
     fn queued(&mut self) -> Option<T> {
-        let value = self.queue.pop_front()?;
-        let dec = &mut *self.feed.dec;
-        dec.lines.line_no += 1;
-        if let Some(&next) = dec.window_ends.get(self.handed) {
-            self.feed.at = next;
-        }
-        self.handed += 1;
+        let value = self.queue.pop()?;
+        let feed = &mut *self.feed;
+        feed.dec.lines.line_no += 1;
+        feed.unhanded -= 1;
         Some(value)
     }
 
