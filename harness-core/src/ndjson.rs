@@ -122,26 +122,6 @@ impl LfSearch {
         }
         memchr::memchr(b'\n', hay)
     }
-
-    /// The offset of the last LF in `hay`.
-    #[inline]
-    fn rfind(&self, hay: &[u8]) -> Option<usize> {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(one) = &self.avx2 {
-            return one.rfind(hay);
-        }
-        memchr::memrchr(b'\n', hay)
-    }
-
-    /// The number of LFs in `hay`, in one vectorized pass.
-    #[inline]
-    fn count(&self, hay: &[u8]) -> usize {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(one) = &self.avx2 {
-            return one.count(hay);
-        }
-        memchr::memchr_iter(b'\n', hay).count()
-    }
 }
 
 /// What the in-place fast path of a feed found at its position.
@@ -334,7 +314,6 @@ impl NdjsonDecoder {
             dec: self,
             src: bytes,
             at: 0,
-            unhanded: 0,
         }
     }
 
@@ -502,35 +481,12 @@ pub struct NdjsonFeed<'d, 's> {
     dec: &'d mut NdjsonDecoder,
     src: &'s [u8],
     at: usize,
-    /// Lines of a checked window that [`NdjsonValues`] parsed and did not hand out (it was
-    /// dropped first): `at` is past them, and [`settle`](Self::settle) puts it back.
-    unhanded: usize,
 }
 
 impl<'d, 's> NdjsonFeed<'d, 's> {
-    /// Puts the position back at the first line of a checked window that was not handed out
-    /// ([`NdjsonValues`] moves it to the window's end): each of the window's lines ends at one
-    /// LF of its own, so that line starts after the LF that many lines back.
-    #[inline]
-    fn settle(&mut self) {
-        if self.unhanded > 0 {
-            self.settle_back();
-        }
-    }
-
-    #[cold]
-    fn settle_back(&mut self) {
-        let left = std::mem::take(&mut self.unhanded);
-        let before = self.src.get(..self.at).unwrap_or_default();
-        self.at = memchr::memrchr_iter(b'\n', before)
-            .nth(left)
-            .map_or(0, |lf| lf + 1);
-    }
-
     /// The next non-blank line, without its line end, borrowed until the next call. `None`:
     /// the fed bytes are used up. An `Err` concerns one line; keep calling.
     pub fn next_line(&mut self) -> Option<Result<&[u8], NdjsonError>> {
-        self.settle();
         let dec = &mut *self.dec;
         match dec.next_in(self.src, &mut self.at) {
             Err(e) => Some(Err(e)),
@@ -544,7 +500,6 @@ impl<'d, 's> NdjsonFeed<'d, 's> {
     /// escapes) until the next call. A line that does not parse is an error for that line
     /// only; keep calling.
     pub fn next_value<'a, T: Deserialize<'a>>(&'a mut self) -> Option<Result<T, NdjsonError>> {
-        self.settle();
         let dec = &mut *self.dec;
         let src = self.src;
         match dec.line_in_place(src, self.at) {
@@ -597,7 +552,6 @@ impl<'d, 's> NdjsonFeed<'d, 's> {
     /// assert_eq!(got, [Ok(serde_json::json!({"n": 1})), Err(2), Err(3), Ok(serde_json::json!([3]))]);
     /// ```
     pub fn values<T: DeserializeOwned>(&mut self) -> NdjsonValues<'_, 'd, 's, T> {
-        self.settle();
         NdjsonValues::new(self)
     }
 
@@ -609,7 +563,6 @@ impl<'d, 's> NdjsonFeed<'d, 's> {
 
 impl Drop for NdjsonFeed<'_, '_> {
     fn drop(&mut self) {
-        self.settle();
         if let Some(rest) = self.src.get(self.at..) {
             if !rest.is_empty() {
                 self.dec.input.push(rest);

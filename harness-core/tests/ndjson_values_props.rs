@@ -1,10 +1,12 @@
-//! Property tests of `NdjsonFeed::values`'s windows: values are parsed a window of lines
-//! ahead and handed out only when the window's LF count equals its number of values, so a
-//! value spread over lines (JSON whitespace holding a LF), a blank or whitespace-led line, a
-//! CRLF, trailing spaces, a line over the limit or a line that does not parse must each come
-//! out exactly as `push` + `poll` reports it: the same values, the same errors (serde_json's
-//! own messages) and the same line numbers, under any chunking and when the iterator is
-//! dropped halfway. The stdio transport carries "one JSON object per line"
+//! Property tests of `NdjsonFeed::values` (one deserializer kept across the lines of a
+//! feed) against the per-line reference: a value spread over lines (JSON whitespace holding
+//! a LF, which serde_json skips), a blank or whitespace-led line, a CRLF, trailing spaces, a
+//! line over the limit or a line that does not parse must each come out exactly as `push` +
+//! `poll` reports it: the same values, the same errors (serde_json's own messages) and the
+//! same line numbers, under any chunking, in long runs of good lines, and when the iterator
+//! is dropped halfway and the feed finished another way. Any reader that parses ahead of
+//! the line ends (a kept deserializer, or values parsed a window of lines ahead and checked
+//! afterwards) must pass these. The stdio transport carries "one JSON object per line"
 //! (tanstack-harness-wire-protocol.md:151).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -39,7 +41,7 @@ fn reference(cfg: NdjsonConfig, bytes: &[u8]) -> Vec<Item> {
 /// stops the chunk's iterator after that many items, and the rest of the chunk is read by
 /// the way `stops[i] % 3` says: a second `values` of the same feed, `next_value`, or the feed
 /// dropped (its rest buffered) and polled.
-fn windowed(cfg: NdjsonConfig, bytes: &[u8], cuts: &[usize], stops: &[Option<u8>]) -> Vec<Item> {
+fn fed_values(cfg: NdjsonConfig, bytes: &[u8], cuts: &[usize], stops: &[Option<u8>]) -> Vec<Item> {
     let mut dec = NdjsonDecoder::with_config(cfg);
     let mut out = Vec::new();
     let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
@@ -82,7 +84,8 @@ fn windowed(cfg: NdjsonConfig, bytes: &[u8], cuts: &[usize], stops: &[Option<u8>
     out
 }
 
-/// One line (without its LF) of the kinds a window must take or refuse, the limit in mind.
+/// One line (without its LF) of the kinds a parse-ahead reader must take or refuse, the limit
+/// in mind.
 fn line(limit: usize) -> impl Strategy<Value = Vec<u8>> {
     let long = move |n: usize| {
         let mut l = b"{\"k\":\"".to_vec();
@@ -91,7 +94,7 @@ fn line(limit: usize) -> impl Strategy<Value = Vec<u8>> {
         l
     };
     prop_oneof![
-        // Lines a window takes (weighted: windows of many lines).
+        // Good lines (weighted: long runs of them).
         8 => (0u32..1000).prop_map(|n| format!("{{\"a\":{n},\"t\":\"tok\"}}").into_bytes()),
         3 => (0u32..1000).prop_map(|n| format!("[{n},\"x\",{{\"b\":null}}]").into_bytes()),
         1 => Just(b"{\"a\": 1, \"b\": [1, 2]}".to_vec()), // spaces inside: still one line
@@ -155,22 +158,22 @@ proptest! {
 
     /// Any chunking, any stop: exactly push + poll.
     #[test]
-    fn windows_equal_push_then_poll((cfg, bytes) in stream(), cuts in prop::collection::vec(any::<usize>(), 0..10), stops in prop::collection::vec(prop::option::of(any::<u8>()), 0..11)) {
+    fn values_equal_push_then_poll((cfg, bytes) in stream(), cuts in prop::collection::vec(any::<usize>(), 0..10), stops in prop::collection::vec(prop::option::of(any::<u8>()), 0..11)) {
         let want = reference(cfg, &bytes);
-        prop_assert_eq!(&want, &windowed(cfg, &bytes, &cuts, &stops));
-        // The whole stream in one feed: the longest windows, read whole, then stopped
-        // halfway and finished each way.
-        prop_assert_eq!(&want, &windowed(cfg, &bytes, &[], &[]));
-        prop_assert_eq!(&want, &windowed(cfg, &bytes, &[], &stops[..stops.len().min(1)]));
+        prop_assert_eq!(&want, &fed_values(cfg, &bytes, &cuts, &stops));
+        // The whole stream in one feed: the longest runs, read whole, then stopped halfway
+        // and finished each way.
+        prop_assert_eq!(&want, &fed_values(cfg, &bytes, &[], &[]));
+        prop_assert_eq!(&want, &fed_values(cfg, &bytes, &[], &stops[..stops.len().min(1)]));
     }
 }
 
-/// Hand-made windows around each check: a value with a LF inside after many good lines (the
-/// count, not a per-value check, must catch it), at every split of the stream.
+/// A bad line of each kind amid 80 good ones (a value with a LF inside is caught however far
+/// into a run of good lines it is), at many splits of the stream, with every way to finish a
+/// stopped feed.
 #[test]
-fn a_value_holding_a_lf_deep_in_a_window_is_two_bad_lines() {
-    // 40 lines of 50 bytes on each side: windows (which start from 1 KiB of fed bytes) of
-    // many lines.
+fn a_value_holding_a_lf_deep_in_a_run_is_two_bad_lines() {
+    // 40 lines of 50 bytes on each side (runs of many lines past 1 KiB).
     let good: String = (0..40)
         .map(|i| format!("{{\"n\":{i:2},\"pad\":\"{}\"}}\n", "x".repeat(33)))
         .collect();
@@ -192,7 +195,7 @@ fn a_value_holding_a_lf_deep_in_a_window_is_two_bad_lines() {
             let want = reference(cfg, bytes);
             assert_eq!(
                 want,
-                windowed(cfg, bytes, &[], &[]),
+                fed_values(cfg, bytes, &[], &[]),
                 "case {i}, limit {limit}"
             );
             for split in (0..=bytes.len()).step_by(13) {
@@ -200,7 +203,7 @@ fn a_value_holding_a_lf_deep_in_a_window_is_two_bad_lines() {
                 for stop in [18, 19, 20] {
                     assert_eq!(
                         want,
-                        windowed(cfg, bytes, &[split], &[Some(stop), Some(stop)]),
+                        fed_values(cfg, bytes, &[split], &[Some(stop), Some(stop)]),
                         "case {i}, limit {limit}, split at {split}, stop {stop}"
                     );
                 }
@@ -209,10 +212,10 @@ fn a_value_holding_a_lf_deep_in_a_window_is_two_bad_lines() {
     }
 }
 
-/// A feed that starts inside a held line (the buffer holds its start) never starts a window
-/// there: `1` held and `2345` fed are the line `12345`, not the value 2345.
+/// A feed that starts inside a held line (the buffer holds its start) never parses from its
+/// first byte as from a line start: `1` held and `2345` fed are the line `12345`, not 2345.
 #[test]
-fn a_window_never_starts_inside_a_held_line() {
+fn a_feed_inside_a_held_line_never_parses_from_its_first_byte() {
     let good: String = (0..30)
         .map(|i| format!("{{\"n\":{i:2},\"pad\":\"{}\"}}\n", "x".repeat(33)))
         .collect();
@@ -222,7 +225,7 @@ fn a_window_never_starts_inside_a_held_line() {
     for split in good.len()..good.len() + 10 {
         assert_eq!(
             want,
-            windowed(cfg, &bytes, &[split], &[]),
+            fed_values(cfg, &bytes, &[split], &[]),
             "split at {split}"
         );
     }
