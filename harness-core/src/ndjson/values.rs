@@ -98,12 +98,20 @@ impl<'s, T: DeserializeOwned> NdjsonValues<'_, '_, 's, T> {
 impl<T: DeserializeOwned> Iterator for NdjsonValues<'_, '_, '_, T> {
     type Item = Result<T, NdjsonError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         match self.in_place() {
-            Fast::Line(v) => return Some(Ok(v)),
-            Fast::End => return None,
-            Fast::Slow => {}
+            Fast::Line(v) => Some(Ok(v)),
+            Fast::End => None,
+            Fast::Slow => self.next_line_by_line(),
         }
+    }
+}
+
+impl<T: DeserializeOwned> NdjsonValues<'_, '_, '_, T> {
+    /// The next value the framing way (a line the fast path does not take).
+    #[inline(never)]
+    fn next_line_by_line(&mut self) -> Option<Result<T, NdjsonError>> {
         let feed = &mut *self.feed;
         let dec = &mut *feed.dec;
         let line = match dec.next_in(feed.src, &mut feed.at) {
