@@ -7,27 +7,9 @@ use harness_core::ndjson::{NdjsonConfig, NdjsonDecoder, NdjsonError};
 use proptest::prelude::*;
 use serde_json::Value;
 
-type Item = Result<(u64, Value), NdjsonError>;
-
-fn drain(dec: &mut NdjsonDecoder, out: &mut Vec<Item>) {
-    loop {
-        match dec.poll::<Value>() {
-            Ok(Some(v)) => out.push(Ok((dec.line_number(), v))),
-            Ok(None) => break,
-            Err(e) => out.push(Err(e)),
-        }
-    }
-}
-
-fn reference(cfg: NdjsonConfig, bytes: &[u8]) -> Vec<Item> {
-    let mut dec = NdjsonDecoder::with_config(cfg);
-    let mut out = Vec::new();
-    dec.push(bytes);
-    drain(&mut dec, &mut out);
-    dec.finish();
-    drain(&mut dec, &mut out);
-    out
-}
+#[path = "support/ndjson_reference.rs"]
+mod ndjson_reference;
+use ndjson_reference::{Item, drain, reference};
 
 /// Each chunk pushed and polled, fed as values, fed as raw lines, fed and dropped after at
 /// most one value, or fed behind unpolled pushed bytes, as `modes` says.

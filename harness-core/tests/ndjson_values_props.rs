@@ -10,32 +10,13 @@
 //! (tanstack-harness-wire-protocol.md:151).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use harness_core::ndjson::{NdjsonConfig, NdjsonDecoder, NdjsonError};
+use harness_core::ndjson::{NdjsonConfig, NdjsonDecoder};
 use proptest::prelude::*;
 use serde_json::Value;
 
-type Item = Result<(u64, Value), NdjsonError>;
-
-fn drain(dec: &mut NdjsonDecoder, out: &mut Vec<Item>) {
-    loop {
-        match dec.poll::<Value>() {
-            Ok(Some(v)) => out.push(Ok((dec.line_number(), v))),
-            Ok(None) => break,
-            Err(e) => out.push(Err(e)),
-        }
-    }
-}
-
-/// The per-line reference: everything pushed, then polled line by line.
-fn reference(cfg: NdjsonConfig, bytes: &[u8]) -> Vec<Item> {
-    let mut dec = NdjsonDecoder::with_config(cfg);
-    let mut out = Vec::new();
-    dec.push(bytes);
-    drain(&mut dec, &mut out);
-    dec.finish();
-    drain(&mut dec, &mut out);
-    out
-}
+#[path = "support/ndjson_reference.rs"]
+mod ndjson_reference;
+use ndjson_reference::{Item, drain, reference};
 
 /// The stream fed in chunks cut at `cuts`, each read with `values`; `stops[i]`, when set,
 /// stops the chunk's iterator after that many items, and the rest of the chunk is read by
