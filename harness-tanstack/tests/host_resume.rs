@@ -64,6 +64,27 @@ fn finish<L: harness_tanstack::log::EventLog>(n: &mut Net<L>, thread: &str, op: 
     n.pump();
 }
 
+/// A run of `user` on `thread`, started and finished with no event between (the index
+/// tests make many).
+fn run_and_finish(n: &mut Net<harness_tanstack::MemoryLog>, user: &str, thread: &str, run: &str) {
+    let c = n
+        .host
+        .run_agui(n.now, &input(thread, run, "Hello"), Some(user), "r", None)
+        .unwrap();
+    n.pump();
+    let turn = n.turns.remove(0);
+    n.host
+        .finish_turn(
+            n.now,
+            &turn.thread_id,
+            &turn.operation_id,
+            TurnOutcome::Completed,
+        )
+        .unwrap();
+    n.pump();
+    n.take(c);
+}
+
 /// §3: "Run still going: replay everything stored, keep tailing live events, and close
 /// after RUN_FINISHED or RUN_ERROR." (tanstack-ai-client.md:140), found by `runId` alone:
 /// joinRun sends "`GET <url>?offset=-1&runId=<id>`, with `options.headers` only"
@@ -257,25 +278,6 @@ fn one_users_many_runs_do_not_push_another_users_run_out_of_the_index() {
     cfg.max_threads = 30_000;
     cfg.max_threads_per_user = 30_000;
     let mut n = net_with(cfg);
-    let run_and_finish =
-        |n: &mut Net<harness_tanstack::MemoryLog>, user: &str, thread: &str, run: &str| {
-            let c = n
-                .host
-                .run_agui(n.now, &input(thread, run, "Hello"), Some(user), "r", None)
-                .unwrap();
-            n.pump();
-            let turn = n.turns.remove(0);
-            n.host
-                .finish_turn(
-                    n.now,
-                    &turn.thread_id,
-                    &turn.operation_id,
-                    TurnOutcome::Completed,
-                )
-                .unwrap();
-            n.pump();
-            n.take(c);
-        };
     run_and_finish(&mut n, "bob", "tb", "run-bob");
     for i in 0..20_000 {
         run_and_finish(&mut n, "alice", &format!("ta-{i}"), &format!("run-a-{i}"));
@@ -314,28 +316,7 @@ fn the_run_index_holds_the_configured_number_of_runs() {
     cfg.max_indexed_runs = 4;
     let mut n = net_with(cfg);
     for i in 0..6 {
-        let c = n
-            .host
-            .run_agui(
-                n.now,
-                &input(&format!("tc-{i}"), &format!("r-{i}"), "Hello"),
-                Some("carol"),
-                "r",
-                None,
-            )
-            .unwrap();
-        n.pump();
-        let turn = n.turns.remove(0);
-        n.host
-            .finish_turn(
-                n.now,
-                &turn.thread_id,
-                &turn.operation_id,
-                TurnOutcome::Completed,
-            )
-            .unwrap();
-        n.pump();
-        n.take(c);
+        run_and_finish(&mut n, "carol", &format!("tc-{i}"), &format!("r-{i}"));
     }
     let join = |n: &mut Net<harness_tanstack::MemoryLog>, thread, run: &str| {
         n.host

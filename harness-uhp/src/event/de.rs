@@ -11,6 +11,14 @@ use crate::finding::{Finding, excerpt};
 use crate::response::{OutputContent, OutputItem, Response};
 use harness_core::wire;
 
+/// The `sequence_number` of an event object read as a `Value` (the slow path).
+fn seq_field(obj: &serde_json::Map<String, serde_json::Value>) -> SeqField {
+    match obj.get("sequence_number") {
+        None => SeqField::Absent,
+        Some(v) => v.as_u64().map_or(SeqField::Invalid, SeqField::Valid),
+    }
+}
+
 impl<'de> Deserialize<'de> for SeqField {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -278,10 +286,7 @@ impl StreamEvent {
             return Err(Finding::MissingType { sequence_number });
         };
         if EventType::from_wire(ty) == EventType::Unknown {
-            let seq = match obj.get("sequence_number") {
-                None => SeqField::Absent,
-                Some(v) => v.as_u64().map_or(SeqField::Invalid, SeqField::Valid),
-            };
+            let seq = seq_field(obj);
             return Ok(StreamEvent {
                 raw: String::new(),
                 body: Body {
@@ -312,10 +317,7 @@ impl StreamEvent {
                 | EventType::Failed
         );
         if lifecycle {
-            let seq = match obj.get("sequence_number") {
-                None => SeqField::Absent,
-                Some(v) => v.as_u64().map_or(SeqField::Invalid, SeqField::Valid),
-            };
+            let seq = seq_field(obj);
             let response = obj
                 .get("response")
                 .filter(|r| !r.is_null())
