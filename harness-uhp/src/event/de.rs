@@ -11,11 +11,33 @@ use crate::finding::{Finding, excerpt};
 use crate::response::{OutputContent, OutputItem, Response};
 use harness_core::wire;
 
-/// The `sequence_number` of an event object read as a `Value` (the slow path).
-fn seq_field(obj: &serde_json::Map<String, serde_json::Value>) -> SeqField {
-    match obj.get("sequence_number") {
+/// An event of type `ty` read leniently from its object on the slow path (an unknown type,
+/// or a lifecycle event whose response was read leniently): its type, its
+/// `sequence_number` and that response; no raw text yet.
+fn lenient(
+    ty: &str,
+    obj: &serde_json::Map<String, serde_json::Value>,
+    response: Option<Response>,
+) -> StreamEvent {
+    let sequence_number = match obj.get("sequence_number") {
         None => SeqField::Absent,
         Some(v) => v.as_u64().map_or(SeqField::Invalid, SeqField::Valid),
+    };
+    StreamEvent {
+        raw: String::new(),
+        body: Body {
+            type_name: Text::Owned(ty.into()),
+            item_id: None,
+            delta: None,
+            output_index: None,
+            content_index: None,
+            sequence_number,
+            event_type: EventType::from_wire(ty),
+            response: response.map(Box::new),
+            item: None,
+            part: None,
+            rare: None,
+        },
     }
 }
 
@@ -286,24 +308,7 @@ impl StreamEvent {
             return Err(Finding::MissingType { sequence_number });
         };
         if EventType::from_wire(ty) == EventType::Unknown {
-            let seq = seq_field(obj);
-            return Ok(StreamEvent {
-                raw: String::new(),
-                body: Body {
-                    type_name: Text::Owned(ty.into()),
-                    item_id: None,
-                    delta: None,
-                    output_index: None,
-                    content_index: None,
-                    sequence_number: seq,
-                    event_type: EventType::Unknown,
-                    response: None,
-                    item: None,
-                    part: None,
-                    rare: None,
-                },
-            }
-            .with_raw(data));
+            return Ok(lenient(ty, obj, None).with_raw(data));
         }
         // A lifecycle event whose response has a field of the wrong JSON type: the response
         // is read leniently (its status decides the task; one sloppy field must not cost the
@@ -317,29 +322,12 @@ impl StreamEvent {
                 | EventType::Failed
         );
         if lifecycle {
-            let seq = seq_field(obj);
             let response = obj
                 .get("response")
                 .filter(|r| !r.is_null())
                 .map(|r| Response::from_value_lenient(r.clone()));
             if let Some(Ok(response)) = response {
-                return Ok(StreamEvent {
-                    raw: String::new(),
-                    body: Body {
-                        type_name: Text::Owned(ty.into()),
-                        item_id: None,
-                        delta: None,
-                        output_index: None,
-                        content_index: None,
-                        sequence_number: seq,
-                        event_type: EventType::from_wire(ty),
-                        response: Some(Box::new(response)),
-                        item: None,
-                        part: None,
-                        rare: None,
-                    },
-                }
-                .with_raw(data));
+                return Ok(lenient(ty, obj, Some(response)).with_raw(data));
             }
         }
         // A JSON object with a string type that did not decode: the error says which field.
