@@ -28,8 +28,8 @@ pub struct SseFeed<'d, 's> {
 const WINDOW_BYTES: usize = 16 << 10;
 
 /// A window of the fed bytes validated as UTF-8: `src[start..end]`, from a line start to a
-/// line end or an ASCII byte; `text` is `None` when they are not valid (their events are then decoded one by
-/// one).
+/// line end or an ASCII byte; `text` is `None` when they are not valid (their events are then
+/// decoded one by one).
 #[derive(Clone, Copy, Debug)]
 struct Window<'s> {
     start: usize,
@@ -246,17 +246,14 @@ impl<'d, 's> SseFeed<'d, 's> {
         let end = input.buf.len() - 2;
         input.scan = end;
         // The lane's `data:` line, as it reads one in the fed bytes.
-        let (start, cfg) = (input.pos, dec.lines.cfg);
-        let line = &input.buf[start..end];
-        if line.len() > cfg.max_line_bytes || !line.starts_with(b"data:") {
+        let start = input.pos;
+        if !input.buf[start..end].starts_with(b"data:") {
             return Quick::Slow;
         }
-        // `line[5..]` is the value, with one leading space to strip.
-        let lo = start + 5 + usize::from(line.get(5) == Some(&b' '));
-        if end - lo > cfg.max_event_bytes {
-            return Quick::Slow;
+        match dec.lines.data_value(&input.buf, start, end) {
+            Some((lo, hi)) => Quick::Joined(lo, hi),
+            None => Quick::Slow,
         }
-        Quick::Joined(lo, end)
     }
 
     /// A [`Quick::Joined`] event is read: the buffer is consumed (its one `data:` line sets

@@ -152,16 +152,22 @@ impl Lines {
         let Some(end) = self.ends.find(&rest[5..]).map(|e| e + 5) else {
             return Err(true);
         };
-        if rest[end] != b'\n' || rest.get(end + 1) != Some(&b'\n') || end > self.cfg.max_line_bytes
-        {
+        if rest[end] != b'\n' || rest.get(end + 1) != Some(&b'\n') {
             return Err(false);
         }
-        // `rest[5]` is the line end when the value is empty.
-        let vlo = 5 + usize::from(rest[5] == b' ');
-        if end - vlo > self.cfg.max_event_bytes {
-            return Err(false);
+        self.data_value(src, p, p + end).ok_or(false)
+    }
+
+    /// The value of the `data:` line `src[p..end]` (`end`: its line end), one leading space
+    /// removed, when the line and the value are within the limits.
+    #[inline(always)]
+    pub(super) fn data_value(&self, src: &[u8], p: usize, end: usize) -> Option<(usize, usize)> {
+        if end - p > self.cfg.max_line_bytes {
+            return None;
         }
-        Ok((p + vlo, p + end))
+        // `src[p + 5]` is the line end when the value is empty.
+        let lo = p + 5 + usize::from(src[p + 5] == b' ');
+        (end - lo <= self.cfg.max_event_bytes).then_some((lo, end))
     }
 
     /// The field line `name:value` at `src[p..]` whose name and colon are `name_len` bytes:
