@@ -285,6 +285,7 @@ impl<'d, 's> SseFeed<'d, 's> {
     /// The next event, borrowed from the fed bytes or the decoder until the next call: no
     /// allocation per event (unless its data is not valid UTF-8, or its type is new).
     /// `None`: the fed bytes are used up. An `Err` concerns one event; keep calling.
+    #[inline]
     pub fn next_ref(&mut self) -> Option<Result<SseEventRef<'_>, SseError>> {
         match self.straight() {
             Straight::Event(data) => Some(Ok(SseEventRef {
@@ -366,6 +367,7 @@ impl<'d, 's> SseFeed<'d, 's> {
 impl Iterator for SseFeed<'_, '_> {
     type Item = Result<SseEvent, SseError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         match self.straight() {
             Straight::Event(data) => {
