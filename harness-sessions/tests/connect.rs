@@ -157,7 +157,7 @@ fn approval_park_approve_resume_over_the_wire() {
         wire.received.lock().unwrap().last().unwrap().frame,
         Some(Frame::Park(_))
     ));
-    assert_eq!(wire.statuses.lock().unwrap().last(), Some(&Ok(())));
+    assert_eq!(wire.statuses_after(1).last(), Some(&Ok(())));
     assert_eq!(h.effects.count(), 0);
     let p = remote.pending_approval("s").unwrap().unwrap();
     remote.approve("s", &p.call.id, true, "ok").unwrap();

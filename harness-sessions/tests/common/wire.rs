@@ -41,6 +41,19 @@ impl Loopback {
     pub fn sent(&self) -> Vec<HarnessFrame> {
         self.sent.lock().unwrap().clone()
     }
+    /// How the RPCs ended, once `n` have: the peer's thread records a status only after
+    /// `serve_connect` returned, which drops its sender first, so the host may see the
+    /// stream's end (and a test go on) before the status is in. Waits at most 10 s.
+    pub fn statuses_after(&self, n: usize) -> Vec<Result<(), ConnectError>> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let statuses = self.statuses.lock().unwrap().clone();
+            if statuses.len() >= n || std::time::Instant::now() > deadline {
+                return statuses;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
 }
 
 #[async_trait]
