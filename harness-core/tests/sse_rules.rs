@@ -234,6 +234,10 @@ fn an_id_counts_only_once_its_event_is_dispatched() {
         b"id: 1\ndata: a\n\ndata: b\nid\n",
         b"id: 1\ndata: a\n\nid: 2\n",
         b"id: 1\r\ndata: a\r\n\r\nid: 2\r",
+        // Two `id:` lines in the lost event: neither is the last event ID.
+        b"id: 1\ndata: a\n\nid: 2\nid: 3\ndata: b\n",
+        b"id: 1\ndata: a\n\nid: 2\ndata: b\nid: 3\n",
+        b"id: 1\ndata: a\n\nid: 1\nid: 2\n",
     ] {
         let out = decode(wire);
         assert_eq!(
@@ -253,6 +257,15 @@ fn an_id_counts_only_once_its_event_is_dispatched() {
     dec.push(b"\n");
     assert_eq!(dec.poll_event().unwrap().unwrap().id(), Some("2"));
     assert_eq!(dec.last_event_id(), Some("2"));
+    // However many `id:` lines the arriving event has.
+    dec.push(b"id: 4\nid: 5\n");
+    assert_eq!(dec.poll_event().unwrap(), None);
+    assert_eq!(dec.last_event_id(), Some("2"));
+    dec.push(b"data: d\n\n");
+    assert_eq!(dec.poll_event().unwrap().unwrap().id(), Some("5"));
+    assert_eq!(dec.last_event_id(), Some("5"));
+    dec.push(b"id: 2\ndata: e\n\n");
+    assert_eq!(dec.poll_event().unwrap().unwrap().id(), Some("2"));
 
     // After finish() the next stream (a reconnection) goes on from the dispatched id.
     dec.push(b"id: 3\ndata: torn");

@@ -29,12 +29,14 @@ pub(super) struct Fields {
     id: String,
     /// `id` shared with owned events, made when one is first taken after `id` changed.
     id_shared: Option<Arc<str>>,
-    /// An `id` field was read since the last blank line: the buffer may differ from
-    /// `dispatched_id`.
+    /// An `id` field was read since the last blank line: the last event ID string is
+    /// `dispatched_id`, and the buffer may differ from it. Otherwise the last event ID string
+    /// is the buffer itself (so that an event dispatched with an `id` copies it once).
     id_pending: bool,
-    /// The last event ID string: the buffer as the last blank line left it (WHATWG "dispatch
-    /// the event", step 1). What a client resumes with; an `id` of an event that never got
-    /// its blank line (cut off, or skipped for a limit) never becomes it.
+    /// While `id_pending`: the last event ID string, the buffer as the last blank line left
+    /// it (WHATWG "dispatch the event", step 1). What a client resumes with; an `id` of an
+    /// event that never got its blank line (cut off, or skipped for a limit) never becomes
+    /// it. Otherwise unused ([`last_event_id`](Self::last_event_id)).
     dispatched_id: String,
     /// The reconnection time in milliseconds, when the stream set one.
     pub(super) retry_ms: Option<u64>,
@@ -101,6 +103,10 @@ impl Fields {
             }
             // Ignored when the value contains U+0000 NULL.
             b"id" if memchr::memchr(0, value).is_none() => {
+                if !self.id_pending {
+                    // The last event ID string, kept while the buffer awaits the blank line.
+                    self.dispatched_id.clone_from(&self.id);
+                }
                 if self.id.as_bytes() != value {
                     self.id.clear();
                     push_utf8(&mut self.id, value);
@@ -150,16 +156,15 @@ impl Fields {
     }
 
     /// An event with an `id:` line of value `id` (decoded) is dispatched from the idle state:
-    /// the `id` buffer takes the value, and the last event ID string the buffer.
+    /// the `id` buffer takes the value, and with no `id` pending the buffer is the last
+    /// event ID string too.
     #[inline]
     pub(super) fn dispatch_id(&mut self, id: &str) {
+        debug_assert!(self.idle());
         if self.id != id {
             self.id.clear();
             self.id.push_str(id);
             self.id_shared = None;
-        }
-        if self.dispatched_id != self.id {
-            self.dispatched_id.clone_from(&self.id);
         }
     }
 
@@ -193,11 +198,9 @@ impl Fields {
     /// The blank line: dispatch the event when the data buffer is not empty.
     #[inline(always)]
     fn dispatch(&mut self) -> Step {
-        // Step 1, before the empty-data check: an event with only an `id` sets it too.
-        if self.id_pending {
-            self.dispatched_id.clone_from(&self.id);
-            self.id_pending = false;
-        }
+        // Step 1, before the empty-data check: an event with only an `id` sets it too (the
+        // buffer is the last event ID string once nothing is pending).
+        self.id_pending = false;
         if !self.has_data {
             self.event_type.clear();
             return Step::Continue;
@@ -331,7 +334,12 @@ impl Fields {
 
     /// The last event ID string (`None` when empty).
     pub(super) fn last_event_id(&self) -> Option<&str> {
-        (!self.dispatched_id.is_empty()).then_some(self.dispatched_id.as_str())
+        let id = if self.id_pending {
+            &self.dispatched_id
+        } else {
+            &self.id
+        };
+        (!id.is_empty()).then_some(id.as_str())
     }
 
     /// Whether an event has data gathered, and how many bytes (at end of stream). A data
