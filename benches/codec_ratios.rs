@@ -10,8 +10,9 @@
 //!
 //! `CODEC_RATIOS_ONE=WORKLOAD:PUSH` runs one workload once and nothing else, for a profiler
 //! (`valgrind --tool=callgrind target/release/deps/codec_ratios-*` then `callgrind_annotate`):
-//! WORKLOAD is one of `sse_owned`, `sse_borrowed`, `sse_stream`, `nd_ignored`, `nd_values`,
-//! `stream_deserializer`, `uhp_fed`, `uhp_flat`; PUSH a size in bytes.
+//! WORKLOAD is one of `sse_owned`, `sse_borrowed`, `sse_stream`, `sse_ids` (borrowed, an `id:`
+//! line on every event), `nd_ignored`, `nd_values`, `stream_deserializer`, `uhp_fed`,
+//! `uhp_flat`; PUSH a size in bytes.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
@@ -286,6 +287,18 @@ fn uhp(mb: usize, pairs: usize) {
     }
 }
 
+/// The realistic SSE stream's events, each with an `id:` line (the cursors of a TanStack
+/// host), for `CODEC_RATIOS_ONE=sse_ids:PUSH`: the fast lane's path for an `id:` line.
+fn sse_with_ids(target: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(target + 256);
+    let mut n = 0;
+    while out.len() < target {
+        out.extend_from_slice(format!("id: {n}\ndata: {}\n\n", streams::delta_json(n)).as_bytes());
+        n += 1;
+    }
+    out
+}
+
 /// One workload (`CODEC_RATIOS_ONE`), for a profiler: its input is made once, then it runs
 /// `CODEC_RATIOS_REPEAT` times (default once) and the best time is printed.
 fn one(spec: &str, mb: usize) {
@@ -310,6 +323,10 @@ fn one(spec: &str, mb: usize) {
         "sse_stream" => {
             let s = sse();
             Box::new(move || sse_stream_crate(byte_chunks(&s, push)).events)
+        }
+        "sse_ids" => {
+            let s = sse_with_ids(mb << 20);
+            Box::new(move || sse_borrowed(&s, push).events)
         }
         "nd_ignored" => {
             let s = nd();
