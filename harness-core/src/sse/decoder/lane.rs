@@ -57,7 +57,39 @@ impl Lines {
         if src.get(*at) == Some(&b'd') {
             return self.data_line(src, *at, None, None, false);
         }
+        // Then one `id:` or `event:` line before it (a TanStack cursor, a Responses type).
+        if let Some(ev) = self.field_event(src, *at) {
+            return Lane::Event(ev);
+        }
         self.lane_lines(src, at)
+    }
+
+    /// An event of one `id:` or `event:` line, then one `data:` line and the blank line, at
+    /// `src[p..]`, all whole and within the limits (no NUL in the id): what
+    /// [`lane_lines`](Self::lane_lines) gives for it, without its loop. `None`: anything
+    /// else, which `lane_lines` reads (a tail, another shape).
+    #[inline(always)]
+    fn field_event(&self, src: &[u8], p: usize) -> Option<LaneEvent> {
+        let rest = src.get(p..)?;
+        let is_id = if rest.starts_with(b"id:") {
+            true
+        } else if rest.starts_with(b"event:") {
+            false
+        } else {
+            return None;
+        };
+        let (lo, hi, next) = self.field_line(src, p, if is_id { 3 } else { 6 })?;
+        if is_id && src[lo..hi].contains(&0) {
+            return None;
+        }
+        let data = self.data_event(src, next).ok()?;
+        let field = Some((lo, hi));
+        Some(LaneEvent {
+            data,
+            id: if is_id { field } else { None },
+            event_type: if is_id { None } else { field },
+            next: data.1 + 2,
+        })
     }
 
     /// [`lane`](Self::lane) for an event that starts with another line.
