@@ -22,7 +22,14 @@ fn sse_stream() -> Vec<u8> {
     for i in 0..EVENTS {
         let ty = ["delta", "delta", "delta", "done", "ping"][i % 5];
         let eol = if i % 7 == 0 { "\r\n" } else { "\n" };
-        out.extend_from_slice(format!("event: {ty}{eol}id: {i}{eol}").as_bytes());
+        // Both fields, then an `id:` alone (a TanStack cursor), then an `event:` alone (a
+        // Responses type): each shape the lane reads.
+        let fields = match i % 3 {
+            0 => format!("event: {ty}{eol}id: {i}{eol}"),
+            1 => format!("id: {i}{eol}"),
+            _ => format!("event: {ty}{eol}"),
+        };
+        out.extend_from_slice(fields.as_bytes());
         out.extend_from_slice(
             format!("data: {{\"seq\":{i},\"delta\":\"tok{i} é\"}}{eol}").as_bytes(),
         );
