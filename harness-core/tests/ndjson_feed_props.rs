@@ -5,6 +5,10 @@
 
 use harness_core::ndjson::{NdjsonConfig, NdjsonDecoder, NdjsonError};
 use proptest::prelude::*;
+
+#[path = "support/chunks.rs"]
+mod chunks;
+use chunks::chunks;
 use serde_json::Value;
 
 #[path = "support/ndjson_reference.rs"]
@@ -16,9 +20,6 @@ use ndjson_reference::{Item, drain, reference};
 fn mixed(cfg: NdjsonConfig, bytes: &[u8], cuts: &[usize], modes: &[u8]) -> Vec<Item> {
     let mut dec = NdjsonDecoder::with_config(cfg);
     let mut out = Vec::new();
-    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
-    cuts.sort_unstable();
-    let mut start = 0;
     let values = |feed: &mut harness_core::ndjson::NdjsonFeed<'_, '_>, out: &mut Vec<Item>| {
         loop {
             let item = match feed.next_value::<Value>() {
@@ -28,9 +29,7 @@ fn mixed(cfg: NdjsonConfig, bytes: &[u8], cuts: &[usize], modes: &[u8]) -> Vec<I
             out.push(item.map(|v| (feed.line_number(), v)));
         }
     };
-    for (i, cut) in cuts.into_iter().chain([bytes.len()]).enumerate() {
-        let chunk = &bytes[start..cut];
-        start = cut;
+    for (i, chunk) in chunks(bytes, cuts).into_iter().enumerate() {
         match modes.get(i).copied().unwrap_or(0) % 6 {
             0 => {
                 dec.push(chunk);

@@ -12,6 +12,10 @@
 
 use harness_core::ndjson::{NdjsonConfig, NdjsonDecoder};
 use proptest::prelude::*;
+
+#[path = "support/chunks.rs"]
+mod chunks;
+use chunks::chunks;
 use serde_json::Value;
 
 #[path = "support/ndjson_reference.rs"]
@@ -25,12 +29,7 @@ use ndjson_reference::{Item, drain, reference};
 fn fed_values(cfg: NdjsonConfig, bytes: &[u8], cuts: &[usize], stops: &[Option<u8>]) -> Vec<Item> {
     let mut dec = NdjsonDecoder::with_config(cfg);
     let mut out = Vec::new();
-    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
-    cuts.sort_unstable();
-    let mut start = 0;
-    for (i, cut) in cuts.into_iter().chain([bytes.len()]).enumerate() {
-        let chunk = &bytes[start..cut];
-        start = cut;
+    for (i, chunk) in chunks(bytes, cuts).into_iter().enumerate() {
         let mut feed = dec.feed(chunk);
         let stop = stops.get(i).copied().flatten();
         let mut vals = feed.values::<Value>();

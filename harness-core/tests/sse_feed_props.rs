@@ -7,6 +7,10 @@
 use harness_core::sse::{SseConfig, SseDecoder, SseError, SseEvent};
 use proptest::prelude::*;
 
+#[path = "support/chunks.rs"]
+mod chunks;
+use chunks::chunks;
+
 type Outcome = (
     Vec<Result<SseEvent, SseError>>,
     Result<(), SseError>,
@@ -40,12 +44,7 @@ fn reference(cfg: SseConfig, bytes: &[u8]) -> Outcome {
 fn mixed(cfg: SseConfig, bytes: &[u8], cuts: &[usize], modes: &[u8]) -> Outcome {
     let mut dec = SseDecoder::with_config(cfg);
     let mut items = Vec::new();
-    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
-    cuts.sort_unstable();
-    let mut start = 0;
-    for (i, cut) in cuts.into_iter().chain([bytes.len()]).enumerate() {
-        let chunk = &bytes[start..cut];
-        start = cut;
+    for (i, chunk) in chunks(bytes, cuts).into_iter().enumerate() {
         match modes.get(i).copied().unwrap_or(0) % 5 {
             0 => {
                 dec.push(chunk);

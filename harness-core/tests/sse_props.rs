@@ -5,6 +5,10 @@
 use harness_core::sse::{SseConfig, SseDecoder, SseEncoder, SseError, SseEvent};
 use proptest::prelude::*;
 
+#[path = "support/chunks.rs"]
+mod chunks;
+use chunks::chunks;
+
 type Outcome = (
     Vec<Result<SseEvent, SseError>>,
     Result<(), SseError>,
@@ -21,13 +25,9 @@ fn run(cfg: SseConfig, bytes: &[u8], cuts: &[usize]) -> Outcome {
             Err(e) => items.push(Err(e)),
         }
     };
-    let mut start = 0;
-    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
-    cuts.sort_unstable();
-    for cut in cuts.into_iter().chain([bytes.len()]) {
-        dec.push(&bytes[start..cut]);
+    for chunk in chunks(bytes, cuts) {
+        dec.push(chunk);
         drain(&mut dec, &mut items);
-        start = cut;
     }
     let fin = dec.finish();
     drain(&mut dec, &mut items);
